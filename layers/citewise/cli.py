@@ -1,0 +1,296 @@
+"""The `citewise` command: ingest, query, search and manage documents on the embedded local stack.
+
+The CLI is a client of the library like a Lambda handler is: it builds a `Caller` from its flags (the
+local stand-in for an authenticated identity), calls one library function, and renders the result.
+Every error becomes one line `error: CODE: message` on stderr and exit status 2; nothing is a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from citewise.answering import answer_question
+from citewise.config import Settings
+from citewise.errors import CitewiseError, NotFoundError, ValidationError
+from citewise.factory import Services, build_local
+from citewise.ingestion import IngestResult, Outcome, SourceObject
+from citewise.localfiles import scan
+from citewise.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
+from citewise.render import render_answer, render_documents, render_hits, render_summary
+from citewise.tenancy import document_id, validate_tenant_id
+
+EXIT_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings() if args.home is None else Settings(home=args.home)
+        services = build_local(settings)
+    except pydantic.ValidationError as exc:
+        return _fail(ValidationError(f"invalid CITEWISE_* setting: {_pydantic_message(exc)}"))
+    except CitewiseError as exc:
+        return _fail(exc)
+    try:
+        command: Callable[[argparse.Namespace, Services], int] = args.run
+        return command(args, services)
+    except CitewiseError as exc:
+        return _fail(exc)
+    except pydantic.ValidationError as exc:
+        return _fail(ValidationError(_pydantic_message(exc)))
+    finally:
+        services.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="citewise", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--home", type=Path, help="where the local index lives (default $CITEWISE_HOME or ~/.citewise)"
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    ingest = commands.add_parser("ingest", help="index files and folders (re-running skips unchanged files)")
+    ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    _identity(ingest)
+    ingest.add_argument(
+        "--visibility", choices=[v.value for v in Visibility], default=Visibility.SHARED.value
+    )
+    ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ingest.set_defaults(run=_ingest)
+
+    for name, run, text in (
+        ("query", _query, "answer a question with citations"),
+        ("search", _search, "rank chunks for a query (retrieval only)"),
+    ):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("query")
+        _identity(sub)
+        sub.add_argument("--top-k", type=int, default=5)
+        sub.add_argument("--min-score", type=float, default=0.0)
+        sub.add_argument("--max-sources", type=int)
+        sub.add_argument("--filter", type=_json_arg, help="Bedrock Knowledge Bases filter as JSON")
+        sub.add_argument("--json", action="store_true")
+        sub.set_defaults(run=run)
+
+    docs = commands.add_parser("docs", help="list, show or delete documents").add_subparsers(required=True)
+    listing = docs.add_parser("list", help="documents of the tenant visible to the user")
+    _identity(listing)
+    listing.add_argument("--status", choices=[s.value for s in DocumentStatus])
+    listing.add_argument("--prefix", help="only paths starting with this")
+    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--cursor")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=_docs_list)
+    for name, run, text in (
+        ("show", _docs_show, "one document"),
+        ("delete", _docs_delete, "remove a document"),
+    ):
+        sub = docs.add_parser(name, help=text)
+        sub.add_argument("doc_id", metavar="ID")
+        _identity(sub)
+        sub.add_argument("--json", action="store_true")
+        sub.set_defaults(run=run)
+
+    demo = commands.add_parser("demo", help="ingest the sample corpus and answer its questions")
+    demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
+    demo.add_argument("--questions", type=Path, default=Path("samples/questions.json"))
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _identity(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenant", required=True, help="tenant id (on AWS it comes from the identity)")
+    parser.add_argument("--user", default="local", help="user id, for private documents (default: local)")
+
+
+def _caller(args: argparse.Namespace) -> Caller:
+    return Caller(tenant_id=validate_tenant_id(args.tenant), user_id=args.user)
+
+
+def _json_arg(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+
+
+def _request(args: argparse.Namespace) -> SearchRequest:
+    return SearchRequest(
+        query=args.query,
+        top_k=args.top_k,
+        min_score=args.min_score,
+        max_sources=args.max_sources,
+        filters=Filter.model_validate(args.filter) if args.filter is not None else None,
+    )
+
+
+# --- commands --------------------------------------------------------------------------------------
+
+
+def _ingest(args: argparse.Namespace, services: Services) -> int:
+    caller = _caller(args)
+    found = scan(args.paths, caller.tenant_id, caller.user_id, Visibility(args.visibility))
+    results, unrecorded = _ingest_all(services, found.objects)
+    seen = {obj.path for obj in found.objects}
+    for prefix in found.prefixes:
+        for document in _all_documents(services, caller.tenant_id, prefix):
+            if document.path not in seen and document.source == "local":
+                services.ingestor.delete(caller.tenant_id, document.doc_id)
+                results.append(IngestResult(Outcome.DELETED, document))
+    counts = Counter(result.outcome.value for result in results)
+    summary = {
+        "scanned": len(found.objects) + len(found.invalid),
+        **{outcome.value: counts[outcome.value] for outcome in Outcome},
+        "skipped": len(found.skipped),
+        "embedded_chunks": sum(r.embedded for r in results),
+        "reused_chunks": sum(r.reused for r in results),
+    }
+    failures = [
+        {"path": r.document.path, "error": r.document.error or ""}
+        for r in results
+        if r.outcome is Outcome.FAILED
+    ]
+    failures += unrecorded + [{"path": str(path), "error": reason} for path, reason in found.invalid]
+    summary["failed"] = len(failures)
+    if args.json:
+        print(json.dumps({**summary, "failures": failures}, indent=2))
+    else:
+        print(render_summary(summary, failures))
+    return 0
+
+
+def _ingest_all(
+    services: Services, objects: list[SourceObject]
+) -> tuple[list[IngestResult], list[dict[str, str]]]:
+    """Ingest each object; one failure never stops the run. Returns results and unrecorded failures."""
+    from tqdm import tqdm
+
+    results: list[IngestResult] = []
+    unrecorded: list[dict[str, str]] = []
+    with tqdm(objects, unit="doc", disable=len(objects) < 2 or None, file=sys.stderr) as progress:
+        for obj in progress:
+            progress.set_postfix_str(obj.path[-40:], refresh=False)
+            try:
+                results.append(services.ingestor.ingest(obj))
+            except CitewiseError as exc:
+                # Transient failures are already recorded as FAILED; invalid paths have no record.
+                document = services.registry.get(obj.tenant_id, document_id(obj.tenant_id, obj.path))
+                if document is None:
+                    unrecorded.append({"path": obj.path, "error": f"{exc.code}: {exc.message}"})
+                else:
+                    results.append(IngestResult(Outcome.FAILED, document))
+    return results, unrecorded
+
+
+def _all_documents(services: Services, tenant_id: str, prefix: str) -> list[Document]:
+    documents: list[Document] = []
+    cursor = None
+    while True:
+        page = services.registry.list(tenant_id, path_prefix=prefix, limit=1000, cursor=cursor)
+        documents += page.items
+        if page.next_cursor is None:
+            return documents
+        cursor = page.next_cursor
+
+
+def _query(args: argparse.Namespace, services: Services) -> int:
+    answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
+    print(answer.model_dump_json(indent=2) if args.json else render_answer(answer))
+    return 0
+
+
+def _search(args: argparse.Namespace, services: Services) -> int:
+    hits = services.retriever.search(_caller(args), _request(args))
+    if args.json:
+        print(json.dumps({"hits": [hit.model_dump(mode="json") for hit in hits]}, indent=2))
+    else:
+        print(render_hits(hits))
+    return 0
+
+
+def _docs_list(args: argparse.Namespace, services: Services) -> int:
+    caller = _caller(args)
+    page = services.registry.list(
+        caller.tenant_id,
+        visible_to=caller.user_id,
+        status=DocumentStatus(args.status) if args.status else None,
+        path_prefix=args.prefix,
+        limit=args.limit,
+        cursor=args.cursor,
+    )
+    print(page.model_dump_json(indent=2) if args.json else render_documents(page.items, page.next_cursor))
+    return 0
+
+
+def _visible_document(args: argparse.Namespace, services: Services) -> Document:
+    """The document if the caller may read it; NOT_FOUND either way otherwise, revealing nothing."""
+    caller = _caller(args)
+    document = services.registry.get(caller.tenant_id, args.doc_id)
+    if document is None or (document.visibility is Visibility.PRIVATE and document.owner != caller.user_id):
+        raise NotFoundError(f"no document {args.doc_id!r} in tenant {caller.tenant_id!r}")
+    return document
+
+
+def _docs_show(args: argparse.Namespace, services: Services) -> int:
+    document = _visible_document(args, services)
+    print(
+        document.model_dump_json(indent=2) if args.json else render_documents([document], None, detail=True)
+    )
+    return 0
+
+
+def _docs_delete(args: argparse.Namespace, services: Services) -> int:
+    document = _visible_document(args, services)
+    services.ingestor.delete(document.tenant_id, document.doc_id)
+    print(
+        json.dumps({"deleted": document.doc_id})
+        if args.json
+        else f"deleted {document.path} ({document.doc_id})"
+    )
+    return 0
+
+
+def _demo(args: argparse.Namespace, services: Services) -> int:
+    questions = json.loads(args.questions.read_text(encoding="utf-8"))
+    caller = Caller(tenant_id="demo", user_id="demo")
+    found = scan([args.corpus], caller.tenant_id, caller.user_id, Visibility.SHARED)
+    results, unrecorded = _ingest_all(services, found.objects)
+    counts = Counter(result.outcome.value for result in results)
+    print(
+        f"Ingested {len(results)} documents from {args.corpus} with the {services.embedder.name} embedder: "
+        + ", ".join(
+            f"{counts[o.value]} {o.value}"
+            for o in (Outcome.NEW, Outcome.MODIFIED, Outcome.UNCHANGED, Outcome.FAILED)
+        )
+        + "\n"
+    )
+    for number, item in enumerate(questions, start=1):
+        answer: Answer = answer_question(
+            services.retriever, services.synthesizer, caller, SearchRequest(query=item["question"], top_k=5)
+        )
+        print(f"Q{number}. {item['question']}\n{render_answer(answer)}\n")
+    return 0 if counts[Outcome.FAILED.value] == 0 and not unrecorded else 1
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+
+def _fail(error: CitewiseError) -> int:
+    print(f"error: {error.code}: {error.message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _pydantic_message(exc: pydantic.ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+        for err in exc.errors(include_url=False)
+    )

@@ -1,0 +1,102 @@
+"""One error hierarchy with stable codes: adapters raise these, one module maps them to HTTP.
+
+Callers branch on the class (or `code`), never on message text; `details` carries structured context
+that is safe to show the caller (never document text or secrets).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class CitewiseError(Exception):
+    """Base of every error citewise raises on purpose."""
+
+    code: ClassVar[str] = "INTERNAL_ERROR"
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `error` object of an API response body (the request id is added by the caller)."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class ValidationError(CitewiseError):
+    """The input is malformed or violates a rule (bad key, bad filter, bad tenant id)."""
+
+    code = "VALIDATION_ERROR"
+    http_status = 400
+
+
+class UnauthorizedError(CitewiseError):
+    """No usable identity came with the request."""
+
+    code = "UNAUTHORIZED"
+    http_status = 401
+
+
+class ForbiddenError(CitewiseError):
+    """The identity is known but may not do this."""
+
+    code = "FORBIDDEN"
+    http_status = 403
+
+
+class NotFoundError(CitewiseError):
+    """Nothing by that id is visible to the caller (whether or not it exists elsewhere)."""
+
+    code = "NOT_FOUND"
+    http_status = 404
+
+
+class PayloadTooLargeError(CitewiseError):
+    """A document or request exceeds a configured size or page limit."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+
+class UnsupportedMediaTypeError(ValidationError):
+    """The document's format is not one citewise can parse."""
+
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    http_status = 415
+
+
+class ParseError(ValidationError):
+    """The document claims a supported format but its bytes are corrupt or empty."""
+
+    code = "PARSE_ERROR"
+    http_status = 422
+
+
+class ThrottledError(CitewiseError):
+    """A backend asked us to slow down and retries did not help."""
+
+    code = "THROTTLED"
+    http_status = 429
+
+
+class EmbeddingServiceError(CitewiseError):
+    """The embedding model failed or answered something unusable."""
+
+    code = "EMBEDDING_SERVICE_ERROR"
+    http_status = 502
+
+
+class SearchBackendError(CitewiseError):
+    """The search index failed, or is inconsistent with the configured embedder."""
+
+    code = "SEARCH_BACKEND_ERROR"
+    http_status = 502
+
+
+class GenerationError(CitewiseError):
+    """The answer model failed or answered something unusable."""
+
+    code = "GENERATION_ERROR"
+    http_status = 502

@@ -1,0 +1,63 @@
+"""Per-document metadata from a sidecar `<file>.metadata.json`, the Bedrock Knowledge Bases convention.
+
+`{"metadataAttributes": {"team": "platform", "year": 2026, "tags": ["design"]}}`: values are strings,
+numbers, booleans or lists of strings. A `tags` list becomes the document's tags. Keys the system owns
+(tenant, owner, visibility, path...) are refused so a sidecar can never forge access metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from citewise.errors import ValidationError
+from citewise.models import AttributeValue
+
+SIDECAR_SUFFIX = ".metadata.json"
+SYSTEM_KEYS = frozenset(
+    {
+        "tenant_id",
+        "tenant",
+        "tenantId",
+        "doc_id",
+        "owner",
+        "visibility",
+        "source",
+        "path",
+        "title",
+        "created_at",
+        "updated_at",
+        "page",
+        "chunk_id",
+    }
+)
+_KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+MAX_SIDECAR_BYTES = 64 * 1024
+
+
+def parse_sidecar(data: bytes, name: str) -> dict[str, AttributeValue]:
+    """The validated `metadataAttributes` of a sidecar file, or a ValidationError naming the problem."""
+    if len(data) > MAX_SIDECAR_BYTES:
+        raise ValidationError(f"{name}: metadata file is larger than {MAX_SIDECAR_BYTES} bytes")
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"{name}: metadata file is not valid UTF-8 JSON ({exc})") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("metadataAttributes"), dict):
+        raise ValidationError(f'{name}: expected {{"metadataAttributes": {{...}}}}')
+    return {key: _attribute(name, key, value) for key, value in document["metadataAttributes"].items()}
+
+
+def _attribute(name: str, key: str, value: Any) -> AttributeValue:
+    if key in SYSTEM_KEYS:
+        raise ValidationError(f"{name}: metadata key '{key}' is reserved", details={"key": key})
+    if not _KEY_RE.fullmatch(key):
+        raise ValidationError(f"{name}: metadata key '{key}' must be 1-100 letters, digits or _.:-")
+    if isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise ValidationError(
+        f"{name}: metadata '{key}' must be a string, number, boolean or list of strings", details={"key": key}
+    )

@@ -1,0 +1,103 @@
+"""The local DocumentRegistry: one SQLite table beside the local index."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from citewise.errors import ValidationError
+from citewise.models import Document, DocumentStatus, Visibility
+from citewise.registry.base import DocumentPage
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    tenant_id TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    visibility TEXT NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, doc_id)
+);
+CREATE INDEX IF NOT EXISTS documents_by_path ON documents (tenant_id, path);
+"""
+
+
+class LocalRegistry:
+    """A `DocumentRegistry` in a SQLite file; paging cursors are the last path returned."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._conn.close()
+
+    def get(self, tenant_id: str, doc_id: str) -> Document | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT body FROM documents WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id)
+            ).fetchone()
+        return Document.model_validate_json(row[0]) if row else None
+
+    def put(self, document: Document) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO documents (tenant_id, doc_id, path, owner, visibility, status, body)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    document.tenant_id,
+                    document.doc_id,
+                    document.path,
+                    document.owner,
+                    document.visibility.value,
+                    document.status.value,
+                    document.model_dump_json(),
+                ),
+            )
+
+    def delete(self, tenant_id: str, doc_id: str) -> None:
+        with self._lock:
+            self._conn.execute(
+                "DELETE FROM documents WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id)
+            )
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        visible_to: str | None = None,
+        status: DocumentStatus | None = None,
+        path_prefix: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        if not 1 <= limit <= 1000:
+            raise ValidationError("limit must be between 1 and 1000", details={"field": "limit"})
+        sql = "SELECT body, path FROM documents WHERE tenant_id = ?"
+        params: list[object] = [tenant_id]
+        if visible_to is not None:
+            sql += " AND (visibility = ? OR owner = ?)"
+            params += [Visibility.SHARED.value, visible_to]
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status.value)
+        if path_prefix:
+            sql += " AND substr(path, 1, ?) = ?"
+            params += [len(path_prefix), path_prefix]
+        if cursor is not None:
+            sql += " AND path > ?"
+            params.append(cursor)
+        sql += " ORDER BY path LIMIT ?"
+        params.append(limit + 1)
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        items = [Document.model_validate_json(body) for body, _ in rows[:limit]]
+        next_cursor = rows[limit - 1][1] if len(rows) > limit else None
+        return DocumentPage(items=items, next_cursor=next_cursor)

@@ -1,0 +1,73 @@
+"""Plain-text rendering of answers, hits, documents and ingest summaries for the terminal."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+
+from citewise.models import Answer, Chunk, Document, SearchHit
+
+WIDTH = 100
+
+
+def location(chunk_path: str, page: int | None, section: str | None) -> str:
+    """`path, page N - section`: where a citation points, as a reader would look it up."""
+    where = chunk_path + (f", page {page}" if page is not None else "")
+    return f"{where} - {section}" if section else where
+
+
+def render_answer(answer: Answer) -> str:
+    """The answer wrapped to the terminal, then one line per citation with its quoted span."""
+    lines = [textwrap.fill(answer.answer, WIDTH, initial_indent="  ", subsequent_indent="  ")]
+    if answer.citations:
+        lines.append("  Citations:")
+    for citation in answer.citations:
+        lines.append(
+            f"    [{citation.source}] {location(citation.path, citation.page, citation.section)}"
+            f" (score {citation.score:.2f})"
+        )
+        lines.append(
+            textwrap.shorten(f'"{citation.quote}"', WIDTH - 8, placeholder='..."').join(["        ", ""])
+        )
+    return "\n".join(lines)
+
+
+def render_hits(hits: Sequence[SearchHit]) -> str:
+    """One block per hit: rank, score, location, and the start of the chunk."""
+    if not hits:
+        return "No matching chunks."
+    return "\n".join(
+        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}\n"
+        f"    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
+        for rank, hit in enumerate(hits, start=1)
+    )
+
+
+def _chunk_location(chunk: Chunk) -> str:
+    return location(chunk.document.path, chunk.page, chunk.section)
+
+
+def render_documents(documents: Sequence[Document], next_cursor: str | None, *, detail: bool = False) -> str:
+    """A table of documents, or every field of each when `detail` is set."""
+    if not documents:
+        return "No documents."
+    if detail:
+        return "\n\n".join(
+            "\n".join(f"{key:>12}: {value}" for key, value in doc.model_dump(mode="json").items())
+            for doc in documents
+        )
+    rows = [f"{'ID':<32}  {'STATUS':<8}  {'CHUNKS':>6}  {'PAGES':>5}  PATH"]
+    rows += [
+        f"{d.doc_id:<32}  {d.status.value:<8}  {d.chunk_count:>6}  {d.page_count or '':>5}  {d.path}"
+        + (f"\n{'':<34}{d.error}" if d.error else "")
+        for d in documents
+    ]
+    if next_cursor:
+        rows.append(f"(more: --cursor {next_cursor})")
+    return "\n".join(rows)
+
+
+def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, str]]) -> str:
+    """The ingest summary line, then each failure with its reason."""
+    line = ", ".join(f"{key.replace('_', ' ')}: {value}" for key, value in summary.items())
+    return "\n".join([line, *(f"  FAILED {f['path']}: {f['error']}" for f in failures)])

@@ -1,0 +1,105 @@
+"""Hybrid retrieval: BM25 and vector rankings, each inside the caller's access, fused by reciprocal rank.
+
+The access filter is not built here from anything the user sends: the index port takes the `Caller`
+and applies `tenant AND (shared OR owner)` itself; the user's filter can only narrow that. Fusion runs
+in the client so it behaves the same on the local index, an OpenSearch domain and OpenSearch Serverless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from citewise.config import SearchMode
+from citewise.embeddings.base import Embedder
+from citewise.errors import ValidationError
+from citewise.index.base import ScoredChunk, VectorIndex
+from citewise.models import Caller, Filter, SearchHit, SearchRequest
+
+# Keys that only the access filter may use: naming them in a user filter is refused outright, so a
+# client can never believe it chose a tenant.
+RESERVED_FILTER_KEYS = frozenset({"tenant_id", "tenant", "tenantId"})
+
+
+def validate_filter(filters: Filter | None) -> None:
+    """Refuse a user filter that names a reserved key."""
+    if filters is None:
+        return
+    reserved = sorted(filters.keys() & RESERVED_FILTER_KEYS)
+    if reserved:
+        raise ValidationError(
+            f"filter key '{reserved[0]}' is reserved: the tenant comes from your identity",
+            details={"field": "filters", "reserved_keys": reserved},
+        )
+
+
+def reciprocal_rank_fusion(
+    rankings: Mapping[str, Sequence[ScoredChunk]], weights: Mapping[str, float], k: int
+) -> list[tuple[ScoredChunk, float, dict[str, float]]]:
+    """Fuse named ranked lists: score(c) = sum_i w_i / (k + rank_i(c)), scaled so rank 1 everywhere is 1.0.
+
+    Returns each chunk once with its fused score and its raw score in each list it appears in, best
+    first; ties keep the order of first appearance.
+    """
+    best_possible = sum(weights[name] / (k + 1) for name in rankings)
+    fused: dict[str, tuple[ScoredChunk, float, dict[str, float]]] = {}
+    for name, ranking in rankings.items():
+        for rank, scored in enumerate(ranking, start=1):
+            first, total, raw = fused.get(scored.chunk.chunk_id) or (scored, 0.0, {})
+            raw[name] = scored.score
+            fused[scored.chunk.chunk_id] = (first, total + weights[name] / (k + rank), raw)
+    ordered = sorted(fused.values(), key=lambda entry: -entry[1])
+    return [(scored, total / best_possible, raw) for scored, total, raw in ordered]
+
+
+class Retriever:
+    """Runs a `SearchRequest` for a `Caller` against an index with an embedder."""
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        embedder: Embedder,
+        *,
+        mode: SearchMode = "hybrid",
+        rrf_k: int = 60,
+        candidates: int = 50,
+        keyword_weight: float = 1.0,
+        vector_weight: float = 1.0,
+    ) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.mode = mode
+        self.rrf_k = rrf_k
+        self.candidates = candidates
+        self.weights = {"keyword": keyword_weight, "vector": vector_weight}
+
+    def search(self, caller: Caller, request: SearchRequest) -> list[SearchHit]:
+        """The best chunks for the request, at most `top_k`, from at most `max_sources` documents."""
+        validate_filter(request.filters)
+        depth = max(self.candidates, request.top_k)
+        rankings: dict[str, list[ScoredChunk]] = {}
+        if self.mode in ("hybrid", "bm25"):
+            rankings["keyword"] = self.index.keyword_search(caller, request.query, request.filters, depth)
+        if self.mode in ("hybrid", "vector"):
+            query_vector = self.embedder.embed_query(request.query)
+            rankings["vector"] = self.index.vector_search(caller, query_vector, request.filters, depth)
+        fused = reciprocal_rank_fusion(rankings, self.weights, self.rrf_k)
+        hits: list[SearchHit] = []
+        documents: set[str] = set()
+        for scored, score, raw in fused:
+            if score < request.min_score:
+                break
+            doc_id = scored.chunk.document.doc_id
+            if doc_id not in documents and len(documents) == (request.max_sources or request.top_k):
+                continue
+            documents.add(doc_id)
+            hits.append(
+                SearchHit(
+                    chunk=scored.chunk,
+                    score=round(score, 6),
+                    vector_score=raw.get("vector"),
+                    keyword_score=raw.get("keyword"),
+                )
+            )
+            if len(hits) == request.top_k:
+                break
+        return hits
