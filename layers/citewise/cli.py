@@ -159,7 +159,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
         for r in results
         if r.outcome is Outcome.FAILED
     ]
-    failures += unrecorded + [{"path": str(path), "error": reason} for path, reason in found.invalid]
+    failures += unrecorded + [{"path": path, "error": reason} for path, reason in found.invalid]
     summary["failed"] = len(failures)
     if args.json:
         print(json.dumps({**summary, "failures": failures}, indent=2))

@@ -27,7 +27,7 @@ class Scan:
     objects: list[SourceObject] = field(default_factory=list)
     prefixes: list[str] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
-    invalid: list[tuple[Path, str]] = field(default_factory=list)
+    invalid: list[tuple[str, str]] = field(default_factory=list)  # (document path, "CODE: reason")
 
 
 def scan(paths: list[Path], tenant_id: str, owner: str, visibility: Visibility) -> Scan:
@@ -49,12 +49,11 @@ def scan(paths: list[Path], tenant_id: str, owner: str, visibility: Visibility) 
             if root.is_dir() and file.suffix.lower() not in SUPPORTED_EXTENSIONS:
                 result.skipped.append(file)
                 continue
+            key = file.relative_to(base).as_posix()
             try:
-                result.objects.append(
-                    _source(file, file.relative_to(base).as_posix(), tenant_id, owner, visibility)
-                )
+                result.objects.append(_source(file, key, tenant_id, owner, visibility))
             except ValidationError as exc:
-                result.invalid.append((file, exc.message))
+                result.invalid.append((key, f"{exc.code}: {exc.message}"))
     return result
 
 

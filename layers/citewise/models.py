@@ -184,7 +184,8 @@ class Filter(BaseModel):
 
     @model_validator(mode="after")
     def _exactly_one_operator(self) -> Filter:
-        if len(self.model_fields_set) != 1:
+        operators = [name for name in self.model_fields_set if getattr(self, name) is not None]
+        if len(operators) != 1 or len(self.model_fields_set) != 1:
             raise ValueError(
                 "a filter object must have exactly one operator, one of: "
                 + ", ".join(COMPARISON_OPERATORS + LOGICAL_OPERATORS)

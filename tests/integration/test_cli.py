@@ -1,0 +1,186 @@
+"""The `citewise` command end to end on a temporary home, with the hashing embedder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from citewise.cli import main
+from tests.builders import make_blank_pdf, make_pdf
+
+REPO = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    """Run `citewise --home <tmp> ARGS...`; returns (exit status, stdout, stderr)."""
+    monkeypatch.setenv("CITEWISE_EMBEDDER", "hashing")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        status = main(["--home", str(tmp_path / "home"), *args])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+def _json(output: str) -> Any:
+    return json.loads(output)
+
+
+def test_ingest_reports_new_unchanged_modified_and_deleted(cli: Any, tmp_path: Path) -> None:
+    # Given a folder with two documents, a file of an unsupported type and a hidden file
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAardvarks eat ants.")
+    (docs / "b.txt").write_text("Badgers dig.")
+    (docs / "c.png").write_bytes(b"\x89PNG")
+    (docs / ".hidden.md").write_text("secret")
+    # When ingested, re-ingested, edited and pruned
+    first = _json(cli("ingest", str(docs), "--tenant", "acme", "--json")[1])
+    second = _json(cli("ingest", str(docs), "--tenant", "acme", "--json")[1])
+    (docs / "a.md").write_text("# A\n\nAardvarks eat termites.")
+    (docs / "b.txt").unlink()
+    third = _json(cli("ingest", str(docs), "--tenant", "acme", "--json")[1])
+    # Then the summaries count exactly that
+    counts = ("scanned", "new", "modified", "unchanged", "deleted", "failed", "skipped")
+    assert [first[k] for k in counts] == [2, 2, 0, 0, 0, 0, 1]
+    assert [second[k] for k in counts] == [2, 0, 0, 2, 0, 0, 1]
+    assert second["embedded_chunks"] == 0
+    assert [third[k] for k in counts] == [1, 0, 1, 0, 1, 0, 1]
+    listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
+    assert [d["path"] for d in listing["items"]] == ["docs/a.md"]
+
+
+def test_bad_inputs_fail_one_by_one_and_the_rest_is_indexed(cli: Any, tmp_path: Path) -> None:
+    # Given a folder of bad files beside a good one
+    docs = tmp_path / "inbox"
+    docs.mkdir()
+    (docs / "good.md").write_text("Good document about narwhals.")
+    (docs / "empty.txt").write_bytes(b"")
+    (docs / "garbage.pdf").write_bytes(b"\x00\xff" * 500)
+    (docs / "truncated.pdf").write_bytes(make_pdf(["One.", "Two."])[:250])
+    (docs / "latin1.txt").write_bytes("Crème brûlée about narwhals.".encode("latin-1"))
+    (docs / "pages.pdf").write_bytes(make_blank_pdf(5000))
+    with (docs / "big.txt").open("wb") as big:  # sparse: 50 MiB + 1 byte without writing them
+        big.truncate(50 * 1024 * 1024 + 1)
+    (docs / "bad.md.metadata.json").write_text('{"metadataAttributes": {"tenant_id": "other"}}')
+    (docs / "bad.md").write_text("Forged metadata.")
+    # When ingested
+    status, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--json")
+    summary = _json(out)
+    # Then every bad file fails with its reason, and the good ones are searchable
+    assert status == 0
+    reasons = {Path(f["path"]).name: f["error"].split(":")[0] for f in summary["failures"]}
+    assert reasons == {
+        "empty.txt": "PARSE_ERROR",
+        "garbage.pdf": "PARSE_ERROR",
+        "truncated.pdf": "PARSE_ERROR",
+        "pages.pdf": "PAYLOAD_TOO_LARGE",
+        "big.txt": "PAYLOAD_TOO_LARGE",
+        "bad.md": "VALIDATION_ERROR",
+    }
+    assert summary["new"] == 2
+    assert "bad.md.metadata.json: metadata key 'tenant_id' is reserved" in summary["failures"][-1]["error"]
+    hits = _json(cli("search", "narwhals", "--tenant", "acme", "--json")[1])["hits"]
+    assert sorted(h["chunk"]["document"]["path"] for h in hits) == ["inbox/good.md", "inbox/latin1.txt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["query", "hi", "--tenant", "a/b"], "VALIDATION_ERROR: tenant id must be"),
+        (["query", "hi", "--tenant", "*"], "VALIDATION_ERROR: tenant id must be"),
+        (
+            [
+                "query",
+                "hi",
+                "--tenant",
+                "acme",
+                "--filter",
+                '{"equals": {"key": "tenant_id", "value": "other"}}',
+            ],
+            "VALIDATION_ERROR: filter key 'tenant_id' is reserved",
+        ),
+        (
+            ["query", "x" * 100_000, "--tenant", "acme"],
+            "VALIDATION_ERROR: query: String should have at most 10000",
+        ),
+        (
+            ["search", "hi", "--tenant", "acme", "--top-k", "500"],
+            "VALIDATION_ERROR: top_k: Input should be less",
+        ),
+        (["search", "hi", "--tenant", "acme", "--filter", '{"equals": {}, "in": {}}'], "VALIDATION_ERROR: "),
+        (["docs", "show", "nope", "--tenant", "acme"], "NOT_FOUND: no document 'nope'"),
+        (["ingest", "/no/such/dir", "--tenant", "acme"], "VALIDATION_ERROR: no such file or folder"),
+    ],
+)
+def test_bad_requests_get_one_clear_error_line(cli: Any, args: list[str], message: str) -> None:
+    status, out, err = cli(*args)
+    assert status == 2 and out == ""
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1
+
+
+def test_private_documents_and_other_tenants_stay_invisible(cli: Any, tmp_path: Path) -> None:
+    # Given alice's private note, a shared note, and another tenant's note
+    for name, text in (("private.md", "Alice's pelican plan."), ("shared.md", "The pelican is shared.")):
+        (tmp_path / name).write_text(text)
+    (tmp_path / "other.md").write_text("Globex pelican secrets.")
+    cli(
+        "ingest",
+        str(tmp_path / "private.md"),
+        "--tenant",
+        "acme",
+        "--user",
+        "alice",
+        "--visibility",
+        "private",
+    )
+    cli("ingest", str(tmp_path / "shared.md"), "--tenant", "acme", "--user", "alice")
+    cli("ingest", str(tmp_path / "other.md"), "--tenant", "globex", "--user", "gina")
+
+    def seen(user: str) -> list[str]:
+        hits = _json(cli("search", "pelican", "--tenant", "acme", "--user", user, "--json")[1])["hits"]
+        return sorted(h["chunk"]["document"]["path"] for h in hits)
+
+    # Then alice sees both of acme's, bob only the shared one, and neither sees globex's
+    assert seen("alice") == ["private.md", "shared.md"]
+    assert seen("bob") == ["shared.md"]
+    private_id = next(
+        d["doc_id"]
+        for d in _json(cli("docs", "list", "--tenant", "acme", "--user", "alice", "--json")[1])["items"]
+        if d["path"] == "private.md"
+    )
+    assert cli("docs", "show", private_id, "--tenant", "acme", "--user", "bob")[0] == 2
+    assert cli("docs", "delete", private_id, "--tenant", "globex", "--user", "alice")[0] == 2
+    assert cli("docs", "delete", private_id, "--tenant", "acme", "--user", "alice")[0] == 0
+    assert seen("alice") == ["shared.md"]
+
+
+def test_the_demo_questions_are_answered_from_the_expected_documents(cli: Any, tmp_path: Path) -> None:
+    # Given the shipped sample corpus
+    corpus = tmp_path / "corpus"
+    shutil.copytree(REPO / "samples" / "corpus", corpus)
+    questions = json.loads((REPO / "samples" / "questions.json").read_text())
+    assert cli("ingest", str(corpus), "--tenant", "demo", "--json")[0] == 0
+    for item in questions:
+        # When each question is asked
+        status, out, _ = cli("query", item["question"], "--tenant", "demo", "--json")
+        answer = _json(out)
+        # Then the first citation is from the expected document and page, quoting its text
+        first = answer["citations"][0]
+        assert status == 0 and answer["grounded"]
+        assert (first["path"], first["page"]) == (item["expect_path"], item["expect_page"])
+        assert first["quote"] in answer["sources"][first["source"] - 1]["chunk"]["text"]
+
+
+def test_demo_command_prints_three_cited_answers(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    status, out, _ = cli("demo")
+    assert status == 0
+    assert out.count("Citations:") == 3
+    assert "corpus/operations-runbook.pdf, page 2" in out

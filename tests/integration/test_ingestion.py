@@ -1,0 +1,224 @@
+"""The ingestion pipeline on the local stack: idempotency, vector reuse, updates, deletes, failures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from citewise.chunking import Chunker
+from citewise.errors import SearchBackendError, ThrottledError, ValidationError
+from citewise.factory import Services
+from citewise.index.local import LocalIndex
+from citewise.ingestion import Ingestor, Limits, Outcome
+from citewise.models import Caller, DocumentStatus, Filter, SearchRequest
+from citewise.registry.local import LocalRegistry
+from citewise.tenancy import document_id
+from tests.builders import make_blank_pdf, make_pdf
+from tests.factories import CountingEmbedder, source
+
+CALLER = Caller(tenant_id="acme", user_id="alice")
+GUIDE = "\n\n".join(
+    f"## Section {i}\n\n" + " ".join(f"Topic{i} sentence {j} about widgets." for j in range(40))
+    for i in range(6)
+).encode()
+
+
+def _stack(
+    home: Path, embedder: CountingEmbedder | None = None, **limits: int
+) -> tuple[Ingestor, LocalIndex]:
+    index = LocalIndex(home / "index.db")
+    ingestor = Ingestor(
+        index,
+        LocalRegistry(home / "registry.db"),
+        embedder or CountingEmbedder(),
+        Chunker(120, 20),
+        limits=Limits(**limits),
+    )
+    return ingestor, index
+
+
+def _paths(services: Services, query: str) -> list[str]:
+    hits = services.retriever.search(CALLER, SearchRequest(query=query, top_k=50))
+    return [hit.chunk.document.path for hit in hits if hit.keyword_score is not None]
+
+
+def test_unchanged_reingest_costs_no_embedding(tmp_path: Path) -> None:
+    # Given a document ingested once
+    embedder = CountingEmbedder()
+    ingestor, _ = _stack(tmp_path, embedder)
+    first = ingestor.ingest(source("acme", "guide.md", GUIDE))
+    calls_after_first = embedder.embedded_texts
+    # When the same version is ingested again
+    again = ingestor.ingest(source("acme", "guide.md", GUIDE))
+    # Then it is unchanged and nothing was embedded
+    assert first.outcome is Outcome.NEW and first.document.status is DocumentStatus.INDEXED
+    assert first.embedded == first.document.chunk_count == calls_after_first > 1
+    assert again.outcome is Outcome.UNCHANGED
+    assert embedder.embedded_texts == calls_after_first
+
+
+def test_an_edit_embeds_only_the_changed_chunks(tmp_path: Path) -> None:
+    # Given an indexed document
+    embedder = CountingEmbedder()
+    ingestor, _ = _stack(tmp_path, embedder)
+    first = ingestor.ingest(source("acme", "guide.md", GUIDE))
+    before = embedder.embedded_texts
+    # When one sentence of the last section changes
+    edited = GUIDE.replace(b"Topic5 sentence 39 about widgets.", b"Topic5 sentence 39 about gadgets.")
+    result = ingestor.ingest(source("acme", "guide.md", edited))
+    # Then only the chunk holding it is embedded; every other vector is reused
+    assert result.outcome is Outcome.MODIFIED
+    assert result.embedded == embedder.embedded_texts - before == 1
+    assert result.reused == first.document.chunk_count - 1
+
+
+def test_an_update_leaves_no_stale_chunk(services: Services) -> None:
+    # Given a document mentioning "zeppelin"
+    services.ingestor.ingest(source("acme", "a.md", b"# A\n\nThe zeppelin lands at noon."))
+    assert _paths(services, "zeppelin") == ["a.md"]
+    # When it is replaced by text without it
+    services.ingestor.ingest(source("acme", "a.md", b"# A\n\nThe balloon lands at noon."))
+    # Then the old text is gone and the new one is found
+    assert _paths(services, "zeppelin") == []
+    assert _paths(services, "balloon") == ["a.md"]
+
+
+def test_delete_removes_chunks_and_record(services: Services) -> None:
+    result = services.ingestor.ingest(source("acme", "a.md", b"Quokkas are marsupials."))
+    assert services.ingestor.delete("acme", result.document.doc_id) is True
+    assert _paths(services, "quokkas") == []
+    assert services.registry.get("acme", result.document.doc_id) is None
+    assert services.ingestor.delete("acme", result.document.doc_id) is False
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "code"),
+    [
+        ("empty.txt", b"", "PARSE_ERROR"),
+        ("garbage.pdf", bytes(range(256)) * 40, "PARSE_ERROR"),
+        ("truncated.pdf", make_pdf(["Page one text.", "Page two text."])[:300], "PARSE_ERROR"),
+        ("photo.png", b"\x89PNG\r\n\x1a\n....", "UNSUPPORTED_MEDIA_TYPE"),
+        ("huge.pdf", make_blank_pdf(5000), "PAYLOAD_TOO_LARGE"),
+    ],
+)
+def test_bad_documents_fail_with_a_reason_and_lose_nothing_else(
+    services: Services, name: str, data: bytes, code: str
+) -> None:
+    # Given a good document already indexed, and an older good version of the bad one
+    services.ingestor.ingest(source("acme", "good.md", b"Wombats dig burrows."))
+    services.ingestor.ingest(source("acme", name, b"Platypus facts.", version="v1"))
+    # When the bad bytes arrive as a new version
+    result = services.ingestor.ingest(source("acme", name, data, version="v2"))
+    # Then it is FAILED with a coded reason, its old chunks are gone, and the good document is intact
+    assert result.outcome is Outcome.FAILED
+    record = services.registry.get("acme", document_id("acme", name))
+    assert record is not None and record.status is DocumentStatus.FAILED
+    assert record.error is not None and record.error.startswith(f"{code}: ")
+    assert record.chunk_count == 0
+    assert _paths(services, "platypus") == []
+    assert _paths(services, "wombats") == ["good.md"]
+
+
+def test_a_too_large_document_is_refused_without_being_read(tmp_path: Path) -> None:
+    ingestor, _ = _stack(tmp_path, max_document_bytes=1000)
+    obj = source("acme", "big.txt", b"x" * 1001)
+    unread = type(obj)(**{**obj.__dict__, "load": lambda: pytest.fail("the content was read")})
+    result = ingestor.ingest(unread)
+    assert result.outcome is Outcome.FAILED
+    assert result.document.error == "PAYLOAD_TOO_LARGE: document is 1001 bytes; the limit is 1000"
+
+
+def test_a_non_utf8_text_file_is_decoded(services: Services) -> None:
+    data = "Café prices rose “sharply” in 2024.".encode("cp1252")
+    result = services.ingestor.ingest(source("acme", "prices.txt", data))
+    assert result.outcome is Outcome.NEW
+    hits = services.retriever.search(CALLER, SearchRequest(query="café prices"))
+    assert hits[0].chunk.text == "Café prices rose “sharply” in 2024."
+
+
+@pytest.mark.parametrize(
+    ("tenant", "path"), [("a/b", "x.md"), ("*", "x.md"), ("acme", "../x.md"), ("acme", "/etc/x")]
+)
+def test_invalid_tenant_or_path_is_refused_before_anything_is_written(
+    services: Services, tenant: str, path: str
+) -> None:
+    with pytest.raises(ValidationError):
+        services.ingestor.ingest(source(tenant, path, b"text"))
+    assert services.registry.list("acme").items == []
+
+
+def test_transient_failures_are_recorded_then_raised_for_retry(tmp_path: Path) -> None:
+    # Given an embedder that is throttled once
+    class ThrottledOnce(CountingEmbedder):
+        def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+            if self.calls == 0:
+                self.calls += 1
+                raise ThrottledError("slow down")
+            return super().embed_documents(texts)
+
+    ingestor, _ = _stack(tmp_path, ThrottledOnce())
+    # When ingesting, the throttle is raised (so a queue would retry) and the document shows FAILED
+    with pytest.raises(ThrottledError):
+        ingestor.ingest(source("acme", "a.md", b"Text."))
+    record = ingestor.registry.get("acme", document_id("acme", "a.md"))
+    assert record is not None and record.status is DocumentStatus.FAILED
+    assert record.error == "THROTTLED: slow down"
+    # Then the retry indexes it
+    assert ingestor.ingest(source("acme", "a.md", b"Text.")).outcome is Outcome.MODIFIED
+
+
+def test_sidecar_attributes_are_filterable(services: Services) -> None:
+    services.ingestor.ingest(
+        source("acme", "a.md", b"Otters hold hands.", attributes={"year": 2024, "tags": ["zoo"]})
+    )
+    services.ingestor.ingest(source("acme", "b.md", b"Otters sleep floating.", attributes={"year": 2019}))
+    recent = Filter.model_validate({"greaterThan": {"key": "year", "value": 2020}})
+    hits = services.retriever.search(CALLER, SearchRequest(query="otters", filters=recent))
+    assert [h.chunk.document.path for h in hits] == ["a.md"]
+    assert hits[0].chunk.document.tags == ("zoo",)
+
+
+def test_an_index_refuses_vectors_of_another_embedder(tmp_path: Path) -> None:
+    _stack(tmp_path, CountingEmbedder(384))
+    with pytest.raises(SearchBackendError, match="hashing-384"):
+        _stack(tmp_path, CountingEmbedder(64))
+
+
+def test_a_killed_ingest_never_leaves_a_half_replaced_document(tmp_path: Path) -> None:
+    # Given version 1 of a document indexed
+    ingestor, index = _stack(tmp_path)
+    ingestor.ingest(source("acme", "guide.md", GUIDE))
+    before = sorted(h.chunk.chunk_id for h in index.keyword_search(CALLER, "widgets", None, 500))
+    index.close()
+    # When another process is SIGKILLed halfway through writing version 2's chunks
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from pathlib import Path
+        from tests.integration.test_ingestion import _stack, GUIDE
+        from tests.factories import source
+
+        class DiesHalfway(list):
+            def __iter__(self):
+                for i, item in enumerate(list.__iter__(self)):
+                    if i == len(self) // 2:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    yield item
+
+        ingestor, index = _stack(Path({str(tmp_path)!r}))
+        original = index.replace_document
+        index.replace_document = lambda t, d, chunks, vectors: original(t, d, DiesHalfway(chunks), vectors)
+        ingestor.ingest(source("acme", "guide.md", GUIDE.replace(b"widgets", b"gizmos")))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[2], check=False)
+    assert done.returncode == -9
+    # Then the index still holds exactly version 1
+    _, reopened = _stack(tmp_path)
+    after = sorted(h.chunk.chunk_id for h in reopened.keyword_search(CALLER, "widgets", None, 500))
+    assert after == before and len(before) > 2
+    assert reopened.keyword_search(CALLER, "gizmos", None, 500) == []
