@@ -8,6 +8,7 @@ in the client so it behaves the same on the local index, an OpenSearch domain an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from citewise.config import SearchMode
 from citewise.embeddings.base import Embedder
@@ -71,17 +72,22 @@ class Retriever:
         self.rrf_k = rrf_k
         self.candidates = candidates
         self.weights = {"keyword": keyword_weight, "vector": vector_weight}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keyword-search")
 
     def search(self, caller: Caller, request: SearchRequest) -> list[SearchHit]:
         """The best chunks for the request, at most `top_k`, from at most `max_sources` documents."""
         validate_filter(request.filters)
         depth = max(self.candidates, request.top_k)
         rankings: dict[str, list[ScoredChunk]] = {}
+        keyword = None
         if self.mode in ("hybrid", "bm25"):
-            rankings["keyword"] = self.index.keyword_search(caller, request.query, request.filters, depth)
+            # The keyword half runs beside the vector half (embedding + scan): latency is the slower one.
+            keyword = self._pool.submit(self.index.keyword_search, caller, request.query, request.filters, depth)
         if self.mode in ("hybrid", "vector"):
             query_vector = self.embedder.embed_query(request.query)
             rankings["vector"] = self.index.vector_search(caller, query_vector, request.filters, depth)
+        if keyword is not None:
+            rankings["keyword"] = keyword.result()
         fused = reciprocal_rank_fusion(rankings, self.weights, self.rrf_k)
         hits: list[SearchHit] = []
         documents: set[str] = set()

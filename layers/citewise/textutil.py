@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
-WORD_RE = re.compile(r"\w+")
+WORD_RE = re.compile(r"[^\W_]+")  # letters and digits: underscores separate words, as in FTS5
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace, or at a
 # blank line. A single newline is not a break: pdf and plain text wrap lines inside sentences.
 SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")

@@ -2,9 +2,18 @@
 
 Why this shape: SQLite gives crash-safe transactions (a killed ingest rolls back, so a document is
 never half-replaced) and BM25 in the standard library; exact search over an in-memory float32 matrix is
-fast enough at laptop scale (100k chunks) and has no recall loss. The matrix is ordered by tenant so a
-tenant's rows are one contiguous slice: scoring them is a single matrix-vector product on a view, with
-no copy, and other tenants' vectors are never even touched.
+fast enough at laptop scale (100k chunks) and has no recall loss.
+
+Two choices keep a query fast when the index is large:
+- Vectors are held ordered by tenant, so a tenant's rows are one contiguous slice: scoring them is one
+  matrix-vector product on a view, and other tenants' vectors are never touched. The FTS rows carry a
+  tenant token, so BM25 intersects with the tenant's rows before scoring anything.
+- BM25 cost grows with the postings it scores (about 2 us each). A query's terms are taken rarest
+  first until `MAX_POSTINGS` postings are reached; the very common terms left out carry little IDF
+  weight, the same bet that Lucene's WAND/MaxScore pruning makes, here approximate.
+
+Each thread reads through its own connection (WAL mode allows concurrent readers), so the keyword and
+vector halves of a hybrid query can run in parallel; writes go through one connection under a lock.
 """
 
 from __future__ import annotations
@@ -24,8 +33,9 @@ from citewise.errors import SearchBackendError
 from citewise.index.base import ScoredChunk
 from citewise.index.matching import matches, metadata_view
 from citewise.models import Caller, Chunk, Filter, Vector, Visibility
-from citewise.textutil import STOPWORDS, WORD_RE
+from citewise.textutil import content_terms
 
+SCHEMA_VERSION = "1"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -41,10 +51,11 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (tenant_id, doc_id);
 CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (tenant_id, content_hash);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
-    search_text, tokenize = 'porter unicode61 remove_diacritics 2'
-);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts
+    USING fts5 (scope, terms, tokenize = 'unicode61 remove_diacritics 0');
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab (chunks_fts, 'row');
 """
+MAX_POSTINGS = 20_000
 _SQL_PARAMS = 500  # stay well under SQLite's host-parameter limit
 _FILTER_BATCH = 256
 _T = TypeVar("_T")
@@ -67,34 +78,53 @@ class LocalIndex:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
-        self._lock = threading.RLock()
+        self._path = path
+        self._writer = self._connect()
+        self._writer.execute("PRAGMA journal_mode=WAL")
+        self._writer.executescript(_SCHEMA)
+        self._write_lock = threading.Lock()
+        self._readers: list[sqlite3.Connection] = []
+        self._local = threading.local()
+        # A connection of its own to watch `data_version`, which changes on every commit by any other
+        # connection: our writer's and other processes' alike.
+        self._watch = self._connect()
+        self._matrix_lock = threading.Lock()
         self._matrix: _Matrix | None = None
         self._matrix_version: int | None = None
         self._dimension: int | None = None
 
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+            with self._write_lock:
+                self._readers.append(conn)
+        return conn
+
     def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
+        """Close every connection this index opened."""
+        for conn in [self._writer, self._watch, *self._readers]:
+            conn.close()
 
     # --- writes ----------------------------------------------------------------------------------
 
     def ensure(self, embedder_name: str, dimension: int) -> None:
-        with self._lock, self._transaction():
-            stored = dict(self._conn.execute("SELECT key, value FROM index_meta").fetchall())
+        wanted = {"embedder": embedder_name, "dimension": str(dimension), "schema": SCHEMA_VERSION}
+        with self._write_lock, _transaction(self._writer):
+            stored = dict(self._writer.execute("SELECT key, value FROM index_meta").fetchall())
             if not stored:
-                self._conn.executemany(
-                    "INSERT INTO index_meta (key, value) VALUES (?, ?)",
-                    [("embedder", embedder_name), ("dimension", str(dimension))],
-                )
-            elif stored != {"embedder": embedder_name, "dimension": str(dimension)}:
+                self._writer.executemany("INSERT INTO index_meta (key, value) VALUES (?, ?)", wanted.items())
+            elif stored != wanted:
                 raise SearchBackendError(
-                    f"the local index holds vectors of embedder '{stored.get('embedder')}' "
-                    f"({stored.get('dimension')} dimensions) but '{embedder_name}' ({dimension}) is "
-                    "configured; use the same CITEWISE_EMBEDDER, or a new CITEWISE_HOME and re-ingest",
+                    f"the local index at {self._path} holds vectors of embedder '{stored.get('embedder')}' "
+                    f"({stored.get('dimension')} dimensions, schema {stored.get('schema')}) but "
+                    f"'{embedder_name}' ({dimension}, schema {SCHEMA_VERSION}) is configured; use the same "
+                    "CITEWISE_EMBEDDER, or a new CITEWISE_HOME and re-ingest",
                     details={"indexed_embedder": stored.get("embedder"), "embedder": embedder_name},
                 )
             self._dimension = dimension
@@ -109,12 +139,13 @@ class LocalIndex:
             raise SearchBackendError(
                 f"vectors have {matrix.shape[1]} dimensions, the index {self._dimension}"
             )
-        with self._lock, self._transaction():
+        scope = _scope_token(tenant_id)
+        with self._write_lock, _transaction(self._writer):
             self._delete(tenant_id, doc_id)
             for chunk, row in zip(chunks, matrix, strict=True):
                 if chunk.document.tenant_id != tenant_id or chunk.document.doc_id != doc_id:
                     raise ValueError("every chunk must belong to the document being replaced")
-                cursor = self._conn.execute(
+                cursor = self._writer.execute(
                     "INSERT INTO chunks (chunk_id, tenant_id, doc_id, owner, visibility, content_hash,"
                     " body, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
@@ -128,120 +159,139 @@ class LocalIndex:
                         row.tobytes(),
                     ),
                 )
-                self._conn.execute(
-                    "INSERT INTO chunks_fts (rowid, search_text) VALUES (?, ?)",
-                    (cursor.lastrowid, embedding_text(chunk.document.title, chunk.heading_path, chunk.text)),
+                terms = content_terms(embedding_text(chunk.document.title, chunk.heading_path, chunk.text))
+                self._writer.execute(
+                    "INSERT INTO chunks_fts (rowid, scope, terms) VALUES (?, ?, ?)",
+                    (cursor.lastrowid, scope, " ".join(terms)),
                 )
-            self._matrix = None
 
     def delete_document(self, tenant_id: str, doc_id: str) -> int:
-        with self._lock, self._transaction():
-            removed = self._delete(tenant_id, doc_id)
-            self._matrix = None
-            return removed
+        with self._write_lock, _transaction(self._writer):
+            return self._delete(tenant_id, doc_id)
 
     def _delete(self, tenant_id: str, doc_id: str) -> int:
         ids = [
             row[0]
-            for row in self._conn.execute(
+            for row in self._writer.execute(
                 "SELECT id FROM chunks WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id)
             )
         ]
         for batch in _batches(ids, _SQL_PARAMS):
             marks = ",".join("?" * len(batch))
-            self._conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", batch)  # noqa: S608
-            self._conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)  # noqa: S608
+            self._writer.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", batch)  # noqa: S608
+            self._writer.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)  # noqa: S608
         return len(ids)
 
     # --- reads -----------------------------------------------------------------------------------
 
     def vectors_by_hash(self, tenant_id: str, hashes: Collection[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
-        with self._lock:
-            for batch in _batches(list(hashes), _SQL_PARAMS):
-                marks = ",".join("?" * len(batch))
-                sql = "SELECT content_hash, vector FROM chunks WHERE tenant_id = ? AND content_hash IN "
-                rows = self._conn.execute(f"{sql}({marks})", [tenant_id, *batch])  # noqa: S608 - only '?' marks
-                for content_hash, blob in rows:
-                    found[content_hash] = np.frombuffer(blob, dtype=np.float32).tolist()
+        for batch in _batches(list(hashes), _SQL_PARAMS):
+            marks = ",".join("?" * len(batch))
+            sql = "SELECT content_hash, vector FROM chunks WHERE tenant_id = ? AND content_hash IN "
+            for content_hash, blob in self._reader().execute(f"{sql}({marks})", [tenant_id, *batch]):  # noqa: S608
+                found[content_hash] = np.frombuffer(blob, dtype=np.float32).tolist()
         return found
 
     def keyword_search(
         self, caller: Caller, query: str, filters: Filter | None, limit: int
     ) -> list[ScoredChunk]:
-        match = _fts_query(query)
-        if match is None:
+        conn = self._reader()
+        terms = self._selective_terms(conn, content_terms(query))
+        if not terms:
             return []
+        quoted = " OR ".join(f'"{term}"' for term in terms)
+        match = f'scope : "{_scope_token(caller.tenant_id)}" AND terms : ({quoted})'
         sql = (
-            "SELECT c.id, -bm25(chunks_fts) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            "SELECT c.id, -bm25(chunks_fts, 0.0, 1.0) FROM chunks_fts"
+            " JOIN chunks c ON c.id = chunks_fts.rowid"
             " WHERE chunks_fts MATCH ? AND c.tenant_id = ? AND (c.visibility = ? OR c.owner = ?)"
-            " ORDER BY bm25(chunks_fts)"
+            " ORDER BY bm25(chunks_fts, 0.0, 1.0)"
         )
         params: list[object] = [match, caller.tenant_id, Visibility.SHARED.value, caller.user_id]
         if filters is None:
             sql += " LIMIT ?"
             params.append(limit)
-        with self._lock:
-            ranked = ((int(i), float(s)) for i, s in self._conn.execute(sql, params))
-            return self._take(ranked, filters, limit)
+        ranked = ((int(i), float(s)) for i, s in conn.execute(sql, params))
+        return self._take(conn, ranked, filters, limit)
+
+    @staticmethod
+    def _selective_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
+        """The query's indexed terms, rarest first, up to `MAX_POSTINGS` postings (at least one term)."""
+        frequency: dict[str, int] = {}
+        for batch in _batches(dict.fromkeys(terms), _SQL_PARAMS):
+            marks = ",".join("?" * len(batch))
+            sql = f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})"  # noqa: S608
+            frequency.update(conn.execute(sql, batch))
+        selected: list[str] = []
+        postings = 0
+        for term in sorted(frequency, key=frequency.__getitem__):
+            if selected and postings + frequency[term] > MAX_POSTINGS:
+                break
+            selected.append(term)
+            postings += frequency[term]
+        return selected
 
     def vector_search(
         self, caller: Caller, vector: Vector, filters: Filter | None, limit: int
     ) -> list[ScoredChunk]:
-        with self._lock:
-            matrix = self._current_matrix()
-            bounds = matrix.tenant_slices.get(caller.tenant_id)
-            if bounds is None:
-                return []
-            lo, hi = bounds
-            query = np.asarray(vector, dtype=np.float32)
-            if query.shape != (matrix.vectors.shape[1],):
-                raise SearchBackendError(
-                    f"query vector has {query.size} dimensions, the index {matrix.vectors.shape[1]}"
-                )
-            scores = matrix.vectors[lo:hi] @ query
-            owner_code = matrix.owner_codes.get(caller.user_id, -1)
-            allowed = matrix.shared[lo:hi] | (matrix.owners[lo:hi] == owner_code)
-            scores[~allowed] = -np.inf
-            visible = int(allowed.sum())
-            if filters is None and limit < visible:
-                top = np.argpartition(-scores, limit)[:limit]
-                order = top[np.argsort(-scores[top], kind="stable")]
-            else:
-                order = np.argsort(-scores, kind="stable")[:visible]
-            ranked = ((int(matrix.ids[lo + i]), float(scores[i])) for i in order)
-            return self._take(ranked, filters, limit)
+        matrix = self._current_matrix()
+        bounds = matrix.tenant_slices.get(caller.tenant_id)
+        if bounds is None:
+            return []
+        lo, hi = bounds
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape != (matrix.vectors.shape[1],):
+            raise SearchBackendError(
+                f"query vector has {query.size} dimensions, the index {matrix.vectors.shape[1]}"
+            )
+        scores = matrix.vectors[lo:hi] @ query
+        owner_code = matrix.owner_codes.get(caller.user_id, -1)
+        allowed = matrix.shared[lo:hi] | (matrix.owners[lo:hi] == owner_code)
+        scores[~allowed] = -np.inf
+        visible = int(allowed.sum())
+        if filters is None and limit < visible:
+            top = np.argpartition(-scores, limit)[:limit]
+            order = top[np.argsort(-scores[top], kind="stable")]
+        else:
+            order = np.argsort(-scores, kind="stable")[:visible]
+        ranked = ((int(matrix.ids[lo + i]), float(scores[i])) for i in order)
+        return self._take(self._reader(), ranked, filters, limit)
 
     def _take(
-        self, ranked: Iterable[tuple[int, float]], filters: Filter | None, limit: int
+        self,
+        conn: sqlite3.Connection,
+        ranked: Iterable[tuple[int, float]],
+        filters: Filter | None,
+        limit: int,
     ) -> list[ScoredChunk]:
         """The first `limit` ranked chunks that pass `filters`, loading bodies in batches."""
         results: list[ScoredChunk] = []
         for batch in _batches(ranked, _FILTER_BATCH if filters else limit):
-            bodies = self._bodies([chunk_id for chunk_id, _ in batch])
+            marks = ",".join("?" * len(batch))
+            rows = conn.execute(f"SELECT id, body FROM chunks WHERE id IN ({marks})", [i for i, _ in batch])  # noqa: S608
+            bodies = {int(i): body for i, body in rows}
             for chunk_id, score in batch:
-                chunk = bodies[chunk_id]
+                if chunk_id not in bodies:
+                    continue  # deleted since the matrix was loaded
+                chunk = Chunk.model_validate_json(bodies[chunk_id])
                 if filters is None or matches(filters, metadata_view(chunk)):
                     results.append(ScoredChunk(chunk=chunk, score=score))
                     if len(results) == limit:
                         return results
         return results
 
-    def _bodies(self, ids: list[int]) -> dict[int, Chunk]:
-        marks = ",".join("?" * len(ids))
-        rows = self._conn.execute(f"SELECT id, body FROM chunks WHERE id IN ({marks})", ids)  # noqa: S608
-        return {int(i): Chunk.model_validate_json(body) for i, body in rows}
-
     def _current_matrix(self) -> _Matrix:
-        """The in-memory matrix, reloaded when this or another process has written since."""
-        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-        if self._matrix is None or version != self._matrix_version:
-            self._matrix = self._load_matrix()
-            self._matrix_version = version
-        return self._matrix
+        """The in-memory matrix, reloaded when any connection or process has committed since."""
+        with self._matrix_lock:
+            version = self._watch.execute("PRAGMA data_version").fetchone()[0]
+            if self._matrix is None or version != self._matrix_version:
+                self._matrix = self._load_matrix()
+                self._matrix_version = version
+            return self._matrix
 
     def _load_matrix(self) -> _Matrix:
-        rows = self._conn.execute(
+        rows = self._watch.execute(
             "SELECT id, tenant_id, owner, visibility, vector FROM chunks ORDER BY tenant_id, id"
         ).fetchall()
         dimension = self._dimension or (len(rows[0][4]) // 4 if rows else 0)
@@ -251,24 +301,18 @@ class LocalIndex:
             owner_codes.setdefault(owner, len(owner_codes))
             lo, _ = tenant_slices.get(tenant, (position, position))
             tenant_slices[tenant] = (lo, position + 1)
+        count = len(rows)
         return _Matrix(
-            ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-            vectors=np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(
-                len(rows), dimension
-            ),
-            shared=np.fromiter(
-                (r[3] == Visibility.SHARED.value for r in rows), dtype=np.bool_, count=len(rows)
-            ),
-            owners=np.fromiter((owner_codes[r[2]] for r in rows), dtype=np.int32, count=len(rows)),
+            ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=count),
+            vectors=np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(count, dimension),
+            shared=np.fromiter((r[3] == Visibility.SHARED.value for r in rows), dtype=np.bool_, count=count),
+            owners=np.fromiter((owner_codes[r[2]] for r in rows), dtype=np.int32, count=count),
             owner_codes=owner_codes,
             tenant_slices=tenant_slices,
         )
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn)
 
-
-class _Transaction:
+class _transaction:  # noqa: N801 - used like a function: `with _transaction(conn):`
     """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` on any exception (including KeyboardInterrupt)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -281,11 +325,9 @@ class _Transaction:
         self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
-def _fts_query(query: str) -> str | None:
-    """An FTS5 MATCH expression OR-ing the query's words, each quoted so no input is FTS syntax."""
-    words = list(dict.fromkeys(WORD_RE.findall(query.lower())))
-    content = [w for w in words if w not in STOPWORDS] or words
-    return " OR ".join(f'"{w}"' for w in content) if content else None
+def _scope_token(tenant_id: str) -> str:
+    """The tenant as one FTS token: hex keeps `.`/`-` in tenant ids from splitting it."""
+    return "t" + tenant_id.encode().hex()
 
 
 def _batches(items: Iterable[_T], size: int) -> Iterator[list[_T]]:
