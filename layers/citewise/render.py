@@ -17,18 +17,17 @@ def location(chunk_path: str, page: int | None, section: str | None) -> str:
 
 
 def render_answer(answer: Answer) -> str:
-    """The answer wrapped to the terminal, then one line per citation with its quoted span."""
+    """The answer wrapped to the terminal, then each cited source once with the spans quoted from it."""
     lines = [textwrap.fill(answer.answer, WIDTH, initial_indent="  ", subsequent_indent="  ")]
     if answer.citations:
         lines.append("  Citations:")
-    for citation in answer.citations:
-        lines.append(
-            f"    [{citation.source}] {location(citation.path, citation.page, citation.section)}"
-            f" (score {citation.score:.2f})"
-        )
-        lines.append(
-            textwrap.shorten(f'"{citation.quote}"', WIDTH - 8, placeholder='..."').join(["        ", ""])
-        )
+    for source in dict.fromkeys(c.source for c in answer.citations):
+        quotes = [c for c in answer.citations if c.source == source]
+        first = quotes[0]
+        lines.append(f"    [{source}] {location(first.path, first.page, first.section)} (score {first.score:.2f})")
+        lines += [
+            textwrap.shorten(f'"{c.quote}"', WIDTH - 8, placeholder='..."').join(["        ", ""]) for c in quotes
+        ]
     return "\n".join(lines)
 
 
@@ -37,8 +36,7 @@ def render_hits(hits: Sequence[SearchHit]) -> str:
     if not hits:
         return "No matching chunks."
     return "\n".join(
-        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}\n"
-        f"    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
+        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}\n    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
         for rank, hit in enumerate(hits, start=1)
     )
 
@@ -53,8 +51,7 @@ def render_documents(documents: Sequence[Document], next_cursor: str | None, *, 
         return "No documents."
     if detail:
         return "\n\n".join(
-            "\n".join(f"{key:>12}: {value}" for key, value in doc.model_dump(mode="json").items())
-            for doc in documents
+            "\n".join(f"{key:>12}: {value}" for key, value in doc.model_dump(mode="json").items()) for doc in documents
         )
     rows = [f"{'ID':<32}  {'STATUS':<8}  {'CHUNKS':>6}  {'PAGES':>5}  PATH"]
     rows += [

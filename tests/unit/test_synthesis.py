@@ -59,12 +59,15 @@ def test_every_marker_maps_to_a_given_source_and_every_quote_is_verbatim(
     hits = [_hit(i, text) for i, text in enumerate(texts, start=1)]
     # When answered
     answer = ExtractiveSynthesizer().answer(" ".join(question_words) + "?", hits)
-    # Then markers and citations agree, and point only at given sources
-    markers = {int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)}
-    assert markers == {c.source for c in answer.citations}
+    # Then markers and citations agree, point only at given sources, and are numbered in reading order
+    markers = [int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)]
+    assert set(markers) == {c.source for c in answer.citations}
+    assert list(dict.fromkeys(markers)) == list(range(1, len(set(markers)) + 1))
+    if answer.grounded:
+        assert sorted(h.chunk.chunk_id for h in answer.sources) == sorted(h.chunk.chunk_id for h in hits)
     for citation in answer.citations:
-        assert 1 <= citation.source <= len(hits)
-        cited = hits[citation.source - 1].chunk
+        assert 1 <= citation.source <= len(answer.sources)
+        cited = answer.sources[citation.source - 1].chunk
         assert citation.chunk_id == cited.chunk_id and citation.doc_id == cited.document.doc_id
         assert citation.quote in cited.text
         assert len(citation.quote) <= MAX_QUOTE_CHARS
@@ -82,9 +85,10 @@ def test_it_quotes_the_sentence_that_answers_and_names_its_page() -> None:
     answer = ExtractiveSynthesizer().answer("How often should the signing key be rotated?", hits)
     # Then the rotation sentence is quoted and cited with its page
     assert answer.grounded
-    assert answer.answer.startswith("Rotate the signing key every ninety days. [2]")
+    assert answer.answer.startswith("Rotate the signing key every ninety days. [1]")
     first = answer.citations[0]
-    assert (first.source, first.path, first.page, first.section) == (2, "docs/2.md", 3, "Doc > Section")
+    assert (first.source, first.path, first.page, first.section) == (1, "docs/2.md", 3, "Doc > Section")
+    assert answer.sources == [hits[1], hits[0]]
 
 
 def test_headings_and_unrelated_text_are_not_answers() -> None:

@@ -46,6 +46,10 @@ class ExtractiveSynthesizer:
         chosen = self._choose(wanted, candidates)
         if not chosen:
             return unanswered()
+        # Number sources in the order the answer first cites them, so the answer reads [1], [2], ...
+        order = list(dict.fromkeys(c.source for c in chosen))
+        order += [n for n in range(1, len(hits) + 1) if n not in order]
+        number = {original: new for new, original in enumerate(order, start=1)}
         citations: list[Citation] = []
         parts: list[str] = []
         for candidate in chosen:
@@ -53,7 +57,7 @@ class ExtractiveSynthesizer:
             quote = _quote(hit.chunk.text[candidate.start : candidate.end])
             citations.append(
                 Citation(
-                    source=candidate.source,
+                    source=number[candidate.source],
                     doc_id=hit.chunk.document.doc_id,
                     chunk_id=hit.chunk.chunk_id,
                     path=hit.chunk.document.path,
@@ -65,8 +69,9 @@ class ExtractiveSynthesizer:
                 )
             )
             ellipsis = "..." if len(quote) < candidate.end - candidate.start else ""
-            parts.append(f"{quote}{ellipsis} [{candidate.source}]")
-        return Answer(answer=" ".join(parts), citations=citations, sources=list(hits), grounded=True)
+            parts.append(f"{quote}{ellipsis} [{number[candidate.source]}]")
+        sources = [hits[original - 1] for original in order]
+        return Answer(answer=" ".join(parts), citations=citations, sources=sources, grounded=True)
 
     def _choose(self, wanted: set[str], candidates: list[_Candidate]) -> list[_Candidate]:
         if not wanted or not candidates:
