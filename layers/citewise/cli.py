@@ -18,7 +18,7 @@ from typing import Any
 import pydantic
 
 from citewise.answering import answer_question
-from citewise.config import Settings
+from citewise.config import load_settings
 from citewise.errors import CitewiseError, NotFoundError, ValidationError
 from citewise.factory import Services, build_local
 from citewise.ingestion import IngestResult, Outcome, SourceObject
@@ -34,10 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
     args = _parser().parse_args(argv)
     try:
-        settings = Settings() if args.home is None else Settings(home=args.home)
-        services = build_local(settings)
-    except pydantic.ValidationError as exc:
-        return _fail(ValidationError(f"invalid CITEWISE_* setting: {_pydantic_message(exc)}"))
+        services = build_local(load_settings() if args.home is None else load_settings(home=args.home))
     except CitewiseError as exc:
         return _fail(exc)
     try:
@@ -53,17 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="citewise", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--home", type=Path, help="where the local index lives (default $CITEWISE_HOME or ~/.citewise)"
-    )
+    parser.add_argument("--home", type=Path, help="where the local index lives (default $CITEWISE_HOME or ~/.citewise)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     ingest = commands.add_parser("ingest", help="index files and folders (re-running skips unchanged files)")
     ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     _identity(ingest)
-    ingest.add_argument(
-        "--visibility", choices=[v.value for v in Visibility], default=Visibility.SHARED.value
-    )
+    ingest.add_argument("--visibility", choices=[v.value for v in Visibility], default=Visibility.SHARED.value)
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
     ingest.set_defaults(run=_ingest)
 
@@ -155,9 +148,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
         "reused_chunks": sum(r.reused for r in results),
     }
     failures = [
-        {"path": r.document.path, "error": r.document.error or ""}
-        for r in results
-        if r.outcome is Outcome.FAILED
+        {"path": r.document.path, "error": r.document.error or ""} for r in results if r.outcome is Outcome.FAILED
     ]
     failures += unrecorded + [{"path": path, "error": reason} for path, reason in found.invalid]
     summary["failed"] = len(failures)
@@ -168,9 +159,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
-def _ingest_all(
-    services: Services, objects: list[SourceObject]
-) -> tuple[list[IngestResult], list[dict[str, str]]]:
+def _ingest_all(services: Services, objects: list[SourceObject]) -> tuple[list[IngestResult], list[dict[str, str]]]:
     """Ingest each object; one failure never stops the run. Returns results and unrecorded failures."""
     from tqdm import tqdm
 
@@ -242,20 +231,14 @@ def _visible_document(args: argparse.Namespace, services: Services) -> Document:
 
 def _docs_show(args: argparse.Namespace, services: Services) -> int:
     document = _visible_document(args, services)
-    print(
-        document.model_dump_json(indent=2) if args.json else render_documents([document], None, detail=True)
-    )
+    print(document.model_dump_json(indent=2) if args.json else render_documents([document], None, detail=True))
     return 0
 
 
 def _docs_delete(args: argparse.Namespace, services: Services) -> int:
     document = _visible_document(args, services)
     services.ingestor.delete(document.tenant_id, document.doc_id)
-    print(
-        json.dumps({"deleted": document.doc_id})
-        if args.json
-        else f"deleted {document.path} ({document.doc_id})"
-    )
+    print(json.dumps({"deleted": document.doc_id}) if args.json else f"deleted {document.path} ({document.doc_id})")
     return 0
 
 
@@ -268,8 +251,7 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
     print(
         f"Ingested {len(results)} documents from {args.corpus} with the {services.embedder.name} embedder: "
         + ", ".join(
-            f"{counts[o.value]} {o.value}"
-            for o in (Outcome.NEW, Outcome.MODIFIED, Outcome.UNCHANGED, Outcome.FAILED)
+            f"{counts[o.value]} {o.value}" for o in (Outcome.NEW, Outcome.MODIFIED, Outcome.UNCHANGED, Outcome.FAILED)
         )
         + "\n"
     )
@@ -291,6 +273,5 @@ def _fail(error: CitewiseError) -> int:
 
 def _pydantic_message(exc: pydantic.ValidationError) -> str:
     return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
-        for err in exc.errors(include_url=False)
+        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors(include_url=False)
     )

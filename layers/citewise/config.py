@@ -9,8 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+import pydantic
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from citewise.errors import ValidationError
 
 EmbedderName = Literal["minilm", "hashing"]
 SearchMode = Literal["hybrid", "bm25", "vector"]
@@ -33,7 +36,26 @@ class Settings(BaseSettings):
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
 
+    @model_validator(mode="after")
+    def _overlap_below_budget(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError("CITEWISE_CHUNK_OVERLAP must be smaller than CITEWISE_CHUNK_TOKENS")
+        return self
+
     @property
     def home_dir(self) -> Path:
         """`home` with `~` expanded."""
         return self.home.expanduser()
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment (and explicit overrides); a bad value names its variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            (f"CITEWISE_{str(err['loc'][0]).upper()}: " if err["loc"] else "")
+            + err["msg"].removeprefix("Value error, ")
+            for err in exc.errors(include_url=False)
+        )
+        raise ValidationError(f"invalid setting: {problems}") from exc

@@ -184,3 +184,20 @@ def test_demo_command_prints_three_cited_answers(cli: Any, monkeypatch: pytest.M
     assert status == 0
     assert out.count("Citations:") == 3
     assert "corpus/operations-runbook.pdf, page 2" in out
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CITEWISE_EMBEDDER", "bert", "CITEWISE_EMBEDDER: Input should be 'minilm' or 'hashing'"),
+        ("CITEWISE_CHUNK_OVERLAP", "500", "CITEWISE_CHUNK_OVERLAP must be smaller than CITEWISE_CHUNK_TOKENS"),
+        ("CITEWISE_MAX_PAGES", "lots", "CITEWISE_MAX_PAGES: Input should be a valid integer"),
+    ],
+)
+def test_a_bad_setting_fails_at_start_naming_the_variable(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    status, out, err = cli("search", "anything", "--tenant", "acme")
+    assert (status, out) == (2, "")
+    assert err.startswith(f"error: VALIDATION_ERROR: invalid setting: {message}")
