@@ -59,7 +59,7 @@ def _append_stripped(text: str, start: int, end: int, spans: list[tuple[int, int
 
 def stem(word: str) -> str:
     """A light English stemmer: enough to match `documents`/`document` without a dependency."""
-    word = word.lower()
+    word = word.casefold()
     for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)] + replacement
@@ -68,4 +68,5 @@ def stem(word: str) -> str:
 
 def content_terms(text: str) -> list[str]:
     """Stemmed, lower-cased words without stopwords or single characters, in order."""
-    return [stem(w) for w in WORD_RE.findall(text.lower()) if w not in STOPWORDS and len(w) > 1]
+    # casefold, not lower: it folds as SQLite's unicode61 tokenizer does (final sigma, for one).
+    return [stem(w) for w in WORD_RE.findall(text.casefold()) if w not in STOPWORDS and len(w) > 1]
