@@ -59,7 +59,7 @@ CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (tenant_id, content_hash);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (terms, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab (chunks_fts, 'row');
 """
-MAX_POSTINGS = 20_000
+MAX_POSTINGS = 10_000
 _SQL_PARAMS = 500  # stay well under SQLite's host-parameter limit
 _FILTER_BATCH = 256
 _T = TypeVar("_T")
