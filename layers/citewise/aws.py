@@ -30,9 +30,12 @@ THROTTLING_CODES = frozenset(
 
 
 def client_config(*, max_attempts: int = 5, read_timeout: int = 60) -> Config:
-    """Adaptive retries (client-side rate limiting plus backoff) and bounded timeouts for every client."""
+    """Adaptive retries (client-side rate limiting plus backoff) and bounded timeouts for every client.
+
+    `max_attempts` counts the first request too (botocore's `total_max_attempts`).
+    """
     return Config(
-        retries={"mode": "adaptive", "max_attempts": max_attempts},
+        retries={"mode": "adaptive", "total_max_attempts": max_attempts},
         connect_timeout=5,
         read_timeout=read_timeout,
         user_agent_extra="citewise",

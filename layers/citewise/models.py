@@ -251,3 +251,6 @@ class Answer(Frozen):
     citations: list[Citation]
     sources: list[SearchHit]
     grounded: bool = Field(description="False when no source was relevant enough to answer from.")
+    usage: dict[str, int] | None = Field(
+        default=None, description="Model token usage (input_tokens, output_tokens, total_tokens), if a model ran."
+    )

@@ -15,6 +15,8 @@ WORD_RE = re.compile(r"[^\W_]+")  # letters and digits: underscores separate wor
 # blank line. A single newline is not a break: pdf and plain text wrap lines inside sentences.
 SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
 
+MAX_QUOTE_CHARS = 600
+
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further had has
@@ -70,3 +72,11 @@ def content_terms(text: str) -> list[str]:
     """Stemmed, lower-cased words without stopwords or single characters, in order."""
     # casefold, not lower: it folds as SQLite's unicode61 tokenizer does (final sigma, for one).
     return [stem(w) for w in WORD_RE.findall(text.casefold()) if w not in STOPWORDS and len(w) > 1]
+
+
+def quote_prefix(sentence: str, max_chars: int = MAX_QUOTE_CHARS) -> str:
+    """The sentence, or its longest prefix of whole words within `max_chars`: still a verbatim quote."""
+    if len(sentence) <= max_chars:
+        return sentence
+    cut = sentence.rfind(" ", 0, max_chars)
+    return sentence[: cut if cut > 0 else max_chars].rstrip()

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from citewise.answering import answer_question
 from citewise.models import Caller, Chunk, DocumentMetadata, SearchHit, SearchRequest
 from citewise.synthesis.base import NO_ANSWER
-from citewise.synthesis.extractive import MAX_QUOTE_CHARS, ExtractiveSynthesizer
+from citewise.synthesis.extractive import ExtractiveSynthesizer
+from citewise.textutil import MAX_QUOTE_CHARS
 from tests.factories import source
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 
 from citewise.models import Answer, Citation, SearchHit
 from citewise.synthesis.base import unanswered
-from citewise.textutil import content_terms, sentence_spans
-
-MAX_QUOTE_CHARS = 600
+from citewise.textutil import content_terms, quote_prefix, sentence_spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +52,7 @@ class ExtractiveSynthesizer:
         parts: list[str] = []
         for candidate in chosen:
             hit = hits[candidate.source - 1]
-            quote = _quote(hit.chunk.text[candidate.start : candidate.end])
+            quote = quote_prefix(hit.chunk.text[candidate.start : candidate.end])
             citations.append(
                 Citation(
                     source=number[candidate.source],
@@ -109,11 +107,3 @@ def _is_statement(sentence: str, headings: tuple[str, ...]) -> bool:
     if sentence in headings:
         return False
     return sentence.rstrip("\"')]`*").endswith((".", "!", "?", ":")) or len(sentence.split()) >= 8
-
-
-def _quote(sentence: str) -> str:
-    """The sentence, or its longest prefix of whole words within `MAX_QUOTE_CHARS`."""
-    if len(sentence) <= MAX_QUOTE_CHARS:
-        return sentence
-    cut = sentence.rfind(" ", 0, MAX_QUOTE_CHARS)
-    return sentence[: cut if cut > 0 else MAX_QUOTE_CHARS].rstrip()
