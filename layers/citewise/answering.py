@@ -7,9 +7,7 @@ from citewise.retrieval import Retriever
 from citewise.synthesis.base import Synthesizer, unanswered
 
 
-def answer_question(
-    retriever: Retriever, synthesizer: Synthesizer, caller: Caller, request: SearchRequest
-) -> Answer:
+def answer_question(retriever: Retriever, synthesizer: Synthesizer, caller: Caller, request: SearchRequest) -> Answer:
     """An answer citing only chunks the caller may read; with nothing above `min_score`, says so."""
     hits = retriever.search(caller, request)
     if not hits:

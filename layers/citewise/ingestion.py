@@ -196,9 +196,7 @@ class Ingestor:
         missing: dict[str, str] = {}
         for chunk in chunks:
             if chunk.content_hash not in known:
-                missing[chunk.content_hash] = embedding_text(
-                    chunk.document.title, chunk.heading_path, chunk.text
-                )
+                missing[chunk.content_hash] = embedding_text(chunk.document.title, chunk.heading_path, chunk.text)
         hashes = list(missing)
         for start in range(0, len(hashes), self.embed_batch_size):
             batch = hashes[start : start + self.embed_batch_size]
@@ -208,9 +206,7 @@ class Ingestor:
     def _fail(self, pending: Document, reason: str) -> Document:
         """Record the failure and make sure none of the document's old chunks stay searchable."""
         self.index.delete_document(pending.tenant_id, pending.doc_id)
-        failed = pending.model_copy(
-            update={"status": DocumentStatus.FAILED, "error": reason, "chunk_count": 0}
-        )
+        failed = pending.model_copy(update={"status": DocumentStatus.FAILED, "error": reason, "chunk_count": 0})
         self.registry.put(failed)
         return failed
 

@@ -21,8 +21,7 @@ def validate_tenant_id(tenant_id: str) -> str:
     """Return `tenant_id` if it is 1-64 letters, digits, `_`, `-` or `.` starting alphanumerically."""
     if not _TENANT_RE.fullmatch(tenant_id):
         raise ValidationError(
-            "tenant id must be 1-64 characters of letters, digits, '_', '-' or '.', starting with a "
-            "letter or digit",
+            "tenant id must be 1-64 characters of letters, digits, '_', '-' or '.', starting with a letter or digit",
             details={"field": "tenant_id"},
         )
     return tenant_id

@@ -22,14 +22,11 @@ from tests.factories import CountingEmbedder, source
 
 CALLER = Caller(tenant_id="acme", user_id="alice")
 GUIDE = "\n\n".join(
-    f"## Section {i}\n\n" + " ".join(f"Topic{i} sentence {j} about widgets." for j in range(40))
-    for i in range(6)
+    f"## Section {i}\n\n" + " ".join(f"Topic{i} sentence {j} about widgets." for j in range(40)) for i in range(6)
 ).encode()
 
 
-def _stack(
-    home: Path, embedder: CountingEmbedder | None = None, **limits: int
-) -> tuple[Ingestor, LocalIndex]:
+def _stack(home: Path, embedder: CountingEmbedder | None = None, **limits: int) -> tuple[Ingestor, LocalIndex]:
     index = LocalIndex(home / "index.db")
     ingestor = Ingestor(
         index,
@@ -140,9 +137,7 @@ def test_a_non_utf8_text_file_is_decoded(services: Services) -> None:
     assert hits[0].chunk.text == "Café prices rose “sharply” in 2024."
 
 
-@pytest.mark.parametrize(
-    ("tenant", "path"), [("a/b", "x.md"), ("*", "x.md"), ("acme", "../x.md"), ("acme", "/etc/x")]
-)
+@pytest.mark.parametrize(("tenant", "path"), [("a/b", "x.md"), ("*", "x.md"), ("acme", "../x.md"), ("acme", "/etc/x")])
 def test_invalid_tenant_or_path_is_refused_before_anything_is_written(
     services: Services, tenant: str, path: str
 ) -> None:
@@ -172,9 +167,7 @@ def test_transient_failures_are_recorded_then_raised_for_retry(tmp_path: Path) -
 
 
 def test_sidecar_attributes_are_filterable(services: Services) -> None:
-    services.ingestor.ingest(
-        source("acme", "a.md", b"Otters hold hands.", attributes={"year": 2024, "tags": ["zoo"]})
-    )
+    services.ingestor.ingest(source("acme", "a.md", b"Otters hold hands.", attributes={"year": 2024, "tags": ["zoo"]}))
     services.ingestor.ingest(source("acme", "b.md", b"Otters sleep floating.", attributes={"year": 2019}))
     recent = Filter.model_validate({"greaterThan": {"key": "year", "value": 2020}})
     hits = services.retriever.search(CALLER, SearchRequest(query="otters", filters=recent))

@@ -53,9 +53,7 @@ def test_content_type_is_the_fallback_when_the_extension_says_nothing() -> None:
     ("filename", "content_type"),
     [("report.exe", None), ("report", "application/octet-stream"), ("archive.tar.gz", None), ("x", None)],
 )
-def test_unknown_format_is_unsupported_and_lists_the_supported_ones(
-    filename: str, content_type: str | None
-) -> None:
+def test_unknown_format_is_unsupported_and_lists_the_supported_ones(filename: str, content_type: str | None) -> None:
     # Given a file whose extension and content type are both unknown
     # When it is parsed
     with pytest.raises(UnsupportedMediaTypeError) as raised:

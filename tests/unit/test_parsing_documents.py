@@ -23,9 +23,7 @@ THREE_PAGES = make_pdf(["Page one.", "Page two.", "Page three."])
 
 def test_pdf_blocks_are_paragraphs_tagged_with_their_page() -> None:
     # Given a three-page PDF with a metadata title and two paragraphs on the first page
-    data = make_pdf(
-        ["First paragraph.\n\nSecond paragraph.", "Page two text.", "Page three text."], title="Report"
-    )
+    data = make_pdf(["First paragraph.\n\nSecond paragraph.", "Page two text.", "Page three text."], title="Report")
 
     # When it is parsed
     document = parse(data, "report.pdf")

@@ -18,9 +18,7 @@ _MARKDOWN_LINES = st.one_of(
     st.builds(lambda indent, text: " " * indent + text, st.integers(0, 6), _WORDS),
 )
 _NEWLINES = st.sampled_from(["\n", "\r\n", "\r"])
-_MARKDOWN = st.builds(
-    lambda lines, newline: newline.join(lines), st.lists(_MARKDOWN_LINES, max_size=30), _NEWLINES
-)
+_MARKDOWN = st.builds(lambda lines, newline: newline.join(lines), st.lists(_MARKDOWN_LINES, max_size=30), _NEWLINES)
 _HTML_PIECES = st.one_of(
     _WORDS,
     st.sampled_from(

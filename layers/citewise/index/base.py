@@ -28,9 +28,7 @@ class VectorIndex(Protocol):
         """Create the index for this vector space, or fail if it holds vectors of another space."""
         ...
 
-    def replace_document(
-        self, tenant_id: str, doc_id: str, chunks: Sequence[Chunk], vectors: Sequence[Vector]
-    ) -> None:
+    def replace_document(self, tenant_id: str, doc_id: str, chunks: Sequence[Chunk], vectors: Sequence[Vector]) -> None:
         """Atomically make `chunks` the document's only chunks: no reader sees a half-replaced document."""
         ...
 
@@ -42,14 +40,10 @@ class VectorIndex(Protocol):
         """Stored vectors of the tenant's chunks with these content hashes, to skip re-embedding."""
         ...
 
-    def keyword_search(
-        self, caller: Caller, query: str, filters: Filter | None, limit: int
-    ) -> list[ScoredChunk]:
+    def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         """BM25 ranking of the chunks the caller may read that match `filters`."""
         ...
 
-    def vector_search(
-        self, caller: Caller, vector: Vector, filters: Filter | None, limit: int
-    ) -> list[ScoredChunk]:
+    def vector_search(self, caller: Caller, vector: Vector, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         """Cosine-similarity ranking of the chunks the caller may read that match `filters`."""
         ...

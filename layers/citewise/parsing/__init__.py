@@ -60,9 +60,7 @@ SUPPORTED_CONTENT_TYPES: tuple[str, ...] = tuple(sorted(_CONTENT_TYPES))
 """Media types `parse` accepts when the file name has no supported extension."""
 
 
-def parse(
-    data: bytes, filename: str, content_type: str | None = None, *, max_pages: int = 2000
-) -> ParsedDocument:
+def parse(data: bytes, filename: str, content_type: str | None = None, *, max_pages: int = 2000) -> ParsedDocument:
     """Parse one document into text and blocks (see the module docstring for the block contract).
 
     `filename` picks the format by extension (case-insensitive) and names the file in error messages;

@@ -50,9 +50,7 @@ class DocumentBuilder:
         """The finished document; a document without a single block is an error, not an empty result."""
         if not self._blocks:
             raise parse_error(self._filename, "it contains no text")
-        return ParsedDocument(
-            text="".join(self._parts), blocks=tuple(self._blocks), title=title, page_count=page_count
-        )
+        return ParsedDocument(text="".join(self._parts), blocks=tuple(self._blocks), title=title, page_count=page_count)
 
     def _append(self, text: str, *, page: int | None, is_heading: bool) -> None:
         if self._parts:

@@ -108,7 +108,5 @@ def _closes_fence(line: str, fence: str) -> bool:
     # A closing fence repeats the opening character at least as many times, and nothing else.
     stripped = line.strip()
     return (
-        len(line) - len(line.lstrip(" ")) <= 3
-        and stripped.startswith(fence)
-        and stripped == fence[0] * len(stripped)
+        len(line) - len(line.lstrip(" ")) <= 3 and stripped.startswith(fence) and stripped == fence[0] * len(stripped)
     )

@@ -64,9 +64,7 @@ class LocalRegistry:
 
     def delete(self, tenant_id: str, doc_id: str) -> None:
         with self._lock:
-            self._conn.execute(
-                "DELETE FROM documents WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id)
-            )
+            self._conn.execute("DELETE FROM documents WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id))
 
     def list(
         self,
