@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from citewise.config import Settings
-from citewise.factory import Services, build_local
+from citewise.factory import Services, build_services
 
 
 @pytest.fixture
@@ -18,6 +18,6 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def services(settings: Settings) -> Iterator[Services]:
-    built = build_local(settings)
+    built = build_services(settings)
     yield built
     built.close()

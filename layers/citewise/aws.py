@@ -13,7 +13,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from citewise.errors import CitewiseError, ThrottledError
+from citewise.errors import CitewiseError, ThrottledError, ValidationError
 
 THROTTLING_CODES = frozenset(
     {
@@ -45,6 +45,14 @@ def client_config(*, max_attempts: int = 5, read_timeout: int = 60) -> Config:
 def client(service: str, *, region: str | None = None, **config: int) -> Any:
     """A boto3 client with `client_config`; `region` None means the environment's region."""
     return boto3.client(service, region_name=region, config=client_config(**config))
+
+
+def region() -> str:
+    """The region the environment configures (AWS_REGION in a Lambda); a clear error if none."""
+    name = boto3.session.Session().region_name
+    if not name:
+        raise ValidationError("no AWS region configured: set CITEWISE_AWS_REGION or AWS_REGION")
+    return str(name)
 
 
 def error_code(exc: ClientError) -> str:

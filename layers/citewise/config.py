@@ -15,8 +15,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.errors import ValidationError
 
-EmbedderName = Literal["minilm", "hashing"]
+Backend = Literal["local", "aws"]
+EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-multilingual"]
+SynthesizerName = Literal["extractive", "bedrock"]
 SearchMode = Literal["hybrid", "bm25", "vector"]
+OpenSearchService = Literal["es", "aoss"]
+# What the AWS backend cannot run without, by field.
+_AWS_REQUIRED = ("opensearch_endpoint", "registry_table", "documents_bucket")
 
 
 class Settings(BaseSettings):
@@ -24,8 +29,10 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CITEWISE_", extra="ignore", frozen=True)
 
+    backend: Backend = Field(default="local", description="`local` (embedded files) or `aws` (managed services).")
     home: Path = Field(default=Path("~/.citewise"), description="Where the local index and registry live.")
     embedder: EmbedderName = "minilm"
+    synthesizer: SynthesizerName = "extractive"
     hashing_dimension: int = Field(default=384, ge=16, le=4096)
     chunk_tokens: int = Field(default=400, ge=32, le=4000)
     chunk_overlap: int = Field(default=50, ge=0, le=1000)
@@ -35,11 +42,34 @@ class Settings(BaseSettings):
     rrf_k: int = Field(default=60, ge=1)
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
+    # --- AWS -------------------------------------------------------------------------------------
+    aws_region: str | None = Field(default=None, description="Region of every AWS client; None: the environment's.")
+    opensearch_endpoint: str | None = None
+    opensearch_service: OpenSearchService = "es"
+    index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
+    registry_table: str | None = None
+    documents_bucket: str | None = None
+    embedding_dimension: int = Field(default=1024, description="Titan v2: 256, 512 or 1024.")
+    generation_model_id: str = "amazon.nova-lite-v1:0"
+    generation_max_tokens: int = Field(default=1024, ge=1, le=8192)
+    generation_temperature: float = Field(default=0.0, ge=0.0, le=1.0)
+    guardrail_id: str | None = None
+    guardrail_version: str | None = None
 
     @model_validator(mode="after")
     def _overlap_below_budget(self) -> Settings:
         if self.chunk_overlap >= self.chunk_tokens:
             raise ValueError("CITEWISE_CHUNK_OVERLAP must be smaller than CITEWISE_CHUNK_TOKENS")
+        return self
+
+    @model_validator(mode="after")
+    def _aws_backend_is_complete(self) -> Settings:
+        if self.backend == "aws":
+            missing = [f"CITEWISE_{name.upper()}" for name in _AWS_REQUIRED if not getattr(self, name)]
+            if missing:
+                raise ValueError(f"CITEWISE_BACKEND=aws needs {', '.join(missing)}")
+        if (self.guardrail_id is None) != (self.guardrail_version is None):
+            raise ValueError("CITEWISE_GUARDRAIL_ID and CITEWISE_GUARDRAIL_VERSION go together")
         return self
 
     @property

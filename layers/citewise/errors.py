@@ -53,6 +53,13 @@ class NotFoundError(CitewiseError):
     http_status = 404
 
 
+class ConflictError(CitewiseError):
+    """A write lost to a newer one: the stored record moved on, so this work is superseded."""
+
+    code = "CONFLICT"
+    http_status = 409
+
+
 class PayloadTooLargeError(CitewiseError):
     """A document or request exceeds a configured size or page limit."""
 

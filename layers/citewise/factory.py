@@ -1,17 +1,25 @@
-"""Builds the set of adapters the settings ask for, once per process."""
+"""Builds the set of adapters the settings ask for (local files or AWS services), once per process.
+
+The logic modules never choose adapters: they receive ports. This is the one place that maps
+`CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` to classes, importing each AWS
+adapter only when it is chosen so the local mode needs no AWS packages and a Lambda loads no numpy.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from citewise.chunking import Chunker
 from citewise.config import Settings
 from citewise.embeddings.base import Embedder
 from citewise.embeddings.hashing import HashingEmbedder
-from citewise.index.local import LocalIndex
+from citewise.errors import ValidationError
+from citewise.index.base import VectorIndex
 from citewise.ingestion import Ingestor, Limits
-from citewise.registry.local import LocalRegistry
+from citewise.registry.base import DocumentRegistry
 from citewise.retrieval import Retriever
+from citewise.synthesis.base import Synthesizer
 from citewise.synthesis.extractive import ExtractiveSynthesizer
 
 
@@ -20,34 +28,81 @@ class Services:
     """The wired pipeline: what the CLI, the local server and the handlers call."""
 
     settings: Settings
-    index: LocalIndex
-    registry: LocalRegistry
+    index: VectorIndex
+    registry: DocumentRegistry
     embedder: Embedder
     ingestor: Ingestor
     retriever: Retriever
-    synthesizer: ExtractiveSynthesizer
+    synthesizer: Synthesizer
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
-        """Release the database connections."""
-        self.index.close()
-        self.registry.close()
+        """Release what the adapters hold open (the local database connections)."""
+        for close in self.closers:
+            close()
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The configured embedder; the MiniLM model is imported only when chosen (it pulls numpy models)."""
+    """The configured embedder; each model's module is imported only when chosen."""
     if settings.embedder == "hashing":
         return HashingEmbedder(settings.hashing_dimension)
-    from citewise.embeddings.minilm import MiniLMEmbedder
+    if settings.embedder == "minilm":
+        from citewise.embeddings.minilm import MiniLMEmbedder
 
-    return MiniLMEmbedder()
+        return MiniLMEmbedder()
+    from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
+
+    if settings.embedder == "titan":
+        return TitanEmbedder(dimension=settings.embedding_dimension, region=settings.aws_region)
+    language = settings.embedder.removeprefix("cohere-")
+    return CohereEmbedder(model_id=f"cohere.embed-{language}-v3", region=settings.aws_region)
 
 
-def build_local(settings: Settings) -> Services:
-    """The embedded local stack under `settings.home`: one index file and one registry file."""
-    home = settings.home_dir
+def build_synthesizer(settings: Settings) -> Synthesizer:
+    """The extractive synthesizer, or Bedrock Converse with the configured model and guardrail."""
+    if settings.synthesizer == "extractive":
+        return ExtractiveSynthesizer()
+    from citewise.synthesis.bedrock import BedrockSynthesizer
+
+    return BedrockSynthesizer(
+        settings.generation_model_id,
+        region=settings.aws_region,
+        max_tokens=settings.generation_max_tokens,
+        temperature=settings.generation_temperature,
+        guardrail_identifier=settings.guardrail_id,
+        guardrail_version=settings.guardrail_version,
+    )
+
+
+def _stores(settings: Settings) -> tuple[VectorIndex, DocumentRegistry, list[Callable[[], None]]]:
+    if settings.backend == "aws":
+        from citewise import aws
+        from citewise.index.opensearch import OpenSearchIndex, connect
+        from citewise.registry.dynamodb import DynamoRegistry
+
+        endpoint, table = settings.opensearch_endpoint, settings.registry_table
+        if endpoint is None or table is None:  # the settings validator refuses this; mypy cannot know
+            raise ValidationError("CITEWISE_BACKEND=aws needs CITEWISE_OPENSEARCH_ENDPOINT and CITEWISE_REGISTRY_TABLE")
+        client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
+        index = OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
+        registry = DynamoRegistry(table, client=aws.client("dynamodb", region=settings.aws_region))
+        return index, registry, []
+    from citewise.index.local import LocalIndex
+    from citewise.registry.local import LocalRegistry
+
+    local_index = LocalIndex(settings.home_dir / "index.db")
+    local_registry = LocalRegistry(settings.home_dir / "registry.db")
+    return local_index, local_registry, [local_index.close, local_registry.close]
+
+
+def build_services(settings: Settings) -> Services:
+    """The pipeline for `settings.backend`: the embedded local stack, or the AWS adapters."""
     embedder = build_embedder(settings)
-    index = LocalIndex(home / "index.db")
-    registry = LocalRegistry(home / "registry.db")
+    index, registry, closers = _stores(settings)
+    if settings.backend == "local":
+        # Cheap locally, and it makes a query against an index of another embedder fail loudly instead
+        # of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns this check.
+        index.ensure(embedder.name, embedder.dimension)
     ingestor = Ingestor(
         index,
         registry,
@@ -59,4 +114,4 @@ def build_local(settings: Settings) -> Services:
     retriever = Retriever(
         index, embedder, mode=settings.search_mode, rrf_k=settings.rrf_k, candidates=settings.candidates
     )
-    return Services(settings, index, registry, embedder, ingestor, retriever, ExtractiveSynthesizer())
+    return Services(settings, index, registry, embedder, ingestor, retriever, build_synthesizer(settings), closers)

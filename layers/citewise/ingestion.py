@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from citewise.chunking import Chunker, embedding_text
 from citewise.embeddings.base import Embedder
-from citewise.errors import CitewiseError, PayloadTooLargeError, ValidationError
+from citewise.errors import CitewiseError, ConflictError, PayloadTooLargeError, ValidationError
 from citewise.index.base import VectorIndex
 from citewise.models import (
     AttributeValue,
@@ -48,6 +48,7 @@ class Outcome(StrEnum):
     UNCHANGED = "unchanged"
     FAILED = "failed"
     DELETED = "deleted"
+    SUPERSEDED = "superseded"
 
 
 @dataclass(frozen=True)
@@ -105,12 +106,13 @@ class Ingestor:
         self.limits = limits or Limits()
         self.embed_batch_size = embed_batch_size
         self.clock = clock
-        index.ensure(embedder.name, embedder.dimension)
+        self._index_ready = False
 
     def ingest(self, obj: SourceObject) -> IngestResult:
         """Bring the index and registry up to date with `obj`; raises only for invalid ids/paths."""
         validate_tenant_id(obj.tenant_id)
         validate_path(obj.path)
+        self.ensure_index()
         doc_id = document_id(obj.tenant_id, obj.path)
         previous = self.registry.get(obj.tenant_id, doc_id)
         if previous is not None and _unchanged(previous, obj):
@@ -134,6 +136,10 @@ class Ingestor:
         self.registry.put(pending)
         try:
             indexed, embedded, reused = self._index(obj, pending)
+        except ConflictError:
+            # A newer version owns the record now: leave its chunks and its status alone.
+            latest = self.registry.get(obj.tenant_id, doc_id)
+            return IngestResult(Outcome.SUPERSEDED, latest or pending)
         except CitewiseError as exc:
             failed = self._fail(pending, f"{exc.code}: {exc.message}")
             if isinstance(exc, ValidationError | PayloadTooLargeError):
@@ -151,6 +157,15 @@ class Ingestor:
         self.index.delete_document(tenant_id, doc_id)
         self.registry.delete(tenant_id, doc_id)
         return existed
+
+    def ensure_index(self) -> None:
+        """Create the index for this embedder (or check it matches), once per process, on first use.
+
+        Not at construction: building the pipeline stays free of network calls at a Lambda's cold start.
+        """
+        if not self._index_ready:
+            self.index.ensure(self.embedder.name, self.embedder.dimension)
+            self._index_ready = True
 
     def _index(self, obj: SourceObject, pending: Document) -> tuple[Document, int, int]:
         if obj.size > self.limits.max_document_bytes:

@@ -14,7 +14,8 @@ from citewise.models import TENANT_ID_PATTERN
 
 _TENANT_RE = re.compile(TENANT_ID_PATTERN)
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-MAX_KEY_LENGTH = 1024
+# S3 keys and DynamoDB sort keys are limited to 1,024 UTF-8 bytes; `tenants/{64-char tenant}/` takes 73.
+MAX_PATH_BYTES = 950
 
 
 def validate_tenant_id(tenant_id: str) -> str:
@@ -38,8 +39,8 @@ def validate_path(path: str) -> str:
 def _path_problem(path: str) -> str | None:
     if not path:
         return "it is empty"
-    if len(path) > MAX_KEY_LENGTH:
-        return f"it is longer than {MAX_KEY_LENGTH} characters"
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        return f"it is longer than {MAX_PATH_BYTES} bytes of UTF-8"
     if _CONTROL_RE.search(path):
         return "it contains control characters"
     if path.startswith("/") or "\\" in path:

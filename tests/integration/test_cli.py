@@ -189,7 +189,13 @@ def test_demo_command_prints_three_cited_answers(cli: Any, monkeypatch: pytest.M
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("CITEWISE_EMBEDDER", "bert", "CITEWISE_EMBEDDER: Input should be 'minilm' or 'hashing'"),
+        ("CITEWISE_EMBEDDER", "bert", "CITEWISE_EMBEDDER: Input should be 'minilm', 'hashing', 'titan', "),
+        (
+            "CITEWISE_BACKEND",
+            "aws",
+            "CITEWISE_BACKEND=aws needs CITEWISE_OPENSEARCH_ENDPOINT, CITEWISE_REGISTRY_TABLE, "
+            "CITEWISE_DOCUMENTS_BUCKET",
+        ),
         ("CITEWISE_CHUNK_OVERLAP", "500", "CITEWISE_CHUNK_OVERLAP must be smaller than CITEWISE_CHUNK_TOKENS"),
         ("CITEWISE_MAX_PAGES", "lots", "CITEWISE_MAX_PAGES: Input should be a valid integer"),
     ],
@@ -201,3 +207,14 @@ def test_a_bad_setting_fails_at_start_naming_the_variable(
     status, out, err = cli("search", "anything", "--tenant", "acme")
     assert (status, out) == (2, "")
     assert err.startswith(f"error: VALIDATION_ERROR: invalid setting: {message}")
+
+
+def test_querying_an_index_built_by_another_embedder_fails_loudly(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.md").write_text("Anything at all.")
+    assert cli("ingest", str(tmp_path / "a.md"), "--tenant", "acme")[0] == 0
+    monkeypatch.setenv("CITEWISE_HASHING_DIMENSION", "64")
+    status, _, err = cli("query", "anything", "--tenant", "acme")
+    assert status == 2
+    assert "SEARCH_BACKEND_ERROR: the local index" in err and "'hashing-384'" in err

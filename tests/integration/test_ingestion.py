@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from citewise.chunking import Chunker
-from citewise.errors import SearchBackendError, ThrottledError, ValidationError
+from citewise.errors import ConflictError, SearchBackendError, ThrottledError, ValidationError
 from citewise.factory import Services
 from citewise.index.local import LocalIndex
 from citewise.ingestion import Ingestor, Limits, Outcome
-from citewise.models import Caller, DocumentStatus, Filter, SearchRequest
+from citewise.models import Caller, Document, DocumentStatus, Filter, SearchRequest
 from citewise.registry.local import LocalRegistry
 from citewise.tenancy import document_id
 from tests.builders import make_blank_pdf, make_pdf
@@ -176,9 +176,11 @@ def test_sidecar_attributes_are_filterable(services: Services) -> None:
 
 
 def test_an_index_refuses_vectors_of_another_embedder(tmp_path: Path) -> None:
-    _stack(tmp_path, CountingEmbedder(384))
+    first, _ = _stack(tmp_path, CountingEmbedder(384))
+    first.ingest(source("acme", "a.md", b"Text."))
+    second, _ = _stack(tmp_path, CountingEmbedder(64))
     with pytest.raises(SearchBackendError, match="hashing-384"):
-        _stack(tmp_path, CountingEmbedder(64))
+        second.ingest(source("acme", "b.md", b"Text."))
 
 
 def test_a_killed_ingest_never_leaves_a_half_replaced_document(tmp_path: Path) -> None:
@@ -215,3 +217,21 @@ def test_a_killed_ingest_never_leaves_a_half_replaced_document(tmp_path: Path) -
     after = sorted(h.chunk.chunk_id for h in reopened.keyword_search(CALLER, "widgets", None, 500))
     assert after == before and len(before) > 2
     assert reopened.keyword_search(CALLER, "gizmos", None, 500) == []
+
+
+def test_a_worker_that_lost_to_a_newer_version_leaves_the_record_alone(tmp_path: Path) -> None:
+    # Given a registry that refuses this worker's INDEXED write (a newer version owns the record)
+    class NewerWins(LocalRegistry):
+        def put(self, document: Document) -> None:
+            if document.status is DocumentStatus.INDEXED:
+                raise ConflictError("a newer version was recorded")
+            super().put(document)
+
+    registry = NewerWins(tmp_path / "registry.db")
+    ingestor = Ingestor(LocalIndex(tmp_path / "index.db"), registry, CountingEmbedder(), Chunker(120, 20))
+    # When it finishes its work
+    result = ingestor.ingest(source("acme", "a.md", b"Text."))
+    # Then it reports itself superseded and records no failure
+    assert result.outcome is Outcome.SUPERSEDED
+    record = registry.get("acme", document_id("acme", "a.md"))
+    assert record is not None and record.status is DocumentStatus.PENDING and record.error is None

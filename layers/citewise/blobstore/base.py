@@ -1,0 +1,244 @@
+"""The BlobStore port: where uploaded documents live, under `tenants/{tenant_id}/{path}`.
+
+Both adapters (S3 and a local folder) share the rules in this module, so an object carries the same
+metadata either way:
+- owner and visibility travel as user metadata `owner` / `visibility` (`x-amz-meta-owner` ...), set
+  only by the store from the authenticated caller; a caller's own metadata may not use those names (or
+  any other key the system owns, see `citewise.metadata.SYSTEM_KEYS`), so it cannot forge access.
+- other user metadata becomes string document attributes; a sidecar `<path>.metadata.json` adds typed
+  ones and wins on a clash, being the explicit, richer source.
+- an object without owner metadata (written by some other S3 client) belongs to "system" and is shared,
+  the same defaults as `SourceObject`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from citewise.errors import ValidationError
+from citewise.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS, parse_sidecar
+from citewise.models import AttributeValue, Frozen, Visibility
+
+if TYPE_CHECKING:
+    from citewise.ingestion import SourceObject
+
+OWNER_KEY = "owner"
+VISIBILITY_KEY = "visibility"
+DEFAULT_OWNER = "system"
+META_HEADER_PREFIX = "x-amz-meta-"
+MAX_USER_METADATA_BYTES = 2048
+"""S3's limit on user metadata: the UTF-8 bytes of every key and value together."""
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+
+# S3 lower-cases metadata keys and sends them as HTTP headers: lower-case header-safe names only.
+_METADATA_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+_PRINTABLE_ASCII_RE = re.compile(r"^[\x20-\x7e]*$")
+_CONTENT_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(;[\x20-\x7e]*)?$")
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """A stored document as the pipeline needs it: facts from one metadata read, bytes on demand.
+
+    `version` is what the registry records: the S3 VersionId (ETag on unversioned buckets) or the
+    SHA-256 of a local file. `metadata` is the user metadata as stored; `attributes` the validated
+    document attributes from it and the sidecar.
+    """
+
+    tenant_id: str
+    path: str
+    size: int
+    version: str
+    content_type: str | None
+    owner: str
+    visibility: Visibility
+    load: Callable[[], bytes]
+    source: str
+    metadata: dict[str, str] = field(default_factory=dict)
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+
+    def to_source(self) -> SourceObject:
+        """The object as the ingestion pipeline's input."""
+        # Imported here: the pipeline pulls in every parser, which the API's upload path never needs.
+        from citewise.ingestion import SourceObject
+
+        return SourceObject(
+            tenant_id=self.tenant_id,
+            path=self.path,
+            size=self.size,
+            version=self.version,
+            load=self.load,
+            source=self.source,
+            owner=self.owner,
+            visibility=self.visibility,
+            content_type=self.content_type,
+            attributes=dict(self.attributes),
+        )
+
+
+class PresignedUpload(Frozen):
+    """How a client uploads one document without credentials: PUT the bytes to `url` with `headers`.
+
+    The content type, owner, visibility, metadata and the exact body length (`size`) are part of the
+    signature, so sending anything else fails; the URL stops working at `expires_at`.
+    """
+
+    document_id: str
+    path: str
+    url: str
+    method: Literal["PUT"] = "PUT"
+    headers: dict[str, str]
+    size: int
+    expires_at: datetime
+
+
+class BlobStore(Protocol):
+    """Document objects under `tenants/{tenant_id}/{path}`; every path passes `validate_path` first."""
+
+    max_bytes: int
+
+    def get(self, tenant_id: str, path: str) -> StoredObject:
+        """The object's facts and a loader for its bytes.
+
+        Raises NotFoundError if there is none, PayloadTooLargeError (before reading any content) if it
+        is larger than `max_bytes`, ValidationError for an invalid path, metadata or sidecar.
+        """
+        ...
+
+    def put(
+        self,
+        tenant_id: str,
+        path: str,
+        data: bytes,
+        *,
+        content_type: str | None = None,
+        owner: str | None = None,
+        visibility: Visibility | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> str:
+        """Store (or replace) an object and return its new version."""
+        ...
+
+    def delete(self, tenant_id: str, path: str) -> None:
+        """Remove the object and its sidecar, if any; removing nothing is not an error."""
+        ...
+
+    def presign_put(
+        self,
+        tenant_id: str,
+        path: str,
+        *,
+        owner: str,
+        content_type: str,
+        size: int,
+        visibility: Visibility = Visibility.SHARED,
+        metadata: Mapping[str, str] | None = None,
+    ) -> PresignedUpload:
+        """A URL through which a client uploads exactly `size` bytes to `path` in its own tenant.
+
+        Raises PayloadTooLargeError if `size` exceeds `max_bytes`, ValidationError for an invalid path,
+        content type or metadata.
+        """
+        ...
+
+
+def object_metadata(
+    owner: str | None, visibility: Visibility | None, metadata: Mapping[str, str] | None
+) -> dict[str, str]:
+    """The user metadata to store: the caller's validated keys plus the system-owned owner/visibility."""
+    stored = dict(validate_user_metadata(metadata or {}))
+    if owner is not None:
+        if not owner:
+            raise ValidationError("owner must not be empty", details={"field": "owner"})
+        stored[OWNER_KEY] = _header_value(OWNER_KEY, owner)
+    if visibility is not None:
+        stored[VISIBILITY_KEY] = visibility.value
+    if sum(len(key.encode()) + len(value.encode()) for key, value in stored.items()) > MAX_USER_METADATA_BYTES:
+        raise ValidationError(f"metadata is larger than {MAX_USER_METADATA_BYTES} bytes", details={"field": "metadata"})
+    return stored
+
+
+def validate_user_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """Caller-supplied metadata, refused if a key is reserved or would not survive as an HTTP header."""
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValidationError("metadata keys and values must be strings", details={"field": "metadata"})
+        if key in SYSTEM_KEYS:
+            raise ValidationError(f"metadata key '{key}' is reserved", details={"field": "metadata", "key": key})
+        if not _METADATA_KEY_RE.fullmatch(key):
+            raise ValidationError(
+                f"metadata key '{key}' must be 1-100 lower-case letters, digits, '_', '.' or '-'",
+                details={"field": "metadata", "key": key},
+            )
+        _header_value(key, value)
+    return dict(metadata)
+
+
+def validate_content_type(content_type: str) -> str:
+    """A `type/subtype[; parameters]` media type of printable ASCII, or ValidationError."""
+    if len(content_type) > 255 or not _CONTENT_TYPE_RE.fullmatch(content_type):
+        raise ValidationError(
+            "content type must be a media type such as 'application/pdf'", details={"field": "content_type"}
+        )
+    return content_type
+
+
+def upload_headers(content_type: str, metadata: Mapping[str, str]) -> dict[str, str]:
+    """The headers a presigned PUT must carry: its content type and every user metadata entry."""
+    return {"Content-Type": content_type} | {META_HEADER_PREFIX + key: value for key, value in metadata.items()}
+
+
+def stored_object(
+    *,
+    tenant_id: str,
+    path: str,
+    size: int,
+    version: str,
+    content_type: str | None,
+    metadata: Mapping[str, str],
+    sidecar: bytes | None,
+    load: Callable[[], bytes],
+    source: str,
+) -> StoredObject:
+    """A StoredObject from what an adapter read: owner and visibility from the metadata, attributes
+    from the remaining metadata and the sidecar (whose keys win)."""
+    user = {key: value for key, value in metadata.items() if key not in (OWNER_KEY, VISIBILITY_KEY)}
+    attributes: dict[str, AttributeValue] = dict(validate_user_metadata(user))
+    if sidecar is not None:
+        attributes |= parse_sidecar(sidecar, path.rsplit("/", 1)[-1] + SIDECAR_SUFFIX)
+    try:
+        visibility = Visibility(metadata.get(VISIBILITY_KEY, Visibility.SHARED.value))
+    except ValueError as exc:
+        raise ValidationError(
+            f"object metadata '{VISIBILITY_KEY}' must be one of: " + ", ".join(v.value for v in Visibility),
+            details={"field": VISIBILITY_KEY},
+        ) from exc
+    return StoredObject(
+        tenant_id=tenant_id,
+        path=path,
+        size=size,
+        version=version,
+        content_type=content_type,
+        owner=metadata.get(OWNER_KEY) or DEFAULT_OWNER,
+        visibility=visibility,
+        load=load,
+        source=source,
+        metadata=dict(metadata),
+        attributes=attributes,
+    )
+
+
+def is_sidecar(path: str) -> bool:
+    """Whether `path` names a sidecar metadata file rather than a document."""
+    return path.endswith(SIDECAR_SUFFIX)
+
+
+def _header_value(key: str, value: str) -> str:
+    # S3 sends metadata as HTTP headers: non-ASCII would be mangled, control characters are unsafe.
+    if not _PRINTABLE_ASCII_RE.fullmatch(value):
+        raise ValidationError(f"metadata '{key}' must be printable ASCII", details={"field": "metadata", "key": key})
+    return value

@@ -1,0 +1,310 @@
+"""The local BlobStore: a folder laid out like the bucket, `root/tenants/{tenant_id}/{path}`.
+
+Content type and user metadata, which a file system does not keep, live in
+`root/.blobmeta/{tenant_id}/{sha256(path)}.json` (hashed so no document path can collide with another's
+metadata file). A file copied into the tree by hand has none: it belongs to "system" and is shared.
+The version is the SHA-256 of the content. Paths are validated and then resolved: a symlink inside a
+tenant folder that points outside it is refused, as `..` is.
+
+Uploads: `presign_put` returns `{base_url}/local-upload/{token}`, where the token is the upload grant
+(tenant, path, owner, visibility, content type, metadata, size, expiry) as base64url JSON with an
+HMAC-SHA256 signature. The local server hands the request to `redeem`, which checks it the way S3 checks
+a presigned PUT: the signature, the expiry, the exact headers and the exact body length. The default
+secret is random per store, so URLs die with the process that issued them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from citewise.blobstore.base import (
+    DEFAULT_MAX_BYTES,
+    META_HEADER_PREFIX,
+    PresignedUpload,
+    StoredObject,
+    is_sidecar,
+    object_metadata,
+    stored_object,
+    upload_headers,
+    validate_content_type,
+)
+from citewise.errors import CitewiseError, ForbiddenError, NotFoundError, PayloadTooLargeError, ValidationError
+from citewise.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX
+from citewise.models import Frozen, Visibility
+from citewise.tenancy import document_id, validate_path, validate_tenant_id
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080"
+UPLOAD_ROUTE = "/local-upload/"
+
+
+class UploadGrant(Frozen):
+    """What a local upload token allows: one body of `size` bytes to one path, until `expires`."""
+
+    tenant_id: str
+    path: str
+    owner: str
+    visibility: Visibility
+    content_type: str
+    metadata: dict[str, str]
+    size: int
+    expires: int  # seconds since the epoch
+
+
+class LocalBlobStore:
+    """A `BlobStore` in a local folder (see the module docstring for the layout and uploads)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        url_ttl: int = 900,
+        base_url: str = DEFAULT_BASE_URL,
+        secret: bytes | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+        self.url_ttl = url_ttl
+        self.base_url = base_url.rstrip("/")
+        self._secret = secret if secret is not None else secrets.token_bytes(32)
+        self._clock = clock
+
+    def get(self, tenant_id: str, path: str) -> StoredObject:
+        target = self._file(tenant_id, path)
+        self._check_inside(tenant_id, target)
+        if not target.is_file():
+            raise NotFoundError("no document at that path", details={"path": path})
+        size = target.stat().st_size
+        if size > self.max_bytes:
+            raise PayloadTooLargeError(
+                f"document is {size} bytes; the limit is {self.max_bytes}",
+                details={"path": path, "size": size, "limit": self.max_bytes},
+            )
+        with target.open("rb") as stream:
+            version = hashlib.file_digest(stream, "sha256").hexdigest()
+
+        def load() -> bytes:
+            data = target.read_bytes()
+            if hashlib.sha256(data).hexdigest() != version:
+                # S3 pins the download to the version it saw; here a changed file can only be refused.
+                raise CitewiseError("the document changed while it was being read", details={"path": path})
+            return data
+
+        recorded = self._read_meta(tenant_id, path)
+        return stored_object(
+            tenant_id=tenant_id,
+            path=path,
+            size=size,
+            version=version,
+            content_type=recorded.get("content_type"),
+            metadata=recorded.get("metadata", {}),
+            sidecar=None if is_sidecar(path) else self._sidecar(tenant_id, target, path),
+            load=load,
+            source="local",
+        )
+
+    def put(
+        self,
+        tenant_id: str,
+        path: str,
+        data: bytes,
+        *,
+        content_type: str | None = None,
+        owner: str | None = None,
+        visibility: Visibility | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> str:
+        target = self._file(tenant_id, path)
+        self._check_size(len(data))
+        recorded = {
+            "content_type": None if content_type is None else validate_content_type(content_type),
+            "metadata": object_metadata(owner, visibility, metadata),
+        }
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise ValidationError(
+                "the path runs through an existing document", details={"field": "path", "path": path}
+            ) from exc
+        self._check_inside(tenant_id, target.parent)
+        if target.is_dir():
+            raise ValidationError("the path names a folder", details={"field": "path", "path": path})
+        _write_atomically(target, data)
+        meta = self._meta_file(tenant_id, path)
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(meta, json.dumps(recorded).encode())
+        return hashlib.sha256(data).hexdigest()
+
+    def delete(self, tenant_id: str, path: str) -> None:
+        target = self._file(tenant_id, path)
+        if target.parent.exists():
+            self._check_inside(tenant_id, target.parent)
+        for document_path, file in [(path, target)] + (
+            [] if is_sidecar(path) else [(path + SIDECAR_SUFFIX, target.with_name(target.name + SIDECAR_SUFFIX))]
+        ):
+            if file.is_file() or file.is_symlink():
+                file.unlink()
+            self._meta_file(tenant_id, document_path).unlink(missing_ok=True)
+
+    def presign_put(
+        self,
+        tenant_id: str,
+        path: str,
+        *,
+        owner: str,
+        content_type: str,
+        size: int,
+        visibility: Visibility = Visibility.SHARED,
+        metadata: Mapping[str, str] | None = None,
+    ) -> PresignedUpload:
+        validate_tenant_id(tenant_id)
+        validate_path(path)
+        validate_content_type(content_type)
+        self._check_size(size)
+        stored_metadata = object_metadata(owner, visibility, metadata)
+        expires_at = self._clock() + timedelta(seconds=self.url_ttl)
+        grant = UploadGrant(
+            tenant_id=tenant_id,
+            path=path,
+            owner=owner,
+            visibility=visibility,
+            content_type=content_type,
+            metadata=dict(metadata or {}),
+            size=size,
+            expires=int(expires_at.timestamp()),
+        )
+        return PresignedUpload(
+            document_id=document_id(tenant_id, path),
+            path=path,
+            url=f"{self.base_url}{UPLOAD_ROUTE}{self._sign(grant)}",
+            headers=upload_headers(content_type, stored_metadata),
+            size=size,
+            expires_at=expires_at,
+        )
+
+    def redeem(self, token: str, data: bytes, headers: Mapping[str, str]) -> str:
+        """Store the body of a local upload if it matches its grant, as S3 would; returns the version.
+
+        ForbiddenError (as S3's 403) for a forged or expired token, headers that differ from the signed
+        ones, or a body of another length.
+        """
+        grant = self.verify(token)
+        sent = {
+            name.lower(): value
+            for name, value in headers.items()
+            if name.lower() == "content-type" or name.lower().startswith(META_HEADER_PREFIX)
+        }
+        stored_metadata = object_metadata(grant.owner, grant.visibility, grant.metadata)
+        expected = {name.lower(): value for name, value in upload_headers(grant.content_type, stored_metadata).items()}
+        if sent != expected:
+            raise ForbiddenError("the upload's headers differ from the signed ones")
+        if len(data) != grant.size:
+            raise ForbiddenError(f"the upload must be exactly {grant.size} bytes, as signed")
+        return self.put(
+            grant.tenant_id,
+            grant.path,
+            data,
+            content_type=grant.content_type,
+            owner=grant.owner,
+            visibility=grant.visibility,
+            metadata=grant.metadata,
+        )
+
+    def verify(self, token: str) -> UploadGrant:
+        """The grant a token carries, or ForbiddenError if its signature is wrong or it has expired."""
+        payload, _, signature = token.partition(".")
+        try:
+            valid = hmac.compare_digest(_b64decode(signature), self._mac(payload))
+            grant = UploadGrant.model_validate_json(_b64decode(payload)) if valid else None
+        except (ValueError, binascii.Error, pydantic.ValidationError):
+            grant = None
+        if grant is None:
+            raise ForbiddenError("invalid upload token")
+        if self._clock().timestamp() >= grant.expires:
+            raise ForbiddenError("the upload URL has expired")
+        return grant
+
+    def _sign(self, grant: UploadGrant) -> str:
+        payload = _b64encode(grant.model_dump_json().encode())
+        return f"{payload}.{_b64encode(self._mac(payload))}"
+
+    def _mac(self, payload: str) -> bytes:
+        return hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
+
+    def _check_size(self, size: int) -> None:
+        if size < 1:
+            raise ValidationError("size must be at least 1 byte", details={"field": "size"})
+        if size > self.max_bytes:
+            raise PayloadTooLargeError(
+                f"document is {size} bytes; the limit is {self.max_bytes}",
+                details={"size": size, "limit": self.max_bytes},
+            )
+
+    def _tenant_dir(self, tenant_id: str) -> Path:
+        return self.root / "tenants" / validate_tenant_id(tenant_id)
+
+    def _file(self, tenant_id: str, path: str) -> Path:
+        return self._tenant_dir(tenant_id).joinpath(*validate_path(path).split("/"))
+
+    def _check_inside(self, tenant_id: str, file: Path) -> None:
+        # `..` is refused by validate_path; this catches symlinks that lead out of the tenant's folder.
+        tenant_dir = self._tenant_dir(tenant_id).resolve()
+        if not file.resolve().is_relative_to(tenant_dir):
+            raise ValidationError("the path leads outside the tenant's folder", details={"field": "path"})
+
+    def _meta_file(self, tenant_id: str, path: str) -> Path:
+        digest = hashlib.sha256(path.encode()).hexdigest()
+        return self.root / ".blobmeta" / validate_tenant_id(tenant_id) / f"{digest}.json"
+
+    def _read_meta(self, tenant_id: str, path: str) -> dict[str, Any]:
+        meta = self._meta_file(tenant_id, path)
+        if not meta.is_file():
+            return {}
+        recorded: dict[str, Any] = json.loads(meta.read_bytes())
+        return recorded
+
+    def _sidecar(self, tenant_id: str, target: Path, path: str) -> bytes | None:
+        sidecar = target.with_name(target.name + SIDECAR_SUFFIX)
+        if not sidecar.is_file():
+            return None
+        self._check_inside(tenant_id, sidecar)
+        if sidecar.stat().st_size > MAX_SIDECAR_BYTES:
+            raise ValidationError(
+                f"{path}{SIDECAR_SUFFIX}: metadata file is larger than {MAX_SIDECAR_BYTES} bytes",
+                details={"path": path},
+            )
+        return sidecar.read_bytes()
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    """Write through a temporary file and a rename, so a reader never sees half a file."""
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        Path(temporary).replace(target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _b64encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _b64decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -1,0 +1,264 @@
+"""The BlobStore on S3: objects under `tenants/{tenant_id}/{path}` in one bucket.
+
+Keys: the tenant and path pass `validate_tenant_id` / `validate_path` before they become a key, so no
+input can address another tenant's prefix; keys from S3 event notifications arrive URL-encoded (a space
+as `+`) and are decoded and checked against the same layout by `key_to_location`.
+
+Versions: the VersionId on a versioned bucket (the CDK bucket is versioned), else the ETag. `get` reads
+the object's facts with one HEAD and pins the later download to that version (or ETag), so the bytes
+indexed are the bytes the registry records.
+
+Size limit: `get` refuses an object over `max_bytes` after the HEAD, before any download. Uploads use a
+presigned PUT, which (unlike a presigned POST policy) cannot carry a `content-length-range` condition;
+instead the caller declares the size and the exact `Content-Length` is signed, so S3 rejects any other
+body. Objects written by other S3 clients are bounded only by the `get` check, which is why it exists.
+
+Presigned URLs are SigV4 and virtual-hosted (SigV2 is deprecated and unavailable in newer regions); a
+URL signed with a Lambda role's temporary credentials stops working when those expire, even if its
+`url_ttl` has not passed.
+
+Missing objects: S3 answers 403 rather than 404 for a missing key unless the caller may
+`s3:ListBucket` the prefix; the roles that read need that permission for NotFoundError to work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import unquote_plus
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from citewise import aws
+from citewise.blobstore.base import (
+    DEFAULT_MAX_BYTES,
+    PresignedUpload,
+    StoredObject,
+    is_sidecar,
+    object_metadata,
+    stored_object,
+    upload_headers,
+    validate_content_type,
+)
+from citewise.errors import CitewiseError, NotFoundError, PayloadTooLargeError, ValidationError
+from citewise.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX
+from citewise.models import Visibility
+from citewise.tenancy import document_id, validate_path, validate_tenant_id
+
+DEFAULT_PREFIX = "tenants/"
+MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
+_MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
+
+
+def s3_client() -> Any:
+    """An S3 client with the shared retry config that presigns SigV4, virtual-hosted URLs."""
+    config = aws.client_config().merge(Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
+    return boto3.client("s3", config=config)
+
+
+def object_key(tenant_id: str, path: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The key of `path` in `tenant_id`'s prefix, refusing ids and paths that could escape it."""
+    return f"{prefix}{validate_tenant_id(tenant_id)}/{validate_path(path)}"
+
+
+def parse_key(key: str, prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
+    """(tenant_id, path) of a raw object key, or ValidationError if the key is outside the layout."""
+    tenant_id, separator, path = key.removeprefix(prefix).partition("/")
+    if not key.startswith(prefix) or not separator:
+        raise ValidationError(
+            f"object key is outside the {prefix}{{tenant_id}}/{{path}} layout", details={"field": "key"}
+        )
+    return validate_tenant_id(tenant_id), validate_path(path)
+
+
+def key_to_location(event_key: str, prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
+    """(tenant_id, path) of a key from an S3 event notification, which S3 URL-encodes (`+` for space).
+
+    Only for notification keys: a raw key containing `+` or `%` would be decoded wrongly (`parse_key`).
+    """
+    return parse_key(unquote_plus(event_key), prefix)
+
+
+class S3BlobStore:
+    """A `BlobStore` in one S3 bucket (see the module docstring for keys, versions and limits)."""
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        client: Any | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        url_ttl: int = 900,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        if prefix.startswith("/") or (prefix and not prefix.endswith("/")):
+            raise ValueError("prefix must be empty or a relative folder ending in '/'")
+        if not 1 <= url_ttl <= MAX_URL_TTL:
+            raise ValueError(f"url_ttl must be between 1 and {MAX_URL_TTL} seconds")
+        self.bucket = bucket
+        self.prefix = prefix
+        self.max_bytes = max_bytes
+        self.url_ttl = url_ttl
+        self._clock = clock
+        self._client = client if client is not None else s3_client()
+
+    def key(self, tenant_id: str, path: str) -> str:
+        """The object key of a document (see `object_key`)."""
+        return object_key(tenant_id, path, self.prefix)
+
+    def key_to_location(self, event_key: str) -> tuple[str, str]:
+        """(tenant_id, path) of a URL-encoded key from an S3 event notification of this bucket."""
+        return key_to_location(event_key, self.prefix)
+
+    def get(self, tenant_id: str, path: str) -> StoredObject:
+        key = self.key(tenant_id, path)
+        head = self._call("HeadObject", path, self._client.head_object, Bucket=self.bucket, Key=key)
+        size = int(head["ContentLength"])
+        if size > self.max_bytes:
+            raise PayloadTooLargeError(
+                f"document is {size} bytes; the limit is {self.max_bytes}",
+                details={"path": path, "size": size, "limit": self.max_bytes},
+            )
+        version = _version(head)
+        # Pin the download to what HEAD saw: an overwrite in between fails instead of mixing versions.
+        pin = {"VersionId": version} if _has_version_id(head) else {"IfMatch": head["ETag"]}
+
+        def load() -> bytes:
+            response = self._call("GetObject", path, self._client.get_object, Bucket=self.bucket, Key=key, **pin)
+            with closing(response["Body"]) as body:
+                data: bytes = body.read()
+            return data
+
+        return stored_object(
+            tenant_id=tenant_id,
+            path=path,
+            size=size,
+            version=version,
+            content_type=head.get("ContentType"),
+            metadata=head.get("Metadata", {}),
+            sidecar=None if is_sidecar(path) else self._sidecar(key, path),
+            load=load,
+            source="s3",
+        )
+
+    def put(
+        self,
+        tenant_id: str,
+        path: str,
+        data: bytes,
+        *,
+        content_type: str | None = None,
+        owner: str | None = None,
+        visibility: Visibility | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> str:
+        key = self.key(tenant_id, path)
+        self._check_size(len(data))
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "Body": data,
+            "Metadata": object_metadata(owner, visibility, metadata),
+        }
+        if content_type is not None:
+            params["ContentType"] = validate_content_type(content_type)
+        return _version(self._call("PutObject", path, self._client.put_object, **params))
+
+    def delete(self, tenant_id: str, path: str) -> None:
+        key = self.key(tenant_id, path)
+        for target in (key,) if is_sidecar(path) else (key, key + SIDECAR_SUFFIX):
+            self._call("DeleteObject", path, self._client.delete_object, Bucket=self.bucket, Key=target)
+
+    def presign_put(
+        self,
+        tenant_id: str,
+        path: str,
+        *,
+        owner: str,
+        content_type: str,
+        size: int,
+        visibility: Visibility = Visibility.SHARED,
+        metadata: Mapping[str, str] | None = None,
+    ) -> PresignedUpload:
+        key = self.key(tenant_id, path)
+        validate_content_type(content_type)
+        self._check_size(size)
+        stored_metadata = object_metadata(owner, visibility, metadata)
+        params = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "ContentType": content_type,
+            "ContentLength": size,
+            "Metadata": stored_metadata,
+        }
+        try:
+            url = self._client.generate_presigned_url(
+                "put_object", Params=params, ExpiresIn=self.url_ttl, HttpMethod="PUT"
+            )
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "S3 presign PutObject") from exc
+        return PresignedUpload(
+            document_id=document_id(tenant_id, path),
+            path=path,
+            url=url,
+            headers=upload_headers(content_type, stored_metadata),
+            size=size,
+            expires_at=self._clock() + timedelta(seconds=self.url_ttl),
+        )
+
+    def _check_size(self, size: int) -> None:
+        if size < 1:
+            raise ValidationError("size must be at least 1 byte", details={"field": "size"})
+        if size > self.max_bytes:
+            raise PayloadTooLargeError(
+                f"document is {size} bytes; the limit is {self.max_bytes}",
+                details={"size": size, "limit": self.max_bytes},
+            )
+
+    def _sidecar(self, key: str, path: str) -> bytes | None:
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=key + SIDECAR_SUFFIX)
+        except ClientError as exc:
+            if aws.error_code(exc) in _MISSING_CODES:
+                return None
+            raise aws.translate(exc, CitewiseError, "S3 GetObject") from exc
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "S3 GetObject") from exc
+        with closing(response["Body"]) as body:
+            if int(response["ContentLength"]) > MAX_SIDECAR_BYTES:
+                raise ValidationError(
+                    f"{path}{SIDECAR_SUFFIX}: metadata file is larger than {MAX_SIDECAR_BYTES} bytes",
+                    details={"path": path},
+                )
+            data: bytes = body.read()
+        return data
+
+    @staticmethod
+    def _call(action: str, path: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        # No blob-store error code exists: a failing bucket is an internal fault (INTERNAL_ERROR, retried
+        # by the queue), throttling (SlowDown) still becomes ThrottledError.
+        try:
+            return operation(**kwargs)
+        except ClientError as exc:
+            if aws.error_code(exc) in _MISSING_CODES:
+                raise NotFoundError("no document at that path", details={"path": path}) from exc
+            raise aws.translate(exc, CitewiseError, f"S3 {action}") from exc
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, f"S3 {action}") from exc
+
+
+def _has_version_id(response: Mapping[str, Any]) -> bool:
+    # "null" is the VersionId of objects written while versioning was off or suspended: not unique.
+    return response.get("VersionId") not in (None, "", "null")
+
+
+def _version(response: Mapping[str, Any]) -> str:
+    """The VersionId of a HEAD/PUT response, or its ETag (unquoted) on an unversioned bucket."""
+    if _has_version_id(response):
+        return str(response["VersionId"])
+    return str(response["ETag"]).strip('"')

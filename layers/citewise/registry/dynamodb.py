@@ -1,0 +1,366 @@
+"""The DocumentRegistry on DynamoDB: one item per document, listed in path order through a GSI.
+
+Table design (`TABLE_SCHEMA`, shared by the tests and the CDK construct)
+--------------------------------------------------------------------------
+Base table, partition key `tenant_id` (S), sort key `doc_id` (S): every read and write names its tenant
+in the key, so no request can reach another tenant's items, and `get` is a strongly consistent point
+read (the pipeline's idempotency check must see its own last write).
+
+Attributes of an item:
+- `path` (S): the document path, the sort key of the `by_path` GSI.
+- `owner`, `visibility`, `status` (S): what listings filter on.
+- `version` (S): the object version the record describes; a terminal status must name the pending one.
+- `updated_us` (N): `updated_at` in microseconds since the epoch, the ordering key of `put`.
+- `sequencer` (S): the highest S3 event sequencer written (upper-case hex, right-padded with zeros to
+  64 digits so string order is event order), the ordering key of `put_if_newer`. `put` never clears it,
+  so the high-water mark only moves forward.
+- `body` (S): the whole Document as JSON. The pydantic model stays the one serialisation (shared with
+  the local registry) instead of a second attribute-by-attribute mapping that could drift from it.
+
+GSI `by_path`: partition key `tenant_id`, sort key `path`, projection ALL (filters need `status`,
+`owner` and `visibility`; listings need `body`). A GSI rather than an LSI: an LSI would make listings
+strongly consistent but caps a tenant's item collection at 10 GB and stops DynamoDB from splitting a
+busy tenant's partition; listings may lag a write by a moment, `get` never does.
+
+Listing pages through the GSI with `begins_with(path, prefix)` in the key condition and the status and
+visibility filters in a FilterExpression. DynamoDB's `Limit` counts items before filtering, so one
+page may take several queries; the cursor is built from the last item *returned* (not DynamoDB's
+LastEvaluatedKey, which may lie beyond items read but not returned) as base64url JSON of that
+ExclusiveStartKey, and is checked on input: it must decode, name the caller's tenant and lie inside
+the requested prefix, else ValidationError.
+
+Ordering: writes are conditional UpdateItems so an older writer never overwrites a newer record. `put`
+orders by `updated_at`; `put_if_newer` orders by the S3 event sequencer, the only reliable order of
+events on one key (notifications arrive out of order and more than once). INDEXED and FAILED complete
+a PENDING record of the same version (or repeat themselves, for retried writes), so a worker that lost
+a race, or whose object was deleted meanwhile, cannot resurrect or overwrite the record. A refused
+write raises `StaleVersionError`. Deletions leave no tombstone: after a delete, only the blob store
+(the object is gone) can tell a late create event from a real one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from citewise import aws
+from citewise.errors import CitewiseError, ConflictError, ValidationError
+from citewise.models import Document, DocumentStatus, Visibility
+from citewise.registry.base import DocumentPage
+
+PATH_INDEX: Final = "by_path"
+TABLE_SCHEMA: Final[dict[str, Any]] = {
+    "KeySchema": [
+        {"AttributeName": "tenant_id", "KeyType": "HASH"},
+        {"AttributeName": "doc_id", "KeyType": "RANGE"},
+    ],
+    "AttributeDefinitions": [
+        {"AttributeName": "tenant_id", "AttributeType": "S"},
+        {"AttributeName": "doc_id", "AttributeType": "S"},
+        {"AttributeName": "path", "AttributeType": "S"},
+    ],
+    "GlobalSecondaryIndexes": [
+        {
+            "IndexName": PATH_INDEX,
+            "KeySchema": [
+                {"AttributeName": "tenant_id", "KeyType": "HASH"},
+                {"AttributeName": "path", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        }
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+"""Keyword arguments of `CreateTable` (add `TableName`); the CDK construct mirrors them."""
+
+MAX_LIMIT = 1000
+MAX_PATH_BYTES = 1024  # DynamoDB's limit on a sort key value, here the `by_path` index key
+SEQUENCER_WIDTH = 64
+_SEQUENCER_RE = re.compile(r"^[0-9A-Fa-f]{1,64}$")
+_MAX_CURSOR_CHARS = 8192  # a 1024-byte path, base64-encoded, with room to spare
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TERMINAL = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
+# Placeholders of the attributes a write sets; the value placeholder is the same name with ':'.
+_NAMES: Final = {
+    "#path": "path",
+    "#owner": "owner",
+    "#visibility": "visibility",
+    "#status": "status",
+    "#version": "version",
+    "#updated": "updated_us",
+    "#sequencer": "sequencer",
+    "#body": "body",
+}
+
+
+class StaleVersionError(ConflictError):
+    """A registry write lost to a newer one, or completes a record that is no longer pending.
+
+    Not a ValidationError: the write was well-formed, the stored record moved on. A worker that gets
+    this should drop its work, not record a failure (the newer writer owns the record now).
+    """
+
+
+class DynamoRegistry:
+    """A `DocumentRegistry` in one DynamoDB table (see the module docstring for the design)."""
+
+    def __init__(self, table_name: str, *, client: Any | None = None) -> None:
+        self.table_name = table_name
+        self._client = client if client is not None else aws.client("dynamodb")
+
+    def get(self, tenant_id: str, doc_id: str) -> Document | None:
+        response = self._call(
+            "GetItem",
+            self._client.get_item,
+            TableName=self.table_name,
+            Key=_key(tenant_id, doc_id),
+            ConsistentRead=True,
+            ProjectionExpression="#body",
+            ExpressionAttributeNames={"#body": "body"},
+        )
+        item = response.get("Item")
+        return _document(item) if item else None
+
+    def put(self, document: Document) -> None:
+        """Create or replace the record unless the stored one is newer (by `updated_at`) or the status
+        change is not allowed; raises StaleVersionError then."""
+        self._write(document, None)
+
+    def put_if_newer(self, document: Document, sequencer: str) -> None:
+        """`put` ordered by the S3 event `sequencer` of the object version the document describes.
+
+        A write with a sequencer lower than the stored one raises StaleVersionError; an equal one is
+        accepted, because the pipeline writes PENDING then INDEXED for the same event and queues
+        redeliver events.
+        """
+        self._write(document, normalise_sequencer(sequencer))
+
+    def delete(self, tenant_id: str, doc_id: str) -> None:
+        self._call("DeleteItem", self._client.delete_item, TableName=self.table_name, Key=_key(tenant_id, doc_id))
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        visible_to: str | None = None,
+        status: DocumentStatus | None = None,
+        path_prefix: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}", details={"field": "limit"})
+        request = query_request(
+            self.table_name,
+            tenant_id,
+            visible_to=visible_to,
+            status=status,
+            path_prefix=path_prefix or None,
+            limit=limit,
+        )
+        if cursor is not None:
+            request["ExclusiveStartKey"] = decode_cursor(cursor, tenant_id, path_prefix or None)
+        items: list[dict[str, Any]] = []
+        # Filters apply after `Limit`, so keep reading until one item beyond the page shows there is more.
+        while True:
+            response = self._call("Query", self._client.query, **request)
+            items.extend(response.get("Items", []))
+            last_key = response.get("LastEvaluatedKey")
+            if len(items) > limit or last_key is None:
+                break
+            request["ExclusiveStartKey"] = last_key
+        documents = [_document(item) for item in items[:limit]]
+        next_cursor = encode_cursor(documents[-1]) if len(items) > limit else None
+        return DocumentPage(items=documents, next_cursor=next_cursor)
+
+    def _write(self, document: Document, sequencer: str | None) -> None:
+        if len(document.path.encode()) > MAX_PATH_BYTES:
+            raise ValidationError(
+                f"path is longer than {MAX_PATH_BYTES} UTF-8 bytes, the limit of an index sort key",
+                details={"field": "path"},
+            )
+        try:
+            self._client.update_item(**update_request(self.table_name, document, sequencer))
+        except ClientError as exc:
+            if aws.error_code(exc) == "ConditionalCheckFailedException":
+                raise _conflict(document, exc.response.get("Item")) from exc
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+
+    @staticmethod
+    def _call(action: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        # No REGISTRY error code exists and none is needed: a failing registry is an internal fault
+        # (INTERNAL_ERROR, retried by the queue); throttling still becomes ThrottledError.
+        try:
+            return operation(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise aws.translate(exc, CitewiseError, f"DynamoDB {action}") from exc
+
+
+# --- request builders: pure functions, checked as plain dicts by the tests ----------------------------
+
+
+def update_request(table_name: str, document: Document, sequencer: str | None) -> dict[str, Any]:
+    """The conditional UpdateItem that writes `document` (see the module docstring for the rules)."""
+    values: dict[str, Any] = {
+        ":path": {"S": document.path},
+        ":owner": {"S": document.owner},
+        ":visibility": {"S": document.visibility.value},
+        ":status": {"S": document.status.value},
+        ":version": {"S": document.version},
+        ":updated": {"N": str(microseconds(document.updated_at))},
+        ":body": {"S": document.model_dump_json()},
+    }
+    assignments = ["#path", "#owner", "#visibility", "#status", "#version", "#updated", "#body"]
+    if sequencer is None:
+        conditions = ["(attribute_not_exists(#updated) OR #updated <= :updated)"]
+    else:
+        values[":sequencer"] = {"S": sequencer}
+        assignments.append("#sequencer")
+        conditions = ["(attribute_not_exists(#sequencer) OR #sequencer <= :sequencer)"]
+    if document.status in _TERMINAL:
+        # A comparison with a missing attribute is false, so this also refuses a record that is gone.
+        values[":pending"] = {"S": DocumentStatus.PENDING.value}
+        conditions.append("#version = :version AND #status IN (:pending, :status)")
+    names = {name: _NAMES[name] for name in assignments}
+    return {
+        "TableName": table_name,
+        "Key": _key(document.tenant_id, document.doc_id),
+        "UpdateExpression": "SET " + ", ".join(f"{name} = :{name[1:]}" for name in assignments),
+        "ConditionExpression": " AND ".join(conditions),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def query_request(
+    table_name: str,
+    tenant_id: str,
+    *,
+    visible_to: str | None,
+    status: DocumentStatus | None,
+    path_prefix: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """The first Query of a listing: the tenant (and prefix) in the key condition, the rest filtered."""
+    names = {"#tenant": "tenant_id", "#body": "body"}
+    values: dict[str, Any] = {":tenant": {"S": tenant_id}}
+    key_condition = "#tenant = :tenant"
+    if path_prefix is not None:
+        names["#path"] = "path"
+        values[":prefix"] = {"S": path_prefix}
+        key_condition += " AND begins_with(#path, :prefix)"
+    filters = []
+    if visible_to is not None:
+        names |= {"#visibility": "visibility", "#owner": "owner"}
+        values |= {":shared": {"S": Visibility.SHARED.value}, ":user": {"S": visible_to}}
+        filters.append("(#visibility = :shared OR #owner = :user)")
+    if status is not None:
+        names["#status"] = "status"
+        values[":status"] = {"S": status.value}
+        filters.append("#status = :status")
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "IndexName": PATH_INDEX,
+        "KeyConditionExpression": key_condition,
+        "ProjectionExpression": "#body",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ScanIndexForward": True,
+        "Limit": limit + 1,
+    }
+    if filters:
+        request["FilterExpression"] = " AND ".join(filters)
+    return request
+
+
+# --- cursors, sequencers, timestamps ------------------------------------------------------------------
+
+
+def encode_cursor(last: Document) -> str:
+    """An opaque cursor resuming after `last`: its key in the `by_path` index, base64url JSON."""
+    payload = json.dumps(
+        {"t": last.tenant_id, "p": last.path, "d": last.doc_id}, separators=(",", ":"), ensure_ascii=False
+    )
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, tenant_id: str, path_prefix: str | None) -> dict[str, Any]:
+    """The ExclusiveStartKey a cursor stands for, or ValidationError if it is not one this registry
+    issued for this tenant and prefix (a cursor never moves a listing into another tenant)."""
+    try:
+        if len(cursor) > _MAX_CURSOR_CHARS:
+            raise ValueError("too long")
+        payload = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not isinstance(payload, dict) or set(payload) != {"t", "p", "d"}:
+            raise ValueError("unexpected shape")
+        tenant, path, doc_id = payload["t"], payload["p"], payload["d"]
+        if not all(isinstance(value, str) and value for value in (tenant, path, doc_id)):
+            raise ValueError("unexpected values")
+    except (ValueError, binascii.Error, RecursionError) as exc:
+        raise ValidationError("invalid cursor", details={"field": "cursor"}) from exc
+    if tenant != tenant_id or (path_prefix is not None and not path.startswith(path_prefix)):
+        raise ValidationError("invalid cursor", details={"field": "cursor"})
+    return {"tenant_id": {"S": tenant}, "doc_id": {"S": doc_id}, "path": {"S": path}}
+
+
+def normalise_sequencer(sequencer: str) -> str:
+    """An S3 event sequencer in a form whose string order is event order.
+
+    S3 documents that sequencers of one key compare as hex after right-padding the shorter with zeros;
+    padding every value to one width (and one letter case) makes that a plain string comparison, which
+    is what a DynamoDB condition can do.
+    """
+    if not _SEQUENCER_RE.fullmatch(sequencer):
+        raise ValidationError(
+            f"sequencer must be 1-{SEQUENCER_WIDTH} hexadecimal digits", details={"field": "sequencer"}
+        )
+    return sequencer.upper().ljust(SEQUENCER_WIDTH, "0")
+
+
+def microseconds(moment: datetime) -> int:
+    """`moment` as integer microseconds since the epoch (naive datetimes are taken as UTC), exactly."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // timedelta(microseconds=1)
+
+
+def _key(tenant_id: str, doc_id: str) -> dict[str, Any]:
+    return {"tenant_id": {"S": tenant_id}, "doc_id": {"S": doc_id}}
+
+
+def _document(item: dict[str, Any]) -> Document:
+    return Document.model_validate_json(item["body"]["S"])
+
+
+def _conflict(document: Document, stored_item: dict[str, Any] | None) -> StaleVersionError:
+    details: dict[str, Any] = {
+        "doc_id": document.doc_id,
+        "version": document.version,
+        "status": document.status.value,
+    }
+    if stored_item is None:
+        return StaleVersionError(
+            f"no pending record of version {document.version} to mark {document.status.value}",
+            details=details | {"reason": "missing"},
+        )
+    stored_version = stored_item.get("version", {}).get("S")
+    stored_status = stored_item.get("status", {}).get("S")
+    details |= {"stored_version": stored_version, "stored_status": stored_status}
+    transition_allowed = document.status not in _TERMINAL or (
+        stored_version == document.version and stored_status in (DocumentStatus.PENDING.value, document.status.value)
+    )
+    if not transition_allowed:
+        return StaleVersionError(
+            f"cannot mark the record {document.status.value}: it is {stored_status} for version {stored_version}",
+            details=details | {"reason": "transition"},
+        )
+    return StaleVersionError("a newer write of this document is already stored", details=details | {"reason": "stale"})

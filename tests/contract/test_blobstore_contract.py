@@ -1,0 +1,366 @@
+"""One BlobStore contract, run against the local folder store and S3 (under moto).
+
+Each adapter comes with the three things a test cannot do through the port: write an object behind
+the store's back (as another S3 client would), count content downloads, and perform a presigned upload
+the way a client would (an HTTP PUT for S3, `redeem` for the local server).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import boto3
+import pytest
+import requests
+from moto import mock_aws
+
+from citewise.blobstore.base import BlobStore, PresignedUpload
+from citewise.blobstore.local import UPLOAD_ROUTE, LocalBlobStore
+from citewise.blobstore.s3 import S3BlobStore, s3_client
+from citewise.errors import ForbiddenError, NotFoundError, PayloadTooLargeError, ValidationError
+from citewise.metadata import SIDECAR_SUFFIX
+from citewise.models import Visibility
+from citewise.tenancy import document_id
+
+BUCKET = "citewise-documents"
+MAX_BYTES = 1024
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@dataclass
+class Adapter:
+    store: BlobStore
+    write_raw: Callable[[str, bytes], None]  # (key under the root, data), bypassing the store
+    downloads: Callable[[], int]
+    upload: Callable[[PresignedUpload, bytes, dict[str, str]], None]
+    assert_scoped: Callable[[PresignedUpload, str, str], None]  # (upload, tenant_id, path)
+
+
+@pytest.fixture
+def local_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Adapter:
+    root = tmp_path / "blobs"
+    store = LocalBlobStore(root, max_bytes=MAX_BYTES, secret=b"k" * 32, clock=lambda: NOW)
+    reads: list[Path] = []
+    original_open, original_read_bytes = Path.open, Path.read_bytes
+
+    def counting_open(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "r" in mode:
+            reads.append(self)
+        return original_open(self, mode, *args, **kwargs)
+
+    def counting_read_bytes(self: Path) -> bytes:
+        reads.append(self)
+        return original_read_bytes(self)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    monkeypatch.setattr(Path, "read_bytes", counting_read_bytes)
+
+    def write_raw(key: str, data: bytes) -> None:
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+
+    def upload(presigned: PresignedUpload, data: bytes, headers: dict[str, str]) -> None:
+        store.redeem(presigned.url.rsplit("/", 1)[-1], data, headers)
+
+    def assert_scoped(presigned: PresignedUpload, tenant_id: str, path: str) -> None:
+        assert presigned.url.startswith("http://127.0.0.1:8080" + UPLOAD_ROUTE)
+        grant = store.verify(presigned.url.rsplit("/", 1)[-1])
+        assert (grant.tenant_id, grant.path) == (tenant_id, path)
+
+    return Adapter(
+        store,
+        write_raw,
+        lambda: sum(1 for path in reads if (root / "tenants") in path.parents),
+        upload,
+        assert_scoped,
+    )
+
+
+@pytest.fixture
+def s3_store(aws_credentials: None) -> Iterator[Adapter]:
+    with mock_aws():
+        client = s3_client()
+        client.create_bucket(Bucket=BUCKET)
+        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        gets: list[str] = []
+        client.meta.events.register("before-call.s3.GetObject", lambda params, **_: gets.append(params["url_path"]))
+        store = S3BlobStore(BUCKET, client=client, max_bytes=MAX_BYTES, clock=lambda: NOW)
+
+        def write_raw(key: str, data: bytes) -> None:
+            boto3.client("s3").put_object(Bucket=BUCKET, Key=key, Body=data)
+
+        def upload(presigned: PresignedUpload, data: bytes, headers: dict[str, str]) -> None:
+            response = requests.put(presigned.url, data=data, headers=headers, timeout=10)
+            assert response.status_code == 200, response.text
+
+        def assert_scoped(presigned: PresignedUpload, tenant_id: str, path: str) -> None:
+            url = urlsplit(presigned.url)
+            assert url.scheme == "https" and url.netloc == f"{BUCKET}.s3.amazonaws.com"
+            assert unquote(url.path) == f"/tenants/{tenant_id}/{path}"
+            query = parse_qs(url.query)
+            assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+            assert query["X-Amz-Expires"] == ["900"]
+            signed = set(query["X-Amz-SignedHeaders"][0].split(";"))
+            assert {"content-type", "content-length", "x-amz-meta-owner", "x-amz-meta-visibility"} <= signed
+
+        yield Adapter(store, write_raw, lambda: len(gets), upload, assert_scoped)
+
+
+@pytest.fixture(params=["local", "s3"])
+def adapter(request: pytest.FixtureRequest) -> Adapter:
+    fixture: Adapter = request.getfixturevalue(f"{request.param}_store")
+    return fixture
+
+
+# --- the shared contract ------------------------------------------------------------------------------
+
+
+def test_put_get_with_metadata_and_sidecar(adapter: Adapter) -> None:
+    store = adapter.store
+    # Given a document with user metadata and a sidecar that overrides one key and adds typed ones
+    data = b"# Q1\n\nRevenue grew."
+    version = store.put(
+        "acme",
+        "reports/q1.md",
+        data,
+        content_type="text/markdown",
+        owner="alice",
+        visibility=Visibility.PRIVATE,
+        metadata={"team": "platform", "region": "eu"},
+    )
+    sidecar = {"metadataAttributes": {"team": "search", "year": 2026, "tags": ["finance"]}}
+    store.put("acme", "reports/q1.md" + SIDECAR_SUFFIX, json.dumps(sidecar).encode())
+    # When it is read
+    stored = store.get("acme", "reports/q1.md")
+    # Then every fact comes back, and the bytes load on demand
+    assert (stored.tenant_id, stored.path, stored.size, stored.version) == ("acme", "reports/q1.md", len(data), version)
+    assert stored.content_type == "text/markdown"
+    assert (stored.owner, stored.visibility) == ("alice", Visibility.PRIVATE)
+    assert stored.metadata == {"team": "platform", "region": "eu", "owner": "alice", "visibility": "private"}
+    assert stored.attributes == {"team": "search", "region": "eu", "year": 2026, "tags": ["finance"]}
+    assert stored.load() == data
+    source = stored.to_source()
+    assert (source.owner, source.visibility, source.version, source.attributes) == (
+        "alice",
+        Visibility.PRIVATE,
+        version,
+        stored.attributes,
+    )
+
+
+def test_an_object_without_metadata_is_shared_and_owned_by_system(adapter: Adapter) -> None:
+    adapter.write_raw("tenants/acme/dropped.txt", b"hello")
+    stored = adapter.store.get("acme", "dropped.txt")
+    assert (stored.owner, stored.visibility, stored.attributes, stored.size) == ("system", Visibility.SHARED, {}, 5)
+
+
+def test_the_version_changes_on_overwrite(adapter: Adapter) -> None:
+    first = adapter.store.put("acme", "a.txt", b"one")
+    second = adapter.store.put("acme", "a.txt", b"two")
+    stored = adapter.store.get("acme", "a.txt")
+    assert first != second and stored.version == second and stored.load() == b"two"
+
+
+def test_delete_removes_the_object_and_its_sidecar(adapter: Adapter) -> None:
+    store = adapter.store
+    store.put("acme", "a.txt", b"one")
+    store.put("acme", "a.txt" + SIDECAR_SUFFIX, b'{"metadataAttributes": {"k": "v"}}')
+    store.delete("acme", "a.txt")
+    store.delete("acme", "a.txt")
+    for path in ("a.txt", "a.txt" + SIDECAR_SUFFIX):
+        with pytest.raises(NotFoundError):
+            store.get("acme", path)
+
+
+def test_a_missing_object_is_not_found(adapter: Adapter) -> None:
+    with pytest.raises(NotFoundError):
+        adapter.store.get("acme", "nothing/here.pdf")
+
+
+def test_an_oversized_object_is_refused_without_downloading_it(adapter: Adapter) -> None:
+    # Given an object over the limit, written by another client
+    adapter.write_raw("tenants/acme/huge.txt", b"x" * (MAX_BYTES + 1))
+    # When it is read, then it is refused before any content is read
+    with pytest.raises(PayloadTooLargeError) as caught:
+        adapter.store.get("acme", "huge.txt")
+    assert caught.value.details == {"path": "huge.txt", "size": MAX_BYTES + 1, "limit": MAX_BYTES}
+    assert adapter.downloads() == 0
+    # (while an object within the limit is read when loaded: the counter works)
+    adapter.write_raw("tenants/acme/small.txt", b"x" * MAX_BYTES)
+    adapter.store.get("acme", "small.txt").load()
+    assert adapter.downloads() > 0
+    # And the store itself never writes one
+    with pytest.raises(PayloadTooLargeError):
+        adapter.store.put("acme", "huge.txt", b"x" * (MAX_BYTES + 1))
+
+
+def test_a_bad_sidecar_is_refused(adapter: Adapter) -> None:
+    adapter.store.put("acme", "a.txt", b"one")
+    adapter.store.put("acme", "a.txt" + SIDECAR_SUFFIX, b'{"metadataAttributes": {"owner": "mallory"}}')
+    with pytest.raises(ValidationError):
+        adapter.store.get("acme", "a.txt")
+
+
+BAD_PATHS = ["../beta/secret.md", "/etc/passwd", "a//b.md", "./a.md", "a/../../beta/x.md", "a\\b.md", ""]
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
+def test_paths_that_could_escape_the_tenant_are_refused(adapter: Adapter, path: str) -> None:
+    store = adapter.store
+    with pytest.raises(ValidationError):
+        store.get("acme", path)
+    with pytest.raises(ValidationError):
+        store.put("acme", path, b"x")
+    with pytest.raises(ValidationError):
+        store.delete("acme", path)
+    with pytest.raises(ValidationError):
+        store.presign_put("acme", path, owner="alice", content_type="text/plain", size=1)
+
+
+@pytest.mark.parametrize("tenant_id", ["acme/../beta", "", "../beta", "acme/x", "*"])
+def test_invalid_tenant_ids_are_refused(adapter: Adapter, tenant_id: str) -> None:
+    with pytest.raises(ValidationError):
+        adapter.store.get(tenant_id, "a.md")
+    with pytest.raises(ValidationError):
+        adapter.store.put(tenant_id, "a.md", b"x")
+
+
+def test_tenants_are_isolated(adapter: Adapter) -> None:
+    adapter.store.put("acme", "guide.md", b"acme's guide")
+    with pytest.raises(NotFoundError):
+        adapter.store.get("beta", "guide.md")
+    adapter.store.delete("beta", "guide.md")
+    assert adapter.store.get("acme", "guide.md").load() == b"acme's guide"
+
+
+def test_presigned_upload_is_scoped_and_carries_its_metadata(adapter: Adapter) -> None:
+    store = adapter.store
+    data = b"%PDF-1.7 not really"
+    path = "inbox/My Report(1).pdf"
+    # When alice asks to upload a private PDF
+    presigned = store.presign_put(
+        "acme",
+        path,
+        owner="alice",
+        content_type="application/pdf",
+        size=len(data),
+        visibility=Visibility.PRIVATE,
+        metadata={"team": "finance"},
+    )
+    # Then the URL is scoped to her tenant's prefix and names the headers she must send
+    adapter.assert_scoped(presigned, "acme", path)
+    assert presigned.document_id == document_id("acme", path)
+    assert (presigned.method, presigned.path, presigned.size) == ("PUT", path, len(data))
+    assert presigned.expires_at == NOW + timedelta(seconds=900)
+    assert presigned.headers == {
+        "Content-Type": "application/pdf",
+        "x-amz-meta-team": "finance",
+        "x-amz-meta-owner": "alice",
+        "x-amz-meta-visibility": "private",
+    }
+    # And uploading with those headers stores the object with its owner, visibility and metadata
+    adapter.upload(presigned, data, presigned.headers)
+    stored = store.get("acme", path)
+    assert stored.load() == data
+    assert (stored.content_type, stored.owner, stored.visibility) == ("application/pdf", "alice", Visibility.PRIVATE)
+    assert stored.attributes == {"team": "finance"}
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"metadata": {"owner": "mallory"}}, ValidationError),
+        ({"metadata": {"tenant_id": "beta"}}, ValidationError),
+        ({"metadata": {"Team": "x"}}, ValidationError),
+        ({"metadata": {"team": "caf\u00e9"}}, ValidationError),
+        ({"metadata": {"team": "x" * 2100}}, ValidationError),
+        ({"content_type": "pdf"}, ValidationError),
+        ({"content_type": "text/plain\r\nx-amz-meta-owner: mallory"}, ValidationError),
+        ({"owner": ""}, ValidationError),
+        ({"size": 0}, ValidationError),
+        ({"size": MAX_BYTES + 1}, PayloadTooLargeError),
+    ],
+    ids=lambda value: str(value)[:40],
+)
+def test_presign_refuses_bad_requests(adapter: Adapter, options: dict[str, Any], error: type[Exception]) -> None:
+    arguments: dict[str, Any] = {"owner": "alice", "content_type": "text/plain", "size": 10} | options
+    with pytest.raises(error):
+        adapter.store.presign_put("acme", "a.txt", **arguments)
+
+
+# --- local uploads: the checks S3 makes on a presigned PUT --------------------------------------------
+
+
+def test_local_upload_refuses_what_was_not_signed(local_store: Adapter) -> None:
+    store = local_store.store
+    assert isinstance(store, LocalBlobStore)
+    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3)
+    token = presigned.url.rsplit("/", 1)[-1]
+    forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    cases: list[tuple[str, bytes, dict[str, str]]] = [
+        (forged, b"abc", presigned.headers),
+        (token, b"abcd", presigned.headers),
+        (token, b"abc", presigned.headers | {"Content-Type": "text/html"}),
+        (token, b"abc", presigned.headers | {"x-amz-meta-visibility": "shared", "x-amz-meta-extra": "1"}),
+        (token, b"abc", {"Content-Type": "text/plain"}),
+    ]
+    for candidate, data, headers in cases:
+        with pytest.raises(ForbiddenError):
+            store.redeem(candidate, data, headers)
+    # Header names are case-insensitive, as in HTTP
+    store.redeem(token, b"abc", {name.upper(): value for name, value in presigned.headers.items()})
+    assert store.get("acme", "a.txt").owner == "alice"
+
+
+def test_local_upload_expires(tmp_path: Path) -> None:
+    clock = [NOW]
+    store = LocalBlobStore(tmp_path, clock=lambda: clock[0], url_ttl=60)
+    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3)
+    clock[0] = NOW + timedelta(seconds=60)
+    with pytest.raises(ForbiddenError):
+        store.redeem(presigned.url.rsplit("/", 1)[-1], b"abc", presigned.headers)
+
+
+def test_local_upload_url_uses_the_configured_base(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path, base_url="http://localhost:9000/")
+    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3)
+    assert presigned.url.startswith("http://localhost:9000/local-upload/")
+
+
+def test_local_symlinks_cannot_lead_out_of_the_tenant(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path / "blobs")
+    store.put("beta", "secret.md", b"beta's secret")
+    link = tmp_path / "blobs" / "tenants" / "acme" / "link"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(tmp_path / "blobs" / "tenants" / "beta")
+    with pytest.raises(ValidationError):
+        store.get("acme", "link/secret.md")
+    with pytest.raises(ValidationError):
+        store.put("acme", "link/other.md", b"x")
+
+
+# --- S3 specifics -------------------------------------------------------------------------------------
+
+
+def test_unversioned_buckets_use_the_etag(aws_credentials: None) -> None:
+    with mock_aws():
+        boto3.client("s3").create_bucket(Bucket="plain")
+        store = S3BlobStore("plain")
+        version = store.put("acme", "a.txt", b"one")
+        assert version == "f97c5d29941bfb1b2fdab0874906ab82"  # MD5 of b"one", the ETag of a simple PUT
+        assert store.get("acme", "a.txt").version == version
+        assert store.put("acme", "a.txt", b"one") == version  # same content, same version: nothing to do
+
+
+def test_the_download_is_pinned_to_the_version_read(s3_store: Adapter) -> None:
+    store = s3_store.store
+    store.put("acme", "a.txt", b"one")
+    stored = store.get("acme", "a.txt")
+    store.put("acme", "a.txt", b"two")
+    assert stored.load() == b"one"
