@@ -20,7 +20,7 @@ import pydantic
 from citewise.answering import answer_question
 from citewise.config import load_settings
 from citewise.errors import CitewiseError, NotFoundError, ValidationError
-from citewise.factory import Services, build_local
+from citewise.factory import Services, build_services
 from citewise.ingestion import IngestResult, Outcome, SourceObject
 from citewise.localfiles import scan
 from citewise.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
     args = _parser().parse_args(argv)
     try:
-        services = build_local(load_settings() if args.home is None else load_settings(home=args.home))
+        services = build_services(load_settings() if args.home is None else load_settings(home=args.home))
     except CitewiseError as exc:
         return _fail(exc)
     try:

@@ -26,7 +26,7 @@ from citewise.chunking import embedding_text
 from citewise.config import Settings
 from citewise.embeddings.hashing import HashingEmbedder
 from citewise.errors import ValidationError
-from citewise.factory import Services, build_local
+from citewise.factory import Services, build_services
 from citewise.index import local as local_index
 from citewise.index.local import LocalIndex
 from citewise.index.matching import matches, metadata_view
@@ -534,7 +534,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     In acme: alice's shared roadmap and bob's private salary review; in globex: a shared roadmap. Every
     document contains the word "apple".
     """
-    built = build_local(Settings(home=tmp_path_factory.mktemp("isolation"), embedder="hashing"))
+    built = build_services(Settings(home=tmp_path_factory.mktemp("isolation"), embedder="hashing"))
     corpus = [
         source("acme", "roadmap.md", b"# Roadmap\n\nThe apple roadmap for next year.", owner="alice"),
         source(
