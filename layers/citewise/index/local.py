@@ -136,7 +136,7 @@ class LocalIndex:
     def replace_document(self, tenant_id: str, doc_id: str, chunks: Sequence[Chunk], vectors: Sequence[Vector]) -> None:
         if len(chunks) != len(vectors):
             raise ValueError("one vector per chunk is required")
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1 if vectors else self._dimension or 0)
         if chunks and self._dimension is not None and matrix.shape[1] != self._dimension:
             raise SearchBackendError(f"vectors have {matrix.shape[1]} dimensions, the index {self._dimension}")
         prefix = _term_prefix(tenant_id)

@@ -1,0 +1,741 @@
+"""One VectorIndex contract, run against every adapter: the embedded LocalIndex, OpenSearchIndex against
+the HTTP double (as a managed domain and as a Serverless collection), and a real OpenSearch when one is
+configured. Then fault tests of the OpenSearch adapter alone (partial bulk failures, 429, connection
+errors, malformed answers) and its extras (paging, payload splitting, document counts, SigV4).
+
+Running the contract against a real OpenSearch (never in CI here: there is none):
+
+    docker run -d -p 9200:9200 -e discovery.type=single-node -e DISABLE_SECURITY_PLUGIN=true \\
+        opensearchproject/opensearch:2.17.0
+    CITEWISE_TEST_OPENSEARCH_URL=http://localhost:9200 .venv/bin/pytest tests/contract -k real
+
+The URL may carry basic-auth credentials (`https://admin:<password>@localhost:9200`; certificates are
+not verified for such a local cluster). Each test creates its own index (`citewise-test-<random>`)
+and deletes it afterwards. Without the variable the `opensearch-real` cases are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import RequestError
+
+from citewise.embeddings.hashing import HashingEmbedder
+from citewise.errors import SearchBackendError, ThrottledError
+from citewise.index.base import ScoredChunk, VectorIndex
+from citewise.index.local import LocalIndex
+from citewise.index.opensearch import OpenSearchIndex, connect
+from citewise.index.opensearch_queries import index_body
+from citewise.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, Visibility
+from tests.doubles.opensearch_server import FakeOpenSearch, RunningServer, running
+from tests.unit.test_filters import CASES, POSITIVE_ON_MISSING, TYPE_MISMATCHES
+from tests.unit.test_filters import _chunk as filter_example_chunk
+
+DIMENSION = 64
+EMBEDDER = HashingEmbedder(DIMENSION)
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+REAL_URL = os.environ.get("CITEWISE_TEST_OPENSEARCH_URL")
+ADAPTERS = ["local", "opensearch-domain", "opensearch-serverless", "opensearch-real"]
+ALICE = Caller(tenant_id="acme", user_id="alice")
+BOB = Caller(tenant_id="acme", user_id="bob")
+
+
+# --- adapters ---------------------------------------------------------------------------------------
+
+
+@contextmanager
+def open_index(kind: str, directory: Path) -> Iterator[VectorIndex]:
+    """A fresh, empty index of the given kind; removed afterwards."""
+    if kind == "local":
+        local = LocalIndex(directory / "index.db")
+        try:
+            yield local
+        finally:
+            local.close()
+    elif kind == "opensearch-real":
+        if not REAL_URL:
+            pytest.skip("set CITEWISE_TEST_OPENSEARCH_URL to run against a real OpenSearch")
+        client = OpenSearch(hosts=[REAL_URL], verify_certs=False, ssl_show_warn=False, timeout=30)
+        name = f"citewise-test-{uuid.uuid4().hex[:12]}"
+        try:
+            yield OpenSearchIndex(client, name, serverless=False)
+        finally:
+            client.indices.delete(index=name, ignore_unavailable=True)
+            client.close()
+    else:
+        with running(FakeOpenSearch(serverless=kind == "opensearch-serverless")) as server:
+            client = OpenSearch(hosts=[server.url], timeout=10)
+            yield OpenSearchIndex(client, "chunks", serverless=server.fake.serverless)
+            client.close()
+
+
+@pytest.fixture(params=ADAPTERS)
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
+    """An ensured, empty index of each adapter."""
+    with open_index(request.param, tmp_path) as opened:
+        opened.ensure(EMBEDDER.name, DIMENSION)
+        yield opened
+
+
+def make_chunk(
+    tenant_id: str,
+    doc_id: str,
+    ordinal: int,
+    text: str,
+    *,
+    owner: str = "alice",
+    visibility: Visibility = Visibility.SHARED,
+    title: str = "Notes",
+    attributes: dict[str, AttributeValue] | None = None,
+) -> Chunk:
+    document = DocumentMetadata(
+        tenant_id=tenant_id,
+        doc_id=doc_id,
+        owner=owner,
+        visibility=visibility,
+        source="s3",
+        path=f"{doc_id}.md",
+        title=title,
+        created_at=T0,
+        updated_at=T0,
+        attributes=attributes or {},
+    )
+    return Chunk(
+        chunk_id=f"{tenant_id}-{doc_id}-{ordinal:05d}",
+        ordinal=ordinal,
+        text=text,
+        start=0,
+        end=len(text),
+        content_hash=f"hash:{text}",
+        document=document,
+    )
+
+
+def put(index: VectorIndex, *chunks: Chunk) -> None:
+    """Replace the document of `chunks` (all of one document) with them, embedded by the hashing embedder."""
+    doc = chunks[0].document
+    index.replace_document(doc.tenant_id, doc.doc_id, chunks, EMBEDDER.embed_documents([c.text for c in chunks]))
+
+
+def ids(results: list[ScoredChunk]) -> list[str]:
+    return [scored.chunk.chunk_id for scored in results]
+
+
+def keyword(index: VectorIndex, caller: Caller, query: str, flt: Filter | None = None, limit: int = 50) -> list[str]:
+    return ids(index.keyword_search(caller, query, flt, limit))
+
+
+def vector(index: VectorIndex, caller: Caller, text: str, flt: Filter | None = None, limit: int = 50) -> list[str]:
+    return ids(index.vector_search(caller, EMBEDDER.embed_query(text), flt, limit))
+
+
+# --- the contract -----------------------------------------------------------------------------------
+
+
+def test_ensure_is_idempotent_and_refuses_another_vector_space(index: VectorIndex) -> None:
+    # Given an index ensured for the hashing embedder (by the fixture)
+    # When it is ensured again for the same space / Then nothing happens
+    index.ensure(EMBEDDER.name, DIMENSION)
+
+    # When it is ensured for another embedder or dimension / Then it refuses, naming the backend error
+    with pytest.raises(SearchBackendError):
+        index.ensure("another-embedder", DIMENSION)
+    with pytest.raises(SearchBackendError):
+        index.ensure(EMBEDDER.name, DIMENSION * 2)
+
+
+def test_replace_document_leaves_no_stale_chunk(index: VectorIndex) -> None:
+    # Given a document of three chunks
+    old = [
+        make_chunk("acme", "guide", 0, "apple orchard pruning"),
+        make_chunk("acme", "guide", 1, "banana ripening rooms"),
+        make_chunk("acme", "guide", 2, "cherry blossom season"),
+    ]
+    put(index, *old)
+
+    # When it is replaced by two chunks, the first one rewritten
+    new = [make_chunk("acme", "guide", 0, "walnut harvest timing"), old[1]]
+    put(index, *new)
+
+    # Then only the new chunks are found, by either search, and the removed texts nowhere
+    assert keyword(index, ALICE, "walnut") == [new[0].chunk_id]
+    assert keyword(index, ALICE, "banana") == [new[1].chunk_id]
+    assert keyword(index, ALICE, "apple cherry") == []
+    assert sorted(vector(index, ALICE, "anything at all")) == sorted(c.chunk_id for c in new)
+    [found] = index.keyword_search(ALICE, "walnut", None, 5)
+    assert found.chunk == new[0]
+    assert set(index.vectors_by_hash("acme", [c.content_hash for c in old + new])) == {c.content_hash for c in new}
+
+
+def test_replacing_with_no_chunks_empties_the_document_and_replacing_again_restores_it(index: VectorIndex) -> None:
+    # Given a document
+    chunk = make_chunk("acme", "memo", 0, "quartz crystal inventory")
+    put(index, chunk)
+
+    # When replaced by nothing, then by its chunk again in quick succession
+    index.replace_document("acme", "memo", [], [])
+    emptied = keyword(index, ALICE, "quartz")
+    put(index, chunk)
+    put(index, chunk)
+
+    # Then it was empty in between and holds exactly one copy now
+    assert emptied == []
+    assert keyword(index, ALICE, "quartz") == [chunk.chunk_id]
+
+
+def test_delete_document_removes_its_chunks_only(index: VectorIndex) -> None:
+    # Given two documents
+    put(index, make_chunk("acme", "a", 0, "ginger tea recipe"), make_chunk("acme", "a", 1, "ginger biscuits"))
+    put(index, make_chunk("acme", "b", 0, "ginger beer brewing"))
+
+    # When one is deleted, twice
+    removed = index.delete_document("acme", "a")
+    removed_again = index.delete_document("acme", "a")
+
+    # Then its chunks are gone and counted once; the other document stays
+    assert (removed, removed_again) == (2, 0)
+    assert keyword(index, ALICE, "ginger") == ["acme-b-00000"]
+    assert vector(index, ALICE, "ginger tea recipe") == ["acme-b-00000"]
+
+
+def test_delete_document_is_per_tenant(index: VectorIndex) -> None:
+    # Given documents in two tenants
+    put(index, make_chunk("acme", "acme-doc", 0, "salmon fishing"))
+    put(index, make_chunk("globex", "globex-doc", 0, "salmon farming"))
+
+    # When a tenant names the other tenant's document / Then nothing is removed
+    assert index.delete_document("acme", "globex-doc") == 0
+    assert keyword(index, Caller(tenant_id="globex", user_id="x"), "salmon") == ["globex-globex-doc-00000"]
+
+
+def test_vectors_by_hash_returns_stored_vectors_within_the_tenant(index: VectorIndex) -> None:
+    # Given the same text in two tenants, and another text in one
+    shared_text = "pepper grinder review"
+    put(index, make_chunk("acme", "d1", 0, shared_text), make_chunk("acme", "d1", 1, "salt cellar"))
+    put(index, make_chunk("globex", "d2", 0, "only globex has this"))
+    acme_hashes = [f"hash:{shared_text}", "hash:salt cellar"]
+
+    # When each tenant asks for the hashes, with one unknown and one of the other tenant
+    acme = index.vectors_by_hash("acme", [*acme_hashes, "hash:unknown", "hash:only globex has this"])
+    globex = index.vectors_by_hash("globex", acme_hashes)
+
+    # Then each gets only its own, with the stored vector
+    assert set(acme) == set(acme_hashes)
+    assert acme[f"hash:{shared_text}"] == pytest.approx(EMBEDDER.embed_query(shared_text), abs=1e-6)
+    assert globex == {}
+    assert index.vectors_by_hash("acme", []) == {}
+
+
+def test_keyword_search_ranks_the_obvious_match_first(index: VectorIndex) -> None:
+    # Given one chunk all about cherries, one mentioning them once, one without
+    put(
+        index,
+        make_chunk("acme", "fruit", 0, "cherry cherry cherry: cherry varieties and cherry pies"),
+        make_chunk("acme", "fruit", 1, "a long text about many fruits, apples, pears, plums and one cherry tree"),
+        make_chunk("acme", "fruit", 2, "vegetables only: carrots and leeks"),
+    )
+
+    # When searched by keyword
+    results = index.keyword_search(ALICE, "cherries", None, 10)
+
+    # Then the dense chunk comes first, the unrelated one not at all, scores descending and positive
+    assert ids(results) == ["acme-fruit-00000", "acme-fruit-00001"]
+    assert results[0].score > results[1].score > 0
+
+
+def test_vector_search_ranks_the_identical_text_first_with_cosine_one(index: VectorIndex) -> None:
+    # Given three chunks
+    texts = ["rotate encryption keys yearly", "quarterly revenue report", "encryption key rotation policy"]
+    put(index, *(make_chunk("acme", "sec", i, text) for i, text in enumerate(texts)))
+
+    # When searched by the vector of the first text
+    results = index.vector_search(ALICE, EMBEDDER.embed_query(texts[0]), None, 10)
+
+    # Then it comes first with cosine similarity 1, and scores are cosines, descending
+    assert ids(results)[0] == "acme-sec-00000"
+    assert results[0].score == pytest.approx(1.0, abs=1e-4)
+    assert all(-1.0 - 1e-6 <= r.score <= 1.0 + 1e-6 for r in results)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    assert len(results) == 3
+
+
+def test_reads_never_cross_tenants(index: VectorIndex) -> None:
+    # Given the same words in tenants whose ids differ only by case and suffix
+    for tenant in ("acme", "Acme", "acme-2"):
+        put(index, make_chunk(tenant, f"{tenant}-doc", 0, "walnut pepper ginger"))
+
+    # When each tenant searches / Then it sees its own chunk only
+    for tenant in ("acme", "Acme", "acme-2"):
+        caller = Caller(tenant_id=tenant, user_id="alice")
+        assert keyword(index, caller, "walnut") == [f"{tenant}-{tenant}-doc-00000"]
+        assert vector(index, caller, "walnut pepper ginger") == [f"{tenant}-{tenant}-doc-00000"]
+    assert keyword(index, Caller(tenant_id="umbrella", user_id="alice"), "walnut") == []
+
+
+def test_private_documents_are_read_by_their_owner_only_and_filters_cannot_widen(index: VectorIndex) -> None:
+    # Given alice's private document and a shared one
+    put(index, make_chunk("acme", "diary", 0, "secret banana plans", visibility=Visibility.PRIVATE))
+    put(index, make_chunk("acme", "wiki", 0, "public banana facts"))
+
+    # When alice and bob search, bob also with filters that try to widen access
+    widening = [
+        Filter.model_validate({"equals": {"key": "visibility", "value": "private"}}),
+        Filter.model_validate({"equals": {"key": "owner", "value": "alice"}}),
+        Filter.model_validate(
+            {
+                "orAll": [
+                    {"notEquals": {"key": "owner", "value": "bob"}},
+                    {"equals": {"key": "visibility", "value": "private"}},
+                ]
+            }
+        ),
+    ]
+
+    # Then alice reads both, bob only the shared one, however he filters
+    assert sorted(keyword(index, ALICE, "banana")) == ["acme-diary-00000", "acme-wiki-00000"]
+    assert sorted(vector(index, ALICE, "banana")) == ["acme-diary-00000", "acme-wiki-00000"]
+    assert keyword(index, BOB, "banana") == ["acme-wiki-00000"]
+    assert vector(index, BOB, "banana") == ["acme-wiki-00000"]
+    for flt in widening:
+        assert "acme-diary-00000" not in keyword(index, BOB, "banana", flt)
+        assert "acme-diary-00000" not in vector(index, BOB, "secret banana plans", flt)
+
+
+def test_limit_is_respected(index: VectorIndex) -> None:
+    # Given seven chunks that all match
+    put(index, *(make_chunk("acme", "many", i, f"apple number {i} apple") for i in range(7)))
+
+    # When searched with limits below and above the number of matches / Then each limit holds
+    for limit in (1, 3):
+        assert len(index.keyword_search(ALICE, "apple", None, limit)) == limit
+        assert len(index.vector_search(ALICE, EMBEDDER.embed_query("apple"), None, limit)) == limit
+    assert len(index.keyword_search(ALICE, "apple", None, 50)) == 7
+    assert len(index.vector_search(ALICE, EMBEDDER.embed_query("apple"), None, 50)) == 7
+
+
+# --- every filter operator, on one populated index per adapter -----------------------------------------
+
+EXAMPLE = filter_example_chunk()  # tenant acme, doc-1: the chunk tests/unit/test_filters.py evaluates
+FILTER_CALLER = Caller(tenant_id="acme", user_id="bob")
+
+
+@pytest.fixture(scope="module", params=ADAPTERS)
+def example_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VectorIndex]:
+    """The example chunk, plus chunks whose same keys hold other types (in another document and tenant)."""
+    with open_index(request.param, tmp_path_factory.mktemp(request.param)) as opened:
+        opened.ensure(EMBEDDER.name, DIMENSION)
+        put(opened, EXAMPLE)
+        conflicting: dict[str, AttributeValue] = {
+            "year": "2023",
+            "dept": 7,
+            "public": "yes",
+            "regions": "eu",
+            "rating": ["4.5"],
+        }
+        put(opened, make_chunk("acme", "doc-2", 0, "Unrelated chunk about walnuts.", attributes=conflicting))
+        put(opened, make_chunk("globex", "doc-3", 0, "Rotate keys every ninety days.", attributes=conflicting))
+        yield opened
+
+
+def _matches(index: VectorIndex, flt: Filter) -> tuple[bool, bool]:
+    """Whether the example chunk is returned by a keyword and by a vector search under `flt`."""
+    by_keyword = EXAMPLE.chunk_id in keyword(index, FILTER_CALLER, "rotate keys ninety days", flt)
+    by_vector = EXAMPLE.chunk_id in vector(index, FILTER_CALLER, EXAMPLE.text, flt)
+    return by_keyword, by_vector
+
+
+def _flt(operator: str, key: str, value: Any) -> Filter:
+    return Filter.model_validate({operator: {"key": key, "value": value}})
+
+
+@pytest.mark.parametrize(("operator", "key", "value", "expected"), CASES)
+def test_each_operator_on_present_keys(
+    example_index: VectorIndex, operator: str, key: str, value: Any, expected: bool
+) -> None:
+    assert _matches(example_index, _flt(operator, key, value)) == (expected, expected)
+
+
+@pytest.mark.parametrize(("operator", "value"), POSITIVE_ON_MISSING)
+@pytest.mark.parametrize("key", ["no_such_key", "page"])
+def test_positive_operators_never_match_a_missing_or_null_key(
+    example_index: VectorIndex, operator: str, value: Any, key: str
+) -> None:
+    assert _matches(example_index, _flt(operator, key, value)) == (False, False)
+
+
+@pytest.mark.parametrize(("operator", "value"), [("notEquals", "x"), ("notEquals", 3), ("notIn", ["x"])])
+@pytest.mark.parametrize("key", ["no_such_key", "page"])
+def test_negated_operators_always_match_a_missing_or_null_key(
+    example_index: VectorIndex, operator: str, value: Any, key: str
+) -> None:
+    assert _matches(example_index, _flt(operator, key, value)) == (True, True)
+
+
+@pytest.mark.parametrize(("operator", "key", "value"), TYPE_MISMATCHES)
+def test_values_of_another_type_do_not_match(example_index: VectorIndex, operator: str, key: str, value: Any) -> None:
+    assert _matches(example_index, _flt(operator, key, value)) == (False, False)
+
+
+def test_not_equals_across_types_matches(example_index: VectorIndex) -> None:
+    assert _matches(example_index, _flt("notEquals", "year", "2023")) == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            {
+                "andAll": [
+                    {"equals": {"key": "dept", "value": "engineering"}},
+                    {"greaterThan": {"key": "year", "value": 2020}},
+                ]
+            },
+            True,
+        ),
+        (
+            {
+                "andAll": [
+                    {"equals": {"key": "dept", "value": "engineering"}},
+                    {"lessThan": {"key": "year", "value": 2020}},
+                ]
+            },
+            False,
+        ),
+        (
+            {
+                "orAll": [
+                    {"equals": {"key": "dept", "value": "sales"}},
+                    {"listContains": {"key": "regions", "value": "eu"}},
+                ]
+            },
+            True,
+        ),
+        (
+            {"orAll": [{"equals": {"key": "dept", "value": "sales"}}, {"equals": {"key": "no_such_key", "value": 1}}]},
+            False,
+        ),
+        (
+            {
+                "andAll": [
+                    {"orAll": [{"in": {"key": "source", "value": ["wiki"]}}]},
+                    {"notIn": {"key": "regions", "value": ["apac"]}},
+                ]
+            },
+            True,
+        ),
+    ],
+)
+def test_logical_operators(example_index: VectorIndex, raw: dict[str, Any], expected: bool) -> None:
+    assert _matches(example_index, Filter.model_validate(raw)) == (expected, expected)
+
+
+def test_the_other_tenant_never_matches_even_when_its_values_would(example_index: VectorIndex) -> None:
+    # Given globex's chunk has the example's text and "2023" as a string
+    flt = _flt("equals", "year", "2023")
+
+    # When acme searches for it / Then acme's doc-2 matches, globex's chunk never appears
+    assert keyword(example_index, FILTER_CALLER, "rotate keys walnuts", flt) == ["acme-doc-2-00000"]
+
+
+# --- the OpenSearch adapter: faults and extras ---------------------------------------------------------
+
+
+@dataclass
+class Double:
+    server: RunningServer
+    index: OpenSearchIndex
+
+    @property
+    def fake(self) -> FakeOpenSearch:
+        return self.server.fake
+
+
+@pytest.fixture(params=["domain", "serverless"])
+def double(request: pytest.FixtureRequest) -> Iterator[Double]:
+    with running(FakeOpenSearch(serverless=request.param == "serverless")) as server:
+        client = OpenSearch(hosts=[server.url], timeout=10, max_retries=0)
+        opened = OpenSearchIndex(client, "chunks", serverless=server.fake.serverless, page_size=2)
+        opened.ensure(EMBEDDER.name, DIMENSION)
+        yield Double(server, opened)
+        client.close()
+
+
+def _source_chunk_id(chunk_id: str) -> Callable[[str, Any], bool]:
+    return lambda operation, source: source is not None and source["chunk_id"] == chunk_id
+
+
+def test_a_bulk_item_failure_names_the_chunk_and_leaves_the_old_version(double: Double) -> None:
+    # Given a document indexed once
+    old = make_chunk("acme", "doc", 0, "walnut bread")
+    put(double.index, old)
+
+    # When a replace meets a mapping error on one of its chunks
+    new = [make_chunk("acme", "doc", 0, "walnut cake"), make_chunk("acme", "doc", 1, "pepper cake")]
+    double.fake.fail_bulk_items(
+        _source_chunk_id(new[1].chunk_id), status=400, kind="mapper_parsing_exception", reason="failed to parse"
+    )
+    with pytest.raises(SearchBackendError) as raised:
+        put(double.index, *new)
+
+    # Then the error names the chunk and its cause, and nothing of the document was deleted
+    assert raised.value.details["chunk_id"] == new[1].chunk_id
+    assert raised.value.details["error_type"] == "mapper_parsing_exception"
+    assert new[1].chunk_id in raised.value.message
+    assert keyword(double.index, ALICE, "walnut") == [old.chunk_id]
+
+
+def test_a_throttled_bulk_item_is_a_throttled_error(double: Double) -> None:
+    # Given a bulk answer rejecting one item as too many requests
+    double.fake.fail_bulk_items(
+        lambda operation, source: True, status=429, kind="es_rejected_execution_exception", reason="queue full"
+    )
+
+    # When a document is written / Then the caller is told to retry later
+    with pytest.raises(ThrottledError) as raised:
+        put(double.index, make_chunk("acme", "doc", 0, "ginger"))
+    assert raised.value.details["rejected"] == 1
+
+
+@pytest.mark.parametrize(("path", "call"), [("_search", "search"), ("_bulk", "write"), ("_refresh", "write")])
+def test_a_429_answer_is_a_throttled_error(double: Double, path: str, call: str) -> None:
+    # Given the next request to `path` is throttled as a whole
+    if path == "_refresh" and double.fake.serverless:
+        pytest.skip("Serverless has no refresh")
+    double.fake.fail_next_request(429, "too_many_requests", "Request rate exceeded", path=path)
+
+    # When the adapter calls it / Then it raises ThrottledError, chained to the client's error
+    with pytest.raises(ThrottledError) as raised:
+        if call == "search":
+            double.index.keyword_search(ALICE, "anything", None, 5)
+        else:
+            put(double.index, make_chunk("acme", "doc", 0, "ginger"))
+    assert raised.value.__cause__ is not None
+    assert raised.value.details["status"] == 429
+
+
+def test_a_server_error_is_a_search_backend_error(double: Double) -> None:
+    double.fake.fail_next_request(500, "internal_server_error", "boom", path="_search")
+    with pytest.raises(SearchBackendError) as raised:
+        double.index.vector_search(ALICE, EMBEDDER.embed_query("x"), None, 5)
+    assert raised.value.details["status"] == 500
+
+
+def test_an_unreachable_cluster_is_a_search_backend_error() -> None:
+    # Given a client pointed at a port nothing listens on (a server started and stopped)
+    with running(FakeOpenSearch()) as server:
+        url = server.url
+    client = OpenSearch(hosts=[url], timeout=2, max_retries=0)
+    index = OpenSearchIndex(client, "chunks", serverless=False)
+
+    # When the adapter is used / Then it raises SearchBackendError chained to the connection error
+    with pytest.raises(SearchBackendError) as raised:
+        index.ensure(EMBEDDER.name, DIMENSION)
+    assert "unreachable" in raised.value.message
+    assert raised.value.__cause__ is not None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>bad gateway</html>", b'{"hits": {}}', b'{"hits": {"hits": [{"_score": 1.0}]}}', b'{"hits": {"hits": 3}}'],
+)
+def test_a_malformed_search_answer_is_a_search_backend_error(double: Double, body: bytes) -> None:
+    double.fake.respond_next_raw(body, path="_search")
+    with pytest.raises(SearchBackendError):
+        double.index.keyword_search(ALICE, "anything", None, 5)
+
+
+def test_a_bulk_answer_with_missing_items_is_a_search_backend_error(double: Double) -> None:
+    double.fake.respond_next_raw(b'{"took": 1, "errors": false, "items": []}', path="_bulk")
+    with pytest.raises(SearchBackendError) as raised:
+        put(double.index, make_chunk("acme", "doc", 0, "ginger"))
+    assert "malformed" in raised.value.message
+
+
+def test_the_double_refuses_a_vector_of_the_wrong_dimension_as_opensearch_does(double: Double) -> None:
+    # Given an adapter that has not been told the dimension (no ensure), on the same index
+    unchecked = OpenSearchIndex(double.index._client, "chunks", serverless=double.fake.serverless)
+    chunk = make_chunk("acme", "doc", 0, "ginger")
+
+    # When it writes a 3-dimension vector / Then OpenSearch's mapping error names the chunk and the cause
+    with pytest.raises(SearchBackendError) as raised:
+        unchecked.replace_document("acme", "doc", [chunk], [[0.1, 0.2, 0.3]])
+    assert raised.value.details == {"chunk_id": chunk.chunk_id, "error_type": "mapper_parsing_exception", "status": 400}
+    assert "Vector dimension mismatch. Expected: 64, Given: 3" in raised.value.message
+    assert "Preview" not in raised.value.message  # a preview of a field's value could be document text
+
+
+def test_an_ensured_adapter_checks_dimensions_before_sending(double: Double) -> None:
+    with pytest.raises(SearchBackendError):
+        double.index.vector_search(ALICE, [1.0, 0.0], None, 5)
+    with pytest.raises(SearchBackendError):
+        double.index.replace_document("acme", "doc", [make_chunk("acme", "doc", 0, "x")], [[1.0]])
+
+
+def test_ensure_refuses_an_index_it_did_not_create(double: Double) -> None:
+    # Given an index of the same name created by someone else, without citewise's _meta
+    double.fake.indices.clear()
+    double.index._client.indices.create(index="chunks", body={"mappings": {"properties": {"x": {"type": "keyword"}}}})
+
+    # When ensured / Then it is refused
+    with pytest.raises(SearchBackendError):
+        double.index.ensure(EMBEDDER.name, DIMENSION)
+
+
+def test_ensure_survives_losing_the_creation_race(double: Double) -> None:
+    # Given an index that another writer creates between our existence check and our create
+    double.fake.indices.clear()
+    double.index._client.indices.create(index="chunks", body=_index_body())
+    double.fake.fail_next_request(404, "index_not_found_exception", path="/chunks", method="HEAD")
+
+    # When ensured / Then our create meets `resource_already_exists_exception` and the index is accepted
+    double.index.ensure(EMBEDDER.name, DIMENSION)
+    assert [m for m, path, _, _ in double.fake.requests[-3:]] == ["HEAD", "PUT", "GET"]
+
+
+def _index_body() -> dict[str, Any]:
+    return index_body(DIMENSION, embedder=EMBEDDER.name)
+
+
+def test_a_failure_between_write_and_delete_leaves_a_superset_that_the_next_replace_repairs(double: Double) -> None:
+    # Given a document of three chunks
+    put(double.index, *(make_chunk("acme", "doc", i, f"pepper part {i}") for i in range(3)))
+
+    # When a replace by one chunk fails while deleting the others
+    double.fake.fail_bulk_items(
+        lambda operation, source: operation == "delete", status=503, kind="unavailable_shards_exception"
+    )
+    new = make_chunk("acme", "doc", 0, "ginger only now")
+    with pytest.raises(SearchBackendError):
+        put(double.index, new)
+    if not double.fake.serverless:
+        double.index._client.indices.refresh(index="chunks")
+    between = sorted(keyword(double.index, ALICE, "pepper ginger"))
+
+    # Then readers saw the new chunk beside old ones (never fewer), and a retry converges
+    assert new.chunk_id in between and "acme-doc-00002" in between
+    put(double.index, new)
+    assert keyword(double.index, ALICE, "pepper ginger") == [new.chunk_id]
+
+
+def test_writes_respect_the_payload_limit_and_pages_cover_every_chunk(double: Double) -> None:
+    # Given an adapter limited to small bulk payloads (and two hits per page, from the fixture)
+    small = OpenSearchIndex(
+        double.index._client, "chunks", serverless=double.fake.serverless, max_bulk_bytes=6000, page_size=2
+    )
+    small.ensure(EMBEDDER.name, DIMENSION)
+    chunks = [make_chunk("acme", "big", i, f"walnut paragraph {i}") for i in range(7)]
+
+    # When a document of seven chunks is written, replaced by three, then deleted
+    put(small, *chunks)
+    bulk_sizes = [size for method, path, _, size in double.fake.requests if path.endswith("/_bulk")]
+    put(small, *chunks[:3])
+    after_replace = sorted(keyword(small, ALICE, "walnut"))
+    searches_before = len(double.fake.requests)
+    removed = small.delete_document("acme", "big")
+    pages = [path for _, path, _, _ in double.fake.requests[searches_before:] if path.endswith("/_search")]
+
+    # Then each payload fit, and paging found every chunk to remove
+    assert len(bulk_sizes) > 1 and max(bulk_sizes) <= 6000
+    assert after_replace == [c.chunk_id for c in chunks[:3]]
+    assert removed == 3
+    assert len(pages) == 2  # three chunks, two per page
+    assert keyword(small, ALICE, "walnut") == []
+
+
+def test_serverless_gets_no_client_ids_and_no_refresh_a_domain_both(double: Double) -> None:
+    put(double.index, make_chunk("acme", "doc", 0, "ginger"))
+    refreshed = any(path.endswith("/_refresh") for _, path, _, _ in double.fake.requests)
+    stored_ids = list(double.fake.indices["chunks"].live)
+    if double.fake.serverless:
+        assert not refreshed
+        assert stored_ids != ["acme/acme-doc-00000"]
+    else:
+        assert refreshed
+        assert stored_ids == ["acme/acme-doc-00000"]
+
+
+def test_list_documents_counts_readable_chunks_per_document(double: Double) -> None:
+    # Given documents of several sizes, one private to alice, one in another tenant
+    put(double.index, *(make_chunk("acme", "a", i, f"text {i}") for i in range(3)))
+    put(double.index, make_chunk("acme", "b", 0, "text"))
+    put(double.index, make_chunk("acme", "p", 0, "mine", visibility=Visibility.PRIVATE))
+    put(double.index, make_chunk("globex", "g", 0, "theirs"))
+
+    # When alice and bob list / Then each sees the documents they may read, with chunk counts
+    assert double.index.list_documents(ALICE) == {"a": 3, "b": 1, "p": 1}
+    assert double.index.list_documents(BOB) == {"a": 3, "b": 1}
+    assert double.index.list_documents(ALICE, doc_ids=["a", "g"]) == {"a": 3}
+
+
+def test_connect_signs_requests_with_sigv4_for_the_given_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given fake credentials in the environment (never a real profile) and the double on loopback
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with running(FakeOpenSearch(serverless=True)) as server:
+        # When a client from `connect` makes a request to a Serverless collection
+        client = connect(server.url, "eu-west-1", "aoss")
+        exists = client.indices.exists(index="chunks")
+        client.close()
+        headers = {k.lower(): v for k, v in server.headers_seen[-1].items()}
+
+    # Then it was signed for the aoss service in that region, with the payload hash aoss requires
+    assert exists is False
+    assert "/eu-west-1/aoss/aws4_request" in headers["authorization"]
+    assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=testing/")
+    assert "x-amz-content-sha256" in headers
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "service"),
+    [("http://search.example.com", "es"), ("search.example.com", "opensearch"), ("ftp://localhost", "es")],
+)
+def test_connect_refuses_plain_http_off_loopback_and_unknown_services(endpoint: str, service: str) -> None:
+    with pytest.raises(ValueError):
+        connect(endpoint, "eu-west-1", service)
+
+
+def test_connect_uses_https_and_verifies_certificates_without_contacting_anything() -> None:
+    # Given a domain endpoint without a scheme / When a client is built (no credentials needed yet)
+    client = connect("search-x.eu-west-1.es.amazonaws.com", "eu-west-1", "es")
+
+    # Then it will talk HTTPS on 443 with certificate checks
+    connection = client.transport.connection_pool.connections[0]
+    assert connection.host == "https://search-x.eu-west-1.es.amazonaws.com:443"
+    assert connection.use_ssl is True
+    assert connection.pool.cert_reqs == "CERT_REQUIRED"
+
+
+def test_the_double_answers_mistakes_as_opensearch_does(double: Double) -> None:
+    # Given the client talking to the double directly
+    client = double.index._client
+    source = {"tenant_id": "acme", "surprise": "field"}
+
+    # When a document has a field the strict mapping lacks / Then its bulk item fails with OpenSearch's error
+    answer = client.bulk(body=[{"index": {"_index": "chunks"}}, source], index="chunks")
+    item = answer["items"][0]["index"]
+    assert answer["errors"] is True
+    assert (item["status"], item["error"]["type"]) == (400, "strict_dynamic_mapping_exception")
+    assert (
+        item["error"]["reason"]
+        == "mapping set to strict, dynamic introduction of [surprise] within [_doc] is not allowed"
+    )
+
+    # When a query uses an unknown query type / Then the search is a 400 parsing_exception
+    with pytest.raises(RequestError) as raised:
+        client.search(index="chunks", body={"query": {"fuzzy_knn": {}}})
+    assert raised.value.error == "parsing_exception"
+
+    # When an index asks for Faiss cosinesimil (OpenSearch 2.19+, not Serverless's 2.17) / Then it is refused
+    with pytest.raises(RequestError):
+        client.indices.create(index="other", body=index_body(8, embedder="e", space_type="cosinesimil"))

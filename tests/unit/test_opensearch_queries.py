@@ -1,0 +1,488 @@
+"""Request bodies of the OpenSearch adapter, checked as plain dicts: mapping, documents, bulk payloads,
+the access filter, the filter grammar's translation and the searches.
+
+What the bodies *do* on a cluster is checked by the contract suite (tests/contract), against the
+HTTP double and, when configured, a real OpenSearch.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from citewise.index import opensearch_queries as q
+from citewise.models import Caller, Chunk, DocumentMetadata, Filter, Visibility
+
+CALLER = Caller(tenant_id="acme", user_id="alice")
+ACCESS = {
+    "bool": {
+        "filter": [
+            {"term": {"tenant_id": "acme"}},
+            {
+                "bool": {
+                    "should": [{"term": {"visibility": "shared"}}, {"term": {"owner": "alice"}}],
+                    "minimum_should_match": 1,
+                }
+            },
+        ]
+    }
+}
+LIST_GUARD = {"exists": {"field": "attributes.list.k"}}
+
+
+def _scalar(clause: dict[str, Any]) -> dict[str, Any]:
+    """`clause` on a key holding one value (never a list), as ordered comparisons and prefixes need."""
+    return {"bool": {"filter": [clause], "must_not": [LIST_GUARD]}}
+
+
+def _chunk(**attributes: Any) -> Chunk:
+    document = DocumentMetadata(
+        tenant_id="acme",
+        doc_id="doc-1",
+        owner="alice",
+        visibility=Visibility.PRIVATE,
+        source="wiki",
+        path="handbook/policy.md",
+        title="Security Policy",
+        tags=("security", "onboarding"),
+        created_at=datetime(2024, 3, 1, 9, 30, tzinfo=UTC),
+        updated_at=datetime(2024, 6, 15, 12, 0, tzinfo=UTC),
+        attributes=attributes,
+    )
+    return Chunk(
+        chunk_id="doc-1-00000",
+        ordinal=0,
+        text="Rotate keys every ninety days.",
+        start=0,
+        end=30,
+        heading_path=("Security Policy", "Keys"),
+        page=3,
+        content_hash="hash-0",
+        document=document,
+    )
+
+
+def _flt(operator: str, key: str, value: Any) -> Filter:
+    return Filter.model_validate({operator: {"key": key, "value": value}})
+
+
+# --- the index ------------------------------------------------------------------------------------
+
+
+def test_index_body_maps_every_field_and_the_vector_space() -> None:
+    # Given a 384-dimension embedder
+    # When the index body is built with the defaults
+    body = q.index_body(384, embedder="hashing-384")
+
+    # Then it enables k-NN without shard settings (Serverless refuses them) and maps each field
+    assert body["settings"] == {"index": {"knn": True}}
+    mappings = body["mappings"]
+    assert mappings["_meta"] == {"embedder": "hashing-384", "dimension": 384, "schema": "1"}
+    assert mappings["dynamic"] == "strict"
+    assert mappings["date_detection"] is False
+    assert mappings["numeric_detection"] is False
+    assert mappings["dynamic_templates"] == [
+        {
+            "attributes_str": {
+                "path_match": "attributes.str.*",
+                "mapping": {"type": "keyword", "ignore_above": 8191},
+            }
+        },
+        {"attributes_num": {"path_match": "attributes.num.*", "mapping": {"type": "double"}}},
+        {"attributes_bool": {"path_match": "attributes.bool.*", "mapping": {"type": "boolean"}}},
+        {
+            "attributes_list": {
+                "path_match": "attributes.list.*",
+                "mapping": {"type": "keyword", "ignore_above": 8191},
+            }
+        },
+    ]
+    keyword = {"type": "keyword"}
+    assert mappings["properties"] == {
+        "tenant_id": keyword,
+        "doc_id": keyword,
+        "chunk_id": keyword,
+        "generation": keyword,
+        "owner": keyword,
+        "visibility": keyword,
+        "source": keyword,
+        "path": keyword,
+        "tags": keyword,
+        "content_hash": keyword,
+        "created_at": {"type": "date"},
+        "updated_at": {"type": "date"},
+        "page": {"type": "integer"},
+        "attributes": {
+            "type": "object",
+            "properties": {
+                "str": {"type": "object", "dynamic": True},
+                "num": {"type": "object", "dynamic": True},
+                "bool": {"type": "object", "dynamic": True},
+                "list": {"type": "object", "dynamic": True},
+            },
+        },
+        "text": {"type": "text", "analyzer": "english"},
+        "chunk": {"type": "object", "enabled": False},
+        "vector": {
+            "type": "knn_vector",
+            "dimension": 384,
+            "method": {
+                "name": "hnsw",
+                "engine": "faiss",
+                "space_type": "innerproduct",
+                "parameters": {"m": 16, "ef_construction": 512, "ef_search": 512},
+            },
+        },
+    }
+
+
+def test_index_body_takes_the_hnsw_knobs() -> None:
+    # Given other graph parameters / When built / Then they land in the method
+    body = q.index_body(8, embedder="e", space_type="l2", m=32, ef_construction=128, ef_search=64)
+    method = body["mappings"]["properties"]["vector"]["method"]
+    assert method == {
+        "name": "hnsw",
+        "engine": "faiss",
+        "space_type": "l2",
+        "parameters": {"m": 32, "ef_construction": 128, "ef_search": 64},
+    }
+
+
+@pytest.mark.parametrize("dot", [-1.0, -0.5, -0.01, 0.0, 0.01, 0.5, 0.999, 1.0])
+def test_knn_score_to_cosine_undoes_the_faiss_innerproduct_transform(dot: float) -> None:
+    # Given OpenSearch's score for an inner product: d = -dot; 1 - d if d < 0 else 1 / (1 + d)
+    distance = -dot
+    score = 1 - distance if distance < 0 else 1 / (1 + distance)
+
+    # When converted back / Then it is the inner product (the cosine of unit vectors)
+    assert q.knn_score_to_cosine(score) == pytest.approx(dot)
+
+
+# --- documents ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "field"),
+    [
+        ("dept", "dept"),
+        ("fiscal_year", "fiscal_year"),
+        ("x-1", "x-1"),
+        ("a.b", "_612e62"),
+        ("_private", "_5f70726976617465"),
+        ("Größe", "_4772c3b6c39f65"),
+        ("with space", "_77697468207370616365"),
+    ],
+)
+def test_field_key_keeps_plain_keys_and_hex_encodes_the_rest(key: str, field: str) -> None:
+    assert q.field_key(key) == field
+
+
+@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20))
+def test_field_key_never_maps_two_keys_to_one_field_nor_makes_a_path(a: str, b: str) -> None:
+    assert "." not in q.field_key(a)
+    assert (q.field_key(a) == q.field_key(b)) == (a == b)
+
+
+def test_filterable_fields_type_the_metadata_view_with_system_fields_winning() -> None:
+    # Given a chunk with custom attributes of every type, one trying to shadow the owner
+    chunk = _chunk(dept="eng", year=2023, rating=4.5, public=True, regions=["eu", "us"], owner="mallory")
+
+    # When its filterable fields are built
+    fields = q.filterable_fields(chunk)
+
+    # Then each value sits under its JSON type, lists also as canonical JSON, the real owner wins
+    assert fields == {
+        "str": {
+            "dept": "eng",
+            "regions": ["eu", "us"],
+            "owner": "alice",
+            "doc_id": "doc-1",
+            "visibility": "private",
+            "source": "wiki",
+            "path": "handbook/policy.md",
+            "title": "Security Policy",
+            "tags": ["security", "onboarding"],
+            "created_at": "2024-03-01T09:30:00+00:00",
+            "updated_at": "2024-06-15T12:00:00+00:00",
+        },
+        "num": {"year": 2023, "rating": 4.5, "page": 3},
+        "bool": {"public": True},
+        "list": {"regions": '["eu","us"]', "tags": '["security","onboarding"]'},
+    }
+
+
+def test_a_missing_page_is_no_field_at_all() -> None:
+    chunk = _chunk().model_copy(update={"page": None})
+    assert "page" not in q.filterable_fields(chunk).get("num", {})
+
+
+def test_document_source_holds_system_fields_bm25_text_the_chunk_and_its_vector() -> None:
+    # Given a chunk and its vector
+    chunk = _chunk(dept="eng")
+
+    # When its source is built
+    source = q.document_source(chunk, [0.6, 0.8], generation="g1")
+
+    # Then it has everything the mapping declares, and the chunk round-trips
+    assert source == {
+        "tenant_id": "acme",
+        "doc_id": "doc-1",
+        "chunk_id": "doc-1-00000",
+        "generation": "g1",
+        "owner": "alice",
+        "visibility": "private",
+        "source": "wiki",
+        "path": "handbook/policy.md",
+        "tags": ["security", "onboarding"],
+        "content_hash": "hash-0",
+        "created_at": "2024-03-01T09:30:00+00:00",
+        "updated_at": "2024-06-15T12:00:00+00:00",
+        "page": 3,
+        "attributes": q.filterable_fields(chunk),
+        "text": "Security Policy > Keys\n\nRotate keys every ninety days.",
+        "chunk": chunk.model_dump(mode="json"),
+        "vector": [0.6, 0.8],
+    }
+    assert Chunk.model_validate(json.loads(json.dumps(source["chunk"]))) == chunk
+    assert set(source) == set(q.index_body(2, embedder="e")["mappings"]["properties"])
+
+
+def test_bulk_actions_use_tenant_qualified_ids_on_a_domain_and_none_on_serverless() -> None:
+    # Given one chunk
+    chunk = _chunk()
+
+    # When bulk actions are built for each target
+    domain = q.bulk_actions("chunks", [chunk], [[1.0]], generation="g", serverless=False)
+    serverless = q.bulk_actions("chunks", [chunk], [[1.0]], generation="g", serverless=True)
+
+    # Then the domain gets `<tenant>/<chunk_id>`, Serverless lets the service choose
+    assert domain == [
+        ({"index": {"_index": "chunks", "_id": "acme/doc-1-00000"}}, q.document_source(chunk, [1.0], generation="g"))
+    ]
+    assert serverless == [({"index": {"_index": "chunks"}}, q.document_source(chunk, [1.0], generation="g"))]
+
+
+def test_delete_actions_have_no_source_line() -> None:
+    assert q.delete_actions("chunks", ["a", "b"]) == [
+        ({"delete": {"_index": "chunks", "_id": "a"}}, None),
+        ({"delete": {"_index": "chunks", "_id": "b"}}, None),
+    ]
+
+
+def test_bulk_payloads_are_ndjson_split_under_the_byte_limit() -> None:
+    # Given five index actions of about 60 bytes each and two deletes
+    actions: list[tuple[dict[str, Any], dict[str, Any] | None]] = [
+        ({"index": {"_id": str(i)}}, {"text": "x" * 30}) for i in range(5)
+    ]
+    actions += q.delete_actions("chunks", ["a", "b"])
+
+    # When split into payloads of at most 150 bytes
+    payloads = list(q.bulk_payloads(actions, max_bytes=150))
+
+    # Then every payload fits, ends with a newline, and together they hold every action once, in order
+    assert all(len(body.encode()) <= 150 and body.endswith("\n") for body, _ in payloads)
+    assert [p for _, positions in payloads for p in positions] == list(range(7))
+    lines = [json.loads(line) for body, _ in payloads for line in body.splitlines()]
+    assert lines[:2] == [{"index": {"_id": "0"}}, {"text": "x" * 30}]
+    assert lines[-1] == {"delete": {"_index": "chunks", "_id": "b"}}
+    assert len(payloads) > 2
+
+
+def test_an_action_larger_than_the_limit_goes_alone() -> None:
+    actions: list[tuple[dict[str, Any], dict[str, Any] | None]] = [
+        ({"index": {}}, {"t": "small"}),
+        ({"index": {}}, {"t": "x" * 500}),
+        ({"index": {}}, {"t": "small"}),
+    ]
+    assert [positions for _, positions in q.bulk_payloads(actions, max_bytes=100)] == [[0], [1], [2]]
+
+
+def test_the_default_payload_limit_is_ten_mebibytes() -> None:
+    assert q.MAX_BULK_BYTES == 10 * 1024 * 1024
+
+
+# --- access and filters ---------------------------------------------------------------------------
+
+
+def test_access_filter_is_tenant_and_shared_or_owned() -> None:
+    assert q.access_filter(CALLER) == ACCESS
+
+
+def test_search_filter_ands_the_user_filter_inside_the_access_filter() -> None:
+    flt = _flt("equals", "dept", "eng")
+    assert q.search_filter(CALLER, None) == {"bool": {"filter": [ACCESS]}}
+    assert q.search_filter(CALLER, flt) == {"bool": {"filter": [ACCESS, {"term": {"attributes.str.dept": "eng"}}]}}
+
+
+TRANSLATIONS: list[tuple[str, Any, dict[str, Any]]] = [
+    ("equals", "eng", {"term": {"attributes.str.k": "eng"}}),
+    ("equals", 2023, {"term": {"attributes.num.k": 2023}}),
+    ("equals", 4.5, {"term": {"attributes.num.k": 4.5}}),
+    ("equals", True, {"term": {"attributes.bool.k": True}}),
+    ("equals", ["eu", "us"], {"term": {"attributes.list.k": '["eu","us"]'}}),
+    ("notEquals", "eng", {"bool": {"must_not": [{"term": {"attributes.str.k": "eng"}}]}}),
+    ("notEquals", 3, {"bool": {"must_not": [{"term": {"attributes.num.k": 3}}]}}),
+    ("greaterThan", 2020, _scalar({"range": {"attributes.num.k": {"gt": 2020}}})),
+    ("greaterThanOrEquals", "2024-01", _scalar({"range": {"attributes.str.k": {"gte": "2024-01"}}})),
+    ("lessThan", 5, _scalar({"range": {"attributes.num.k": {"lt": 5}}})),
+    ("lessThanOrEquals", 4.5, _scalar({"range": {"attributes.num.k": {"lte": 4.5}}})),
+    ("greaterThan", True, q.MATCH_NONE),
+    ("lessThan", ["a"], q.MATCH_NONE),
+    ("in", ["eng", "ops"], {"terms": {"attributes.str.k": ["eng", "ops"]}}),
+    ("in", "eng", {"terms": {"attributes.str.k": ["eng"]}}),
+    ("in", 2023, {"bool": {"should": [{"term": {"attributes.num.k": 2023}}], "minimum_should_match": 1}}),
+    ("notIn", ["apac"], {"bool": {"must_not": [{"terms": {"attributes.str.k": ["apac"]}}]}}),
+    ("startsWith", "handbook/", _scalar({"prefix": {"attributes.str.k": {"value": "handbook/"}}})),
+    ("startsWith", 20, q.MATCH_NONE),
+    ("stringContains", "a*b?c\\d", {"wildcard": {"attributes.str.k": {"value": "*a\\*b\\?c\\\\d*"}}}),
+    ("stringContains", 5, q.MATCH_NONE),
+    ("listContains", "eu", {"bool": {"filter": [{"term": {"attributes.str.k": "eu"}}, LIST_GUARD]}}),
+    ("listContains", 5, q.MATCH_NONE),
+]
+
+
+@pytest.mark.parametrize(("operator", "value", "expected"), TRANSLATIONS)
+def test_each_operator_translates_to_its_typed_field(operator: str, value: Any, expected: dict[str, Any]) -> None:
+    # Given a single comparison on key `k` / When translated / Then the DSL looks in the value's typed field
+    assert q.translate_filter(_flt(operator, "k", value)) == expected
+
+
+def test_keys_that_are_not_plain_are_encoded_in_the_field_name() -> None:
+    assert q.translate_filter(_flt("equals", "a.b", "x")) == {"term": {"attributes.str._612e62": "x"}}
+
+
+def test_logical_operators_nest() -> None:
+    # Given andAll of an equals and an orAll of two comparisons
+    flt = Filter.model_validate(
+        {
+            "andAll": [
+                {"equals": {"key": "source", "value": "wiki"}},
+                {
+                    "orAll": [
+                        {"greaterThan": {"key": "year", "value": 2020}},
+                        {"listContains": {"key": "tags", "value": "x"}},
+                    ]
+                },
+            ]
+        }
+    )
+
+    # When translated / Then andAll is a filter-only bool and orAll a should with one required match
+    assert q.translate_filter(flt) == {
+        "bool": {
+            "filter": [
+                {"term": {"attributes.str.source": "wiki"}},
+                {
+                    "bool": {
+                        "should": [
+                            {
+                                "bool": {
+                                    "filter": [{"range": {"attributes.num.year": {"gt": 2020}}}],
+                                    "must_not": [{"exists": {"field": "attributes.list.year"}}],
+                                }
+                            },
+                            {
+                                "bool": {
+                                    "filter": [
+                                        {"term": {"attributes.str.tags": "x"}},
+                                        {"exists": {"field": "attributes.list.tags"}},
+                                    ]
+                                }
+                            },
+                        ],
+                        "minimum_should_match": 1,
+                    }
+                },
+            ]
+        }
+    }
+
+
+# --- searches -------------------------------------------------------------------------------------
+
+
+def test_knn_query_puts_access_and_user_filters_inside_the_knn_clause() -> None:
+    # Given a filter
+    flt = _flt("equals", "dept", "eng")
+
+    # When the k-NN query is built
+    body = q.knn_query([0.6, 0.8], 5, CALLER, flt)
+
+    # Then the filter is the knn clause's own (efficient filtering), and only the chunk is returned
+    assert body == {
+        "size": 5,
+        "_source": {"includes": ["chunk"]},
+        "track_total_hits": False,
+        "query": {
+            "knn": {
+                "vector": {
+                    "vector": [0.6, 0.8],
+                    "k": 5,
+                    "filter": {"bool": {"filter": [ACCESS, {"term": {"attributes.str.dept": "eng"}}]}},
+                }
+            }
+        },
+    }
+
+
+def test_bm25_query_matches_text_inside_the_same_filter() -> None:
+    assert q.bm25_query("rotate keys", 7, CALLER, None) == {
+        "size": 7,
+        "_source": {"includes": ["chunk"]},
+        "track_total_hits": False,
+        "query": {
+            "bool": {
+                "must": [{"match": {"text": {"query": "rotate keys"}}}],
+                "filter": [{"bool": {"filter": [ACCESS]}}],
+            }
+        },
+    }
+
+
+def test_document_chunks_query_pages_on_chunk_id_and_generation() -> None:
+    # Given the first page of all chunks, and a later page leaving out the current generation
+    first = q.document_chunks_query("acme", "doc-1")
+    later = q.document_chunks_query("acme", "doc-1", keep_generation="g2", search_after=["doc-1-00003", "g1"], size=10)
+
+    # Then both filter by tenant and document, sort on a unique key and return ids only
+    scope = [{"term": {"tenant_id": "acme"}}, {"term": {"doc_id": "doc-1"}}]
+    order = [{"chunk_id": "asc"}, {"generation": "asc"}]
+    assert first == {
+        "size": 1000,
+        "_source": False,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": scope}},
+        "sort": order,
+    }
+    assert later == {
+        "size": 10,
+        "_source": False,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": scope, "must_not": [{"term": {"generation": "g2"}}]}},
+        "sort": order,
+        "search_after": ["doc-1-00003", "g1"],
+    }
+
+
+def test_vectors_by_hash_query_collapses_on_the_hash_inside_the_tenant() -> None:
+    assert q.vectors_by_hash_query("acme", {"h2", "h1"}) == {
+        "size": 2,
+        "_source": ["content_hash", "vector"],
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [{"term": {"tenant_id": "acme"}}, {"terms": {"content_hash": ["h1", "h2"]}}]}},
+        "collapse": {"field": "content_hash"},
+    }
+
+
+def test_documents_query_counts_chunks_per_readable_document() -> None:
+    assert q.documents_query(CALLER, doc_ids={"d2", "d1"}, size=50) == {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [{"bool": {"filter": [ACCESS]}}, {"terms": {"doc_id": ["d1", "d2"]}}]}},
+        "aggs": {"documents": {"terms": {"field": "doc_id", "size": 50, "order": {"_key": "asc"}}}},
+    }
