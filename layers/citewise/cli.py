@@ -18,7 +18,7 @@ from typing import Any
 import pydantic
 
 from citewise.answering import answer_question
-from citewise.config import load_settings
+from citewise.config import Settings, load_settings
 from citewise.errors import CitewiseError, NotFoundError, ValidationError
 from citewise.factory import Services, build_services
 from citewise.ingestion import IngestResult, Outcome, SourceObject
@@ -33,8 +33,11 @@ EXIT_ERROR = 2
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
     args = _parser().parse_args(argv)
+    overrides = {} if args.home is None else {"home": args.home}
     try:
-        services = build_services(load_settings() if args.home is None else load_settings(home=args.home))
+        if getattr(args, "own_services", False):
+            return int(args.run(args, load_settings(**overrides)))
+        services = build_services(load_settings(**overrides))
     except CitewiseError as exc:
         return _fail(exc)
     try:
@@ -92,6 +95,15 @@ def _parser() -> argparse.ArgumentParser:
         _identity(sub)
         sub.add_argument("--json", action="store_true")
         sub.set_defaults(run=run)
+
+    evaluate = commands.add_parser("eval", help="retrieval quality on a BEIR-format dataset")
+    evaluate.add_argument("--dataset", type=Path, required=True, help="folder with corpus.jsonl, queries.jsonl, qrels")
+    evaluate.add_argument("--mode", choices=["hybrid", "bm25", "vector"], default=None, help="default: the setting")
+    evaluate.add_argument("--top-k", type=int, default=100, help="documents ranked per query (default 100)")
+    evaluate.add_argument("--embedder", choices=["minilm", "hashing"], default=None, help="default: the setting")
+    evaluate.add_argument("--per-query", type=Path, help="write each query's metrics and ranking here (JSON lines)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.set_defaults(run=_eval, own_services=True)
 
     demo = commands.add_parser("demo", help="ingest the sample corpus and answer its questions")
     demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
@@ -261,6 +273,46 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
         )
         print(f"Q{number}. {item['question']}\n{render_answer(answer)}\n")
     return 0 if counts[Outcome.FAILED.value] == 0 and not unrecorded else 1
+
+
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    """Ingest the dataset into its own index under the home (reused when unchanged) and score it."""
+    from tqdm import tqdm
+
+    from citewise import evaluation
+
+    dataset = evaluation.load_beir(args.dataset)
+    embedder = args.embedder or settings.embedder
+    home = evaluation.index_home(settings.home_dir, dataset, embedder, settings.chunk_tokens, settings.chunk_overlap)
+    eval_settings = settings.model_copy(
+        update={"home": home, "embedder": embedder, "search_mode": args.mode or settings.search_mode}
+    )
+    services = build_services(eval_settings)
+    try:
+        quiet = None if not args.json else True
+        ingest_s, _ = evaluation.ingest(
+            services, dataset, lambda items: tqdm(items, desc="ingest", unit="doc", file=sys.stderr, disable=quiet)
+        )
+        results = evaluation.run_queries(
+            services,
+            dataset,
+            args.top_k,
+            lambda items: tqdm(items, desc="queries", unit="q", file=sys.stderr, disable=quiet),
+        )
+    finally:
+        services.close()
+    report = evaluation.report(eval_settings.search_mode, services.embedder.name, ingest_s, results)
+    if args.per_query:
+        with args.per_query.open("w", encoding="utf-8") as stream:
+            for result in results:
+                stream.write(json.dumps({"query_id": result.query_id, **result.metrics, "ranked": result.ranked[:10]}))
+                stream.write("\n")
+    summary = report.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print("\n".join(f"{key:>14}: {value}" for key, value in summary.items()))
+    return 0
 
 
 # --- errors ----------------------------------------------------------------------------------------

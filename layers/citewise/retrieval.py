@@ -77,35 +77,40 @@ class Retriever:
     def search(self, caller: Caller, request: SearchRequest) -> list[SearchHit]:
         """The best chunks for the request, at most `top_k`, from at most `max_sources` documents."""
         validate_filter(request.filters)
-        depth = max(self.candidates, request.top_k)
+        hits: list[SearchHit] = []
+        documents: set[str] = set()
+        for hit in self.rank(caller, request.query, request.filters, max(self.candidates, request.top_k)):
+            if hit.score < request.min_score:
+                break
+            doc_id = hit.chunk.document.doc_id
+            if doc_id not in documents and len(documents) == (request.max_sources or request.top_k):
+                continue
+            documents.add(doc_id)
+            hits.append(hit)
+            if len(hits) == request.top_k:
+                break
+        return hits
+
+    def rank(self, caller: Caller, query: str, filters: Filter | None, depth: int) -> list[SearchHit]:
+        """Every chunk of the top `depth` of each ranking, fused, best first (no cut-offs applied).
+
+        `search` is the API's view of this; evaluation reads the whole fused list.
+        """
         rankings: dict[str, list[ScoredChunk]] = {}
         keyword = None
         if self.mode in ("hybrid", "bm25"):
             # The keyword half runs beside the vector half (embedding + scan): latency is the slower one.
-            keyword = self._pool.submit(self.index.keyword_search, caller, request.query, request.filters, depth)
+            keyword = self._pool.submit(self.index.keyword_search, caller, query, filters, depth)
         if self.mode in ("hybrid", "vector"):
-            query_vector = self.embedder.embed_query(request.query)
-            rankings["vector"] = self.index.vector_search(caller, query_vector, request.filters, depth)
+            rankings["vector"] = self.index.vector_search(caller, self.embedder.embed_query(query), filters, depth)
         if keyword is not None:
             rankings["keyword"] = keyword.result()
-        fused = reciprocal_rank_fusion(rankings, self.weights, self.rrf_k)
-        hits: list[SearchHit] = []
-        documents: set[str] = set()
-        for scored, score, raw in fused:
-            if score < request.min_score:
-                break
-            doc_id = scored.chunk.document.doc_id
-            if doc_id not in documents and len(documents) == (request.max_sources or request.top_k):
-                continue
-            documents.add(doc_id)
-            hits.append(
-                SearchHit(
-                    chunk=scored.chunk,
-                    score=round(score, 6),
-                    vector_score=raw.get("vector"),
-                    keyword_score=raw.get("keyword"),
-                )
+        return [
+            SearchHit(
+                chunk=scored.chunk,
+                score=round(score, 6),
+                vector_score=raw.get("vector"),
+                keyword_score=raw.get("keyword"),
             )
-            if len(hits) == request.top_k:
-                break
-        return hits
+            for scored, score, raw in reciprocal_rank_fusion(rankings, self.weights, self.rrf_k)
+        ]

@@ -1,0 +1,103 @@
+"""`citewise eval` on a small BEIR-format dataset written by the test."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from citewise import evaluation
+from citewise.cli import main
+from citewise.config import Settings
+from citewise.factory import build_services
+from citewise.ingestion import Outcome
+
+CORPUS = {
+    "d1": ("Volcanoes", "Lava flows from erupting volcanoes cool into basalt."),
+    "d2": ("Glaciers", "Glaciers carve valleys as the ice slowly moves downhill."),
+    "d3": ("Deserts", "Dunes in deserts migrate with the prevailing wind."),
+    "d/4": ("Reefs", "Coral reefs grow in warm shallow seas."),
+}
+QUERIES = {"q1": "basalt from lava", "q2": "how ice carves valleys", "q3": "coral reefs", "q9": "unjudged"}
+
+
+def _write_dataset(folder: Path, *, nested_qrels: bool = False) -> Path:
+    folder.mkdir(parents=True)
+    with (folder / "corpus.jsonl").open("w") as out:
+        for doc_id, (title, text) in CORPUS.items():
+            out.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
+    with (folder / "queries.jsonl").open("w") as out:
+        for query_id, text in QUERIES.items():
+            out.write(json.dumps({"_id": query_id, "text": text}) + "\n")
+    qrels = folder / "qrels" / "test.tsv" if nested_qrels else folder / "qrels.tsv"
+    qrels.parent.mkdir(exist_ok=True)
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td/4\t1\n")
+    return folder
+
+
+@pytest.mark.parametrize("nested_qrels", [False, True])
+def test_eval_prints_one_json_object_with_the_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nested_qrels: bool
+) -> None:
+    dataset = _write_dataset(tmp_path / "tiny", nested_qrels=nested_qrels)
+    status = main(
+        [
+            "--home",
+            str(tmp_path / "home"),
+            "eval",
+            "--dataset",
+            str(dataset),
+            "--embedder",
+            "hashing",
+            "--mode",
+            "bm25",
+            "--json",
+            "--per-query",
+            str(tmp_path / "per-query.jsonl"),
+        ]
+    )
+    summary = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert list(summary) == [
+        "mode",
+        "embedder",
+        "queries",
+        "ndcg@10",
+        "recall@10",
+        "recall@100",
+        "mrr@10",
+        "ingest_s",
+        "query_p50_ms",
+        "query_p95_ms",
+    ]
+    assert (summary["mode"], summary["embedder"], summary["queries"]) == ("bm25", "hashing-384", 3)
+    assert summary["ndcg@10"] == summary["mrr@10"] == summary["recall@10"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "per-query.jsonl").read_text().splitlines()]
+    assert [(r["query_id"], r["ranked"][0]) for r in rows] == [("q1", "d1"), ("q2", "d2"), ("q3", "d/4")]
+
+
+def test_a_second_run_reuses_the_index(tmp_path: Path) -> None:
+    # Given a dataset evaluated once
+    dataset = evaluation.load_beir(_write_dataset(tmp_path / "tiny"))
+    settings = Settings(home=evaluation.index_home(tmp_path, dataset, "hashing", 400, 50), embedder="hashing")
+    services = build_services(settings)
+    _, first = evaluation.ingest(services, dataset, lambda items: items)
+    # When ingested again with the same settings
+    _, second = evaluation.ingest(services, dataset, lambda items: items)
+    services.close()
+    # Then nothing is parsed or embedded again
+    assert first == Counter({Outcome.NEW: 4}) and second == Counter({Outcome.UNCHANGED: 4})
+    assert evaluation.index_home(tmp_path, dataset, "minilm", 400, 50) != settings.home
+
+
+def test_a_folder_without_qrels_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("")
+    status = main(["--home", str(tmp_path / "home"), "eval", "--dataset", str(folder), "--embedder", "hashing"])
+    assert status == 2
+    assert capsys.readouterr().err.startswith(
+        "error: VALIDATION_ERROR: " + f"{folder} is not a BEIR dataset: missing queries.jsonl, qrels.tsv"
+    )
