@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     max_pages: int = Field(default=2000, ge=1)
     search_mode: SearchMode = "hybrid"
     rrf_k: int = Field(default=60, ge=1)
+    keyword_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of BM25 ranks in the fusion.")
+    vector_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of vector ranks in the fusion.")
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
     # --- AWS -------------------------------------------------------------------------------------

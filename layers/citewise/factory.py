@@ -112,6 +112,12 @@ def build_services(settings: Settings) -> Services:
         embed_batch_size=settings.embed_batch_size,
     )
     retriever = Retriever(
-        index, embedder, mode=settings.search_mode, rrf_k=settings.rrf_k, candidates=settings.candidates
+        index,
+        embedder,
+        mode=settings.search_mode,
+        rrf_k=settings.rrf_k,
+        candidates=settings.candidates,
+        keyword_weight=settings.keyword_weight,
+        vector_weight=settings.vector_weight,
     )
     return Services(settings, index, registry, embedder, ingestor, retriever, build_synthesizer(settings), closers)
