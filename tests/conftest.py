@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,13 @@ import pytest
 
 from citewise.config import Settings
 from citewise.factory import Services, build_services
+
+
+@pytest.fixture(autouse=True)
+def _no_citewise_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see only the CITEWISE_* variables they set, never the developer's shell."""
+    for name in [n for n in os.environ if n.startswith("CITEWISE_")]:
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from citewise.blobstore.base import BlobStore
 from citewise.chunking import Chunker
 from citewise.config import Settings
 from citewise.embeddings.base import Embedder
@@ -34,6 +35,7 @@ class Services:
     ingestor: Ingestor
     retriever: Retriever
     synthesizer: Synthesizer
+    blobs: BlobStore
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -74,31 +76,35 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
     )
 
 
-def _stores(settings: Settings) -> tuple[VectorIndex, DocumentRegistry, list[Callable[[], None]]]:
+def _stores(settings: Settings) -> tuple[VectorIndex, DocumentRegistry, BlobStore, list[Callable[[], None]]]:
     if settings.backend == "aws":
         from citewise import aws
+        from citewise.blobstore.s3 import S3BlobStore, s3_client
         from citewise.index.opensearch import OpenSearchIndex, connect
         from citewise.registry.dynamodb import DynamoRegistry
 
-        endpoint, table = settings.opensearch_endpoint, settings.registry_table
-        if endpoint is None or table is None:  # the settings validator refuses this; mypy cannot know
-            raise ValidationError("CITEWISE_BACKEND=aws needs CITEWISE_OPENSEARCH_ENDPOINT and CITEWISE_REGISTRY_TABLE")
+        endpoint, table, bucket = settings.opensearch_endpoint, settings.registry_table, settings.documents_bucket
+        if endpoint is None or table is None or bucket is None:  # the settings validator refuses this already
+            raise ValidationError("CITEWISE_BACKEND=aws needs the endpoint, table and bucket settings")
         client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
         index = OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
         registry = DynamoRegistry(table, client=aws.client("dynamodb", region=settings.aws_region))
-        return index, registry, []
+        blobs = S3BlobStore(bucket, client=s3_client(settings.aws_region), max_bytes=settings.max_document_bytes)
+        return index, registry, blobs, []
+    from citewise.blobstore.local import LocalBlobStore
     from citewise.index.local import LocalIndex
     from citewise.registry.local import LocalRegistry
 
     local_index = LocalIndex(settings.home_dir / "index.db")
     local_registry = LocalRegistry(settings.home_dir / "registry.db")
-    return local_index, local_registry, [local_index.close, local_registry.close]
+    local_blobs = LocalBlobStore(settings.home_dir / "blobs", max_bytes=settings.max_document_bytes)
+    return local_index, local_registry, local_blobs, [local_index.close, local_registry.close]
 
 
 def build_services(settings: Settings) -> Services:
     """The pipeline for `settings.backend`: the embedded local stack, or the AWS adapters."""
     embedder = build_embedder(settings)
-    index, registry, closers = _stores(settings)
+    index, registry, blobs, closers = _stores(settings)
     if settings.backend == "local":
         # Cheap locally, and it makes a query against an index of another embedder fail loudly instead
         # of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns this check.
@@ -120,4 +126,6 @@ def build_services(settings: Settings) -> Services:
         keyword_weight=settings.keyword_weight,
         vector_weight=settings.vector_weight,
     )
-    return Services(settings, index, registry, embedder, ingestor, retriever, build_synthesizer(settings), closers)
+    return Services(
+        settings, index, registry, embedder, ingestor, retriever, build_synthesizer(settings), blobs, closers
+    )

@@ -54,10 +54,10 @@ MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
 
 
-def s3_client() -> Any:
+def s3_client(region: str | None = None) -> Any:
     """An S3 client with the shared retry config that presigns SigV4, virtual-hosted URLs."""
     config = aws.client_config().merge(Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
-    return boto3.client("s3", config=config)
+    return boto3.client("s3", region_name=region, config=config)
 
 
 def object_key(tenant_id: str, path: str, prefix: str = DEFAULT_PREFIX) -> str:

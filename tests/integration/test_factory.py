@@ -1,0 +1,85 @@
+"""The factory: settings choose the adapters; building them contacts nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from citewise.blobstore.local import LocalBlobStore
+from citewise.blobstore.s3 import S3BlobStore
+from citewise.config import Settings, load_settings
+from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
+from citewise.errors import ValidationError
+from citewise.factory import build_embedder, build_services
+from citewise.index.local import LocalIndex
+from citewise.index.opensearch import OpenSearchIndex
+from citewise.registry.dynamodb import DynamoRegistry
+from citewise.registry.local import LocalRegistry
+from citewise.synthesis.bedrock import BedrockSynthesizer
+from citewise.synthesis.extractive import ExtractiveSynthesizer
+
+AWS_ENV = {
+    "CITEWISE_BACKEND": "aws",
+    "CITEWISE_AWS_REGION": "eu-west-1",
+    "CITEWISE_OPENSEARCH_ENDPOINT": "https://search-citewise.eu-west-1.es.amazonaws.com",
+    "CITEWISE_REGISTRY_TABLE": "citewise-documents",
+    "CITEWISE_DOCUMENTS_BUCKET": "citewise-docs",
+    "CITEWISE_EMBEDDER": "titan",
+    "CITEWISE_EMBEDDING_DIMENSION": "512",
+    "CITEWISE_SYNTHESIZER": "bedrock",
+    "CITEWISE_GENERATION_MODEL_ID": "anthropic.claude-3-haiku-20240307-v1:0",
+}
+
+
+def test_the_aws_backend_is_wired_from_environment_variables_without_a_network_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the variables a deployed function gets (and fake credentials: nothing may be contacted)
+    for name, value in AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # When the services are built
+    services = build_services(load_settings())
+    # Then every port has its AWS adapter, configured as asked
+    assert isinstance(services.index, OpenSearchIndex)
+    assert isinstance(services.registry, DynamoRegistry) and services.registry.table_name == "citewise-documents"
+    assert isinstance(services.blobs, S3BlobStore)
+    assert isinstance(services.embedder, TitanEmbedder) and services.embedder.dimension == 512
+    assert isinstance(services.synthesizer, BedrockSynthesizer)
+    assert services.synthesizer.model_id == "anthropic.claude-3-haiku-20240307-v1:0"
+
+
+def test_cohere_is_chosen_by_language() -> None:
+    embedder = build_embedder(Settings(embedder="cohere-multilingual"))
+    assert isinstance(embedder, CohereEmbedder) and embedder.name.startswith("bedrock:cohere.embed-multilingual-v3")
+
+
+def test_the_local_backend_is_the_default(tmp_path: Path) -> None:
+    services = build_services(Settings(home=tmp_path, embedder="hashing"))
+    assert isinstance(services.index, LocalIndex) and isinstance(services.registry, LocalRegistry)
+    assert isinstance(services.blobs, LocalBlobStore) and isinstance(services.synthesizer, ExtractiveSynthesizer)
+    services.close()
+
+
+@pytest.mark.parametrize(
+    ("missing", "named"),
+    [
+        ("CITEWISE_OPENSEARCH_ENDPOINT", "CITEWISE_OPENSEARCH_ENDPOINT"),
+        ("CITEWISE_REGISTRY_TABLE", "CITEWISE_REGISTRY_TABLE"),
+        ("CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_DOCUMENTS_BUCKET"),
+    ],
+)
+def test_a_missing_aws_setting_is_named(monkeypatch: pytest.MonkeyPatch, missing: str, named: str) -> None:
+    for name, value in AWS_ENV.items():
+        if name != missing:
+            monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=f"CITEWISE_BACKEND=aws needs {named}$"):
+        load_settings()
+
+
+def test_a_half_configured_guardrail_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CITEWISE_GUARDRAIL_ID", "gr-1")
+    with pytest.raises(ValidationError, match="CITEWISE_GUARDRAIL_ID and CITEWISE_GUARDRAIL_VERSION go together"):
+        load_settings()
