@@ -177,18 +177,18 @@ def _ingest_all(services: Services, objects: list[SourceObject]) -> tuple[list[I
 
     results: list[IngestResult] = []
     unrecorded: list[dict[str, str]] = []
-    with tqdm(objects, unit="doc", disable=len(objects) < 2 or None, file=sys.stderr) as progress:
-        for obj in progress:
-            progress.set_postfix_str(obj.path[-40:], refresh=False)
-            try:
-                results.append(services.ingestor.ingest(obj))
-            except CitewiseError as exc:
-                # Transient failures are already recorded as FAILED; invalid paths have no record.
-                document = services.registry.get(obj.tenant_id, document_id(obj.tenant_id, obj.path))
-                if document is None:
-                    unrecorded.append({"path": obj.path, "error": f"{exc.code}: {exc.message}"})
-                else:
-                    results.append(IngestResult(Outcome.FAILED, document))
+    with tqdm(total=len(objects), unit="doc", disable=len(objects) < 2 or None, file=sys.stderr) as progress:
+        for obj, outcome in services.ingestor.ingest_many(objects):
+            progress.update()
+            if isinstance(outcome, IngestResult):
+                results.append(outcome)
+                continue
+            # Transient failures are already recorded as FAILED; invalid paths have no record.
+            document = services.registry.get(obj.tenant_id, document_id(obj.tenant_id, obj.path))
+            if document is None:
+                unrecorded.append({"path": obj.path, "error": f"{outcome.code}: {outcome.message}"})
+            else:
+                results.append(IngestResult(Outcome.FAILED, document))
     return results, unrecorded
 
 

@@ -19,7 +19,7 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from citewise.errors import ValidationError
 from citewise.factory import Services
-from citewise.ingestion import Outcome, SourceObject
+from citewise.ingestion import IngestResult, Outcome, SourceObject
 from citewise.models import Caller
 
 EVAL_TENANT = "eval"
@@ -171,23 +171,27 @@ def ingest(
     """Ingest the corpus (unchanged documents are skipped): wall time in seconds and outcome counts."""
     outcomes: Counter[Outcome] = Counter()
     started = time.perf_counter()
-    for corpus_id, (title, text) in progress(dataset.corpus.items()):
-        body = (f"# {title}\n\n{text}" if title else text).encode("utf-8")
-        result = services.ingestor.ingest(
-            SourceObject(
-                tenant_id=EVAL_TENANT,
-                path=document_path(corpus_id),
-                size=len(body),
-                version=hashlib.sha256(body).hexdigest(),
-                load=lambda body=body: body,  # type: ignore[misc]
-                source="eval",
-                owner=CALLER.user_id,
-            )
-        )
-        if result.outcome is Outcome.FAILED:
-            raise ValidationError(f"corpus document {corpus_id!r} failed: {result.document.error}")
-        outcomes[result.outcome] += 1
+    for obj, outcome in progress(services.ingestor.ingest_many(_sources(dataset))):
+        if not isinstance(outcome, IngestResult) or outcome.outcome is Outcome.FAILED:
+            reason = outcome.document.error if isinstance(outcome, IngestResult) else outcome.message
+            raise ValidationError(f"corpus document {obj.path!r} failed: {reason}")
+        outcomes[outcome.outcome] += 1
     return time.perf_counter() - started, outcomes
+
+
+def _sources(dataset: Dataset) -> Iterator[SourceObject]:
+    """Each corpus record as a Markdown document: `# title`, then the text."""
+    for corpus_id, (title, text) in dataset.corpus.items():
+        body = (f"# {title}\n\n{text}" if title else text).encode("utf-8")
+        yield SourceObject(
+            tenant_id=EVAL_TENANT,
+            path=document_path(corpus_id),
+            size=len(body),
+            version=hashlib.sha256(body).hexdigest(),
+            load=lambda body=body: body,  # type: ignore[misc]
+            source="eval",
+            owner=CALLER.user_id,
+        )
 
 
 def run_queries(

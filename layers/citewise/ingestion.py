@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from citewise.batching import batched
 from citewise.chunking import Chunker, embedding_text
 from citewise.embeddings.base import Embedder
 from citewise.errors import CitewiseError, ConflictError, PayloadTooLargeError, ValidationError
@@ -85,8 +86,31 @@ class Limits:
     max_pages: int = 2000
 
 
+@dataclass
+class _Work:
+    """One changed document on its way through the phases of `ingest_many`."""
+
+    obj: SourceObject
+    pending: Document
+    is_new: bool
+    chunks: list[Chunk] = field(default_factory=list)
+    vectors: list[Vector] = field(default_factory=list)
+    embedded: int = 0
+    indexed: Document | None = None
+    outcome: IngestResult | CitewiseError | None = None
+
+
+def _raiser(exc: Exception) -> Callable[[_Work], None]:
+    """A step that fails with `exc`, so a shared failure settles each document like its own would."""
+
+    def fail(_: _Work) -> None:
+        raise exc
+
+    return fail
+
+
 class Ingestor:
-    """Runs the pipeline for one object at a time against injected ports."""
+    """Runs the pipeline against injected ports, for one object or a stream of them."""
 
     def __init__(
         self,
@@ -109,47 +133,46 @@ class Ingestor:
         self._index_ready = False
 
     def ingest(self, obj: SourceObject) -> IngestResult:
-        """Bring the index and registry up to date with `obj`; raises only for invalid ids/paths."""
-        validate_tenant_id(obj.tenant_id)
-        validate_path(obj.path)
+        """Bring the index and registry up to date with `obj`.
+
+        Raises `ValidationError` for an invalid tenant or path (nothing is recorded), and transient
+        errors (throttling, a failing backend) after recording the document as FAILED, so a queue
+        retries it; everything else is a result.
+        """
+        [(_, outcome)] = self.ingest_many([obj])
+        if isinstance(outcome, CitewiseError):
+            raise outcome
+        return outcome
+
+    def ingest_many(
+        self, objects: Iterable[SourceObject], *, group: int = 32
+    ) -> Iterator[tuple[SourceObject, IngestResult | CitewiseError]]:
+        """`ingest` for many objects, yielding each with its result or the error `ingest` would raise.
+
+        Objects are taken `group` at a time so the chunks of all changed documents in a group are
+        embedded together: one large batch keeps a model busy where one call per short document does not.
+        """
         self.ensure_index()
-        doc_id = document_id(obj.tenant_id, obj.path)
-        previous = self.registry.get(obj.tenant_id, doc_id)
-        if previous is not None and _unchanged(previous, obj):
-            return IngestResult(Outcome.UNCHANGED, previous)
-        now = self.clock()
-        pending = Document(
-            tenant_id=obj.tenant_id,
-            doc_id=doc_id,
-            path=obj.path,
-            source=obj.source,
-            title=previous.title if previous else None,
-            owner=obj.owner,
-            visibility=obj.visibility,
-            status=DocumentStatus.PENDING,
-            version=obj.version,
-            tags=_tags(obj.attributes),
-            attributes=obj.attributes,
-            created_at=previous.created_at if previous else now,
-            updated_at=now,
-        )
-        self.registry.put(pending)
-        try:
-            indexed, embedded, reused = self._index(obj, pending)
-        except ConflictError:
-            # A newer version owns the record now: leave its chunks and its status alone.
-            latest = self.registry.get(obj.tenant_id, doc_id)
-            return IngestResult(Outcome.SUPERSEDED, latest or pending)
-        except CitewiseError as exc:
-            failed = self._fail(pending, f"{exc.code}: {exc.message}")
-            if isinstance(exc, ValidationError | PayloadTooLargeError):
-                return IngestResult(Outcome.FAILED, failed)
-            raise
-        except Exception as exc:
-            logger.exception("unexpected failure ingesting %s", doc_id)
-            return IngestResult(Outcome.FAILED, self._fail(pending, f"INTERNAL_ERROR: {type(exc).__name__}"))
-        outcome = Outcome.NEW if previous is None else Outcome.MODIFIED
-        return IngestResult(outcome, indexed, embedded, reused)
+        for batch in batched(objects, group):
+            works: list[_Work] = []
+            for obj in batch:
+                started = self._start(obj)
+                if isinstance(started, _Work):
+                    works.append(started)
+                else:
+                    yield obj, started
+            prepared = [work for work in works if self._guarded(work, self._prepare)]
+            try:
+                self._embed(prepared)
+            except Exception as exc:  # noqa: BLE001 - each document records the failure its own way
+                for work in prepared:
+                    self._guarded(work, _raiser(exc))
+            for work in prepared:
+                if work.outcome is None:
+                    self._guarded(work, self._commit)
+            for work in works:
+                assert work.outcome is not None  # noqa: S101 - every path above sets it
+                yield work.obj, work.outcome
 
     def delete(self, tenant_id: str, doc_id: str) -> bool:
         """Remove the document's chunks and record; False if it was not registered."""
@@ -167,7 +190,59 @@ class Ingestor:
             self.index.ensure(self.embedder.name, self.embedder.dimension)
             self._index_ready = True
 
-    def _index(self, obj: SourceObject, pending: Document) -> tuple[Document, int, int]:
+    def _start(self, obj: SourceObject) -> _Work | IngestResult | CitewiseError:
+        """Validate, skip an unchanged version, else record PENDING and hand back the work to do."""
+        try:
+            validate_tenant_id(obj.tenant_id)
+            validate_path(obj.path)
+            doc_id = document_id(obj.tenant_id, obj.path)
+            previous = self.registry.get(obj.tenant_id, doc_id)
+            if previous is not None and _unchanged(previous, obj):
+                return IngestResult(Outcome.UNCHANGED, previous)
+            now = self.clock()
+            pending = Document(
+                tenant_id=obj.tenant_id,
+                doc_id=doc_id,
+                path=obj.path,
+                source=obj.source,
+                title=previous.title if previous else None,
+                owner=obj.owner,
+                visibility=obj.visibility,
+                status=DocumentStatus.PENDING,
+                version=obj.version,
+                tags=_tags(obj.attributes),
+                attributes=obj.attributes,
+                created_at=previous.created_at if previous else now,
+                updated_at=now,
+            )
+            self.registry.put(pending)
+        except CitewiseError as exc:
+            return exc
+        return _Work(obj, pending, is_new=previous is None)
+
+    def _guarded(self, work: _Work, step: Callable[[_Work], None]) -> bool:
+        """Run one step; on failure settle the work's outcome as `ingest` promises. True if it went on."""
+        try:
+            step(work)
+            return True
+        except ConflictError:
+            # A newer version owns the record now: leave its chunks and its status alone.
+            latest = self.registry.get(work.pending.tenant_id, work.pending.doc_id)
+            work.outcome = IngestResult(Outcome.SUPERSEDED, latest or work.pending)
+        except CitewiseError as exc:
+            failed = self._fail(work.pending, f"{exc.code}: {exc.message}")
+            permanent = isinstance(exc, ValidationError | PayloadTooLargeError)
+            work.outcome = IngestResult(Outcome.FAILED, failed) if permanent else exc
+        except Exception as exc:  # noqa: BLE001 - a bug in one document must not lose the others
+            logger.exception("unexpected failure ingesting %s", work.pending.doc_id)
+            work.outcome = IngestResult(
+                Outcome.FAILED, self._fail(work.pending, f"INTERNAL_ERROR: {type(exc).__name__}")
+            )
+        return False
+
+    def _prepare(self, work: _Work) -> None:
+        """Load, parse and chunk the object."""
+        obj, pending = work.obj, work.pending
         if obj.size > self.limits.max_document_bytes:
             raise PayloadTooLargeError(
                 f"document is {obj.size} bytes; the limit is {self.limits.max_document_bytes}",
@@ -189,34 +264,50 @@ class Ingestor:
             updated_at=pending.updated_at,
             attributes=obj.attributes,
         )
-        chunks = self.chunker.split(parsed, metadata)
-        vectors, embedded = self._vectors(obj.tenant_id, chunks)
-        self.index.replace_document(obj.tenant_id, pending.doc_id, chunks, vectors)
-        indexed = pending.model_copy(
+        work.chunks = self.chunker.split(parsed, metadata)
+        work.indexed = pending.model_copy(
             update={
                 "status": DocumentStatus.INDEXED,
                 "title": title,
                 "content_hash": hashlib.sha256(data).hexdigest(),
-                "chunk_count": len(chunks),
+                "chunk_count": len(work.chunks),
                 "page_count": parsed.page_count,
                 "error": None,
             }
         )
-        self.registry.put(indexed)
-        return indexed, embedded, len(chunks) - embedded
 
-    def _vectors(self, tenant_id: str, chunks: list[Chunk]) -> tuple[list[Vector], int]:
-        """One vector per chunk, embedding only the texts whose hash has no stored vector."""
-        known = self.index.vectors_by_hash(tenant_id, {c.content_hash for c in chunks})
-        missing: dict[str, str] = {}
-        for chunk in chunks:
-            if chunk.content_hash not in known:
-                missing[chunk.content_hash] = embedding_text(chunk.document.title, chunk.heading_path, chunk.text)
-        hashes = list(missing)
-        for start in range(0, len(hashes), self.embed_batch_size):
-            batch = hashes[start : start + self.embed_batch_size]
-            known.update(zip(batch, self.embedder.embed_documents([missing[h] for h in batch]), strict=True))
-        return [known[c.content_hash] for c in chunks], len(missing)
+    def _embed(self, works: list[_Work]) -> None:
+        """Give every chunk a vector: stored ones are reused, the rest embedded together in batches."""
+        vectors: dict[tuple[str, str], Vector] = {}
+        missing: dict[tuple[str, str], str] = {}
+        for tenant_id in {work.obj.tenant_id for work in works}:
+            chunks = [c for work in works if work.obj.tenant_id == tenant_id for c in work.chunks]
+            known = self.index.vectors_by_hash(tenant_id, {c.content_hash for c in chunks})
+            vectors.update(((tenant_id, h), v) for h, v in known.items())
+            for chunk in chunks:
+                if chunk.content_hash not in known:
+                    text = embedding_text(chunk.document.title, chunk.heading_path, chunk.text)
+                    missing[(tenant_id, chunk.content_hash)] = text
+        keys = list(missing)
+        for start in range(0, len(keys), self.embed_batch_size):
+            batch = keys[start : start + self.embed_batch_size]
+            vectors.update(zip(batch, self.embedder.embed_documents([missing[k] for k in batch]), strict=True))
+        for work in works:
+            keys_of_work = [(work.obj.tenant_id, c.content_hash) for c in work.chunks]
+            work.vectors = [vectors[key] for key in keys_of_work]
+            work.embedded = len({key for key in keys_of_work if key in missing})
+
+    def _commit(self, work: _Work) -> None:
+        """Swap the document's chunks in the index, then record it INDEXED."""
+        assert work.indexed is not None  # noqa: S101 - _prepare set it
+        self.index.replace_document(work.obj.tenant_id, work.pending.doc_id, work.chunks, work.vectors)
+        self.registry.put(work.indexed)
+        work.outcome = IngestResult(
+            Outcome.NEW if work.is_new else Outcome.MODIFIED,
+            work.indexed,
+            work.embedded,
+            len(work.chunks) - work.embedded,
+        )
 
     def _fail(self, pending: Document, reason: str) -> Document:
         """Record the failure and make sure none of the document's old chunks stay searchable."""

@@ -235,3 +235,17 @@ def test_a_worker_that_lost_to_a_newer_version_leaves_the_record_alone(tmp_path:
     assert result.outcome is Outcome.SUPERSEDED
     record = registry.get("acme", document_id("acme", "a.md"))
     assert record is not None and record.status is DocumentStatus.PENDING and record.error is None
+
+
+def test_many_documents_are_embedded_together_and_one_bad_one_spoils_nothing(tmp_path: Path) -> None:
+    # Given ten small documents and one corrupt pdf among them
+    embedder = CountingEmbedder()
+    ingestor, _ = _stack(tmp_path, embedder)
+    objects = [source("acme", f"doc{i}.md", f"Document {i} about topic{i}.".encode()) for i in range(10)]
+    objects.insert(5, source("acme", "broken.pdf", b"%PDF-1.4 garbage"))
+    # When ingested as a stream
+    outcomes = {obj.path: result for obj, result in ingestor.ingest_many(objects)}
+    # Then all ten good ones were embedded in a single call, and only the pdf failed
+    assert embedder.calls == 1 and embedder.embedded_texts == 10
+    assert outcomes["broken.pdf"].outcome is Outcome.FAILED  # type: ignore[union-attr]
+    assert all(outcomes[f"doc{i}.md"].outcome is Outcome.NEW for i in range(10))  # type: ignore[union-attr]

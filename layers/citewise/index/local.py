@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from citewise.batching import batched
 from citewise.chunking import embedding_text
 from citewise.errors import SearchBackendError
 from citewise.index.base import ScoredChunk
@@ -62,7 +62,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab (chunks_fts, 'ro
 MAX_POSTINGS = 10_000
 _SQL_PARAMS = 500  # stay well under SQLite's host-parameter limit
 _FILTER_BATCH = 256
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -176,7 +175,7 @@ class LocalIndex:
                 "SELECT id FROM chunks WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id)
             )
         ]
-        for batch in _batches(ids, _SQL_PARAMS):
+        for batch in batched(ids, _SQL_PARAMS):
             marks = ",".join("?" * len(batch))
             self._writer.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", batch)  # noqa: S608
             self._writer.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)  # noqa: S608
@@ -186,7 +185,7 @@ class LocalIndex:
 
     def vectors_by_hash(self, tenant_id: str, hashes: Collection[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
-        for batch in _batches(list(hashes), _SQL_PARAMS):
+        for batch in batched(list(hashes), _SQL_PARAMS):
             marks = ",".join("?" * len(batch))
             sql = "SELECT content_hash, vector FROM chunks WHERE tenant_id = ? AND content_hash IN "
             for content_hash, blob in self._reader().execute(f"{sql}({marks})", [tenant_id, *batch]):  # noqa: S608
@@ -224,7 +223,7 @@ class LocalIndex:
         FTS folds it to.
         """
         frequency = dict.fromkeys(tokens, 0)
-        for batch in _batches(frequency, _SQL_PARAMS):
+        for batch in batched(frequency, _SQL_PARAMS):
             marks = ",".join("?" * len(batch))
             sql = f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})"  # noqa: S608
             frequency.update(conn.execute(sql, batch))
@@ -272,7 +271,7 @@ class LocalIndex:
         """The first `limit` ranked chunks the caller may read that pass `filters`, loaded in batches."""
         results: list[ScoredChunk] = []
         access = [caller.tenant_id, Visibility.SHARED.value, caller.user_id]
-        for batch in _batches(ranked, _FILTER_BATCH if filters else limit):
+        for batch in batched(ranked, _FILTER_BATCH if filters else limit):
             marks = ",".join("?" * len(batch))
             sql = (
                 f"SELECT id, body FROM chunks WHERE id IN ({marks}) AND tenant_id = ? AND (visibility = ? OR owner = ?)"  # noqa: S608
@@ -335,14 +334,3 @@ class _transaction:  # noqa: N801 - used like a function: `with _transaction(con
 def _term_prefix(tenant_id: str) -> str:
     """`t<hex>z`: hex keeps `.`/`-` of tenant ids inside one FTS token and never contains the `z`."""
     return f"t{tenant_id.encode().hex()}z"
-
-
-def _batches(items: Iterable[_T], size: int) -> Iterator[list[_T]]:
-    batch: list[_T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
