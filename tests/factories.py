@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from citewise.embeddings.hashing import HashingEmbedder
 from citewise.ingestion import SourceObject
-from citewise.models import AttributeValue, Vector, Visibility
+from citewise.models import AttributeValue, Chunk, DocumentMetadata, SearchHit, Vector, Visibility
 
 
 class CountingEmbedder(HashingEmbedder):
@@ -45,3 +46,30 @@ def source(
         visibility=visibility,
         attributes=dict(attributes or {}),
     )
+
+
+def hit(number: int, text: str, *, page: int | None = None, heading: tuple[str, ...] = ()) -> SearchHit:
+    """A search hit on document `d<number>` (path `docs/<number>.md`) whose one chunk is `text`."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    document = DocumentMetadata(
+        tenant_id="acme",
+        doc_id=f"d{number}",
+        owner="alice",
+        source="test",
+        path=f"docs/{number}.md",
+        title=f"Doc {number}",
+        created_at=now,
+        updated_at=now,
+    )
+    chunk = Chunk(
+        chunk_id=f"d{number}-00000",
+        ordinal=0,
+        text=text,
+        start=0,
+        end=len(text),
+        heading_path=heading,
+        page=page,
+        content_hash="h",
+        document=document,
+    )
+    return SearchHit(chunk=chunk, score=1.0 / number)

@@ -11,10 +11,8 @@ import io
 import json
 import math
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.response import StreamingBody
@@ -73,27 +71,6 @@ def unit(dimension: int, axis: int, scale: float = 1.0) -> list[float]:
     vector = [0.0] * dimension
     vector[axis] = scale
     return vector
-
-
-@pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_CONFIG_FILE": "/dev/null",
-        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-    }.items():
-        monkeypatch.setenv(name, value)
-    return boto3.client("bedrock-runtime", region_name="us-east-1")
-
-
-@pytest.fixture
-def stub(client: Any) -> Iterator[Stubber]:
-    with Stubber(client) as stubber:
-        yield stubber
-        stubber.assert_no_pending_responses()
 
 
 # --- Titan Text Embeddings v2 ----------------------------------------------------------------------

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.stub import ANY, Stubber
@@ -22,38 +20,13 @@ from hypothesis import strategies as st
 
 from citewise import aws
 from citewise.errors import GenerationError, ThrottledError
-from citewise.models import Chunk, DocumentMetadata, SearchHit
 from citewise.synthesis.base import NO_ANSWER
 from citewise.synthesis.bedrock import BLOCKED_ANSWER, SYSTEM_PROMPT, BedrockSynthesizer, ground, user_message
 from citewise.textutil import MAX_QUOTE_CHARS
+from tests.factories import hit
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def hit(number: int, text: str, *, page: int | None = None, heading: tuple[str, ...] = ()) -> SearchHit:
-    document = DocumentMetadata(
-        tenant_id="acme",
-        doc_id=f"d{number}",
-        owner="alice",
-        source="test",
-        path=f"docs/{number}.md",
-        title=f"Doc {number}",
-        created_at=NOW,
-        updated_at=NOW,
-    )
-    chunk = Chunk(
-        chunk_id=f"d{number}-00000",
-        ordinal=0,
-        text=text,
-        start=0,
-        end=len(text),
-        heading_path=heading,
-        page=page,
-        content_hash="h",
-        document=document,
-    )
-    return SearchHit(chunk=chunk, score=1.0 / number)
 
 
 HITS = [
@@ -87,27 +60,6 @@ class Captured:
         return True
 
     __hash__ = None  # type: ignore[assignment]
-
-
-@pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_CONFIG_FILE": "/dev/null",
-        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-    }.items():
-        monkeypatch.setenv(name, value)
-    return boto3.client("bedrock-runtime", region_name="us-east-1")
-
-
-@pytest.fixture
-def stub(client: Any) -> Iterator[Stubber]:
-    with Stubber(client) as stubber:
-        yield stubber
-        stubber.assert_no_pending_responses()
 
 
 # --- the request -----------------------------------------------------------------------------------

@@ -9,39 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from citewise.answering import answer_question
-from citewise.models import Caller, Chunk, DocumentMetadata, SearchHit, SearchRequest
+from citewise.models import Caller, SearchHit, SearchRequest
 from citewise.synthesis.base import NO_ANSWER
 from citewise.synthesis.extractive import ExtractiveSynthesizer
 from citewise.textutil import MAX_QUOTE_CHARS
-from tests.factories import source
+from tests.factories import hit, source
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 VOCABULARY = ["tenant", "index", "queue", "vector", "answer", "page", "alarm", "cost", "the", "is", "of"]
 
 
 def _hit(number: int, text: str, page: int | None = None) -> SearchHit:
-    document = DocumentMetadata(
-        tenant_id="t",
-        doc_id=f"d{number}",
-        owner="u",
-        source="test",
-        path=f"docs/{number}.md",
-        title=f"Doc {number}",
-        created_at=NOW,
-        updated_at=NOW,
-    )
-    chunk = Chunk(
-        chunk_id=f"d{number}-00000",
-        ordinal=0,
-        text=text,
-        start=0,
-        end=len(text),
-        heading_path=("Doc", "Section"),
-        page=page,
-        content_hash="h",
-        document=document,
-    )
-    return SearchHit(chunk=chunk, score=1.0 / number)
+    return hit(number, text, page=page, heading=("Doc", "Section"))
 
 
 sentence = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=40).map(lambda ws: " ".join(ws) + ".")

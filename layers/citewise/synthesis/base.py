@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from citewise.models import Answer, SearchHit
+from citewise.models import Answer, Citation, SearchHit
 
 NO_ANSWER = "I could not find an answer to that in your documents."
 
@@ -21,3 +21,19 @@ class Synthesizer(Protocol):
 def unanswered() -> Answer:
     """The honest answer when nothing relevant was found: says so and cites nothing."""
     return Answer(answer=NO_ANSWER, citations=[], sources=[], grounded=False)
+
+
+def cite(hit: SearchHit, source: int, quote: str) -> Citation:
+    """The citation of `quote` (verbatim text of `hit`'s chunk) as source number `source`."""
+    chunk = hit.chunk
+    return Citation(
+        source=source,
+        doc_id=chunk.document.doc_id,
+        chunk_id=chunk.chunk_id,
+        path=chunk.document.path,
+        title=chunk.document.title,
+        page=chunk.page,
+        section=chunk.section,
+        quote=quote,
+        score=hit.score,
+    )

@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise import aws
 from citewise.errors import GenerationError
 from citewise.models import Answer, Citation, SearchHit
-from citewise.synthesis.base import unanswered
+from citewise.synthesis.base import cite, unanswered
 from citewise.textutil import content_terms, quote_prefix, sentence_spans
 
 logger = logging.getLogger(__name__)
@@ -217,23 +217,11 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     seen: set[tuple[int, str]] = set()
     for given, claim in claims:
         hit = hits[given - 1]
-        quote = _bestquote_prefix(hit.chunk.text, claim)
+        quote = _best_quote(hit.chunk.text, claim)
         if (given, quote) in seen:
             continue
         seen.add((given, quote))
-        citations.append(
-            Citation(
-                source=number[given],
-                doc_id=hit.chunk.document.doc_id,
-                chunk_id=hit.chunk.chunk_id,
-                path=hit.chunk.document.path,
-                title=hit.chunk.document.title,
-                page=hit.chunk.page,
-                section=hit.chunk.section,
-                quote=quote,
-                score=hit.score,
-            )
-        )
+        citations.append(cite(hit, number[given], quote))
     sources = [hits[given - 1] for given in order]
     sources += [hit for given, hit in enumerate(hits, start=1) if given not in number]
     return Answer(answer="".join(parts).strip(), citations=citations, sources=sources, grounded=True)
@@ -248,7 +236,7 @@ def _last_sentence_terms(text: str) -> frozenset[str]:
     return frozenset()
 
 
-def _bestquote_prefix(chunk_text: str, claim: frozenset[str]) -> str:
+def _best_quote(chunk_text: str, claim: frozenset[str]) -> str:
     """The chunk sentence sharing most content words with `claim` (ties: earliest), within the cap."""
     spans = sentence_spans(chunk_text)
     if not spans:

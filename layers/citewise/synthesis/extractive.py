@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from citewise.models import Answer, Citation, SearchHit
-from citewise.synthesis.base import unanswered
+from citewise.synthesis.base import cite, unanswered
 from citewise.textutil import content_terms, quote_prefix, sentence_spans
 
 
@@ -53,19 +53,7 @@ class ExtractiveSynthesizer:
         for candidate in chosen:
             hit = hits[candidate.source - 1]
             quote = quote_prefix(hit.chunk.text[candidate.start : candidate.end])
-            citations.append(
-                Citation(
-                    source=number[candidate.source],
-                    doc_id=hit.chunk.document.doc_id,
-                    chunk_id=hit.chunk.chunk_id,
-                    path=hit.chunk.document.path,
-                    title=hit.chunk.document.title,
-                    page=hit.chunk.page,
-                    section=hit.chunk.section,
-                    quote=quote,
-                    score=hit.score,
-                )
-            )
+            citations.append(cite(hit, number[candidate.source], quote))
             ellipsis = "..." if len(quote) < candidate.end - candidate.start else ""
             parts.append(f"{quote}{ellipsis} [{number[candidate.source]}]")
         sources = [hits[original - 1] for original in order]
