@@ -61,7 +61,7 @@ class Retriever:
         embedder: Embedder,
         *,
         mode: SearchMode = "hybrid",
-        rrf_k: int = 60,
+        rrf_k: int = 5,
         candidates: int = 50,
         keyword_weight: float = 1.0,
         vector_weight: float = 1.0,

@@ -181,7 +181,8 @@ def corpus(services: Services) -> Services:
 
 
 def _retriever(services: Services, mode: str) -> Retriever:
-    return Retriever(services.index, services.embedder, mode=mode)  # type: ignore[arg-type]
+    # k = 60 (not the tuned default) so the expected scores below are the classic 61 / (60 + r)
+    return Retriever(services.index, services.embedder, mode=mode, rrf_k=60)  # type: ignore[arg-type]
 
 
 def _search(services: Services, mode: str, **request: object) -> list[SearchHit]:
