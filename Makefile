@@ -30,8 +30,9 @@ lint: $(STAMP) ## ruff and mypy (strict on the library)
 	$(BIN)/ruff format --check layers tests samples
 	$(BIN)/mypy
 
-bench: $(STAMP) ## Measure local hybrid query latency at 10k and 100k chunks
-	$(BIN)/python benchmarks/query_latency.py
+bench: $(STAMP) ## Benchmarks (ingest, query latency, cold imports, layer size): table + benchmarks/results/latest.json
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python -m benchmarks.run
 
 clean: ## Remove the virtual environment and local demo data
 	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache
