@@ -30,8 +30,11 @@ lint: $(STAMP) ## ruff and mypy (strict on the library)
 	$(BIN)/ruff format --check layers tests samples
 	$(BIN)/mypy
 
-bench: $(STAMP) ## Benchmarks (ingest, query latency, cold imports, layer size): table + benchmarks/results/latest.json
-	$(BIN)/pip install --quiet -e '.[bench]'
+$(VENV)/.bench-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[local,aws,dev,bench]'
+	touch $@
+
+bench: $(VENV)/.bench-installed ## Benchmarks (ingest, query latency, cold imports, layer size): table + benchmarks/results/latest.json
 	$(BIN)/python -m benchmarks.run
 
 clean: ## Remove the virtual environment and local demo data
