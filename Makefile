@@ -26,8 +26,8 @@ test: $(STAMP) ## Run the whole test suite
 	$(BIN)/pytest
 
 lint: $(STAMP) ## ruff and mypy (strict on the library)
-	$(BIN)/ruff check layers tests samples
-	$(BIN)/ruff format --check layers tests samples
+	$(BIN)/ruff check layers tests samples benchmarks
+	$(BIN)/ruff format --check layers tests samples benchmarks
 	$(BIN)/mypy
 
 $(VENV)/.bench-installed: $(STAMP)
