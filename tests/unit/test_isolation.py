@@ -31,7 +31,7 @@ from citewise.index import local as local_index
 from citewise.index.local import LocalIndex
 from citewise.index.matching import matches, metadata_view
 from citewise.ingestion import Outcome
-from citewise.models import Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
+from citewise.models import COMPARISON_OPERATORS, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
 from citewise.retrieval import Retriever
 from citewise.textutil import STOPWORDS, content_terms
 from tests.factories import source
@@ -155,19 +155,7 @@ _VALUES = st.one_of(
     st.booleans(),
     st.lists(st.sampled_from((*USERS, "shared", "private", *DEPARTMENTS, *LABELS)), min_size=1, max_size=3),
 )
-_OPERATORS = (
-    "equals",
-    "notEquals",
-    "greaterThan",
-    "greaterThanOrEquals",
-    "lessThan",
-    "lessThanOrEquals",
-    "in",
-    "notIn",
-    "startsWith",
-    "stringContains",
-    "listContains",
-)
+_OPERATORS = COMPARISON_OPERATORS
 
 
 def _comparison(operator: str, key: str, value: Any) -> dict[str, Any]:
