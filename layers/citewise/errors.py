@@ -25,6 +25,16 @@ class CitewiseError(Exception):
         return {"code": self.code, "message": self.message, "details": self.details}
 
 
+def error_body(error: Exception, request_id: str) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and body `{"error": {code, message, details, request_id}}` for any exception.
+
+    A CitewiseError keeps its code and message; anything else is an INTERNAL_ERROR whose message says
+    nothing of its cause (no stack trace, no internal text ever reaches a client).
+    """
+    known = error if isinstance(error, CitewiseError) else CitewiseError("an internal error occurred")
+    return known.http_status, {"error": {**known.to_dict(), "request_id": request_id}}
+
+
 class ValidationError(CitewiseError):
     """The input is malformed or violates a rule (bad key, bad filter, bad tenant id)."""
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
+from typing import Any
 
-from citewise.errors import ValidationError
-from citewise.models import TENANT_ID_PATTERN
+from citewise.errors import ForbiddenError, UnauthorizedError, ValidationError
+from citewise.models import TENANT_ID_PATTERN, Caller
 
 _TENANT_RE = re.compile(TENANT_ID_PATTERN)
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -53,3 +55,47 @@ def _path_problem(path: str) -> str | None:
 def document_id(tenant_id: str, path: str) -> str:
     """A stable id for the document at `path`: re-ingesting the same path updates the same document."""
     return hashlib.sha256(f"{tenant_id}\x00{path}".encode()).hexdigest()[:32]
+
+
+def caller_from_claims(claims: Mapping[str, Any], *, tenant_claim: str = "custom:tenant_id") -> Caller:
+    """The Caller of a Cognito identity: `sub` is the user, `tenant_claim` the tenant, groups from
+    `cognito:groups` (a JSON-ish list, as API Gateway passes it, or a real list, as in a decoded JWT).
+
+    No `sub` means no identity (401); a missing or malformed tenant means an identity that belongs to
+    no tenant (403). Nothing here ever reads a request body.
+    """
+    user = claims.get("sub")
+    if not isinstance(user, str) or not user:
+        raise UnauthorizedError("the request carries no authenticated identity")
+    tenant = claims.get(tenant_claim)
+    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+        raise ForbiddenError("the identity is not assigned to a tenant", details={"claim": tenant_claim})
+    return Caller(tenant_id=tenant, user_id=user, groups=_groups(claims.get("cognito:groups")))
+
+
+def caller_from_iam(principal_arn: str | None, tenant_map: Mapping[str, str]) -> Caller:
+    """The Caller of an IAM principal, by a configured principal ARN -> tenant map.
+
+    An assumed-role session (`arn:aws:sts::A:assumed-role/R/S`) is looked up by its exact ARN, then by
+    its role (`arn:aws:iam::A:role/R`), so one mapping covers every session of a role; the user is the
+    exact principal ARN, so private documents stay private to one session name.
+    """
+    if not principal_arn:
+        raise UnauthorizedError("the request carries no authenticated identity")
+    tenant = tenant_map.get(principal_arn) or tenant_map.get(_role_arn(principal_arn) or "")
+    if tenant is None:
+        raise ForbiddenError("this IAM principal is not mapped to a tenant")
+    return Caller(tenant_id=validate_tenant_id(tenant), user_id=principal_arn)
+
+
+def _role_arn(principal_arn: str) -> str | None:
+    match = re.fullmatch(r"arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/[^/]+", principal_arn)
+    return f"arn:{match[1]}:iam::{match[2]}:role/{match[3]}" if match else None
+
+
+def _groups(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, list):
+        return tuple(str(group) for group in raw if str(group))
+    if isinstance(raw, str):
+        return tuple(part for part in re.split(r"[\s,]+", raw.strip("[]")) if part)
+    return ()
