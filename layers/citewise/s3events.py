@@ -1,0 +1,95 @@
+"""S3 event notifications, as the ingest queue delivers them, turned into pipeline calls.
+
+An SQS message body is an S3 notification (`{"Records": [...]}`) or S3's `s3:TestEvent`, which carries
+nothing to do. Keys arrive URL-encoded and must lie under `tenants/{tenant_id}/`: the tenant comes from
+the key, never from anything a client wrote into the object. A key outside that layout is refused with
+a ValidationError (the caller logs it; it is never indexed). A sidecar `<file>.metadata.json` event
+re-ingests the file it describes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic import ValidationError as PydanticValidationError
+
+from citewise.blobstore.base import BlobStore
+from citewise.errors import NotFoundError, ValidationError
+from citewise.ingestion import Ingestor, IngestResult, Outcome
+from citewise.metadata import SIDECAR_SUFFIX
+from citewise.models import Frozen
+from citewise.tenancy import document_id
+
+KeyToLocation = Callable[[str], tuple[str, str]]
+
+
+class S3Event(Frozen):
+    """One record of a notification, reduced to what the pipeline needs."""
+
+    kind: Literal["created", "removed"]
+    bucket: str
+    key: str = Field(description="URL-encoded, as S3 sends it.")
+    version_id: str | None = None
+    sequencer: str | None = None
+
+
+def parse_notification(body: str) -> list[S3Event]:
+    """The records of an SQS message body holding an S3 notification; [] for `s3:TestEvent`."""
+    try:
+        message = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"the message is not JSON: {exc.msg}") from exc
+    if not isinstance(message, dict):
+        raise ValidationError("the message is not an S3 notification")
+    if message.get("Event") == "s3:TestEvent":
+        return []
+    records = message.get("Records")
+    if not isinstance(records, list):
+        raise ValidationError("the message is not an S3 notification: no Records")
+    try:
+        return [_event(record) for record in records]
+    except (KeyError, TypeError, PydanticValidationError) as exc:
+        raise ValidationError(f"malformed S3 notification record: {exc}") from exc
+
+
+def _event(record: dict[str, Any]) -> S3Event:
+    name = str(record["eventName"])
+    if not name.startswith(("ObjectCreated:", "ObjectRemoved:")):
+        raise ValidationError(f"unexpected S3 event {name!r}")
+    s3 = record["s3"]
+    return S3Event(
+        kind="created" if name.startswith("ObjectCreated:") else "removed",
+        bucket=s3["bucket"]["name"],
+        key=s3["object"]["key"],
+        version_id=s3["object"].get("versionId"),
+        sequencer=s3["object"].get("sequencer"),
+    )
+
+
+def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location: KeyToLocation) -> IngestResult | None:
+    """Index a created object, or remove a deleted one; None when there is nothing to do.
+
+    Raises ValidationError for a key outside `tenants/{tenant_id}/`, and what `Ingestor.ingest` raises.
+    """
+    tenant_id, path = key_to_location(event.key)
+    if path.endswith(SIDECAR_SUFFIX):
+        # Metadata of a document changed (or went away): the document itself is what gets re-ingested.
+        return _ingest_current(ingestor, blobs, tenant_id, path.removesuffix(SIDECAR_SUFFIX))
+    if event.kind == "removed":
+        doc_id = document_id(tenant_id, path)
+        existing = ingestor.registry.get(tenant_id, doc_id)
+        ingestor.delete(tenant_id, doc_id)  # chunks go even if the record is already gone
+        return IngestResult(Outcome.DELETED, existing) if existing is not None else None
+    return _ingest_current(ingestor, blobs, tenant_id, path)
+
+
+def _ingest_current(ingestor: Ingestor, blobs: BlobStore, tenant_id: str, path: str) -> IngestResult | None:
+    """Ingest the object as it is now; an object deleted since the event is left to its own event."""
+    try:
+        stored = blobs.get(tenant_id, path)
+    except NotFoundError:
+        return None
+    return ingestor.ingest(stored.to_source())

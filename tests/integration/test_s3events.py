@@ -1,0 +1,105 @@
+"""S3 notifications through the pipeline: S3 under moto, the local index and registry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from citewise.blobstore.s3 import S3BlobStore, key_to_location
+from citewise.chunking import Chunker
+from citewise.errors import ValidationError
+from citewise.index.local import LocalIndex
+from citewise.ingestion import Ingestor, Outcome
+from citewise.models import Caller, DocumentStatus, SearchRequest
+from citewise.registry.local import LocalRegistry
+from citewise.retrieval import Retriever
+from citewise.s3events import apply, parse_notification
+from tests.factories import CountingEmbedder
+
+BUCKET = "citewise-docs"
+
+
+def notification(kind: str, key: str, version: str | None = None) -> str:
+    obj: dict[str, Any] = {"key": key, "size": 10, "sequencer": "0055AED6DCD90281E5"}
+    if version:
+        obj["versionId"] = version
+    return json.dumps(
+        {"Records": [{"eventName": f"Object{kind}:Put", "s3": {"bucket": {"name": BUCKET}, "object": obj}}]}
+    )
+
+
+@pytest.fixture
+def pipeline(aws_credentials: None, tmp_path: Path) -> Iterator[tuple[Any, Ingestor, S3BlobStore]]:
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        index = LocalIndex(tmp_path / "index.db")
+        ingestor = Ingestor(index, LocalRegistry(tmp_path / "registry.db"), CountingEmbedder(), Chunker())
+        yield s3, ingestor, S3BlobStore(BUCKET, client=s3)
+
+
+def _found(ingestor: Ingestor, tenant: str, query: str) -> list[str]:
+    hits = Retriever(ingestor.index, ingestor.embedder).search(
+        Caller(tenant_id=tenant, user_id="u"), SearchRequest(query=query)
+    )
+    return [h.chunk.document.path for h in hits if h.keyword_score is not None]
+
+
+def test_a_created_object_is_indexed_for_the_tenant_of_its_key(pipeline: Any) -> None:
+    # Given an object uploaded under acme's prefix, with a space in its name (URL-encoded in the event)
+    s3, ingestor, blobs = pipeline
+    s3.put_object(Bucket=BUCKET, Key="tenants/acme/My Notes.md", Body=b"# Notes\n\nThe heron nests by the river.")
+    # When its notification is applied
+    [event] = parse_notification(notification("Created", "tenants/acme/My+Notes.md"))
+    result = apply(event, ingestor, blobs, key_to_location)
+    # Then acme finds it and globex does not
+    assert result is not None and result.outcome is Outcome.NEW
+    assert result.document.status is DocumentStatus.INDEXED and result.document.path == "My Notes.md"
+    assert _found(ingestor, "acme", "heron") == ["My Notes.md"]
+    assert _found(ingestor, "globex", "heron") == []
+    # And a redelivered notification changes nothing
+    assert apply(event, ingestor, blobs, key_to_location).outcome is Outcome.UNCHANGED  # type: ignore[union-attr]
+
+
+def test_a_removed_object_leaves_the_index_and_the_registry(pipeline: Any) -> None:
+    s3, ingestor, blobs = pipeline
+    s3.put_object(Bucket=BUCKET, Key="tenants/acme/a.md", Body=b"Otters float.")
+    apply(parse_notification(notification("Created", "tenants/acme/a.md"))[0], ingestor, blobs, key_to_location)
+    s3.delete_object(Bucket=BUCKET, Key="tenants/acme/a.md")
+    result = apply(
+        parse_notification(notification("Removed", "tenants/acme/a.md"))[0], ingestor, blobs, key_to_location
+    )
+    assert result is not None and result.outcome is Outcome.DELETED
+    assert _found(ingestor, "acme", "otters") == []
+    assert ingestor.registry.list("acme").items == []
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["outside/acme/a.md", "tenants/acme/", "tenants/.x/y.md", "tenants/acme/..%2Fglobex%2Fx.md", "tenants/*/x.md"],
+)
+def test_keys_outside_the_tenant_layout_are_refused_and_never_indexed(pipeline: Any, key: str) -> None:
+    _, ingestor, blobs = pipeline
+    [event] = parse_notification(notification("Created", key))
+    with pytest.raises(ValidationError):
+        apply(event, ingestor, blobs, key_to_location)
+    assert ingestor.registry.list("acme").items == []
+
+
+def test_the_test_event_carries_nothing_and_garbage_is_refused() -> None:
+    assert parse_notification(json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": BUCKET})) == []
+    for body in ("not json", "[1]", '{"Records": [{"eventName": "ObjectCreated:Put"}]}', '{"Records": 1}'):
+        with pytest.raises(ValidationError):
+            parse_notification(body)
+
+
+def test_an_object_deleted_before_its_created_event_is_processed_is_skipped(pipeline: Any) -> None:
+    _, ingestor, blobs = pipeline
+    [event] = parse_notification(notification("Created", "tenants/acme/gone.md"))
+    assert apply(event, ingestor, blobs, key_to_location) is None
