@@ -87,11 +87,9 @@ def load_beir(folder: Path) -> Dataset:
     """Read `corpus.jsonl`, `queries.jsonl` and `qrels.tsv` (or BEIR's `qrels/test.tsv`) from `folder`."""
     qrels_path = next((p for p in (folder / "qrels.tsv", folder / "qrels" / "test.tsv") if p.is_file()), None)
     missing = [name for name in ("corpus.jsonl", "queries.jsonl") if not (folder / name).is_file()]
-    if qrels_path is None:
-        missing.append("qrels.tsv (or qrels/test.tsv)")
-    if missing:
+    missing += [] if qrels_path else ["qrels.tsv (or qrels/test.tsv)"]
+    if missing or qrels_path is None:
         raise ValidationError(f"{folder} is not a BEIR dataset: missing {', '.join(missing)}")
-    assert qrels_path is not None  # noqa: S101 - narrowed for mypy: `missing` was empty
     corpus = {
         str(record["_id"]): (str(record.get("title") or ""), str(record.get("text") or ""))
         for record in _jsonl(folder / "corpus.jsonl")
