@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
 from citewise.models import Answer, Caller, SearchRequest
 from citewise.retrieval import Retriever
 from citewise.synthesis.base import Synthesizer, unanswered
 
+Stage = Callable[[str], AbstractContextManager[object]]
 
-def answer_question(retriever: Retriever, synthesizer: Synthesizer, caller: Caller, request: SearchRequest) -> Answer:
-    """An answer citing only chunks the caller may read; with nothing above `min_score`, says so."""
-    hits = retriever.search(caller, request)
+
+def _untimed(_: str) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
+def answer_question(
+    retriever: Retriever, synthesizer: Synthesizer, caller: Caller, request: SearchRequest, *, stage: Stage = _untimed
+) -> Answer:
+    """An answer citing only chunks the caller may read; with nothing above `min_score`, says so.
+
+    `stage(name)` wraps the `retrieval` and `synthesis` steps, so a handler can time each one.
+    """
+    with stage("retrieval"):
+        hits = retriever.search(caller, request)
     if not hits:
         return unanswered()
-    return synthesizer.answer(request.query, hits)
+    with stage("synthesis"):
+        return synthesizer.answer(request.query, hits)

@@ -21,7 +21,7 @@ from citewise.errors import NotFoundError, ValidationError
 from citewise.ingestion import Ingestor, IngestResult, Outcome
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Frozen
-from citewise.tenancy import document_id
+from citewise.tenancy import document_id, validate_path
 
 KeyToLocation = Callable[[str], tuple[str, str]]
 
@@ -70,26 +70,25 @@ def _event(record: dict[str, Any]) -> S3Event:
 
 
 def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location: KeyToLocation) -> IngestResult | None:
-    """Index a created object, or remove a deleted one; None when there is nothing to do.
+    """Bring the document at the event's key up to the object's current state; None if nothing changed.
+
+    Every event, created or removed, is reconciled against what the bucket holds now: notifications
+    arrive late, twice and out of order, and a removed version may not be the current one (deleting an
+    old version of a versioned object leaves the document in place). So an existing object is ingested
+    (a no-op for a version already indexed) and a missing one is removed from the index and registry.
 
     Raises ValidationError for a key outside `tenants/{tenant_id}/`, and what `Ingestor.ingest` raises.
     """
     tenant_id, path = key_to_location(event.key)
     if path.endswith(SIDECAR_SUFFIX):
         # Metadata of a document changed (or went away): the document itself is what gets re-ingested.
-        return _ingest_current(ingestor, blobs, tenant_id, path.removesuffix(SIDECAR_SUFFIX))
-    if event.kind == "removed":
+        path = path.removesuffix(SIDECAR_SUFFIX)
+        validate_path(path)
+    try:
+        stored = blobs.get(tenant_id, path)
+    except NotFoundError:
         doc_id = document_id(tenant_id, path)
         existing = ingestor.registry.get(tenant_id, doc_id)
         ingestor.delete(tenant_id, doc_id)  # chunks go even if the record is already gone
         return IngestResult(Outcome.DELETED, existing) if existing is not None else None
-    return _ingest_current(ingestor, blobs, tenant_id, path)
-
-
-def _ingest_current(ingestor: Ingestor, blobs: BlobStore, tenant_id: str, path: str) -> IngestResult | None:
-    """Ingest the object as it is now; an object deleted since the event is left to its own event."""
-    try:
-        stored = blobs.get(tenant_id, path)
-    except NotFoundError:
-        return None
     return ingestor.ingest(stored.to_source())

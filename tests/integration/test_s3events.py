@@ -11,7 +11,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from citewise.blobstore.s3 import S3BlobStore, key_to_location
+from citewise.blobstore.base import key_to_location
+from citewise.blobstore.s3 import S3BlobStore
 from citewise.chunking import Chunker
 from citewise.errors import ValidationError
 from citewise.index.local import LocalIndex
@@ -103,3 +104,36 @@ def test_an_object_deleted_before_its_created_event_is_processed_is_skipped(pipe
     _, ingestor, blobs = pipeline
     [event] = parse_notification(notification("Created", "tenants/acme/gone.md"))
     assert apply(event, ingestor, blobs, key_to_location) is None
+
+
+def test_a_late_removed_event_for_a_recreated_object_keeps_the_document(pipeline: Any) -> None:
+    # Given an object deleted and uploaded again before the removal's notification is processed
+    s3, ingestor, blobs = pipeline
+    s3.put_object(Bucket=BUCKET, Key="tenants/acme/a.md", Body=b"Otters float.")
+    s3.delete_object(Bucket=BUCKET, Key="tenants/acme/a.md")
+    s3.put_object(Bucket=BUCKET, Key="tenants/acme/a.md", Body=b"Otters float on their backs.")
+    # When the removal arrives (after or before the creations)
+    result = apply(
+        parse_notification(notification("Removed", "tenants/acme/a.md"))[0], ingestor, blobs, key_to_location
+    )
+    # Then the current object is what the index holds
+    assert result is not None and result.outcome is Outcome.NEW
+    assert _found(ingestor, "acme", "backs") == ["a.md"]
+
+
+def test_a_removed_sidecar_reingests_its_document_without_the_metadata(pipeline: Any) -> None:
+    s3, ingestor, blobs = pipeline
+    s3.put_object(Bucket=BUCKET, Key="tenants/acme/a.md", Body=b"Otters float.")
+    sidecar = json.dumps({"metadataAttributes": {"team": "rivers"}}).encode()
+    s3.put_object(Bucket=BUCKET, Key="tenants/acme/a.md.metadata.json", Body=sidecar)
+    first = apply(parse_notification(notification("Created", "tenants/acme/a.md"))[0], ingestor, blobs, key_to_location)
+    assert first is not None and first.document.attributes.get("team") == "rivers"
+    s3.delete_object(Bucket=BUCKET, Key="tenants/acme/a.md.metadata.json")
+    result = apply(
+        parse_notification(notification("Removed", "tenants/acme/a.md.metadata.json"))[0],
+        ingestor,
+        blobs,
+        key_to_location,
+    )
+    assert result is not None and result.outcome is Outcome.MODIFIED
+    assert "team" not in result.document.attributes

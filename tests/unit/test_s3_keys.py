@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from citewise.blobstore.s3 import key_to_location, object_key, parse_key
+from citewise.blobstore.base import key_to_location, object_key, parse_key
 from citewise.errors import ValidationError
 from citewise.models import TENANT_ID_PATTERN
 

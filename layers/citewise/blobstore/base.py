@@ -18,10 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
+from urllib.parse import unquote_plus
 
 from citewise.errors import ValidationError
 from citewise.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS, parse_sidecar
 from citewise.models import AttributeValue, Frozen, Visibility
+from citewise.tenancy import validate_path, validate_tenant_id
 
 if TYPE_CHECKING:
     from citewise.ingestion import SourceObject
@@ -33,6 +35,8 @@ META_HEADER_PREFIX = "x-amz-meta-"
 MAX_USER_METADATA_BYTES = 2048
 """S3's limit on user metadata: the UTF-8 bytes of every key and value together."""
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+DEFAULT_PREFIX = "tenants/"
+"""Where objects live in the bucket (or the local folder): `tenants/{tenant_id}/{path}`."""
 
 # S3 lower-cases metadata keys and sends them as HTTP headers: lower-case header-safe names only.
 _METADATA_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
@@ -242,3 +246,26 @@ def _header_value(key: str, value: str) -> str:
     if not _PRINTABLE_ASCII_RE.fullmatch(value):
         raise ValidationError(f"metadata '{key}' must be printable ASCII", details={"field": "metadata", "key": key})
     return value
+
+
+def object_key(tenant_id: str, path: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The key of `path` in `tenant_id`'s prefix, refusing ids and paths that could escape it."""
+    return f"{prefix}{validate_tenant_id(tenant_id)}/{validate_path(path)}"
+
+
+def parse_key(key: str, prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
+    """(tenant_id, path) of a raw object key, or ValidationError if the key is outside the layout."""
+    tenant_id, separator, path = key.removeprefix(prefix).partition("/")
+    if not key.startswith(prefix) or not separator:
+        raise ValidationError(
+            f"object key is outside the {prefix}{{tenant_id}}/{{path}} layout", details={"field": "key"}
+        )
+    return validate_tenant_id(tenant_id), validate_path(path)
+
+
+def key_to_location(event_key: str, prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
+    """(tenant_id, path) of a key from an S3 event notification, which S3 URL-encodes (`+` for space).
+
+    Only for notification keys: a raw key containing `+` or `%` would be decoded wrongly (`parse_key`).
+    """
+    return parse_key(unquote_plus(event_key), prefix)

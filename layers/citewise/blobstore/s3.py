@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import unquote_plus
 
 import boto3
 from botocore.config import Config
@@ -36,9 +35,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise import aws
 from citewise.blobstore.base import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_PREFIX,
     PresignedUpload,
     StoredObject,
     is_sidecar,
+    key_to_location,
+    object_key,
     object_metadata,
     stored_object,
     upload_headers,
@@ -47,9 +49,8 @@ from citewise.blobstore.base import (
 from citewise.errors import CitewiseError, NotFoundError, PayloadTooLargeError, ValidationError
 from citewise.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX
 from citewise.models import Visibility
-from citewise.tenancy import document_id, validate_path, validate_tenant_id
+from citewise.tenancy import document_id
 
-DEFAULT_PREFIX = "tenants/"
 MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
 
@@ -58,29 +59,6 @@ def s3_client(region: str | None = None) -> Any:
     """An S3 client with the shared retry config that presigns SigV4, virtual-hosted URLs."""
     config = aws.client_config().merge(Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
     return boto3.client("s3", region_name=region, config=config)
-
-
-def object_key(tenant_id: str, path: str, prefix: str = DEFAULT_PREFIX) -> str:
-    """The key of `path` in `tenant_id`'s prefix, refusing ids and paths that could escape it."""
-    return f"{prefix}{validate_tenant_id(tenant_id)}/{validate_path(path)}"
-
-
-def parse_key(key: str, prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
-    """(tenant_id, path) of a raw object key, or ValidationError if the key is outside the layout."""
-    tenant_id, separator, path = key.removeprefix(prefix).partition("/")
-    if not key.startswith(prefix) or not separator:
-        raise ValidationError(
-            f"object key is outside the {prefix}{{tenant_id}}/{{path}} layout", details={"field": "key"}
-        )
-    return validate_tenant_id(tenant_id), validate_path(path)
-
-
-def key_to_location(event_key: str, prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
-    """(tenant_id, path) of a key from an S3 event notification, which S3 URL-encodes (`+` for space).
-
-    Only for notification keys: a raw key containing `+` or `%` would be decoded wrongly (`parse_key`).
-    """
-    return parse_key(unquote_plus(event_key), prefix)
 
 
 class S3BlobStore:

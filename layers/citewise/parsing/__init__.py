@@ -25,7 +25,7 @@ from citewise.parsing.markdown import parse_markdown
 from citewise.parsing.pdf import parse_pdf
 from citewise.parsing.plaintext import parse_plaintext
 
-__all__ = ["SEPARATOR", "SUPPORTED_CONTENT_TYPES", "SUPPORTED_EXTENSIONS", "parse"]
+__all__ = ["SEPARATOR", "SUPPORTED_CONTENT_TYPES", "SUPPORTED_EXTENSIONS", "check_supported", "parse"]
 
 _Format = Literal["txt", "md", "html", "pdf", "docx"]
 
@@ -77,6 +77,11 @@ def parse(data: bytes, filename: str, content_type: str | None = None, *, max_pa
     if document_format == "pdf":
         return parse_pdf(data, filename, max_pages=max_pages)
     return parse_docx(data, filename)
+
+
+def check_supported(filename: str, content_type: str | None) -> None:
+    """Raise UnsupportedMediaTypeError now for a file `parse` would refuse later (an upload request)."""
+    _detect_format(filename, content_type)
 
 
 def _detect_format(filename: str, content_type: str | None) -> _Format:

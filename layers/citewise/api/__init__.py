@@ -1,0 +1,1 @@
+"""The v1 REST API: routes, identity, error bodies and observability shared by the Lambda handlers."""

@@ -1,0 +1,36 @@
+"""The Caller of an API request, from what API Gateway's authorizer verified; never from the body.
+
+Cognito mode: the user pool authorizer has checked the JWT and passes its claims in
+`requestContext.authorizer.claims`. IAM mode: API Gateway has checked the SigV4 signature and passes the
+principal in `requestContext.identity.userArn`, which the configured map turns into a tenant.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+from citewise.config import ApiSettings
+from citewise.factory import Services
+from citewise.models import Caller
+from citewise.observability import logger
+from citewise.tenancy import caller_from_claims, caller_from_iam
+
+
+def caller_from_event(event: APIGatewayProxyEvent, settings: ApiSettings) -> Caller:
+    """The authenticated Caller; UnauthorizedError without an identity, ForbiddenError without a tenant."""
+    context = event.request_context
+    if settings.auth_mode == "iam":
+        return caller_from_iam(context.identity.user_arn, settings.tenant_map)
+    return caller_from_claims(context.authorizer.claims or {}, tenant_claim=settings.tenant_claim)
+
+
+def request_scope(app: APIGatewayRestResolver) -> tuple[Services, Caller]:
+    """The services the handler put in the resolver's context, and the current request's Caller.
+
+    The tenant joins every later log line of the request (the handler clears it between requests).
+    """
+    services: Services = app.context["services"]
+    caller = caller_from_event(app.current_event, app.context["settings"])
+    logger.append_keys(tenant_id=caller.tenant_id)
+    return services, caller

@@ -1,0 +1,63 @@
+"""POST /v1/query and POST /v1/search: the routes of the query function."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.metrics import MetricUnit
+
+from citewise.answering import answer_question
+from citewise.api.app import SECURED, request_id, responses
+from citewise.api.identity import request_scope
+from citewise.api.schemas import QueryResponse, SearchResponse
+from citewise.models import SearchRequest
+from citewise.observability import metrics, timed
+
+_RESPONSES = responses(400, 401, 403, 415, 429, 502)
+
+
+def add_query_routes(app: APIGatewayRestResolver) -> None:
+    """Register the query function's routes on `app`."""
+
+    @app.post(
+        "/v1/query",
+        summary="Answer a question with citations",
+        description=(
+            "Retrieves chunks inside your access (your tenant's shared documents and your own private "
+            "ones), then answers with inline [n] markers; citation n quotes source n verbatim. `grounded` is "
+            "false when nothing relevant enough was found. Unknown fields are rejected."
+        ),
+        tags=["query"],
+        security=SECURED,
+        responses=_RESPONSES,
+    )
+    def query(request: SearchRequest) -> QueryResponse:
+        services, caller = request_scope(app)
+        with timed("QueryLatency"):
+            answer = answer_question(
+                services.retriever,
+                services.synthesizer,
+                caller,
+                request,
+                stage=lambda name: timed(f"{name.title()}Latency"),
+            )
+        for key, metric in (("input_tokens", "InputTokens"), ("output_tokens", "OutputTokens")):
+            if answer.usage and key in answer.usage:
+                metrics.add_metric(name=metric, unit=MetricUnit.Count, value=answer.usage[key])
+        return QueryResponse.model_validate({**answer.model_dump(), "request_id": request_id(app)})
+
+    @app.post(
+        "/v1/search",
+        summary="Rank chunks for a query (retrieval only)",
+        description=(
+            "The same request as /v1/query; returns the ranked chunks with the fused score and the separate "
+            "vector and keyword scores, and each chunk's document metadata."
+        ),
+        tags=["query"],
+        security=SECURED,
+        responses=_RESPONSES,
+    )
+    def search(request: SearchRequest) -> SearchResponse:
+        services, caller = request_scope(app)
+        with timed("RetrievalLatency"):
+            hits = services.retriever.search(caller, request)
+        return SearchResponse(hits=hits, request_id=request_id(app))

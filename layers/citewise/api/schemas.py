@@ -1,0 +1,44 @@
+"""Response bodies of the v1 API that are not library models already (the OpenAPI document shows them)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from citewise.models import Answer, Frozen, SearchHit
+
+
+class QueryResponse(Answer):
+    """An answer with its citations, plus the id that ties it to the logs."""
+
+    request_id: str
+
+
+class SearchResponse(Frozen):
+    """Ranked chunks, best first."""
+
+    hits: list[SearchHit]
+    request_id: str
+
+
+class Health(Frozen):
+    """Liveness of the API function (it does not call the backends)."""
+
+    status: Literal["ok"] = "ok"
+    version: str
+
+
+class ErrorDetail(Frozen):
+    """One error: `code` is stable and meant for programs, `message` for people."""
+
+    code: str = Field(examples=["VALIDATION_ERROR"])
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    request_id: str
+
+
+class ErrorResponse(Frozen):
+    """The body of every error response."""
+
+    error: ErrorDetail

@@ -1,0 +1,106 @@
+"""The Lambda entry points, built once per cold start: settings, services, and the Powertools stack.
+
+Each `functions/<name>/handler.py` is one line that calls a factory here, so the decorator order
+(logger with the correlation id, metrics, tracer) and the error handling exist once for every function.
+Settings are validated when the module loads: a misconfigured function fails its cold start with a
+message naming the variable, instead of failing every request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from citewise.api.app import build_resolver
+from citewise.blobstore.base import key_to_location
+from citewise.config import ApiSettings, Settings, load_settings
+from citewise.errors import ValidationError
+from citewise.factory import build_services
+from citewise.ingestion import IngestResult, Outcome
+from citewise.observability import logger, metrics, timed, tracer
+from citewise.s3events import apply, parse_notification
+
+LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+def api_handler(*route_sets: Callable[[APIGatewayRestResolver], None]) -> LambdaHandler:
+    """The handler of an API function serving the routes that `route_sets` add."""
+    settings = load_settings(ApiSettings)
+    services = build_services(settings)
+    app = build_resolver(*route_sets)
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+    @metrics.log_metrics(capture_cold_start_metric=True)
+    @tracer.capture_lambda_handler(capture_response=False)
+    def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        app.context.update(services=services, settings=settings)
+        return app.resolve(event, context)
+
+    return cast(LambdaHandler, lambda_handler)
+
+
+def ingest_handler() -> LambdaHandler:
+    """The handler of the ingest function: SQS batches of S3 notifications, with partial failures.
+
+    A record fails (and SQS redelivers it, then moves it to the DLQ) when ingestion raised a transient
+    error; the document already shows FAILED with the reason by then. Keys outside `tenants/{id}/` are
+    logged and dropped: retrying cannot make them valid, and they must never be indexed.
+    """
+    services = build_services(load_settings(Settings))
+    processor = BatchProcessor(event_type=EventType.SQS)
+
+    def record_handler(record: SQSRecord) -> None:
+        for event in parse_notification(record.body):
+            try:
+                with timed("IngestLatency"):
+                    result = apply(event, services.ingestor, services.blobs, key_to_location)
+            except ValidationError as exc:
+                logger.warning(
+                    "object key rejected", extra={"bucket": event.bucket, "key": event.key, "reason": exc.message}
+                )
+                metrics.add_metric(name="IngestRejected", unit=MetricUnit.Count, value=1)
+                continue
+            except Exception:
+                metrics.add_metric(name="IngestFailures", unit=MetricUnit.Count, value=1)
+                raise
+            if result is not None:
+                _record_outcome(result)
+
+    @logger.inject_lambda_context(clear_state=True)
+    @metrics.log_metrics(capture_cold_start_metric=True)
+    @tracer.capture_lambda_handler(capture_response=False)
+    def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return dict(
+            process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+        )
+
+    return cast(LambdaHandler, lambda_handler)
+
+
+def _record_outcome(result: IngestResult) -> None:
+    document = result.document
+    logger.info(
+        "document ingested",
+        extra={
+            "tenant_id": document.tenant_id,
+            "doc_id": document.doc_id,
+            "outcome": result.outcome.value,
+            "chunks": document.chunk_count,
+            "embedded": result.embedded,
+            "reused": result.reused,
+            "error": document.error,
+        },
+    )
+    if result.outcome is Outcome.FAILED:
+        metrics.add_metric(name="IngestFailures", unit=MetricUnit.Count, value=1)
+    elif result.outcome in (Outcome.NEW, Outcome.MODIFIED):
+        metrics.add_metric(name="DocumentsIndexed", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name="ChunksIndexed", unit=MetricUnit.Count, value=document.chunk_count)
+        metrics.add_metric(name="ChunksEmbedded", unit=MetricUnit.Count, value=result.embedded)
