@@ -7,10 +7,11 @@ misconfiguration fails at start with a message naming the variable.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
+from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.errors import ValidationError
@@ -20,6 +21,7 @@ EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-m
 SynthesizerName = Literal["extractive", "bedrock"]
 SearchMode = Literal["hybrid", "bm25", "vector"]
 OpenSearchService = Literal["es", "aoss"]
+AuthMode = Literal["cognito", "iam"]
 # What the AWS backend cannot run without, by field.
 _AWS_REQUIRED = ("opensearch_endpoint", "registry_table", "documents_bucket")
 
@@ -44,6 +46,10 @@ class Settings(BaseSettings):
     vector_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of vector ranks in the fusion.")
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
+    public_url: str = Field(
+        default="http://127.0.0.1:8080",
+        description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
+    )
     # --- AWS -------------------------------------------------------------------------------------
     aws_region: str | None = Field(default=None, description="Region of every AWS client; None: the environment's.")
     opensearch_endpoint: str | None = None
@@ -57,6 +63,17 @@ class Settings(BaseSettings):
     generation_temperature: float = Field(default=0.0, ge=0.0, le=1.0)
     guardrail_id: str | None = None
     guardrail_version: str | None = None
+    upload_url_ttl: int = Field(default=900, ge=60, le=7 * 24 * 3600, description="Lifetime of upload URLs (s).")
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_base_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError("must be an http(s) URL such as http://127.0.0.1:8080")
+        if value.endswith("/"):
+            raise ValueError("must not end with '/'")
+        return value
 
     @model_validator(mode="after")
     def _overlap_below_budget(self) -> Settings:
@@ -80,10 +97,23 @@ class Settings(BaseSettings):
         return self.home.expanduser()
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Settings from the environment (and explicit overrides); a bad value names its variable."""
+class ApiSettings(Settings):
+    """What the API functions need beyond the pipeline: how an identity maps to a tenant."""
+
+    auth_mode: AuthMode = Field(default="cognito", description="`cognito` (JWT claims) or `iam` (SigV4 principal).")
+    tenant_claim: str = Field(default="custom:tenant_id", description="The Cognito claim that names the tenant.")
+    tenant_map: dict[str, str] = Field(
+        default_factory=dict, description="IAM mode: principal (or role) ARN -> tenant id, as a JSON object."
+    )
+
+
+S = TypeVar("S", bound=Settings)
+
+
+def load_settings(kind: type[S] = Settings, **overrides: object) -> S:  # type: ignore[assignment]
+    """Settings of `kind` from the environment (and explicit overrides); a bad value names its variable."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return kind(**overrides)  # type: ignore[arg-type]
     except pydantic.ValidationError as exc:
         problems = "; ".join(
             (f"CITEWISE_{str(err['loc'][0]).upper()}: " if err["loc"] else "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from citewise.blobstore.base import BlobStore
 from citewise.chunking import Chunker
@@ -22,6 +23,9 @@ from citewise.registry.base import DocumentRegistry
 from citewise.retrieval import Retriever
 from citewise.synthesis.base import Synthesizer
 from citewise.synthesis.extractive import ExtractiveSynthesizer
+
+if TYPE_CHECKING:
+    from citewise.blobstore.local import LocalBlobStore
 
 
 @dataclass(frozen=True)
@@ -89,16 +93,38 @@ def _stores(settings: Settings) -> tuple[VectorIndex, DocumentRegistry, BlobStor
         client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
         index = OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
         registry = DynamoRegistry(table, client=aws.client("dynamodb", region=settings.aws_region))
-        blobs = S3BlobStore(bucket, client=s3_client(settings.aws_region), max_bytes=settings.max_document_bytes)
+        blobs = S3BlobStore(
+            bucket,
+            client=s3_client(settings.aws_region),
+            max_bytes=settings.max_document_bytes,
+            url_ttl=settings.upload_url_ttl,
+        )
         return index, registry, blobs, []
-    from citewise.blobstore.local import LocalBlobStore
     from citewise.index.local import LocalIndex
     from citewise.registry.local import LocalRegistry
 
     local_index = LocalIndex(settings.home_dir / "index.db")
     local_registry = LocalRegistry(settings.home_dir / "registry.db")
-    local_blobs = LocalBlobStore(settings.home_dir / "blobs", max_bytes=settings.max_document_bytes)
+    local_blobs = local_blob_store(settings)
     return local_index, local_registry, local_blobs, [local_index.close, local_registry.close]
+
+
+def local_blob_store(settings: Settings) -> LocalBlobStore:
+    """The local blob store of `settings.home`, shared by the handlers and `citewise serve`.
+
+    Its upload URLs point at `settings.public_url` and are signed with the home's persistent upload
+    key, so a URL the documents handler issues is redeemable by the server, even after a restart.
+    """
+    from citewise.blobstore.local import LocalBlobStore
+    from citewise.localauth import local_key
+
+    return LocalBlobStore(
+        settings.home_dir / "blobs",
+        max_bytes=settings.max_document_bytes,
+        url_ttl=settings.upload_url_ttl,
+        base_url=settings.public_url,
+        secret=local_key(settings.home_dir, "uploads"),
+    )
 
 
 def build_services(settings: Settings) -> Services:

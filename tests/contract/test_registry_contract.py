@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import random
+import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,7 +30,7 @@ from citewise.registry.dynamodb import (
     normalise_sequencer,
     update_request,
 )
-from citewise.registry.local import LocalRegistry
+from citewise.registry.local import SCHEMA_VERSION, LocalRegistry
 from citewise.tenancy import document_id
 
 TABLE = "citewise-documents"
@@ -47,12 +48,13 @@ def make_document(
     status: DocumentStatus = DocumentStatus.PENDING,
     version: str = "v1",
     updated_at: datetime = T0,
+    source: str = "test",
 ) -> Document:
     return Document(
         tenant_id=tenant_id,
         doc_id=document_id(tenant_id, path),
         path=path,
-        source="test",
+        source=source,
         owner=owner,
         visibility=visibility,
         status=status,
@@ -216,10 +218,187 @@ def test_tenants_are_isolated(registry: DocumentRegistry) -> None:
     assert registry.get("beta", beta.doc_id) == beta
 
 
+def test_source_filter_matches_exactly(registry: DocumentRegistry) -> None:
+    # Given documents from three sources, one of whose names is a prefix of another's
+    for path, source in [("a.md", "s3"), ("b.md", "local"), ("c.md", "s3"), ("d.md", "s3-archive"), ("e.md", "eval")]:
+        register(registry, make_document("acme", path, source=source))
+    # Then each source lists exactly its own documents, a prefix of a name matches nothing
+    assert [d.path for d in registry.list("acme", source="s3").items] == ["a.md", "c.md"]
+    assert [d.path for d in registry.list("acme", source="local").items] == ["b.md"]
+    assert [d.source for d in registry.list("acme", source="s3-archive").items] == ["s3-archive"]
+    assert registry.list("acme", source="s").items == []
+    assert registry.list("acme", source="S3").items == []
+    # And no source filter lists all of them
+    assert len(registry.list("acme", source=None).items) == 5
+
+
+def test_source_filter_stays_inside_the_tenant(registry: DocumentRegistry) -> None:
+    register(registry, make_document("acme", "a.md", source="s3"))
+    register(registry, make_document("beta", "b.md", owner="bea", source="s3"))
+    assert [(d.tenant_id, d.path) for d in registry.list("beta", source="s3").items] == [("beta", "b.md")]
+
+
+def test_source_combined_with_status_prefix_visibility_and_paging(registry: DocumentRegistry) -> None:
+    # Given 90 documents over two folders, three sources, two statuses, and private ones of bob's and dave's
+    documents = []
+    for n in range(90):
+        private = n % 4 == 1
+        documents.append(
+            register(
+                registry,
+                make_document(
+                    "acme",
+                    f"{'reports' if n % 5 else 'wiki'}/{n:03d}.md",
+                    owner=("bob" if n % 8 == 1 else "dave") if private else "alice",
+                    visibility=Visibility.PRIVATE if private else Visibility.SHARED,
+                    status=DocumentStatus.INDEXED if n % 2 else DocumentStatus.FAILED,
+                    source=("s3", "local", "eval")[n % 3],
+                ),
+            )
+        )
+    # When carol lists the indexed s3 documents under reports/, 2 at a time
+    pages = all_pages(
+        registry,
+        "acme",
+        visible_to="carol",
+        status=DocumentStatus.INDEXED,
+        source="s3",
+        path_prefix="reports/",
+        limit=2,
+    )
+    # Then the pages hold exactly the documents matching every filter, in path order, each once
+    expected = [
+        d.path
+        for d in documents
+        if d.source == "s3"
+        and d.status is DocumentStatus.INDEXED
+        and d.path.startswith("reports/")
+        and d.visibility is Visibility.SHARED
+    ]
+    assert len(expected) == 6
+    assert [d.path for page in pages for d in page] == sorted(expected)
+    assert [len(page) for page in pages] == [2, 2, 2]
+    # And bob's s3 listing adds his own private documents, never dave's
+    bobs = [d.path for page in all_pages(registry, "acme", visible_to="bob", source="s3", limit=3) for d in page]
+    visible = [d for d in documents if d.visibility is Visibility.SHARED or d.owner == "bob"]
+    assert bobs == sorted(d.path for d in visible if d.source == "s3")
+    assert any(d.owner == "bob" for d in visible if d.source == "s3")
+
+
+def test_a_rare_source_pages_through_many_other_documents(registry: DocumentRegistry) -> None:
+    # Given 120 local documents and, scattered among them, 5 from s3
+    rare = {7, 31, 64, 65, 119}
+    for n in range(120):
+        registry.put(make_document("acme", f"docs/{n:03d}.md", source="s3" if n in rare else "local"))
+    # When listing the s3 ones one at a time
+    pages = all_pages(registry, "acme", source="s3", limit=1)
+    # Then each page holds the next one, and the last page ends the listing
+    assert [[d.path for d in page] for page in pages] == [[f"docs/{n:03d}.md"] for n in sorted(rare)]
+
+
+def test_a_document_moving_to_another_source_is_listed_under_the_new_one(registry: DocumentRegistry) -> None:
+    register(registry, make_document("acme", "a.md", source="local"))
+    registry.put(make_document("acme", "a.md", source="s3", version="v2", updated_at=T0 + timedelta(minutes=1)))
+    assert registry.list("acme", source="local").items == []
+    assert [d.version for d in registry.list("acme", source="s3").items] == ["v2"]
+
+
 @pytest.mark.parametrize("limit", [0, 1001])
 def test_limit_is_bounded(registry: DocumentRegistry, limit: int) -> None:
     with pytest.raises(ValidationError):
         registry.list("acme", limit=limit)
+
+
+# --- local: schema migration --------------------------------------------------------------------------
+
+# The schema of registry.db files created before `source` had a column (and before schema versions).
+_UNVERSIONED_SCHEMA = """
+CREATE TABLE documents (
+    tenant_id TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    visibility TEXT NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, doc_id)
+);
+CREATE INDEX documents_by_path ON documents (tenant_id, path);
+"""
+
+
+def old_registry_file(path: Path, documents: list[Document]) -> Path:
+    """A registry.db as the version without the `source` column wrote it."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_UNVERSIONED_SCHEMA)
+        conn.executemany(
+            "INSERT INTO documents (tenant_id, doc_id, path, owner, visibility, status, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (d.tenant_id, d.doc_id, d.path, d.owner, d.visibility.value, d.status.value, d.model_dump_json())
+                for d in documents
+            ],
+        )
+    conn.close()
+    return path
+
+
+def test_an_old_local_registry_is_migrated_and_filters_by_source(tmp_path: Path) -> None:
+    # Given a registry.db written before `source` had a column
+    old = [
+        make_document("acme", "a.md", source="local", status=DocumentStatus.INDEXED),
+        make_document("acme", "b.md", source="s3"),
+        make_document("beta", "c.md", source="local", owner="bea"),
+    ]
+    path = old_registry_file(tmp_path / "registry.db", old)
+    # When the current registry opens it
+    registry = LocalRegistry(path)
+    try:
+        # Then its records read back unchanged and filter by the source in their bodies
+        assert registry.get("acme", old[0].doc_id) == old[0]
+        assert [d.path for d in registry.list("acme", source="local").items] == ["a.md"]
+        assert [d.path for d in registry.list("acme", source="s3").items] == ["b.md"]
+        assert [d.path for d in registry.list("beta", source="local").items] == ["c.md"]
+        # And new writes land in the migrated table
+        registry.put(make_document("acme", "d.md", source="s3"))
+        assert [d.path for d in registry.list("acme", source="s3").items] == ["b.md", "d.md"]
+    finally:
+        registry.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert "source" in {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+    conn.close()
+    # And opening it again (already migrated) changes nothing
+    reopened = LocalRegistry(path)
+    try:
+        assert [d.path for d in reopened.list("acme", source="s3").items] == ["b.md", "d.md"]
+        assert len(reopened.list("acme").items) == 3
+    finally:
+        reopened.close()
+
+
+def test_a_failed_migration_leaves_the_old_file_as_it_was(tmp_path: Path) -> None:
+    # Given an old registry.db with a row whose body is not a document
+    path = old_registry_file(tmp_path / "registry.db", [make_document("acme", "a.md")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO documents VALUES ('acme', 'x', 'x.md', 'alice', 'shared', 'PENDING', 'not json')")
+    conn.close()
+    # When the migration fails on it
+    with pytest.raises(sqlite3.Error):
+        LocalRegistry(path)
+    # Then the file keeps its old schema and version, so nothing is half-migrated
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (0,)
+        assert "source" not in {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+        assert conn.execute("SELECT count(*) FROM documents").fetchone() == (2,)
+    conn.close()
+
+
+def test_a_new_local_registry_starts_at_the_current_schema(tmp_path: Path) -> None:
+    LocalRegistry(tmp_path / "registry.db").close()
+    with sqlite3.connect(tmp_path / "registry.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    conn.close()
 
 
 # --- DynamoDB: ordered writes -------------------------------------------------------------------------
@@ -352,6 +531,54 @@ def test_a_cursor_outside_the_prefix_is_refused(two_tenants: DynamoRegistry) -> 
     page = two_tenants.list("acme", limit=3)
     with pytest.raises(ValidationError):
         two_tenants.list("acme", limit=3, cursor=page.next_cursor, path_prefix="wiki/")
+
+
+# --- DynamoDB: the source attribute -------------------------------------------------------------------
+
+
+def _raw_item(dynamo: DynamoRegistry, document: Document) -> dict[str, object]:
+    key = {"tenant_id": {"S": document.tenant_id}, "doc_id": {"S": document.doc_id}}
+    item: dict[str, object] = boto3.client("dynamodb").get_item(TableName=dynamo.table_name, Key=key)["Item"]
+    return item
+
+
+def forget_source_attribute(dynamo: DynamoRegistry, document: Document) -> None:
+    """Make the stored item look like one written before `source` was an attribute (body only)."""
+    boto3.client("dynamodb").update_item(
+        TableName=dynamo.table_name,
+        Key={"tenant_id": {"S": document.tenant_id}, "doc_id": {"S": document.doc_id}},
+        UpdateExpression="REMOVE #source",
+        ExpressionAttributeNames={"#source": "source"},
+    )
+
+
+def test_source_is_stored_as_a_top_level_attribute(dynamo: DynamoRegistry) -> None:
+    document = register(dynamo, make_document("acme", "a.md", source="s3", status=DocumentStatus.INDEXED))
+    assert _raw_item(dynamo, document)["source"] == {"S": "s3"}
+
+
+def test_items_written_before_the_source_attribute_still_filter_right(dynamo: DynamoRegistry) -> None:
+    # Given old items (no `source` attribute, the source only in the body) among new ones
+    old_s3 = [register(dynamo, make_document("acme", f"{n}-old.md", source="s3")) for n in range(4)]
+    old_local = [register(dynamo, make_document("acme", f"{n}-old-local.md", source="local")) for n in range(4)]
+    for document in old_s3 + old_local:
+        forget_source_attribute(dynamo, document)
+        assert "source" not in _raw_item(dynamo, document)
+    new_s3 = [register(dynamo, make_document("acme", f"{n}-new.md", source="s3")) for n in range(4)]
+    # When listing by source, one at a time and all at once
+    paged = [d.path for page in all_pages(dynamo, "acme", source="s3", limit=1) for d in page]
+    # Then old items count by their body's source: none lost, none listed under the wrong source
+    assert paged == sorted(d.path for d in old_s3 + new_s3)
+    assert [d.path for d in dynamo.list("acme", source="local").items] == sorted(d.path for d in old_local)
+    assert dynamo.list("acme", source="eval").items == []
+    # And the next write of an old item stores the attribute
+    dynamo.put(old_local[0].model_copy(update={"version": "v2", "updated_at": T0 + timedelta(minutes=1)}))
+    assert _raw_item(dynamo, old_local[0])["source"] == {"S": "local"}
+
+
+def test_a_cursor_with_a_source_filter_stays_in_its_tenant(two_tenants: DynamoRegistry) -> None:
+    with pytest.raises(ValidationError):
+        two_tenants.list("acme", source="test", limit=3, cursor=encode_cursor(make_document("beta", "reports/1.md")))
 
 
 # --- DynamoDB: errors ---------------------------------------------------------------------------------

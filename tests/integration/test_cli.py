@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -10,7 +11,10 @@ from typing import Any
 import pytest
 
 from citewise.cli import main
+from citewise.config import Settings
+from citewise.factory import build_services
 from tests.builders import make_blank_pdf, make_pdf
+from tests.factories import source
 
 REPO = Path(__file__).parents[2]
 
@@ -54,6 +58,36 @@ def test_ingest_reports_new_unchanged_modified_and_deleted(cli: Any, tmp_path: P
     assert [third[k] for k in counts] == [1, 0, 1, 0, 1, 0, 1]
     listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
     assert [d["path"] for d in listing["items"]] == ["docs/a.md"]
+
+
+def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
+    # Given two files ingested by the CLI (source `local`), and two from S3 (one empty, so it fails)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Aardvarks eat ants.")
+    (docs / "b.md").write_text("Badgers dig.")
+    assert cli("ingest", str(docs), "--tenant", "acme")[0] == 0
+    services = build_services(Settings(home=tmp_path / "home", embedder="hashing"))
+    try:
+        for path, data in (("uploads/c.md", b"Cormorants dive."), ("uploads/empty.md", b"")):
+            services.ingestor.ingest(dataclasses.replace(source("acme", path, data), source="s3"))
+    finally:
+        services.close()
+
+    def listed(*options: str) -> list[str]:
+        status, out, _ = cli("docs", "list", "--tenant", "acme", "--json", *options)
+        assert status == 0
+        return [d["path"] for d in _json(out)["items"]]
+
+    # Then --source keeps that source's documents only, alone and with the other filters
+    assert listed() == ["docs/a.md", "docs/b.md", "uploads/c.md", "uploads/empty.md"]
+    assert listed("--source", "s3") == ["uploads/c.md", "uploads/empty.md"]
+    assert listed("--source", "local") == ["docs/a.md", "docs/b.md"]
+    assert listed("--source", "local", "--prefix", "docs/b") == ["docs/b.md"]
+    assert listed("--source", "s3", "--status", "INDEXED") == ["uploads/c.md"]
+    assert listed("--source", "s3", "--status", "FAILED") == ["uploads/empty.md"]
+    assert listed("--source", "local", "--status", "FAILED") == []
+    assert listed("--source", "nowhere") == []
 
 
 def test_bad_inputs_fail_one_by_one_and_the_rest_is_indexed(cli: Any, tmp_path: Path) -> None:

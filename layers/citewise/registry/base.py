@@ -35,9 +35,15 @@ class DocumentRegistry(Protocol):
         *,
         visible_to: str | None = None,
         status: DocumentStatus | None = None,
+        source: str | None = None,
         path_prefix: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> DocumentPage:
-        """Records of a tenant ordered by path; `visible_to` keeps shared ones and that user's own."""
+        """Records of a tenant ordered by path; `visible_to` keeps shared ones and that user's own.
+
+        The filters are ANDed. `status` and `source` match exactly (`source` is `Document.source`, e.g.
+        `local` or `s3`; None lists every source), `path_prefix` matches path prefixes. Pass the same
+        filters with a page's `cursor` to get the next one.
+        """
         ...

@@ -8,7 +8,9 @@ read (the pipeline's idempotency check must see its own last write).
 
 Attributes of an item:
 - `path` (S): the document path, the sort key of the `by_path` GSI.
-- `owner`, `visibility`, `status` (S): what listings filter on.
+- `owner`, `visibility`, `status`, `source` (S): what listings filter on. Items written before `source`
+  became an attribute lack it until their next write; the source filter lets them through and the
+  listing checks their body instead, so old items are neither lost nor wrongly listed.
 - `version` (S): the object version the record describes; a terminal status must name the pending one.
 - `updated_us` (N): `updated_at` in microseconds since the epoch, the ordering key of `put`.
 - `sequencer` (S): the highest S3 event sequencer written (upper-case hex, right-padded with zeros to
@@ -18,13 +20,13 @@ Attributes of an item:
   the local registry) instead of a second attribute-by-attribute mapping that could drift from it.
 
 GSI `by_path`: partition key `tenant_id`, sort key `path`, projection ALL (filters need `status`,
-`owner` and `visibility`; listings need `body`). A GSI rather than an LSI: an LSI would make listings
-strongly consistent but caps a tenant's item collection at 10 GB and stops DynamoDB from splitting a
-busy tenant's partition; listings may lag a write by a moment, `get` never does.
+`source`, `owner` and `visibility`; listings need `body`). A GSI rather than an LSI: an LSI would make
+listings strongly consistent but caps a tenant's item collection at 10 GB and stops DynamoDB from
+splitting a busy tenant's partition; listings may lag a write by a moment, `get` never does.
 
-Listing pages through the GSI with `begins_with(path, prefix)` in the key condition and the status and
-visibility filters in a FilterExpression. DynamoDB's `Limit` counts items before filtering, so one
-page may take several queries; the cursor is built from the last item *returned* (not DynamoDB's
+Listing pages through the GSI with `begins_with(path, prefix)` in the key condition and the status,
+source and visibility filters in a FilterExpression. DynamoDB's `Limit` counts items before filtering, so
+one page may take several queries; the cursor is built from the last item *returned* (not DynamoDB's
 LastEvaluatedKey, which may lie beyond items read but not returned) as base64url JSON of that
 ExclusiveStartKey, and is checked on input: it must decode, name the caller's tenant and lie inside
 the requested prefix, else ValidationError.
@@ -93,6 +95,7 @@ _NAMES: Final = {
     "#owner": "owner",
     "#visibility": "visibility",
     "#status": "status",
+    "#source": "source",
     "#version": "version",
     "#updated": "updated_us",
     "#sequencer": "sequencer",
@@ -151,6 +154,7 @@ class DynamoRegistry:
         *,
         visible_to: str | None = None,
         status: DocumentStatus | None = None,
+        source: str | None = None,
         path_prefix: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
@@ -162,23 +166,25 @@ class DynamoRegistry:
             tenant_id,
             visible_to=visible_to,
             status=status,
+            source=source,
             path_prefix=path_prefix or None,
             limit=limit,
         )
         if cursor is not None:
             request["ExclusiveStartKey"] = decode_cursor(cursor, tenant_id, path_prefix or None)
-        items: list[dict[str, Any]] = []
+        documents: list[Document] = []
         # Filters apply after `Limit`, so keep reading until one item beyond the page shows there is more.
         while True:
             response = self._call("Query", self._client.query, **request)
-            items.extend(response.get("Items", []))
+            found = (_document(item) for item in response.get("Items", []))
+            # Items written before `source` was an attribute pass the filter; their body decides.
+            documents.extend(d for d in found if source is None or d.source == source)
             last_key = response.get("LastEvaluatedKey")
-            if len(items) > limit or last_key is None:
+            if len(documents) > limit or last_key is None:
                 break
             request["ExclusiveStartKey"] = last_key
-        documents = [_document(item) for item in items[:limit]]
-        next_cursor = encode_cursor(documents[-1]) if len(items) > limit else None
-        return DocumentPage(items=documents, next_cursor=next_cursor)
+        next_cursor = encode_cursor(documents[limit - 1]) if len(documents) > limit else None
+        return DocumentPage(items=documents[:limit], next_cursor=next_cursor)
 
     def _write(self, document: Document, sequencer: str | None) -> None:
         if len(document.path.encode()) > MAX_PATH_BYTES:
@@ -215,11 +221,12 @@ def update_request(table_name: str, document: Document, sequencer: str | None) -
         ":owner": {"S": document.owner},
         ":visibility": {"S": document.visibility.value},
         ":status": {"S": document.status.value},
+        ":source": {"S": document.source},
         ":version": {"S": document.version},
         ":updated": {"N": str(microseconds(document.updated_at))},
         ":body": {"S": document.model_dump_json()},
     }
-    assignments = ["#path", "#owner", "#visibility", "#status", "#version", "#updated", "#body"]
+    assignments = ["#path", "#owner", "#visibility", "#status", "#source", "#version", "#updated", "#body"]
     if sequencer is None:
         conditions = ["(attribute_not_exists(#updated) OR #updated <= :updated)"]
     else:
@@ -248,6 +255,7 @@ def query_request(
     *,
     visible_to: str | None,
     status: DocumentStatus | None,
+    source: str | None,
     path_prefix: str | None,
     limit: int,
 ) -> dict[str, Any]:
@@ -268,6 +276,11 @@ def query_request(
         names["#status"] = "status"
         values[":status"] = {"S": status.value}
         filters.append("#status = :status")
+    if source is not None:
+        # attribute_not_exists: items written before `source` was stored; `list` checks their body.
+        names["#source"] = "source"
+        values[":source"] = {"S": source}
+        filters.append("(#source = :source OR attribute_not_exists(#source))")
     request: dict[str, Any] = {
         "TableName": table_name,
         "IndexName": PATH_INDEX,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from pathlib import Path
@@ -10,19 +11,31 @@ from citewise.errors import ValidationError
 from citewise.models import Document, DocumentStatus, Visibility
 from citewise.registry.base import DocumentPage
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS documents (
-    tenant_id TEXT NOT NULL,
-    doc_id TEXT NOT NULL,
-    path TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    visibility TEXT NOT NULL,
-    status TEXT NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (tenant_id, doc_id)
-);
-CREATE INDEX IF NOT EXISTS documents_by_path ON documents (tenant_id, path);
-"""
+# Schema migrations, applied in order; `PRAGMA user_version` counts those a database has had. The first
+# is the original schema, so a registry.db created before versioning (version 0, table present) takes
+# only the later ones. Append, never edit: users' files already ran the earlier steps.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE IF NOT EXISTS documents (
+            tenant_id TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            visibility TEXT NOT NULL,
+            status TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, doc_id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS documents_by_path ON documents (tenant_id, path)",
+    ),
+    # `source` as a column so listings can filter on it; existing rows take it from their JSON body
+    # (through a Python function, not json_extract: some SQLite builds lack the JSON functions).
+    (
+        "ALTER TABLE documents ADD COLUMN source TEXT NOT NULL DEFAULT ''",
+        "UPDATE documents SET source = citewise_body_source(body)",
+    ),
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 class LocalRegistry:
@@ -32,8 +45,31 @@ class LocalRegistry:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.executescript(_SCHEMA)
+        self._migrate()
         self._lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        """Bring the file up to `SCHEMA_VERSION` in one transaction: a user's existing registry.db keeps
+        working, and two processes opening an old file at once migrate it once (the write lock is taken
+        before the version is read)."""
+        if self._schema_version() >= SCHEMA_VERSION:
+            return  # the usual case: no write lock taken just to open the file
+        self._conn.create_function("citewise_body_source", 1, _body_source, deterministic=True)
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._schema_version()
+            for statements in _MIGRATIONS[version:]:
+                for statement in statements:
+                    self._conn.execute(statement)
+            self._conn.execute(f"PRAGMA user_version = {max(version, SCHEMA_VERSION)}")
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    def _schema_version(self) -> int:
+        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+        return int(version)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -49,8 +85,8 @@ class LocalRegistry:
     def put(self, document: Document) -> None:
         with self._lock:
             self._conn.execute(
-                "INSERT OR REPLACE INTO documents (tenant_id, doc_id, path, owner, visibility, status, body)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO documents (tenant_id, doc_id, path, owner, visibility, status, source, body)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     document.tenant_id,
                     document.doc_id,
@@ -58,6 +94,7 @@ class LocalRegistry:
                     document.owner,
                     document.visibility.value,
                     document.status.value,
+                    document.source,
                     document.model_dump_json(),
                 ),
             )
@@ -72,6 +109,7 @@ class LocalRegistry:
         *,
         visible_to: str | None = None,
         status: DocumentStatus | None = None,
+        source: str | None = None,
         path_prefix: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
@@ -86,6 +124,9 @@ class LocalRegistry:
         if status is not None:
             sql += " AND status = ?"
             params.append(status.value)
+        if source is not None:
+            sql += " AND source = ?"
+            params.append(source)
         if path_prefix:
             sql += " AND substr(path, 1, ?) = ?"
             params += [len(path_prefix), path_prefix]
@@ -99,3 +140,8 @@ class LocalRegistry:
         items = [Document.model_validate_json(body) for body, _ in rows[:limit]]
         next_cursor = rows[limit - 1][1] if len(rows) > limit else None
         return DocumentPage(items=items, next_cursor=next_cursor)
+
+
+def _body_source(body: str) -> str:
+    """The `source` of a stored Document's JSON, for the migration that gave `source` its own column."""
+    return str(json.loads(body)["source"])

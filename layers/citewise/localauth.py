@@ -1,0 +1,163 @@
+"""Local identities: bearer JWTs that carry the claims a Cognito ID token carries, signed with a local key.
+
+On AWS, API Gateway's Cognito authorizer verifies the caller's ID token and hands its claims to the
+handlers. Locally, `citewise token` mints a token with the same claims (`sub`, `custom:tenant_id`,
+`cognito:groups`, `cognito:username`, `token_use`) and `citewise serve` verifies it, so the handlers see
+the same identity either way and a test can act as any tenant and user without an identity provider.
+
+Every local key derives from one secret, `{home}/secret.key`: 32 random bytes created once (mode 0600)
+and reused, so tokens and upload URLs stay valid across restarts of the server until they expire.
+Deleting the file revokes all of them. Keys are derived per purpose (HMAC), so an upload signature can
+never pass as a token signature or the other way round.
+
+pyjwt is imported inside the token functions: it is in the `local` extra only, and the factory imports
+this module on the local backend for `local_key` alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from citewise.errors import CitewiseError, UnauthorizedError, ValidationError
+from citewise.tenancy import validate_tenant_id
+
+SECRET_FILE = "secret.key"  # noqa: S105 - a file name, not a secret
+SECRET_BYTES = 32
+ISSUER = "citewise-local"
+ALGORITHM = "HS256"
+TOKEN_PURPOSE = "tokens"  # noqa: S105 - a key derivation label
+DEFAULT_TTL = 3600
+MAX_TTL = 30 * 24 * 3600
+TENANT_CLAIM = "custom:tenant_id"
+GROUPS_CLAIM = "cognito:groups"
+REQUIRED_CLAIMS = ("sub", TENANT_CLAIM, "token_use", "iss", "iat", "exp")
+
+
+def local_secret(home: Path) -> bytes:
+    """The secret of this home, created on first use.
+
+    The file is written complete under a temporary name (created with O_EXCL, mode 0600) and then
+    hard-linked into place, which fails if the name exists: two processes starting at once agree on
+    one secret, and no reader ever sees a half-written file.
+    """
+    path = home / SECRET_FILE
+    if not path.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=home, prefix=f".{SECRET_FILE}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(secrets.token_bytes(SECRET_BYTES))
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        finally:
+            Path(temporary).unlink(missing_ok=True)
+    secret = path.read_bytes()
+    if len(secret) != SECRET_BYTES:
+        raise CitewiseError(
+            f"{path} is not a {SECRET_BYTES}-byte secret; delete it to create a new one "
+            "(tokens and upload URLs issued with the old one stop working)"
+        )
+    return secret
+
+
+def local_key(home: Path, purpose: str) -> bytes:
+    """A 32-byte key for one purpose (`tokens`, `uploads`, ...), derived from the home's secret."""
+    return hmac.new(local_secret(home), f"citewise-local/{purpose}".encode(), hashlib.sha256).digest()
+
+
+def mint_token(
+    key: bytes,
+    *,
+    tenant_id: str,
+    user_id: str,
+    groups: Iterable[str] = (),
+    ttl: int = DEFAULT_TTL,
+    now: float | None = None,
+) -> str:
+    """A signed ID token for `user_id` in `tenant_id`, valid for `ttl` seconds from `now`.
+
+    The claims are those of a Cognito ID token; `cognito:groups` is left out when there are none, as
+    Cognito does.
+    """
+    validate_tenant_id(tenant_id)
+    if not user_id or not user_id.strip():
+        raise ValidationError("user must not be empty", details={"field": "user"})
+    if not 1 <= ttl <= MAX_TTL:
+        raise ValidationError(f"ttl must be 1 to {MAX_TTL} seconds", details={"field": "ttl"})
+    group_list = list(groups)
+    if any(not group or "," in group or group != group.strip() for group in group_list):
+        # API Gateway hands groups to the handlers comma-joined: a comma inside a name would split it.
+        raise ValidationError("group names must be non-empty, without commas or surrounding spaces")
+    issued = int(time.time() if now is None else now)
+    claims: dict[str, Any] = {
+        "sub": user_id,
+        TENANT_CLAIM: tenant_id,
+        "cognito:username": user_id,
+        "token_use": "id",
+        "iss": ISSUER,
+        "iat": issued,
+        "exp": issued + ttl,
+        "jti": str(uuid.uuid4()),
+    }
+    if group_list:
+        claims[GROUPS_CLAIM] = group_list
+    import jwt
+
+    return jwt.encode(claims, key, algorithm=ALGORITHM)
+
+
+def verify_token(key: bytes, token: str) -> dict[str, Any]:
+    """The claims of a token this server minted, or UnauthorizedError saying why it is refused.
+
+    Checks the signature (HS256 only), expiry, issuer, `token_use` and that every claim an identity
+    needs is present. The message names the problem, never the token.
+    """
+    import jwt
+
+    try:
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key,
+            algorithms=[ALGORITHM],
+            issuer=ISSUER,
+            options={"require": list(REQUIRED_CLAIMS)},
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise UnauthorizedError("the token has expired") from exc
+    except jwt.InvalidSignatureError as exc:
+        raise UnauthorizedError("the token's signature is invalid") from exc
+    except jwt.InvalidIssuerError as exc:
+        raise UnauthorizedError(f"the token was not issued by {ISSUER}") from exc
+    except jwt.MissingRequiredClaimError as exc:
+        raise UnauthorizedError(f"the token has no '{exc.claim}' claim") from exc
+    except jwt.exceptions.InvalidSubjectError as exc:
+        raise UnauthorizedError("the token's 'sub' claim must be a non-empty string") from exc
+    except jwt.ImmatureSignatureError as exc:
+        raise UnauthorizedError("the token is not valid yet") from exc
+    except jwt.InvalidAlgorithmError as exc:
+        raise UnauthorizedError(f"the token must be signed with {ALGORITHM}") from exc
+    except jwt.DecodeError as exc:
+        raise UnauthorizedError("the token is not a well-formed JWT") from exc
+    except jwt.InvalidTokenError as exc:
+        raise UnauthorizedError(f"the token is invalid ({type(exc).__name__})") from exc
+    if claims["token_use"] != "id":  # noqa: S105 - a claim value, not a password
+        raise UnauthorizedError("the token is not an ID token")
+    for name in ("sub", TENANT_CLAIM):
+        if not isinstance(claims[name], str) or not claims[name]:
+            raise UnauthorizedError(f"the token's '{name}' claim must be a non-empty string")
+    groups = claims.get(GROUPS_CLAIM, [])
+    if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
+        raise UnauthorizedError(f"the token's '{GROUPS_CLAIM}' claim must be a list of names")
+    return claims
