@@ -21,12 +21,12 @@ from moto import mock_aws
 from citewise import aws
 from citewise.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.models import Document, DocumentStatus, Visibility
+from citewise.registry import cursors
 from citewise.registry.base import DocumentRegistry
 from citewise.registry.dynamodb import (
     TABLE_SCHEMA,
     DynamoRegistry,
     StaleVersionError,
-    encode_cursor,
     normalise_sequencer,
     update_request,
 )
@@ -503,11 +503,11 @@ def test_update_request_is_conditional() -> None:
 
 
 @pytest.fixture
-def two_tenants(dynamo: DynamoRegistry) -> DynamoRegistry:
+def two_tenants(registry: DocumentRegistry) -> DocumentRegistry:
     for n in range(10):
-        dynamo.put(make_document("acme", f"reports/{n}.md"))
-        dynamo.put(make_document("beta", f"reports/{n}.md"))
-    return dynamo
+        registry.put(make_document("acme", f"reports/{n}.md"))
+        registry.put(make_document("beta", f"reports/{n}.md"))
+    return registry
 
 
 @pytest.mark.parametrize(
@@ -516,18 +516,18 @@ def two_tenants(dynamo: DynamoRegistry) -> DynamoRegistry:
         "not a cursor!",
         "e30",
         "bnVsbA",
-        encode_cursor(make_document("beta", "reports/1.md")),
+        cursors.encode(make_document("beta", "reports/1.md")),
         "A" * 9000,
         base64.urlsafe_b64encode(b"[" * 3000).decode(),
     ],
     ids=["garbage", "empty-object", "json-null", "other-tenant", "too-long", "deeply-nested"],
 )
-def test_tampered_cursors_are_refused(two_tenants: DynamoRegistry, cursor: str) -> None:
+def test_tampered_cursors_are_refused(two_tenants: DocumentRegistry, cursor: str) -> None:
     with pytest.raises(ValidationError):
         two_tenants.list("acme", limit=3, cursor=cursor)
 
 
-def test_a_cursor_outside_the_prefix_is_refused(two_tenants: DynamoRegistry) -> None:
+def test_a_cursor_outside_the_prefix_is_refused(two_tenants: DocumentRegistry) -> None:
     page = two_tenants.list("acme", limit=3)
     with pytest.raises(ValidationError):
         two_tenants.list("acme", limit=3, cursor=page.next_cursor, path_prefix="wiki/")
@@ -576,9 +576,9 @@ def test_items_written_before_the_source_attribute_still_filter_right(dynamo: Dy
     assert _raw_item(dynamo, old_local[0])["source"] == {"S": "local"}
 
 
-def test_a_cursor_with_a_source_filter_stays_in_its_tenant(two_tenants: DynamoRegistry) -> None:
+def test_a_cursor_with_a_source_filter_stays_in_its_tenant(two_tenants: DocumentRegistry) -> None:
     with pytest.raises(ValidationError):
-        two_tenants.list("acme", source="test", limit=3, cursor=encode_cursor(make_document("beta", "reports/1.md")))
+        two_tenants.list("acme", source="test", limit=3, cursor=cursors.encode(make_document("beta", "reports/1.md")))
 
 
 # --- DynamoDB: errors ---------------------------------------------------------------------------------

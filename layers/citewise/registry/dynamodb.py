@@ -42,9 +42,6 @@ write raises `StaleVersionError`. Deletions leave no tombstone: after a delete, 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -55,6 +52,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise import aws
 from citewise.errors import CitewiseError, ConflictError, ValidationError
 from citewise.models import Document, DocumentStatus, Visibility
+from citewise.registry import cursors
 from citewise.registry.base import DocumentPage
 
 PATH_INDEX: Final = "by_path"
@@ -86,7 +84,6 @@ MAX_LIMIT = 1000
 MAX_PATH_BYTES = 1024  # DynamoDB's limit on a sort key value, here the `by_path` index key
 SEQUENCER_WIDTH = 64
 _SEQUENCER_RE = re.compile(r"^[0-9A-Fa-f]{1,64}$")
-_MAX_CURSOR_CHARS = 8192  # a 1024-byte path, base64-encoded, with room to spare
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TERMINAL = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
 # Placeholders of the attributes a write sets; the value placeholder is the same name with ':'.
@@ -183,7 +180,7 @@ class DynamoRegistry:
             if len(documents) > limit or last_key is None:
                 break
             request["ExclusiveStartKey"] = last_key
-        next_cursor = encode_cursor(documents[limit - 1]) if len(documents) > limit else None
+        next_cursor = cursors.encode(documents[limit - 1]) if len(documents) > limit else None
         return DocumentPage(items=documents[:limit], next_cursor=next_cursor)
 
     def _write(self, document: Document, sequencer: str | None) -> None:
@@ -299,31 +296,10 @@ def query_request(
 # --- cursors, sequencers, timestamps ------------------------------------------------------------------
 
 
-def encode_cursor(last: Document) -> str:
-    """An opaque cursor resuming after `last`: its key in the `by_path` index, base64url JSON."""
-    payload = json.dumps(
-        {"t": last.tenant_id, "p": last.path, "d": last.doc_id}, separators=(",", ":"), ensure_ascii=False
-    )
-    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
-
-
 def decode_cursor(cursor: str, tenant_id: str, path_prefix: str | None) -> dict[str, Any]:
-    """The ExclusiveStartKey a cursor stands for, or ValidationError if it is not one this registry
-    issued for this tenant and prefix (a cursor never moves a listing into another tenant)."""
-    try:
-        if len(cursor) > _MAX_CURSOR_CHARS:
-            raise ValueError("too long")
-        payload = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(payload, dict) or set(payload) != {"t", "p", "d"}:
-            raise ValueError("unexpected shape")
-        tenant, path, doc_id = payload["t"], payload["p"], payload["d"]
-        if not all(isinstance(value, str) and value for value in (tenant, path, doc_id)):
-            raise ValueError("unexpected values")
-    except (ValueError, binascii.Error, RecursionError) as exc:
-        raise ValidationError("invalid cursor", details={"field": "cursor"}) from exc
-    if tenant != tenant_id or (path_prefix is not None and not path.startswith(path_prefix)):
-        raise ValidationError("invalid cursor", details={"field": "cursor"})
-    return {"tenant_id": {"S": tenant}, "doc_id": {"S": doc_id}, "path": {"S": path}}
+    """The ExclusiveStartKey in the `by_path` index that a cursor from `cursors.encode` stands for."""
+    position = cursors.decode(cursor, tenant_id, path_prefix)
+    return {"tenant_id": {"S": tenant_id}, "doc_id": {"S": position.doc_id}, "path": {"S": position.path}}
 
 
 def normalise_sequencer(sequencer: str) -> str:

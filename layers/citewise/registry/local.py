@@ -9,6 +9,7 @@ from pathlib import Path
 
 from citewise.errors import ValidationError
 from citewise.models import Document, DocumentStatus, Visibility
+from citewise.registry import cursors
 from citewise.registry.base import DocumentPage
 
 # Schema migrations, applied in order; `PRAGMA user_version` counts those a database has had. The first
@@ -39,7 +40,7 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 class LocalRegistry:
-    """A `DocumentRegistry` in a SQLite file; paging cursors are the last path returned."""
+    """A `DocumentRegistry` in a SQLite file; paging cursors as in `registry.cursors`."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,13 +133,13 @@ class LocalRegistry:
             params += [len(path_prefix), path_prefix]
         if cursor is not None:
             sql += " AND path > ?"
-            params.append(cursor)
+            params.append(cursors.decode(cursor, tenant_id, path_prefix).path)
         sql += " ORDER BY path LIMIT ?"
         params.append(limit + 1)
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
         items = [Document.model_validate_json(body) for body, _ in rows[:limit]]
-        next_cursor = rows[limit - 1][1] if len(rows) > limit else None
+        next_cursor = cursors.encode(items[-1]) if len(rows) > limit else None
         return DocumentPage(items=items, next_cursor=next_cursor)
 
 

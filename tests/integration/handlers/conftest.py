@@ -1,0 +1,49 @@
+"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from citewise.registry.dynamodb import TABLE_SCHEMA
+from tests.doubles.opensearch_server import FakeOpenSearch, running
+from tests.integration.handlers.harness import BUCKET, Stack
+
+TABLE = "citewise-registry"
+
+
+@pytest.fixture
+def powertools(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Citewise")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "citewise-test")
+    monkeypatch.setenv("CITEWISE_EMBEDDER", "hashing")
+
+
+@pytest.fixture(params=["local", "aws"])
+def stack(
+    request: pytest.FixtureRequest, powertools: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Stack]:
+    if request.param == "local":
+        monkeypatch.setenv("CITEWISE_HOME", str(tmp_path / "home"))
+        yield Stack("local")
+        return
+    request.getfixturevalue("aws_credentials")
+    with mock_aws(), running(FakeOpenSearch()) as opensearch:
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        boto3.client("dynamodb", region_name="us-east-1").create_table(TableName=TABLE, **TABLE_SCHEMA)
+        for name, value in {
+            "BACKEND": "aws",
+            "OPENSEARCH_ENDPOINT": opensearch.url,
+            "REGISTRY_TABLE": TABLE,
+            "DOCUMENTS_BUCKET": BUCKET,
+            "AWS_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(f"CITEWISE_{name}", value)
+        yield Stack("aws", s3=s3)

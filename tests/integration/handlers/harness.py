@@ -1,0 +1,176 @@
+"""Drive the real `functions/*/handler.py` with JSON events, on the local stack or on the AWS adapters.
+
+The AWS stack is S3 and DynamoDB under moto, OpenSearch as the HTTP double, and the hashing embedder with
+the extractive synthesizer (moto has no Bedrock that answers; the Bedrock adapters have their own Stubber
+tests). Every handler module is loaded fresh after the environment is set, as a cold start would.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote_plus
+
+import requests
+
+from citewise.config import load_settings
+from citewise.factory import local_blob_store
+
+ROOT = Path(__file__).resolve().parents[3]
+EVENTS = ROOT / "tests" / "events"
+BUCKET = "citewise-docs"
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def event_file(name: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return event
+
+
+def load_handler(function: str) -> Handler:
+    """Import `functions/<function>/handler.py` as a new module: a cold start with today's environment."""
+    spec = importlib.util.spec_from_file_location(
+        f"handler_{function}_{uuid.uuid4().hex}", ROOT / "functions" / function / "handler.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    handler: Handler = module.lambda_handler
+    return handler
+
+
+class LambdaContext:
+    """The attributes of a Lambda context that Powertools reads."""
+
+    function_name = "citewise-test"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:citewise-test"
+
+    def __init__(self) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def claims(tenant: str | None = "acme", user: str = "alice", groups: str | None = None) -> dict[str, str]:
+    """Cognito claims as API Gateway's authorizer passes them (every value a string)."""
+    template = event_file("apigw_cognito.json")["requestContext"]["authorizer"]["claims"]
+    rendered = {**template, "sub": user, "cognito:username": user}
+    rendered.pop("cognito:groups")
+    if groups is not None:
+        rendered["cognito:groups"] = groups
+    if tenant is None:
+        rendered.pop("custom:tenant_id")
+    else:
+        rendered["custom:tenant_id"] = tenant
+    return rendered
+
+
+def api_event(
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    query: dict[str, str] | None = None,
+    identity: dict[str, str] | None = None,
+    iam_arn: str | None = None,
+    content_type: str = "application/json",
+) -> dict[str, Any]:
+    """A REST proxy event for `method path` from the recorded Cognito event (or the IAM one)."""
+    event = event_file("apigw_iam.json" if iam_arn is not None else "apigw_cognito.json")
+    resource = "/v1/documents/{id}" if path.startswith("/v1/documents/") else path
+    event.update(
+        resource=resource,
+        path=path,
+        httpMethod=method,
+        queryStringParameters=query,
+        multiValueQueryStringParameters={k: [v] for k, v in query.items()} if query else None,
+        pathParameters={"id": path.rsplit("/", 1)[1]} if resource != path else None,
+        body=body if body is None or isinstance(body, str) else json.dumps(body),
+    )
+    event["headers"]["Content-Type"] = content_type
+    event["multiValueHeaders"]["Content-Type"] = [content_type]
+    context = event["requestContext"]
+    context.update(resourcePath=resource, httpMethod=method, path=f"/dev{path}", requestId=str(uuid.uuid4()))
+    if iam_arn is not None:
+        context["identity"]["userArn"] = iam_arn
+    else:
+        context["authorizer"] = {"claims": identity} if identity is not None else None
+    return event
+
+
+def sqs_event(*notifications: dict[str, Any] | str) -> dict[str, Any]:
+    """An SQS batch whose records carry these S3 notifications (or raw bodies), from the recorded event."""
+    template = event_file("sqs_s3_put.json")["Records"][0]
+    records = []
+    for notification in notifications:
+        record = copy.deepcopy(template)
+        record["messageId"] = str(uuid.uuid4())
+        record["body"] = notification if isinstance(notification, str) else json.dumps(notification)
+        records.append(record)
+    return {"Records": records}
+
+
+def s3_notification(kind: str, key: str, *, size: int = 0, etag: str = "", sequencer: str = "1") -> dict[str, Any]:
+    """An S3 notification for `key` (raw; URL-encoded here as S3 does) from the recorded event."""
+    notification: dict[str, Any] = json.loads(event_file("sqs_s3_put.json")["Records"][0]["body"])
+    record = notification["Records"][0]
+    record["eventName"] = kind
+    record["s3"]["object"] = {"key": quote_plus(key, safe="/"), "size": size, "eTag": etag, "sequencer": sequencer}
+    return notification
+
+
+@dataclass
+class Stack:
+    """The backend the handlers run on, and what a test needs to act like S3 and its clients."""
+
+    kind: str
+    s3: Any = None
+    handlers: dict[str, Handler] = field(default_factory=dict)
+
+    def handler(self, function: str) -> Handler:
+        if function not in self.handlers:
+            self.handlers[function] = load_handler(function)
+        return self.handlers[function]
+
+    def api(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        """Call the API function that serves `path`; returns (status, parsed JSON body or None)."""
+        function = "query" if path in ("/v1/query", "/v1/search") else "documents"
+        response = self.handler(function)(api_event(method, path, **kwargs), LambdaContext())
+        body = response.get("body")
+        return response["statusCode"], json.loads(body) if body else None
+
+    def put_upload(self, upload: dict[str, Any], data: bytes) -> None:
+        """PUT `data` to a presigned upload as a client would (to moto's S3, or to the local store)."""
+        if self.kind == "aws":
+            response = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=10)
+            assert response.status_code == 200, response.text
+        else:
+            token = upload["url"].rsplit("/", 1)[1]
+            local_blob_store(load_settings()).redeem(token, data, upload["headers"])
+
+    def ingest(self, *notifications: dict[str, Any] | str) -> dict[str, Any]:
+        """Run the ingest function on one SQS batch; returns its partial-failure response."""
+        return self.handler("ingest")(sqs_event(*notifications), LambdaContext())
+
+    def upload_and_ingest(self, token_claims: dict[str, str], filename: str, data: bytes, **fields: Any) -> str:
+        """The whole upload flow: ask for a URL, PUT the bytes, deliver the S3 event. Returns the doc id."""
+        request = {"filename": filename, "content_type": _content_type(filename), "size": len(data), **fields}
+        status, upload = self.api("POST", "/v1/uploads", body=request, identity=token_claims)
+        assert status == 200, upload
+        self.put_upload(upload, data)
+        key = f"tenants/{token_claims['custom:tenant_id']}/{filename}"
+        assert self.ingest(s3_notification("ObjectCreated:Put", key, size=len(data))) == {"batchItemFailures": []}
+        return str(upload["document_id"])
+
+
+def _content_type(filename: str) -> str:
+    return {"md": "text/markdown", "txt": "text/plain", "html": "text/html"}.get(filename.rsplit(".", 1)[-1], "")
