@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     _identity(listing)
     listing.add_argument("--status", choices=[s.value for s in DocumentStatus])
     listing.add_argument("--prefix", help="only paths starting with this")
+    listing.add_argument("--source", help="only documents from this source (exact: local, s3, ...)")
     listing.add_argument("--limit", type=int, default=100)
     listing.add_argument("--cursor")
     listing.add_argument("--json", action="store_true")
@@ -104,6 +105,18 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--per-query", type=Path, help="write each query's metrics and ranking here (JSON lines)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.set_defaults(run=_eval, own_services=True)
+
+    serve = commands.add_parser("serve", help="run the HTTP API locally, calling the Lambda handlers")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0: any free port)")
+    serve.set_defaults(run=_serve, own_services=True)
+
+    token = commands.add_parser("token", help="print a bearer token for the local server (Cognito's claims)")
+    token.add_argument("--tenant", required=True, help="tenant id, the token's custom:tenant_id")
+    token.add_argument("--user", required=True, help="user id, the token's sub")
+    token.add_argument("--group", action="append", default=[], help="a cognito:groups entry (repeatable)")
+    token.add_argument("--ttl", type=int, default=3600, help="seconds until it expires (default 3600)")
+    token.set_defaults(run=_token, own_services=True)
 
     demo = commands.add_parser("demo", help="ingest the sample corpus and answer its questions")
     demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
@@ -224,6 +237,7 @@ def _docs_list(args: argparse.Namespace, services: Services) -> int:
         caller.tenant_id,
         visible_to=caller.user_id,
         status=DocumentStatus(args.status) if args.status else None,
+        source=args.source,
         path_prefix=args.prefix,
         limit=args.limit,
         cursor=args.cursor,
@@ -312,6 +326,58 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(summary))
     else:
         print("\n".join(f"{key:>14}: {value}" for key, value in summary.items()))
+    return 0
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Serve until Ctrl-C; the URL goes to stdout, one line per request to stderr."""
+    from citewise.localserver import LocalServer
+
+    # Upload URLs point at the address served, unless CITEWISE_PUBLIC_URL says how clients reach it.
+    public_url = settings.public_url if "public_url" in settings.model_fields_set else None
+    try:
+        server = LocalServer((args.host, args.port), settings, public_url=public_url)
+    except (OSError, OverflowError) as exc:  # address in use or unknown; port out of range
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValidationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
+    home = f" --home {args.home}" if args.home is not None else ""
+    print(f"citewise API on {server.url} (Swagger UI: {server.url}/v1/docs); Ctrl-C stops it", flush=True)
+    print(f"token: citewise{home} token --tenant T --user U, sent as 'Authorization: Bearer <token>'", flush=True)
+    stops = _stop_on_sigterm()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        stops()
+    return 0
+
+
+def _stop_on_sigterm() -> Callable[[], None]:
+    """Make SIGTERM stop `serve` as Ctrl-C does (queued uploads still get ingested); returns the undo."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+
+    def undo() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return undo
+
+
+def _token(args: argparse.Namespace, settings: Settings) -> int:
+    from citewise.localauth import TOKEN_PURPOSE, local_key, mint_token
+
+    key = local_key(settings.home_dir, TOKEN_PURPOSE)
+    print(mint_token(key, tenant_id=args.tenant, user_id=args.user, groups=args.group, ttl=args.ttl))
     return 0
 
 

@@ -1,0 +1,601 @@
+"""`citewise serve`'s server over real HTTP, with a fake functions directory whose handlers echo what
+they receive: the events, the identity, the errors, and uploads through the queue to the ingest handler."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import json
+import os
+import re
+import socket
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from aws_lambda_powertools.utilities.parser.models import APIGatewayProxyEventModel, S3SqsEventNotificationModel
+
+from citewise.blobstore.base import key_to_location
+from citewise.blobstore.local import LocalBlobStore
+from citewise.config import Settings, load_settings
+from citewise.errors import CitewiseError
+from citewise.factory import local_blob_store
+from citewise.localauth import TOKEN_PURPOSE, local_key, mint_token
+from citewise.localserver import MAX_RECEIVES, LocalServer
+from citewise.models import Visibility
+
+MAX_BODY = 4096
+
+ECHO_HANDLER = textwrap.dedent(
+    """
+    import json, os
+
+    def lambda_handler(event, context):
+        mode = (event.get("queryStringParameters") or {}).get("mode")
+        if mode == "raise":
+            raise RuntimeError("secret internal detail")
+        if mode == "malformed":
+            return "not a proxy response"
+        if mode == "binary":
+            return {"statusCode": 200, "headers": {"Content-Type": "application/octet-stream"},
+                    "body": "AAEC/w==", "isBase64Encoded": True}
+        observed = {
+            "function": os.path.basename(os.path.dirname(__file__)),
+            "event": event,
+            "context": {
+                "function_name": context.function_name,
+                "aws_request_id": context.aws_request_id,
+                "invoked_function_arn": context.invoked_function_arn,
+                "memory_limit_in_mb": context.memory_limit_in_mb,
+                "remaining_ms": context.get_remaining_time_in_millis(),
+            },
+            "environment": {name: os.environ.get(name) for name in (
+                "CITEWISE_BACKEND", "CITEWISE_HOME", "CITEWISE_PUBLIC_URL", "POWERTOOLS_TRACE_DISABLED",
+                "POWERTOOLS_METRICS_NAMESPACE")},
+        }
+        return {
+            "statusCode": 201 if event["httpMethod"] == "POST" else 200,
+            "headers": {"Content-Type": "application/json", "X-Both": "single"},
+            "multiValueHeaders": {"X-Multi": ["a", "b"], "X-Both": ["multi"]},
+            "body": json.dumps(observed),
+            "isBase64Encoded": False,
+        }
+    """
+)
+
+# Records every event it receives; fails or raises as `mode` next to it says (per message: the first
+# `fail-once` receive fails, later ones succeed).
+INGEST_HANDLER = textwrap.dedent(
+    """
+    import json, time
+    from pathlib import Path
+
+    HERE = Path(__file__).parent
+
+    def lambda_handler(event, context):
+        mode = (HERE / "mode").read_text().strip() if (HERE / "mode").exists() else "ok"
+        with (HERE / "events.jsonl").open("a") as stream:
+            stream.write(json.dumps({"event": event, "function_name": context.function_name,
+                                     "remaining_ms": context.get_remaining_time_in_millis()}) + "\\n")
+        if mode == "slow":
+            time.sleep(0.3)
+        record = event["Records"][0]
+        if mode == "raise":
+            raise RuntimeError("ingest broke")
+        if mode == "fail" or (mode == "fail-once" and record["attributes"]["ApproximateReceiveCount"] == "1"):
+            return {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+        return {"batchItemFailures": []}
+    """
+)
+
+
+@pytest.fixture
+def functions_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "functions"
+    for name in ("query", "documents"):
+        (root / name).mkdir(parents=True)
+        (root / name / "handler.py").write_text(ECHO_HANDLER)
+    (root / "ingest").mkdir()
+    (root / "ingest" / "handler.py").write_text(INGEST_HANDLER)
+    return root
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def restore_environment() -> Iterator[None]:
+    """The server sets the handlers' variables in os.environ: put back what the other tests saw."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+class Running:
+    """A server on an ephemeral port, serving from a thread, and its log."""
+
+    def __init__(self, server: LocalServer, log: io.StringIO) -> None:
+        self.server = server
+        self.log = log
+        self.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def start(home: Path, functions_dir: Path, restore_environment: None) -> Iterator[Callable[..., Running]]:
+    running: list[Running] = []
+
+    def _start(**options: Any) -> Running:
+        log = io.StringIO()
+        settings = Settings(home=home, embedder="hashing")
+        arguments: dict[str, Any] = {
+            "functions_dir": functions_dir,
+            "max_body_bytes": MAX_BODY,
+            "retry_delay": 0.0,
+            "log_stream": log,
+        }
+        server = LocalServer(("127.0.0.1", 0), settings, **(arguments | options))
+        running.append(Running(server, log))
+        return running[-1]
+
+    yield _start
+    for each in running:
+        if each.thread.is_alive():
+            each.stop()
+
+
+@pytest.fixture
+def api(start: Callable[..., Running]) -> Running:
+    return start()
+
+
+@pytest.fixture
+def token(home: Path) -> Callable[..., str]:
+    def _token(tenant: str = "acme", user: str = "alice", groups: tuple[str, ...] = (), **options: Any) -> str:
+        return mint_token(local_key(home, TOKEN_PURPOSE), tenant_id=tenant, user_id=user, groups=groups, **options)
+
+    return _token
+
+
+class Response:
+    def __init__(self, status: int, headers: http.client.HTTPMessage, body: bytes) -> None:
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def call(
+    url: str,
+    method: str,
+    path: str,
+    *,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    connection: http.client.HTTPConnection | None = None,
+) -> Response:
+    """One request over real HTTP; every status comes back as a Response (nothing raises)."""
+    parts = urlsplit(url)
+    conn = connection or http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        reply = conn.getresponse()
+        return Response(reply.status, reply.headers, reply.read())
+    finally:
+        if connection is None:
+            conn.close()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def assert_error(response: Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status == status
+    assert response.headers["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert set(error) == {"code", "message", "details", "request_id"}
+    assert error["code"] == code
+    assert error["request_id"] == response.headers["x-amzn-RequestId"]
+    uuid.UUID(error["request_id"])
+    return dict(error)
+
+
+# --- the API --------------------------------------------------------------------------------------
+
+
+def test_an_authenticated_get_reaches_its_handler_as_an_api_gateway_event(
+    api: Running, token: Callable[..., str], home: Path
+) -> None:
+    # Given a token of alice in acme with two groups
+    headers = bearer(token(groups=("admins", "readers"))) | {"User-Agent": "tests/1.0"}
+    # When a document is fetched by an id that needs percent-encoding, with repeated query parameters
+    response = call(api.url, "GET", "/v1/documents/a%20b?limit=5&tag=x&tag=y", headers=headers)
+    # Then the documents handler answers with what it received
+    assert response.status == 200
+    observed = response.json()
+    assert observed["function"] == "documents"
+    event = observed["event"]
+    APIGatewayProxyEventModel.model_validate(event)
+    assert (event["resource"], event["path"], event["httpMethod"]) == (
+        "/v1/documents/{id}",
+        "/v1/documents/a%20b",
+        "GET",
+    )
+    assert event["pathParameters"] == {"id": "a b"}
+    assert event["queryStringParameters"] == {"limit": "5", "tag": "y"}
+    assert event["multiValueQueryStringParameters"] == {"limit": ["5"], "tag": ["x", "y"]}
+    assert event["headers"]["User-Agent"] == "tests/1.0"
+    assert event["body"] is None
+    context = event["requestContext"]
+    assert context["requestId"] == response.headers["x-amzn-RequestId"]
+    assert context["path"] == "/local/v1/documents/a%20b"
+    assert context["identity"]["sourceIp"] == "127.0.0.1"
+    assert abs(context["requestTimeEpoch"] - time.time() * 1000) < 10_000
+    # And the claims are the token's, as API Gateway's Cognito authorizer passes them
+    claims = context["authorizer"]["claims"]
+    assert all(isinstance(value, str) for value in claims.values())
+    assert claims["sub"] == claims["cognito:username"] == "alice"
+    assert claims["custom:tenant_id"] == "acme"
+    assert claims["cognito:groups"] == "admins,readers"
+    assert claims["token_use"] == "id"
+    assert re.fullmatch(r"\w{3} \w{3} \d{2} \d{2}:\d{2}:\d{2} UTC \d{4}", claims["exp"])
+    # And the context is Lambda's, with an invocation id of its own
+    lambda_context = observed["context"]
+    assert lambda_context["function_name"] == "citewise-documents"
+    assert lambda_context["invoked_function_arn"].endswith(":function:citewise-documents")
+    assert lambda_context["aws_request_id"] != context["requestId"]
+    assert 0 < lambda_context["remaining_ms"] <= 29_000
+    # And the handler saw the server's settings
+    assert observed["environment"] == {
+        "CITEWISE_BACKEND": "local",
+        "CITEWISE_HOME": str(home.resolve()),
+        "CITEWISE_PUBLIC_URL": api.url,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "Citewise",
+    }
+    # And headers and multiValueHeaders are merged as API Gateway merges them
+    assert response.headers.get_all("X-Multi") == ["a", "b"]
+    assert response.headers.get_all("X-Both") == ["multi"]
+
+
+def test_a_post_body_reaches_the_query_handler_unchanged(api: Running, token: Callable[..., str]) -> None:
+    body = json.dumps({"query": "où est la documentation?"}).encode()
+    response = call(api.url, "POST", "/v1/query", body=body, headers=bearer(token()))
+    assert response.status == 201  # the handler's status comes back
+    observed = response.json()
+    assert observed["function"] == "query"
+    assert observed["event"]["body"] == body.decode()
+    assert observed["event"]["isBase64Encoded"] is False
+    assert observed["context"]["function_name"] == "citewise-query"
+
+
+def test_a_non_utf8_body_travels_base64_encoded(api: Running, token: Callable[..., str]) -> None:
+    response = call(api.url, "POST", "/v1/search", body=b"\xff\x00\xfe", headers=bearer(token()))
+    event = response.json()["event"]
+    assert (event["body"], event["isBase64Encoded"]) == ("/wD+", True)
+
+
+def test_a_base64_response_is_sent_as_bytes(api: Running) -> None:
+    response = call(api.url, "GET", "/v1/health?mode=binary")
+    assert response.status == 200
+    assert response.body == b"\x00\x01\x02\xff"
+
+
+def test_public_routes_need_no_token_and_carry_no_authorizer(api: Running) -> None:
+    for path in ("/v1/health", "/v1/openapi.json"):
+        response = call(api.url, "GET", path)
+        assert response.status == 200
+        assert "authorizer" not in response.json()["event"]["requestContext"]
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Basic YWxpY2U6c2VjcmV0",
+        "Bearer",
+        "Bearer not-a-jwt",
+    ],
+)
+def test_requests_without_a_usable_token_get_401_before_any_handler(api: Running, authorization: str | None) -> None:
+    headers = {} if authorization is None else {"Authorization": authorization}
+    response = call(api.url, "POST", "/v1/query", body=b"{}", headers=headers)
+    error = assert_error(response, 401, "UNAUTHORIZED")
+    assert error["details"] == {}
+
+
+def test_a_tampered_token_gets_401(api: Running, token: Callable[..., str]) -> None:
+    header, payload, signature = token().split(".")
+    tampered = f"{header}.{payload}.{signature[:-4]}{'AAAA' if signature[-4:] != 'AAAA' else 'BBBB'}"
+    response = call(api.url, "GET", "/v1/documents", headers=bearer(tampered))
+    assert "signature" in assert_error(response, 401, "UNAUTHORIZED")["message"]
+    assert tampered not in api.log.getvalue() and signature not in response.body.decode()
+
+
+def test_an_expired_token_gets_401(api: Running, token: Callable[..., str]) -> None:
+    expired = token(ttl=60, now=time.time() - 120)
+    response = call(api.url, "GET", "/v1/documents", headers=bearer(expired))
+    assert "expired" in assert_error(response, 401, "UNAUTHORIZED")["message"]
+
+
+def test_a_token_of_another_home_gets_401(api: Running, tmp_path: Path) -> None:
+    foreign = mint_token(local_key(tmp_path / "elsewhere", TOKEN_PURPOSE), tenant_id="acme", user_id="mallory")
+    response = call(api.url, "GET", "/v1/documents", headers=bearer(foreign))
+    assert_error(response, 401, "UNAUTHORIZED")
+
+
+def test_a_bare_token_is_accepted_as_api_gateway_accepts_it(api: Running, token: Callable[..., str]) -> None:
+    response = call(api.url, "GET", "/v1/documents", headers={"Authorization": token(user="bob")})
+    assert response.status == 200
+    assert response.json()["event"]["requestContext"]["authorizer"]["claims"]["sub"] == "bob"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/nothing"), ("GET", "/v1/query"), ("PUT", "/v1/documents/x"), ("GET", "/v1/documents/"), ("GET", "/")],
+)
+def test_unknown_paths_and_methods_get_404(api: Running, token: Callable[..., str], method: str, path: str) -> None:
+    response = call(api.url, method, path, headers=bearer(token()))
+    assert_error(response, 404, "NOT_FOUND")
+
+
+def test_a_body_over_the_limit_gets_413(api: Running, token: Callable[..., str]) -> None:
+    response = call(api.url, "POST", "/v1/query", body=b"x" * (MAX_BODY + 1), headers=bearer(token()))
+    error = assert_error(response, 413, "PAYLOAD_TOO_LARGE")
+    assert error["details"] == {"size": MAX_BODY + 1, "limit": MAX_BODY}
+    assert response.headers["Connection"] == "close"
+
+
+def test_a_handler_that_raises_gives_500_without_its_message_and_the_server_goes_on(
+    api: Running, token: Callable[..., str]
+) -> None:
+    response = call(api.url, "GET", "/v1/documents?mode=raise", headers=bearer(token()))
+    error = assert_error(response, 500, "INTERNAL_ERROR")
+    assert "secret internal detail" not in error["message"]
+    assert "RuntimeError" in api.log.getvalue()  # the traceback is for the operator
+    assert call(api.url, "GET", "/v1/health").status == 200
+
+
+def test_a_malformed_proxy_response_gives_502(api: Running) -> None:
+    response = call(api.url, "GET", "/v1/health?mode=malformed")
+    assert response.status == 502
+    assert response.json()["error"]["code"] == "INTERNAL_ERROR"
+
+
+def test_one_connection_serves_several_requests(api: Running, token: Callable[..., str]) -> None:
+    parts = urlsplit(api.url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        first = call(api.url, "POST", "/v1/query", body=b"{}", connection=connection)
+        second = call(api.url, "POST", "/v1/query", body=b"{}", headers=bearer(token()), connection=connection)
+        third = call(api.url, "GET", "/v1/nothing", connection=connection)
+    finally:
+        connection.close()
+    assert [first.status, second.status, third.status] == [401, 201, 404]
+
+
+def test_the_docs_page_loads_swagger_ui_on_the_openapi_document(api: Running) -> None:
+    response = call(api.url, "GET", "/v1/docs")
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/html")
+    page = response.body.decode()
+    assert "SwaggerUIBundle" in page and '"/v1/openapi.json"' in page
+
+
+def test_each_request_is_one_log_line_without_bodies_or_tokens(api: Running, token: Callable[..., str]) -> None:
+    secret_token = token()
+    call(api.url, "POST", "/v1/query", body=b'{"query": "confidential question"}', headers=bearer(secret_token))
+    call(api.url, "GET", "/v1/nothing?x=1")
+    lines = api.log.getvalue().splitlines()
+    assert re.fullmatch(r"POST /v1/query 201 \d+\.\dms", lines[0])
+    assert re.fullmatch(r"GET /v1/nothing 404 \d+\.\dms", lines[1])
+    assert "confidential" not in api.log.getvalue() and secret_token not in api.log.getvalue()
+
+
+def test_a_missing_functions_directory_is_a_clear_error_and_frees_the_port(
+    home: Path, tmp_path: Path, functions_dir: Path, restore_environment: None
+) -> None:
+    # Given a free port
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # When a server is started on it without handlers, then the error says where it looked
+    with pytest.raises(CitewiseError, match=r"no Lambda handler at .*nowhere/documents/handler.py"):
+        LocalServer(("127.0.0.1", port), Settings(home=home), functions_dir=tmp_path / "nowhere")
+    # And the port is free again for a server that has them
+    server = LocalServer(("127.0.0.1", port), Settings(home=home), functions_dir=functions_dir)
+    server.server_close()
+    assert server.url == f"http://127.0.0.1:{port}"
+
+
+# --- uploads and the ingest queue -------------------------------------------------------------------
+
+
+def _ingest_events(functions_dir: Path) -> list[dict[str, Any]]:
+    file = functions_dir / "ingest" / "events.jsonl"
+    return [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
+
+
+def _presign(path: str, data: bytes, *, tenant: str = "acme", owner: str = "alice") -> tuple[str, dict[str, str]]:
+    """An upload URL as the documents handler issues it: from a store built from the environment."""
+    blobs = local_blob_store(load_settings())
+    upload = blobs.presign_put(
+        tenant, path, owner=owner, content_type="text/markdown", size=len(data), visibility=Visibility.PRIVATE
+    )
+    return upload.url, upload.headers
+
+
+def _put(url: str, data: bytes, headers: dict[str, str]) -> Response:
+    parts = urlsplit(url)
+    return call(f"{parts.scheme}://{parts.netloc}", "PUT", parts.path, body=data, headers=headers)
+
+
+def test_an_upload_is_stored_and_reaches_the_ingest_handler_as_an_s3_notification(
+    api: Running, functions_dir: Path, home: Path
+) -> None:
+    # Given an upload URL issued for a path that needs URL-encoding in an S3 key
+    data = b"# Plan\n\nShip it."
+    url, headers = _presign("plans/q1 plan+notes.md", data)
+    assert url.startswith(api.url + "/local-upload/")
+    # When the client PUTs the body with the signed headers
+    response = _put(url, data, headers)
+    # Then it is stored as S3 would answer, with the MD5 ETag
+    md5 = hashlib.md5(data).hexdigest()
+    assert response.status == 200
+    assert response.headers["ETag"] == f'"{md5}"'
+    stored = LocalBlobStore(home / "blobs").get("acme", "plans/q1 plan+notes.md")
+    assert stored.load() == data
+    assert (stored.owner, stored.visibility) == ("alice", Visibility.PRIVATE)
+    # And one SQS message holding an ObjectCreated:Put notification reaches the ingest handler
+    assert api.server.ingest.wait_idle(10)
+    [delivery] = _ingest_events(functions_dir)
+    assert delivery["function_name"] == "citewise-ingest"
+    assert 0 < delivery["remaining_ms"] <= 300_000
+    event = S3SqsEventNotificationModel.model_validate(delivery["event"])
+    [record] = event.Records
+    assert record.attributes.ApproximateReceiveCount == "1"
+    [notification] = record.body.Records
+    assert notification.eventName == "ObjectCreated:Put"
+    assert notification.s3.bucket.name == "local"
+    assert notification.s3.object is not None
+    assert notification.s3.object.key == "tenants/acme/plans/q1+plan%2Bnotes.md"
+    assert key_to_location(notification.s3.object.key) == ("acme", "plans/q1 plan+notes.md")
+    assert (notification.s3.object.size, notification.s3.object.eTag) == (len(data), md5)
+    # And the log shows the upload without its token
+    assert re.search(r"^PUT /local-upload/\.\.\. 200 ", api.log.getvalue(), re.MULTILINE)
+    assert urlsplit(url).path.rsplit("/", 1)[1] not in api.log.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda url, data, headers: (url, data, headers | {"Content-Type": "text/html"}), "AccessDenied"),
+        (lambda url, data, headers: (url, data, headers | {"x-amz-meta-owner": "mallory"}), "AccessDenied"),
+        (lambda url, data, headers: (url, data + b"!", headers), "AccessDenied"),
+        (lambda url, data, headers: (url[:-3] + "abc", data, headers), "AccessDenied"),
+    ],
+    ids=["other-content-type", "forged-owner", "other-length", "forged-signature"],
+)
+def test_an_upload_that_differs_from_its_grant_is_refused_as_s3_refuses_it(
+    api: Running, functions_dir: Path, home: Path, change: Callable[..., Any], expected: str
+) -> None:
+    data = b"hello"
+    signed_url, signed_headers = _presign("notes.md", data)
+    url, data, headers = change(signed_url, data, signed_headers)
+    response = _put(url, data, headers)
+    assert response.status == 403
+    assert response.headers["Content-Type"] == "application/xml"
+    assert f"<Code>{expected}</Code>" in response.body.decode()
+    assert not (home / "blobs" / "tenants" / "acme" / "notes.md").exists()
+    assert api.server.ingest.wait_idle(5) and _ingest_events(functions_dir) == []
+
+
+def test_an_expired_upload_url_is_refused(api: Running, home: Path) -> None:
+    # Given a URL issued two minutes ago for one minute, with the home's upload key
+    issued_at = datetime.now(UTC) - timedelta(seconds=120)
+    blobs = LocalBlobStore(
+        home / "blobs", url_ttl=60, base_url=api.url, secret=local_key(home, "uploads"), clock=lambda: issued_at
+    )
+    upload = blobs.presign_put("acme", "late.md", owner="alice", content_type="text/plain", size=1)
+    # When it is used now, then S3's answer comes back: access denied, request expired
+    response = _put(upload.url, b"x", upload.headers)
+    assert response.status == 403
+    assert "<Code>AccessDenied</Code>" in response.body.decode() and "expired" in response.body.decode()
+
+
+def test_an_upload_url_survives_a_restart_of_the_server(
+    start: Callable[..., Running], functions_dir: Path, home: Path
+) -> None:
+    # Given an upload URL issued while one server ran, which then stopped
+    first = start()
+    data = b"persisted"
+    url, headers = _presign("kept.md", data)
+    first.stop()
+    # When a new server on the same home and port... (a new port: the URL's path is what matters)
+    second = start()
+    response = _put(second.url + urlsplit(url).path, data, headers)
+    # Then it redeems the URL: the signing key lives in the home, not in the process
+    assert response.status == 200
+    assert second.server.ingest.wait_idle(10)
+    assert len(_ingest_events(functions_dir)) == 1
+
+
+def test_uploads_are_delivered_in_order_with_increasing_sequencers(api: Running, functions_dir: Path) -> None:
+    for number in range(3):
+        data = f"version {number}".encode()
+        url, headers = _presign("same.md", data)
+        assert _put(url, data, headers).status == 200
+    assert api.server.ingest.wait_idle(10)
+    bodies = [json.loads(d["event"]["Records"][0]["body"]) for d in _ingest_events(functions_dir)]
+    objects = [body["Records"][0]["s3"]["object"] for body in bodies]
+    assert [o["size"] for o in objects] == [len(b"version 0"), len(b"version 1"), len(b"version 2")]
+    sequencers = [o["sequencer"] for o in objects]
+    assert sequencers == sorted(sequencers) and len(set(sequencers)) == 3
+
+
+@pytest.mark.parametrize("mode", ["fail", "raise"])
+def test_a_failing_message_is_received_three_times_then_dead_lettered(
+    api: Running, functions_dir: Path, mode: str
+) -> None:
+    # Given an ingest handler that fails every receive (reporting it, or raising)
+    (functions_dir / "ingest" / "mode").write_text(mode)
+    data = b"doomed"
+    url, headers = _presign("doomed.md", data)
+    # When an upload is made
+    assert _put(url, data, headers).status == 200
+    assert api.server.ingest.wait_idle(10)
+    # Then the same message was received MAX_RECEIVES times, counted up, and then dead-lettered
+    records = [d["event"]["Records"][0] for d in _ingest_events(functions_dir)]
+    assert MAX_RECEIVES == 3
+    assert [r["attributes"]["ApproximateReceiveCount"] for r in records] == ["1", "2", "3"]
+    assert len({r["messageId"] for r in records}) == 1
+    assert len({r["receiptHandle"] for r in records}) == 3
+    assert [m.message_id for m in api.server.ingest.dead_letters] == [records[0]["messageId"]]
+    assert f"{records[0]['messageId']} dead-lettered after 3 receives" in api.log.getvalue()
+
+
+def test_a_message_that_fails_once_succeeds_on_its_second_receive(api: Running, functions_dir: Path) -> None:
+    (functions_dir / "ingest" / "mode").write_text("fail-once")
+    data = b"flaky"
+    url, headers = _presign("flaky.md", data)
+    assert _put(url, data, headers).status == 200
+    assert api.server.ingest.wait_idle(10)
+    counts = [d["event"]["Records"][0]["attributes"]["ApproximateReceiveCount"] for d in _ingest_events(functions_dir)]
+    assert counts == ["1", "2"]
+    assert api.server.ingest.dead_letters == []
+
+
+def test_closing_the_server_delivers_what_is_queued(start: Callable[..., Running], functions_dir: Path) -> None:
+    # Given a slow ingest handler and three uploads queued behind one another
+    (functions_dir / "ingest" / "mode").write_text("slow")
+    running = start()
+    for number in range(3):
+        data = f"doc {number}".encode()
+        url, headers = _presign(f"doc{number}.md", data)
+        assert _put(url, data, headers).status == 200
+    # When the server is stopped at once
+    running.stop()
+    # Then every message was delivered before close returned
+    assert len(_ingest_events(functions_dir)) == 3

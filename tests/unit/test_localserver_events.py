@@ -1,0 +1,224 @@
+"""The local server's pure parts: route matching, claims as API Gateway renders them, and the S3 / SQS /
+API Gateway events, checked against Powertools' models of the real events."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+import pytest
+from aws_lambda_powertools.utilities.parser.models import (
+    APIGatewayProxyEventModel,
+    S3SqsEventNotificationModel,
+)
+
+from citewise.api.routes import ROUTES, Route
+from citewise.blobstore.base import key_to_location
+from citewise.errors import ValidationError
+from citewise.localserver import (
+    QueuedMessage,
+    Sequencer,
+    apigateway_claims,
+    match_route,
+    rest_event,
+    s3_object_created_record,
+    sqs_event,
+)
+from citewise.tenancy import caller_from_claims
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected", "parameters"),
+    [
+        ("POST", "/v1/query", "/v1/query", {}),
+        ("GET", "/v1/documents", "/v1/documents", {}),
+        ("GET", "/v1/documents/abc123", "/v1/documents/{id}", {"id": "abc123"}),
+        ("DELETE", "/v1/documents/a%20b%2Fc", "/v1/documents/{id}", {"id": "a b/c"}),
+        ("GET", "/v1/openapi.json", "/v1/openapi.json", {}),
+    ],
+)
+def test_routes_match_with_decoded_parameters(
+    method: str, path: str, expected: str, parameters: dict[str, str]
+) -> None:
+    matched = match_route(method, path)
+    assert matched is not None
+    route, found = matched
+    assert (route.method, route.path, found) == (method, expected, parameters)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/query"),  # known path, other method
+        ("PUT", "/v1/documents/abc"),
+        ("GET", "/v1/documents/"),  # empty parameter
+        ("GET", "/v1/documents/abc/extra"),
+        ("GET", "/v1/nothing"),
+        ("GET", "/"),
+    ],
+)
+def test_unknown_paths_and_methods_match_nothing(method: str, path: str) -> None:
+    assert match_route(method, path) is None
+
+
+def test_every_route_of_the_table_is_reachable() -> None:
+    for route in ROUTES:
+        path = route.path.replace("{id}", "x1")
+        matched = match_route(route.method, path)
+        assert matched is not None and matched[0] == route
+
+
+def test_claims_are_rendered_as_api_gateway_renders_them() -> None:
+    # Given decoded token claims (numbers, a list, a boolean)
+    claims = {
+        "sub": "alice",
+        "custom:tenant_id": "acme",
+        "cognito:groups": ["admins", "readers"],
+        "email_verified": True,
+        "iat": 1469814773,
+        "exp": 1469818373,
+    }
+    rendered = apigateway_claims(claims)
+    # Then every value is a string, groups comma-joined and times as dates
+    assert rendered == {
+        "sub": "alice",
+        "custom:tenant_id": "acme",
+        "cognito:groups": "admins,readers",
+        "email_verified": "true",
+        "iat": "Fri Jul 29 17:52:53 UTC 2016",
+        "exp": "Fri Jul 29 18:52:53 UTC 2016",
+    }
+    # And the tenancy module reads the same caller from them as from the token
+    caller = caller_from_claims(rendered)
+    assert (caller.tenant_id, caller.user_id, caller.groups) == ("acme", "alice", ("admins", "readers"))
+
+
+def _event(**overrides: object) -> dict[str, object]:
+    arguments: dict[str, object] = {
+        "raw_path": "/v1/documents/a%20b",
+        "query": "limit=5&tag=x&tag=y&empty=",
+        "headers": [("Host", "127.0.0.1:8080"), ("User-Agent", "tests/1"), ("X-Twice", "1"), ("X-Twice", "2")],
+        "body": b"",
+        "path_parameters": {"id": "a b"},
+        "claims": {"sub": "alice", "custom:tenant_id": "acme"},
+        "source_ip": "127.0.0.1",
+        "request_id": "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
+        "received": datetime(2026, 3, 4, 19, 15, 17, 135000, tzinfo=UTC),
+        "domain_name": "127.0.0.1",
+    }
+    return rest_event(Route("GET", "/v1/documents/{id}", "documents"), **(arguments | overrides))  # type: ignore[arg-type]
+
+
+def test_the_rest_event_has_the_shape_api_gateway_sends() -> None:
+    event = _event()
+    # Then Powertools' model of the real event accepts it
+    model = APIGatewayProxyEventModel.model_validate(event)
+    assert model.requestContext.authorizer is not None
+    assert model.requestContext.authorizer.claims == {"sub": "alice", "custom:tenant_id": "acme"}
+    # And each part is where API Gateway puts it
+    assert event["resource"] == "/v1/documents/{id}"
+    assert event["path"] == "/v1/documents/a%20b"
+    assert event["pathParameters"] == {"id": "a b"}
+    assert event["queryStringParameters"] == {"limit": "5", "tag": "y", "empty": ""}
+    assert event["multiValueQueryStringParameters"] == {"limit": ["5"], "tag": ["x", "y"], "empty": [""]}
+    assert event["headers"]["X-Twice"] == "2"  # type: ignore[index]
+    assert event["multiValueHeaders"]["X-Twice"] == ["1", "2"]  # type: ignore[index]
+    assert event["body"] is None and event["isBase64Encoded"] is False
+    assert event["stageVariables"] is None
+    context = event["requestContext"]
+    assert isinstance(context, dict)
+    assert context["path"] == "/local/v1/documents/a%20b"
+    assert context["resourcePath"] == "/v1/documents/{id}"
+    assert context["httpMethod"] == "GET"
+    assert context["stage"] == "local"
+    assert context["requestTimeEpoch"] == 1772651717135
+    assert context["requestTime"] == "04/Mar/2026:19:15:17 +0000"
+    assert context["identity"]["sourceIp"] == "127.0.0.1"
+    assert context["identity"]["userAgent"] == "tests/1"
+
+
+def test_an_unauthenticated_route_has_no_authorizer_and_absent_parts_are_null() -> None:
+    event = _event(claims=None, query="", path_parameters={})
+    APIGatewayProxyEventModel.model_validate(event)
+    assert "authorizer" not in event["requestContext"]  # type: ignore[operator]
+    assert event["queryStringParameters"] is None
+    assert event["multiValueQueryStringParameters"] is None
+    assert event["pathParameters"] is None
+
+
+def test_a_body_travels_as_text_or_else_base64() -> None:
+    text = _event(body='{"question": "où?"}'.encode())
+    assert (text["body"], text["isBase64Encoded"]) == ('{"question": "où?"}', False)
+    binary = _event(body=b"\xff\xfe\x00")
+    assert (binary["body"], binary["isBase64Encoded"]) == ("//4A", True)
+
+
+def test_the_s3_notification_in_an_sqs_message_has_the_real_shape() -> None:
+    # Given the record of an upload whose path needs URL-encoding
+    record = s3_object_created_record(
+        tenant_id="acme",
+        path="reports/Q1 plan+notes.pdf",
+        size=1234,
+        etag="0cc175b9c0f1b6a831c399e269772661",
+        sequencer="0000000000000000AB",
+        event_time=datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
+        source_ip="127.0.0.1",
+        request_id="req-1",
+    )
+    message = QueuedMessage("m-1", json.dumps({"Records": [record]}), 1_700_000_000_000)
+    event = sqs_event(message, receive_count=2, first_receive_ms=1_700_000_000_500)
+    # Then Powertools' model of S3 notifications delivered by SQS accepts it
+    parsed = S3SqsEventNotificationModel.model_validate(event)
+    sqs_record = parsed.Records[0]
+    s3 = sqs_record.body.Records[0]
+    assert s3.eventName == "ObjectCreated:Put"
+    assert s3.s3.bucket.name == "local"
+    assert s3.s3.object is not None
+    assert s3.s3.object.key == "tenants/acme/reports/Q1+plan%2Bnotes.pdf"
+    assert s3.s3.object.size == 1234
+    assert s3.s3.object.eTag == "0cc175b9c0f1b6a831c399e269772661"
+    assert s3.s3.object.versionId is None
+    assert s3.eventTime == datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    assert sqs_record.attributes.ApproximateReceiveCount == "2"
+    assert sqs_record.messageId == "m-1"
+    # And the key decodes back to the tenant and path, as the ingest handler reads it
+    assert key_to_location(s3.s3.object.key) == ("acme", "reports/Q1 plan+notes.pdf")
+
+
+def test_an_s3_record_refuses_a_path_outside_the_layout() -> None:
+    with pytest.raises(ValidationError):
+        s3_object_created_record(
+            tenant_id="acme",
+            path="../escape",
+            size=1,
+            etag="x",
+            sequencer="1",
+            event_time=datetime.now(UTC),
+            source_ip="127.0.0.1",
+            request_id="r",
+        )
+
+
+def test_each_receive_has_its_own_receipt_handle_and_count() -> None:
+    message = QueuedMessage("m-1", "{}", 1)
+    first, second = (sqs_event(message, receive_count=n, first_receive_ms=2)["Records"][0] for n in (1, 2))
+    assert first["receiptHandle"] != second["receiptHandle"]
+    assert (first["attributes"]["ApproximateReceiveCount"], second["attributes"]["ApproximateReceiveCount"]) == (
+        "1",
+        "2",
+    )
+    assert first["md5OfBody"] == "99914b932bd37a50b983c5e7c90ae93b"  # MD5 of "{}"
+
+
+def test_sequencers_are_fixed_width_and_increase_even_when_the_clock_does_not() -> None:
+    frozen = Sequencer(clock=lambda: 5)
+    values = [frozen.next() for _ in range(3)]
+    assert values == ["000000000000000005", "000000000000000006", "000000000000000007"]
+    real = Sequencer()
+    later = [real.next() for _ in range(50)]
+    assert later == sorted(later) and len(set(later)) == 50
+    assert all(len(value) == 18 for value in later)
+    # A restarted server starts from the clock, after what an earlier one issued
+    time.sleep(0.001)
+    assert Sequencer().next() > later[-1]
