@@ -76,13 +76,17 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
         return reply(error)
 
     def _invalid(error: RequestValidationError) -> Response[str]:
+        event = app.current_event
+        if event.body and not event.headers.get("content-type", "application/json").startswith("application/json"):
+            # Powertools parses form bodies too; this API speaks JSON only (curl -d sends a form type).
+            return _not_json(None)
         problems = [
             {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
             for err in error.errors()
         ]
         return reply(ValidationError("the request is invalid", details={"errors": problems}))
 
-    def _not_json(_: RequestUnsupportedContentType) -> Response[str]:
+    def _not_json(_: RequestUnsupportedContentType | None) -> Response[str]:
         return reply(UnsupportedMediaTypeError("the request body must be JSON (Content-Type: application/json)"))
 
     @app.not_found

@@ -204,6 +204,7 @@ def test_iam_principals_map_to_tenants_by_role(stack: Stack, monkeypatch: pytest
         ("{not json", "application/json", 400, "VALIDATION_ERROR"),
         ("[]", "application/json", 400, "VALIDATION_ERROR"),
         ("query=x", "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
+        ('{"query": "x"}', "application/x-www-form-urlencoded", 415, "UNSUPPORTED_MEDIA_TYPE"),
     ],
 )
 def test_bad_query_bodies_get_one_error_shape_with_the_request_id(
