@@ -19,7 +19,8 @@ import pydantic
 
 from citewise.answering import answer_question
 from citewise.config import Settings, load_settings
-from citewise.errors import CitewiseError, NotFoundError, ValidationError
+from citewise.documents import visible_document
+from citewise.errors import CitewiseError, ValidationError
 from citewise.factory import Services, build_services
 from citewise.ingestion import IngestResult, Outcome, SourceObject
 from citewise.localfiles import scan
@@ -248,11 +249,7 @@ def _docs_list(args: argparse.Namespace, services: Services) -> int:
 
 def _visible_document(args: argparse.Namespace, services: Services) -> Document:
     """The document if the caller may read it; NOT_FOUND either way otherwise, revealing nothing."""
-    caller = _caller(args)
-    document = services.registry.get(caller.tenant_id, args.doc_id)
-    if document is None or (document.visibility is Visibility.PRIVATE and document.owner != caller.user_id):
-        raise NotFoundError(f"no document {args.doc_id!r} in tenant {caller.tenant_id!r}")
-    return document
+    return visible_document(services.registry, _caller(args), args.doc_id)
 
 
 def _docs_show(args: argparse.Namespace, services: Services) -> int:
