@@ -149,7 +149,7 @@ def test_bad_inputs_fail_one_by_one_and_the_rest_is_indexed(cli: Any, tmp_path: 
             "VALIDATION_ERROR: top_k: Input should be less",
         ),
         (["search", "hi", "--tenant", "acme", "--filter", '{"equals": {}, "in": {}}'], "VALIDATION_ERROR: "),
-        (["docs", "show", "nope", "--tenant", "acme"], "NOT_FOUND: no document 'nope'"),
+        (["docs", "show", "nope", "--tenant", "acme"], "NOT_FOUND: no such document"),
         (["ingest", "/no/such/dir", "--tenant", "acme"], "VALIDATION_ERROR: no such file or folder"),
     ],
 )
