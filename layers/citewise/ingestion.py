@@ -9,6 +9,12 @@ Failures are recorded, never lost: a document that cannot be indexed is FAILED i
 reason and none of its chunks stay searchable. Permanent problems (bad input) are returned as FAILED
 results; transient ones (a throttled or failing backend) are recorded and then re-raised, so a queue
 can retry the message.
+
+Concurrency: two workers may ingest two versions of one document at once (S3 notifications of a busy key
+arrive in parallel). The registry orders writes (`DocumentRegistry.put` refuses one older than the stored
+record), so the older worker's final write fails with ConflictError. If that happens after its chunks
+went into the index, they may have replaced the newer version's; the worker then flags the record
+PENDING and raises the conflict, so its message is redelivered and re-ingests the object as it is now.
 """
 
 from __future__ import annotations
@@ -225,20 +231,37 @@ class Ingestor:
         try:
             step(work)
             return True
-        except ConflictError:
-            # A newer version owns the record now: leave its chunks and its status alone.
-            latest = self.registry.get(work.pending.tenant_id, work.pending.doc_id)
-            work.outcome = IngestResult(Outcome.SUPERSEDED, latest or work.pending)
+        except ConflictError as exc:
+            self._superseded(work, exc, touched_index=step == self._commit)
         except CitewiseError as exc:
-            failed = self._fail(work.pending, f"{exc.code}: {exc.message}")
             permanent = isinstance(exc, ValidationError | PayloadTooLargeError)
-            work.outcome = IngestResult(Outcome.FAILED, failed) if permanent else exc
+            failed = self._settle_failure(work, f"{exc.code}: {exc.message}")
+            if failed is not None:
+                work.outcome = IngestResult(Outcome.FAILED, failed) if permanent else exc
         except Exception as exc:  # noqa: BLE001 - a bug in one document must not lose the others
             logger.exception("unexpected failure ingesting %s", work.pending.doc_id)
-            work.outcome = IngestResult(
-                Outcome.FAILED, self._fail(work.pending, f"INTERNAL_ERROR: {type(exc).__name__}")
-            )
+            failed = self._settle_failure(work, f"INTERNAL_ERROR: {type(exc).__name__}")
+            if failed is not None:
+                work.outcome = IngestResult(Outcome.FAILED, failed)
         return False
+
+    def _superseded(self, work: _Work, conflict: ConflictError, *, touched_index: bool) -> None:
+        """A newer version owns the record now: leave its status alone, unless this worker's index write
+        may have replaced (or removed) the newer version's chunks. Then flag the record so the redelivery
+        that the re-raised conflict asks for re-ingests the current object instead of skipping it."""
+        latest = self.registry.get(work.pending.tenant_id, work.pending.doc_id)
+        work.outcome = IngestResult(Outcome.SUPERSEDED, latest or work.pending)
+        if touched_index and latest is not None:
+            self._flag_for_reingest(latest)
+            work.outcome = conflict
+
+    def _settle_failure(self, work: _Work, reason: str) -> Document | None:
+        """Record FAILED; None (the work superseded) if a newer version took the record meanwhile."""
+        try:
+            return self._fail(work.pending, reason)
+        except ConflictError as exc:
+            self._superseded(work, exc, touched_index=True)  # `_fail` removed the document's chunks first
+            return None
 
     def _prepare(self, work: _Work) -> None:
         """Load, parse and chunk the object."""
@@ -308,6 +331,13 @@ class Ingestor:
             work.embedded,
             len(work.chunks) - work.embedded,
         )
+
+    def _flag_for_reingest(self, latest: Document) -> None:
+        """Mark `latest` PENDING (keeping its version) so the next delivery does not skip it as unchanged."""
+        try:
+            self.registry.put(latest.model_copy(update={"status": DocumentStatus.PENDING, "updated_at": self.clock()}))
+        except ConflictError:
+            pass  # a still newer write happened; its own commit or flag settles the record
 
     def _fail(self, pending: Document, reason: str) -> Document:
         """Record the failure and make sure none of the document's old chunks stay searchable."""

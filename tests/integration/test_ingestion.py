@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+import tempfile
 import textwrap
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from citewise.chunking import Chunker
 from citewise.errors import ConflictError, SearchBackendError, ThrottledError, ValidationError
@@ -15,6 +20,7 @@ from citewise.factory import Services
 from citewise.index.local import LocalIndex
 from citewise.ingestion import Ingestor, Limits, Outcome
 from citewise.models import Caller, Document, DocumentStatus, Filter, SearchRequest
+from citewise.registry.dynamodb import TABLE_SCHEMA, DynamoRegistry
 from citewise.registry.local import LocalRegistry
 from citewise.tenancy import document_id
 from tests.builders import make_blank_pdf, make_pdf
@@ -219,22 +225,74 @@ def test_a_killed_ingest_never_leaves_a_half_replaced_document(tmp_path: Path) -
     assert reopened.keyword_search(CALLER, "gizmos", None, 500) == []
 
 
-def test_a_worker_that_lost_to_a_newer_version_leaves_the_record_alone(tmp_path: Path) -> None:
-    # Given a registry that refuses this worker's INDEXED write (a newer version owns the record)
+def test_a_worker_whose_failure_lost_to_a_newer_version_flags_it_for_reingest(tmp_path: Path) -> None:
+    # Given a registry where a newer version takes the record while this worker fails on a bad document
     class NewerWins(LocalRegistry):
         def put(self, document: Document) -> None:
-            if document.status is DocumentStatus.INDEXED:
+            if document.status is DocumentStatus.FAILED:
+                super().put(
+                    document.model_copy(update={"status": DocumentStatus.PENDING, "version": "v2", "error": None})
+                )
                 raise ConflictError("a newer version was recorded")
             super().put(document)
 
     registry = NewerWins(tmp_path / "registry.db")
     ingestor = Ingestor(LocalIndex(tmp_path / "index.db"), registry, CountingEmbedder(), Chunker(120, 20))
-    # When it finishes its work
-    result = ingestor.ingest(source("acme", "a.md", b"Text."))
-    # Then it reports itself superseded and records no failure
-    assert result.outcome is Outcome.SUPERSEDED
+    # When its FAILED write loses (after it removed the document's chunks from the index)
+    with pytest.raises(ConflictError):
+        ingestor.ingest(source("acme", "a.md", b""))
+    # Then no FAILED status hides the newer version: the record is PENDING for a re-ingest
     record = registry.get("acme", document_id("acme", "a.md"))
     assert record is not None and record.status is DocumentStatus.PENDING and record.error is None
+
+
+def test_a_worker_that_lost_before_touching_the_index_is_superseded(tmp_path: Path) -> None:
+    # Given a registry where a newer version already owns the record when this worker starts
+    class NewerWins(LocalRegistry):
+        def put(self, document: Document) -> None:
+            if document.version == "v1":
+                raise ConflictError("a newer version was recorded")
+            super().put(document)
+
+    registry = NewerWins(tmp_path / "registry.db")
+    ingestor = Ingestor(LocalIndex(tmp_path / "index.db"), registry, CountingEmbedder(), Chunker(120, 20))
+    ingestor.ingest(source("acme", "a.md", b"Version two.", version="v2"))
+    # When the older version's worker tries to start, it is refused before it touches anything
+    with pytest.raises(ConflictError):
+        ingestor.ingest(source("acme", "a.md", b"Version one.", version="v1"))
+    record = registry.get("acme", document_id("acme", "a.md"))
+    assert record is not None and record.status is DocumentStatus.INDEXED and record.version == "v2"
+
+
+def test_an_older_version_committed_last_is_reingested_not_left_in_the_index(aws_credentials: None) -> None:
+    # Given two workers on one DynamoDB registry (ordered writes) and one index, and a clock that ticks
+    with mock_aws():
+        boto3.client("dynamodb").create_table(TableName="registry", **TABLE_SCHEMA)
+        registry = DynamoRegistry("registry", client=boto3.client("dynamodb"))
+        index = LocalIndex(Path(tempfile.mkdtemp()) / "index.db")
+        ticks = iter(datetime(2026, 11, 22, tzinfo=UTC) + timedelta(seconds=n) for n in range(100))
+        workers = [
+            Ingestor(index, registry, CountingEmbedder(), Chunker(120, 20), clock=lambda: next(ticks)) for _ in "ab"
+        ]
+        newer = source("acme", "a.md", b"Version two mentions gizmos.", version="v2")
+
+        def load_old_while_the_newer_version_is_ingested() -> bytes:
+            # Worker B ingests version 2 completely while worker A is still reading version 1
+            assert workers[1].ingest(newer).outcome in (Outcome.NEW, Outcome.MODIFIED)
+            return b"Version one mentions widgets."
+
+        older = dataclasses.replace(newer, version="v1", load=load_old_while_the_newer_version_is_ingested)
+        # When worker A, which started first, commits last: its chunks replace version 2's in the index
+        with pytest.raises(ConflictError):
+            workers[0].ingest(older)
+        # Then the record is flagged, so the redelivered message re-ingests the current object (v2)
+        record = registry.get("acme", document_id("acme", "a.md"))
+        assert record is not None and record.status is DocumentStatus.PENDING and record.version == "v2"
+        assert workers[0].ingest(newer).outcome is Outcome.MODIFIED
+        assert [c.chunk.document.path for c in index.keyword_search(CALLER, "gizmos", None, 10)] == ["a.md"]
+        assert index.keyword_search(CALLER, "widgets", None, 10) == []
+        final = registry.get("acme", document_id("acme", "a.md"))
+        assert final is not None and final.status is DocumentStatus.INDEXED and final.version == "v2"
 
 
 def test_many_documents_are_embedded_together_and_one_bad_one_spoils_nothing(tmp_path: Path) -> None:
