@@ -54,10 +54,18 @@ def ingest_handler() -> LambdaHandler:
     logged and dropped: retrying cannot make them valid, and they must never be indexed.
     """
     services = build_services(load_settings(Settings))
-    processor = BatchProcessor(event_type=EventType.SQS)
+    # A batch that failed whole is still a normal answer listing its records: the function's Errors
+    # metric stays for crashes, and IngestFailures counts failed records.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
     def record_handler(record: SQSRecord) -> None:
-        for event in parse_notification(record.body):
+        try:
+            events = parse_notification(record.body)
+        except ValidationError as exc:  # kept for the DLQ by failing the record; say so where it shows
+            logger.warning("malformed message", extra={"message_id": record.message_id, "reason": exc.message})
+            metrics.add_metric(name="IngestFailures", unit=MetricUnit.Count, value=1)
+            raise
+        for event in events:
             try:
                 with timed("IngestLatency"):
                     result = apply(event, services.ingestor, services.blobs, key_to_location)
@@ -67,7 +75,8 @@ def ingest_handler() -> LambdaHandler:
                 )
                 metrics.add_metric(name="IngestRejected", unit=MetricUnit.Count, value=1)
                 continue
-            except Exception:
+            except Exception as exc:  # BatchProcessor logs a failed record's exception at DEBUG only
+                logger.warning("ingest failed, to be retried", extra={"key": event.key, "error": repr(exc)})
                 metrics.add_metric(name="IngestFailures", unit=MetricUnit.Count, value=1)
                 raise
             if result is not None:
@@ -78,7 +87,12 @@ def ingest_handler() -> LambdaHandler:
     @tracer.capture_lambda_handler(capture_response=False)
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return dict(
-            process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+            process_partial_response(
+                event=event,
+                record_handler=record_handler,
+                processor=processor,
+                context=context,
+            )
         )
 
     return cast(LambdaHandler, lambda_handler)

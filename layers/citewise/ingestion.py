@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from citewise.batching import batched
+from citewise.blobstore.base import DEFAULT_OWNER
 from citewise.chunking import Chunker, embedding_text
 from citewise.embeddings.base import Embedder
 from citewise.errors import CitewiseError, ConflictError, PayloadTooLargeError, ValidationError
@@ -68,7 +69,7 @@ class SourceObject:
     version: str
     load: Callable[[], bytes]
     source: str = "local"
-    owner: str = "system"
+    owner: str = DEFAULT_OWNER
     visibility: Visibility = Visibility.SHARED
     content_type: str | None = None
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
@@ -186,6 +187,32 @@ class Ingestor:
         self.index.delete_document(tenant_id, doc_id)
         self.registry.delete(tenant_id, doc_id)
         return existed
+
+    def record_failure(
+        self, tenant_id: str, path: str, error: CitewiseError, *, version: str, source: str
+    ) -> IngestResult:
+        """Record a document FAILED with `error` when its object cannot even be read as a document (a
+        malformed sidecar or metadata, over the size limit): the uploader sees why, and no chunk of an
+        earlier version stays searchable under metadata that no longer holds."""
+        self.ensure_index()
+        doc_id = document_id(validate_tenant_id(tenant_id), validate_path(path))
+        previous = self.registry.get(tenant_id, doc_id)
+        now = self.clock()
+        pending = Document(
+            tenant_id=tenant_id,
+            doc_id=doc_id,
+            path=path,
+            source=source,
+            title=previous.title if previous else None,
+            owner=previous.owner if previous else DEFAULT_OWNER,
+            visibility=previous.visibility if previous else Visibility.SHARED,
+            status=DocumentStatus.PENDING,
+            version=version,
+            created_at=previous.created_at if previous else now,
+            updated_at=now,
+        )
+        self.registry.put(pending)  # a terminal status is recorded for a version that went PENDING first
+        return IngestResult(Outcome.FAILED, self._fail(pending, f"{error.code}: {error.message}"))
 
     def ensure_index(self) -> None:
         """Create the index for this embedder (or check it matches), once per process, on first use.

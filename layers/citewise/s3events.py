@@ -17,7 +17,7 @@ from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
 from citewise.blobstore.base import BlobStore
-from citewise.errors import NotFoundError, ValidationError
+from citewise.errors import NotFoundError, PayloadTooLargeError, ValidationError
 from citewise.ingestion import Ingestor, IngestResult, Outcome
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Frozen
@@ -77,7 +77,8 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
     old version of a versioned object leaves the document in place). So an existing object is ingested
     (a no-op for a version already indexed) and a missing one is removed from the index and registry.
 
-    Raises ValidationError for a key outside `tenants/{tenant_id}/`, and what `Ingestor.ingest` raises.
+    Raises ValidationError for a key outside `tenants/{tenant_id}/` (only for the key: an object that
+    cannot be read as a document becomes a FAILED record), and what `Ingestor.ingest` raises.
     """
     tenant_id, path = key_to_location(event.key)
     if path.endswith(SIDECAR_SUFFIX):
@@ -86,6 +87,12 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
         validate_path(path)
     try:
         stored = blobs.get(tenant_id, path)
+    except (ValidationError, PayloadTooLargeError) as exc:
+        # The key is fine but the object is unusable (malformed metadata or sidecar, over the limit):
+        # retrying cannot help, and silence would leave the uploader a 404, so record why it failed.
+        return ingestor.record_failure(
+            tenant_id, path, exc, version=event.version_id or event.sequencer or "unknown", source=blobs.source
+        )
     except NotFoundError:
         doc_id = document_id(tenant_id, path)
         existing = ingestor.registry.get(tenant_id, doc_id)

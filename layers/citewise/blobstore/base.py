@@ -104,6 +104,8 @@ class BlobStore(Protocol):
     """Document objects under `tenants/{tenant_id}/{path}`; every path passes `validate_path` first."""
 
     max_bytes: int
+    source: str
+    """What documents from this store record as their `source` (`s3`, `local`): listings filter on it."""
 
     def get(self, tenant_id: str, path: str) -> StoredObject:
         """The object's facts and a loader for its bytes.

@@ -66,6 +66,8 @@ class UploadGrant(Frozen):
 class LocalBlobStore:
     """A `BlobStore` in a local folder (see the module docstring for the layout and uploads)."""
 
+    source = "local"
+
     def __init__(
         self,
         root: Path,
@@ -114,7 +116,7 @@ class LocalBlobStore:
             metadata=recorded.get("metadata", {}),
             sidecar=None if is_sidecar(path) else self._sidecar(tenant_id, target, path),
             load=load,
-            source="local",
+            source=self.source,
         )
 
     def put(

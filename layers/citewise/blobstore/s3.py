@@ -64,6 +64,8 @@ def s3_client(region: str | None = None) -> Any:
 class S3BlobStore:
     """A `BlobStore` in one S3 bucket (see the module docstring for keys, versions and limits)."""
 
+    source = "s3"
+
     def __init__(
         self,
         bucket: str,
@@ -121,7 +123,7 @@ class S3BlobStore:
             metadata=head.get("Metadata", {}),
             sidecar=None if is_sidecar(path) else self._sidecar(key, path),
             load=load,
-            source="s3",
+            source=self.source,
         )
 
     def put(

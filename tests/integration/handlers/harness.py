@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from urllib.parse import quote_plus
 
 import requests
 
+from citewise.blobstore.base import parse_key
 from citewise.config import load_settings
 from citewise.factory import local_blob_store
 
@@ -128,6 +131,106 @@ def s3_notification(kind: str, key: str, *, size: int = 0, etag: str = "", seque
     return notification
 
 
+def recorded_notification(name: str, key: str, *, version_id: str | None = None) -> dict[str, Any]:
+    """The S3 notification in the recorded SQS event `name`, retargeted at `key` (URL-encoded as S3 does)
+    and `version_id` (dropped when None, as on an unversioned bucket); the rest keeps the recorded shape."""
+    notification: dict[str, Any] = json.loads(event_file(name)["Records"][0]["body"])
+    obj = notification["Records"][0]["s3"]["object"]
+    obj["key"] = quote_plus(key, safe="/")
+    obj.pop("versionId", None)
+    if version_id is not None:
+        obj["versionId"] = version_id
+    return notification
+
+
+def lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """ReceiveMessage's messages in the shape the Lambda SQS event source mapping hands to the function."""
+    region = queue_arn.split(":")[3]
+    return {
+        "Records": [
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "messageAttributes": message.get("MessageAttributes", {}),
+                "md5OfBody": message["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": region,
+            }
+            for message in messages
+        ]
+    }
+
+
+def authorizer_claims(token_claims: dict[str, Any]) -> dict[str, str]:
+    """Decoded ID-token claims as API Gateway's Cognito user pool authorizer (REST API) passes them to the
+    function: every value a string, a list claim such as `cognito:groups` joined with commas (one group is
+    just its name), and `exp`/`iat` as dates in the format of the recorded event."""
+    rendered: dict[str, str] = {}
+    for name, value in token_claims.items():
+        if isinstance(value, list):
+            rendered[name] = ",".join(str(item) for item in value)
+        elif name in ("exp", "iat"):
+            rendered[name] = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(int(value)))
+        elif isinstance(value, bool):
+            rendered[name] = str(value).lower()
+        else:
+            rendered[name] = str(value)
+    return rendered
+
+
+class CurrentStdout:
+    """Writes to whatever `sys.stdout` is at the time of the write.
+
+    Powertools' Logger binds its stream once, when `citewise.observability` is first imported (by
+    whichever test loads a handler first); pointing it here lets a later test's `capsys` see the logs
+    together with the EMF metrics, which Powertools prints to the current stdout, as Lambda would.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class Output:
+    """One invocation's stdout split into structured log records and EMF metric blobs."""
+
+    text: str
+    logs: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+
+    @classmethod
+    def parse(cls, text: str) -> Output:
+        lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        return cls(
+            text,
+            logs=[line for line in lines if "_aws" not in line],
+            metrics=[line for line in lines if "_aws" in line],
+        )
+
+    def metric(self, name: str) -> list[float]:
+        """Every value emitted for metric `name` (in any namespace), in order."""
+        return [value for blob in self.metrics for value in blob.get(name, [])]
+
+    def namespaces(self, name: str) -> set[str]:
+        """The namespaces metric `name` was declared in."""
+        return {
+            directive["Namespace"]
+            for blob in self.metrics
+            for directive in blob["_aws"]["CloudWatchMetrics"]
+            if any(metric["Name"] == name for metric in directive["Metrics"])
+        }
+
+    def messages(self, message: str) -> list[dict[str, Any]]:
+        """The log records with this message."""
+        return [record for record in self.logs if record.get("message") == message]
+
+
 @dataclass
 class Stack:
     """The backend the handlers run on, and what a test needs to act like S3 and its clients."""
@@ -156,6 +259,21 @@ class Stack:
         else:
             token = upload["url"].rsplit("/", 1)[1]
             local_blob_store(load_settings()).redeem(token, data, upload["headers"])
+
+    def put_object(self, key: str, data: bytes, *, content_type: str = "text/markdown") -> str:
+        """Write an object straight to the bucket (or the local store) as any S3 client might; its version."""
+        if self.kind == "aws":
+            response = self.s3.put_object(Bucket=BUCKET, Key=key, Body=data, ContentType=content_type)
+            return str(response["VersionId"])
+        tenant_id, path = parse_key(key)
+        return local_blob_store(load_settings()).put(tenant_id, path, data, content_type=content_type)
+
+    def delete_object(self, key: str, *, version_id: str | None = None) -> None:
+        """Delete an object (a delete marker on the versioned bucket), or one version of it on AWS."""
+        if self.kind == "aws":
+            self.s3.delete_object(Bucket=BUCKET, Key=key, **({"VersionId": version_id} if version_id else {}))
+        else:
+            local_blob_store(load_settings()).delete(*parse_key(key))
 
     def ingest(self, *notifications: dict[str, Any] | str) -> dict[str, Any]:
         """Run the ingest function on one SQS batch; returns its partial-failure response."""
