@@ -46,4 +46,4 @@ def stack(
             "AWS_REGION": "us-east-1",
         }.items():
             monkeypatch.setenv(f"CITEWISE_{name}", value)
-        yield Stack("aws", s3=s3)
+        yield Stack("aws", s3=s3, opensearch=opensearch.fake)

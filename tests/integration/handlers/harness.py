@@ -24,6 +24,7 @@ import requests
 from citewise.blobstore.base import parse_key
 from citewise.config import load_settings
 from citewise.factory import local_blob_store
+from tests.doubles.opensearch_server import FakeOpenSearch
 
 ROOT = Path(__file__).resolve().parents[3]
 EVENTS = ROOT / "tests" / "events"
@@ -237,6 +238,7 @@ class Stack:
 
     kind: str
     s3: Any = None
+    opensearch: FakeOpenSearch | None = None
     handlers: dict[str, Handler] = field(default_factory=dict)
 
     def handler(self, function: str) -> Handler:

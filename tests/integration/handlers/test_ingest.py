@@ -19,7 +19,7 @@ from citewise.embeddings.hashing import HashingEmbedder
 from citewise.errors import EmbeddingServiceError
 from citewise.tenancy import document_id
 from tests.doubles.opensearch_server import FakeOpenSearch
-from tests.integration.handlers import conftest as handlers_conftest
+from tests.integration.handlers.conftest import TABLE
 from tests.integration.handlers.harness import (
     BUCKET,
     CurrentStdout,
@@ -53,28 +53,11 @@ def _logs_on_stdout(powertools: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(logger.registered_handler, "stream", CurrentStdout())
 
 
-@pytest.fixture(autouse=True)
-def search_doubles(monkeypatch: pytest.MonkeyPatch) -> list[FakeOpenSearch]:
-    """Keep hold of the OpenSearch double the `stack` fixture starts (it does not hand it out).
-
-    Autouse, so it is in place before `stack` builds the AWS stack.
-    """
-    created: list[FakeOpenSearch] = []
-
-    def make(**kwargs: Any) -> FakeOpenSearch:
-        fake = FakeOpenSearch(**kwargs)
-        created.append(fake)
-        return fake
-
-    monkeypatch.setattr(handlers_conftest, "FakeOpenSearch", make)
-    return created
-
-
 @pytest.fixture
-def opensearch(stack: Stack, search_doubles: list[FakeOpenSearch]) -> FakeOpenSearch:
+def opensearch(stack: Stack) -> FakeOpenSearch:
     """The AWS stack's OpenSearch double, for fault injection and for reading what was indexed."""
-    [fake] = search_doubles
-    return fake
+    assert stack.opensearch is not None
+    return stack.opensearch
 
 
 def doc_id_of(key: str) -> str:
@@ -140,7 +123,7 @@ def failing_embedder(monkeypatch: pytest.MonkeyPatch, *, times: int | None, mark
 
 
 def test_keys_outside_the_tenant_layout_are_dropped_with_a_warning_and_never_indexed(
-    stack: Stack, capsys: pytest.CaptureFixture[str], search_doubles: list[FakeOpenSearch]
+    stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a valid object, and objects whose keys are outside tenants/{tenant}/ or climb out of it
     outside, climbing = "uploads/acme/zanzibar.md", "tenants/acme/../globex/zanzibar.md"
@@ -166,9 +149,10 @@ def test_keys_outside_the_tenant_layout_are_dropped_with_a_warning_and_never_ind
     }
     assert sum(output.metric("IngestRejected")) == 2
     if stack.kind == "aws":  # and underneath the API: one registry item, one document's chunks
-        [fake] = search_doubles
+        fake = stack.opensearch
+        assert fake is not None
         assert indexed_doc_ids(fake) == {doc_id_of(GUIDE_KEY)}
-        items = boto3.client("dynamodb", region_name="us-east-1").scan(TableName=handlers_conftest.TABLE)["Items"]
+        items = boto3.client("dynamodb", region_name="us-east-1").scan(TableName=TABLE)["Items"]
         assert [item["doc_id"]["S"] for item in items] == [doc_id_of(GUIDE_KEY)]
 
 
