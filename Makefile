@@ -26,9 +26,10 @@ test: $(STAMP) ## Run the whole test suite
 	$(BIN)/pytest
 
 lint: $(STAMP) ## ruff and mypy (strict on the library and the handlers)
-	$(BIN)/ruff check layers functions tests samples benchmarks
-	$(BIN)/ruff format --check layers functions tests samples benchmarks
+	$(BIN)/ruff check layers functions cdk tests samples benchmarks
+	$(BIN)/ruff format --check layers functions cdk tests samples benchmarks
 	$(BIN)/mypy
+	$(BIN)/mypy --strict cdk
 	# Every function's module is called `handler`: one mypy run each, so the names do not collide.
 	for handler in functions/*/handler.py; do $(BIN)/mypy --strict $$handler || exit 1; done
 
@@ -44,3 +45,32 @@ bench: $(VENV)/.bench-installed ## Benchmarks (ingest, query latency, cold impor
 
 clean: ## Remove the virtual environment and local demo data
 	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache
+
+# --- AWS (CDK) -------------------------------------------------------------------------------------
+# The CDK CLI is pinned in cdk/package-lock.json (aws-cdk 2.1148.1 reads aws-cdk-lib 2.275's cloud
+# assembly). No telemetry, no notices, no version check, no Node end-of-life banner.
+CDK_STAMP := cdk/node_modules/.installed
+CDK := CDK_DISABLE_CLI_TELEMETRY=true CDK_DISABLE_VERSION_CHECK=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
+	cdk/node_modules/.bin/cdk --no-notices
+ENVS := dev prod
+ENV ?= dev
+
+.PHONY: synth deploy destroy
+
+$(CDK_STAMP): cdk/package.json cdk/package-lock.json
+	npm ci --prefix cdk --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: $(STAMP) $(CDK_STAMP) ## Synthesize every environment offline (layer bundled, cdk-nag, cfn-lint) into cdk.out/
+	@for env in $(ENVS); do \
+		echo "synth $$env"; \
+		AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c env=$$env --output cdk.out/$$env || exit 1; \
+	done
+	$(BIN)/cfn-lint --ignore-checks W3005 -- $(foreach env,$(ENVS),cdk.out/$(env)/citewise-$(env).template.json)
+
+deploy: $(STAMP) $(CDK_STAMP) ## Deploy one environment to AWS: make deploy ENV=dev (bootstraps the account once)
+	$(CDK) bootstrap -c env=$(ENV) --output cdk.out/$(ENV)
+	$(CDK) deploy -c env=$(ENV) --output cdk.out/$(ENV) --outputs-file cdk.out/$(ENV)-outputs.json citewise-$(ENV)
+
+destroy: $(STAMP) $(CDK_STAMP) ## Delete one environment's stack: make destroy ENV=dev (asks first)
+	$(CDK) destroy -c env=$(ENV) --output cdk.out/$(ENV) citewise-$(ENV)

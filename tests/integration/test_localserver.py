@@ -354,11 +354,31 @@ def test_a_bare_token_is_accepted_as_api_gateway_accepts_it(api: Running, token:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/v1/nothing"), ("GET", "/v1/query"), ("PUT", "/v1/documents/x"), ("GET", "/v1/documents/"), ("GET", "/")],
+    [
+        ("GET", "/v1/nothing"),
+        ("GET", "/v1/query"),
+        ("PUT", "/v1/documents/x"),
+        ("GET", "/v1/documents/"),
+        ("GET", "/"),
+        ("TRACE", "/v1/health"),
+        ("QUERY", "/v1/documents"),
+    ],
 )
 def test_unknown_paths_and_methods_get_404(api: Running, token: Callable[..., str], method: str, path: str) -> None:
     response = call(api.url, method, path, headers=bearer(token()))
     assert_error(response, 404, "NOT_FOUND")
+
+
+def test_head_gets_the_headers_of_the_404_without_its_body_and_the_connection_goes_on(api: Running) -> None:
+    parts = urlsplit(api.url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        head = call(api.url, "HEAD", "/v1/health", connection=connection)
+        after = call(api.url, "GET", "/v1/health", connection=connection)
+    finally:
+        connection.close()
+    assert head.status == 404 and int(head.headers["Content-Length"]) > 0 and head.body == b""
+    assert after.status == 200
 
 
 def test_a_body_over_the_limit_gets_413(api: Running, token: Callable[..., str]) -> None:

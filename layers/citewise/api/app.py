@@ -66,6 +66,11 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
     """A resolver with validation, the error handlers, and the routes each `route_sets` item adds."""
     app = APIGatewayRestResolver(enable_validation=True)
 
+    def _not_json_body() -> bool:
+        event = app.current_event
+        content_type = event.headers.get("content-type", "application/json")
+        return bool(event.body) and not content_type.startswith("application/json")
+
     def reply(error: Exception) -> Response[str]:
         status, body = error_body(error, request_id(app))
         return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
@@ -76,9 +81,7 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
         return reply(error)
 
     def _invalid(error: RequestValidationError) -> Response[str]:
-        event = app.current_event
-        if event.body and not event.headers.get("content-type", "application/json").startswith("application/json"):
-            # Powertools parses form bodies too; this API speaks JSON only (curl -d sends a form type).
+        if _not_json_body():  # Powertools parses form bodies too; this API speaks JSON (curl -d sends a form)
             return _not_json(None)
         problems = [
             {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
@@ -93,6 +96,15 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
     def _no_route(_: Exception) -> Response[str]:
         return reply(NotFoundError("no such route", details={"method": app.current_event.http_method}))
 
+    def _unreadable(error: ValueError) -> Response[str]:
+        # Powertools raises plain ValueErrors on bodies it cannot decode before validation runs: bytes
+        # that are not UTF-8, a multipart body without a boundary. Bad input, never a 500.
+        if _not_json_body():
+            return _not_json(None)
+        if isinstance(error, UnicodeDecodeError):
+            return reply(ValidationError("the request body is not UTF-8 JSON"))
+        return _unexpected(error)
+
     def _unexpected(error: Exception) -> Response[str]:
         logger.exception("unhandled error")
         return reply(error)
@@ -101,6 +113,7 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
         (CitewiseError, _known),
         (RequestValidationError, _invalid),
         (RequestUnsupportedContentType, _not_json),
+        (ValueError, _unreadable),
         (Exception, _unexpected),
     ):
         app.exception_handler(exception)(handle)

@@ -17,12 +17,10 @@ from typing import Literal
 from citewise.errors import UnsupportedMediaTypeError
 from citewise.models import ParsedDocument
 from citewise.parsing.builder import SEPARATOR
-from citewise.parsing.docx import parse_docx
 from citewise.parsing.encoding import decode_text
 from citewise.parsing.failures import parse_error
 from citewise.parsing.html import parse_html
 from citewise.parsing.markdown import parse_markdown
-from citewise.parsing.pdf import parse_pdf
 from citewise.parsing.plaintext import parse_plaintext
 
 __all__ = ["SEPARATOR", "SUPPORTED_CONTENT_TYPES", "SUPPORTED_EXTENSIONS", "check_supported", "parse"]
@@ -74,8 +72,14 @@ def parse(data: bytes, filename: str, content_type: str | None = None, *, max_pa
         raise parse_error(filename, "the file is empty")
     if document_format in _TEXT_PARSERS:
         return _TEXT_PARSERS[document_format](decode_text(data, filename), filename)
+    # The binary formats' parsers are imported on use: pypdf alone costs an API function's cold start
+    # about 60 ms, and the API only asks `check_supported`.
     if document_format == "pdf":
+        from citewise.parsing.pdf import parse_pdf
+
         return parse_pdf(data, filename, max_pages=max_pages)
+    from citewise.parsing.docx import parse_docx
+
     return parse_docx(data, filename)
 
 

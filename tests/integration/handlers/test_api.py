@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -248,3 +249,24 @@ def test_the_served_openapi_document_is_the_checked_in_one_and_covers_every_rout
     for route in ROUTES:
         operation = served["paths"][route.path][route.method.lower()]
         assert ("security" in operation) is route.authenticated, route
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "status", "code"),
+    [
+        (b"\xff\xfe{}", "application/json", 400, "VALIDATION_ERROR"),
+        (b"--x\r\n\r\nquery\r\n--x--", "multipart/form-data", 415, "UNSUPPORTED_MEDIA_TYPE"),
+    ],
+)
+def test_bodies_that_cannot_be_decoded_are_client_errors(
+    stack: Stack, raw: bytes, content_type: str, status: int, code: str
+) -> None:
+    # Given a body API Gateway passes base64-encoded (bytes that are not UTF-8, a multipart body with no
+    # boundary), which Powertools fails to decode before validation runs
+    event = api_event(
+        "POST", "/v1/uploads", body=base64.b64encode(raw).decode(), identity=ALICE, content_type=content_type
+    )
+    event["isBase64Encoded"] = True
+    # When it reaches the handler, then the answer is a client error in the one error shape
+    response = stack.handler("documents")(event, LambdaContext())
+    assert (response["statusCode"], json.loads(response["body"])["error"]["code"]) == (status, code)

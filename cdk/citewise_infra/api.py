@@ -1,0 +1,311 @@
+"""The REST API: routes from `citewise.api.routes.ROUTES`, Cognito or IAM auth, one error body everywhere.
+
+The route table is the one the local server uses, so the deployed API and `citewise serve` cannot
+disagree about which function serves a path or which paths need an identity (health and the OpenAPI
+document do not). API Gateway's own rejections (no token, throttled, body not JSON, unknown route)
+answer with the library's error body `{"error": {"code", "message", "details", "request_id"}}`, so a
+client parses every error the same way, whoever produced it.
+
+Cognito mode: a user pool whose users carry an immutable `custom:tenant_id` set by an administrator (no
+self sign-up, and the app client cannot write it), and a Cognito authorizer that checks the ID token.
+IAM mode: SigV4 on every authenticated method; the functions map the caller's principal to a tenant
+with `tenant_map`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from citewise.api.routes import ROUTES, Route
+from citewise.errors import (
+    CitewiseError,
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ThrottledError,
+    UnauthorizedError,
+    UnsupportedMediaTypeError,
+    ValidationError,
+)
+from citewise_infra.config import EnvironmentConfig
+from citewise_infra.constants import COGNITO_TENANT_ATTRIBUTE
+from citewise_infra.functions import CitewiseFunction
+from citewise_infra.nag import acknowledge
+
+# API Gateway response type -> (error class whose code it answers with, status override or None).
+GATEWAY_ERRORS: dict[str, tuple[type[CitewiseError], str | None]] = {
+    "DEFAULT_4XX": (ValidationError, None),
+    "DEFAULT_5XX": (CitewiseError, None),  # INTERNAL_ERROR
+    "BAD_REQUEST_BODY": (ValidationError, None),
+    "BAD_REQUEST_PARAMETERS": (ValidationError, None),
+    "UNSUPPORTED_MEDIA_TYPE": (UnsupportedMediaTypeError, None),
+    "REQUEST_TOO_LARGE": (PayloadTooLargeError, None),
+    "UNAUTHORIZED": (UnauthorizedError, None),
+    "EXPIRED_TOKEN": (UnauthorizedError, "401"),
+    "INVALID_SIGNATURE": (UnauthorizedError, "401"),
+    "ACCESS_DENIED": (ForbiddenError, None),
+    "WAF_FILTERED": (ForbiddenError, None),
+    "THROTTLED": (ThrottledError, None),
+    "QUOTA_EXCEEDED": (ThrottledError, None),
+    "RESOURCE_NOT_FOUND": (NotFoundError, None),
+    # API Gateway's answer to a path or method it has no route for (it says "Missing Authentication Token").
+    "MISSING_AUTHENTICATION_TOKEN": (NotFoundError, "404"),
+}
+_NO_ROUTE = "no route matches this method and path"
+_NO_ROUTE_IAM = _NO_ROUTE + ", or the request is not signed with SigV4"
+
+
+def error_template(code: str, message_expression: str) -> str:
+    """A gateway response body in the library's error shape; `message_expression` is a JSON value
+    (a quoted string, or `$context.error.messageString`, which API Gateway renders quoted)."""
+    return (
+        f'{{"error": {{"code": {json.dumps(code)}, "message": {message_expression}, '
+        f'"details": {{}}, "request_id": "$context.requestId"}}}}'
+    )
+
+
+class Api(Construct):
+    """The REST API, its auth, its routes and its gateway responses."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        functions: dict[str, CitewiseFunction],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self.user_pool: cognito.UserPool | None = None
+        self.user_pool_client: cognito.UserPoolClient | None = None
+        self.rest_api = self._build_rest_api()
+        # The stack outputs the URL under its own key (constants.Outputs.API_URL); drop CDK's duplicate.
+        self.rest_api.node.try_remove_child("Endpoint")
+        self._authorizer = self._build_cognito() if config.auth.mode == "cognito" else None
+        self._build_routes(functions)
+        self._build_gateway_responses()
+        self._acknowledge_api()
+
+    # --- the API and its stage ---------------------------------------------------------------------------
+
+    def _build_rest_api(self) -> apigw.RestApi:
+        config = self._config
+        access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=config.data.log_retention,
+            removal_policy=RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN,
+        )
+        cors = None
+        if config.api.cors_allow_origins:
+            cors = apigw.CorsOptions(
+                allow_origins=list(config.api.cors_allow_origins),
+                allow_methods=sorted({route.method for route in ROUTES}),
+                allow_headers=["Authorization", "Content-Type", "X-Amz-Date", "X-Amz-Security-Token"],
+                max_age=Duration.hours(1),
+            )
+        return apigw.RestApi(
+            self,
+            "RestApi",
+            rest_api_name=f"citewise-{config.name}",
+            description=f"citewise {config.name}: question answering with citations (v1)",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            # Stage logging needs the account-level CloudWatch role; a fresh account has none.
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
+            default_cors_preflight_options=cors,
+            deploy_options=apigw.StageOptions(
+                stage_name=config.api.stage_name,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,  # would log request bodies: questions and document metadata
+                metrics_enabled=True,
+                tracing_enabled=True,
+                throttling_rate_limit=config.api.throttle_rate_limit,
+                throttling_burst_limit=config.api.throttle_burst_limit,
+            ),
+        )
+
+    # --- Cognito -----------------------------------------------------------------------------------------
+
+    def _build_cognito(self) -> apigw.CognitoUserPoolsAuthorizer:
+        config = self._config
+        required = config.auth.mfa == "required"
+        pool = cognito.UserPool(
+            self,
+            "Users",
+            user_pool_name=f"citewise-{config.name}",
+            self_sign_up_enabled=False,  # an administrator creates users, and sets their tenant
+            sign_in_aliases=cognito.SignInAliases(email=True),
+            auto_verify=cognito.AutoVerifiedAttrs(email=True),
+            standard_attributes=cognito.StandardAttributes(
+                email=cognito.StandardAttribute(required=True, mutable=True)
+            ),
+            custom_attributes={
+                # Immutable: set at creation, never changed by anyone afterwards, so a user cannot move
+                # between tenants; 1-64 characters as `citewise.models.TENANT_ID_PATTERN` allows.
+                COGNITO_TENANT_ATTRIBUTE: cognito.StringAttribute(min_len=1, max_len=64, mutable=False),
+            },
+            password_policy=cognito.PasswordPolicy(
+                min_length=12,
+                require_lowercase=True,
+                require_uppercase=True,
+                require_digits=True,
+                require_symbols=True,
+                temp_password_validity=Duration.days(3),
+            ),
+            mfa=cognito.Mfa.REQUIRED if required else cognito.Mfa.OPTIONAL,
+            mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
+            account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
+            feature_plan=cognito.FeaturePlan.ESSENTIALS,
+            deletion_protection=not config.destroy_on_delete,
+            removal_policy=RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN,
+        )
+        self.user_pool = pool
+        self.user_pool_client = pool.add_client(
+            "ApiClient",
+            auth_flows=cognito.AuthFlow(user_srp=True, user_password=config.auth.password_auth),
+            generate_secret=False,  # a public client: command lines and browser apps keep no secret
+            prevent_user_existence_errors=True,
+            read_attributes=cognito.ClientAttributes()
+            .with_standard_attributes(email=True, email_verified=True)
+            .with_custom_attributes(COGNITO_TENANT_ATTRIBUTE),
+            write_attributes=cognito.ClientAttributes().with_standard_attributes(email=True),
+            id_token_validity=Duration.hours(1),
+            access_token_validity=Duration.hours(1),
+            refresh_token_validity=Duration.days(30),
+            enable_token_revocation=True,
+        )
+        if not required:
+            acknowledge(
+                pool,
+                "AwsSolutions-COG2",
+                f"MFA is optional in {config.name} so a test user can sign in from the command line; "
+                "environments with real users set auth.mfa to required (TOTP) in cdk.json.",
+            )
+        acknowledge(
+            pool,
+            "AwsSolutions-COG8",
+            "The Essentials plan is deliberate: the Plus plan (threat protection) costs per active user, and "
+            "users are created by an administrator only, with MFA available.",
+        )
+        # The ID token carries custom:tenant_id (an access token does not): clients send the ID token.
+        return apigw.CognitoUserPoolsAuthorizer(self, "Authorizer", cognito_user_pools=[pool])
+
+    # --- routes ---------------------------------------------------------------------------------------------
+
+    def _build_routes(self, functions: dict[str, CitewiseFunction]) -> None:
+        api = self.rest_api
+        validator = api.add_request_validator("Validator", validate_request_body=True, validate_request_parameters=True)
+        # JSON bodies must at least be JSON objects; the functions validate the fields (one message style).
+        json_object = api.add_model(
+            "JsonObject",
+            content_type="application/json",
+            schema=apigw.JsonSchema(
+                schema=apigw.JsonSchemaVersion.DRAFT4, title="JsonObject", type=apigw.JsonSchemaType.OBJECT
+            ),
+        )
+        integrations = {
+            key: apigw.LambdaIntegration(fn.function, allow_test_invoke=False) for key, fn in functions.items()
+        }
+        for route in ROUTES:
+            resource = api.root.resource_for_path(route.path.lstrip("/"))
+            parameters = {
+                f"method.request.path.{segment[1:-1]}": True
+                for segment in route.path.split("/")
+                if segment.startswith("{") and segment.endswith("}")
+            }
+            authorization_type, authorizer = self._auth(route)
+            method = resource.add_method(
+                route.method,
+                integrations[route.function],
+                request_validator=validator,
+                request_models={"application/json": json_object} if route.method == "POST" else None,
+                request_parameters=parameters or None,
+                authorization_type=authorization_type,
+                authorizer=authorizer,
+            )
+            self._acknowledge_route(route, method)
+
+    def _auth(self, route: Route) -> tuple[apigw.AuthorizationType, apigw.IAuthorizer | None]:
+        if not route.authenticated:
+            return apigw.AuthorizationType.NONE, None
+        if self._authorizer is not None:
+            return apigw.AuthorizationType.COGNITO, self._authorizer
+        return apigw.AuthorizationType.IAM, None
+
+    # --- errors ---------------------------------------------------------------------------------------------
+
+    def _build_gateway_responses(self) -> None:
+        headers = None
+        origins = self._config.api.cors_allow_origins
+        if len(origins) == 1:
+            # Let a browser read the error body; with several origins there is no single value to send.
+            headers = {"Access-Control-Allow-Origin": f"'{origins[0]}'"}
+        no_route = _NO_ROUTE if self._config.auth.mode == "cognito" else _NO_ROUTE_IAM
+        for response_type, (error, status) in GATEWAY_ERRORS.items():
+            message = json.dumps(no_route) if response_type == "MISSING_AUTHENTICATION_TOKEN" else None
+            self.rest_api.add_gateway_response(
+                response_type,
+                type=getattr(apigw.ResponseType, _enum_name(response_type)),
+                status_code=status,
+                response_headers=headers,
+                templates={"application/json": error_template(error.code, message or "$context.error.messageString")},
+            )
+
+    # --- cdk-nag ----------------------------------------------------------------------------------------
+
+    def _acknowledge_route(self, route: Route, method: apigw.Method) -> None:
+        if not route.authenticated:
+            reason = (
+                f"{route.method} {route.path} is public by design (health check, API description): it reads "
+                "no tenant data, and the stage throttling limits it like every other method."
+            )
+            acknowledge(method, "AwsSolutions-APIG4", reason)
+            acknowledge(method, "AwsSolutions-COG4", reason)
+        elif self._authorizer is None:
+            acknowledge(
+                method,
+                "AwsSolutions-COG4",
+                f"{route.method} {route.path} uses IAM (SigV4) authorization, the configured auth mode of "
+                f"{self._config.name}; the caller's principal maps to a tenant.",
+            )
+
+    def _acknowledge_api(self) -> None:
+        acknowledge(
+            self.rest_api,
+            "AwsSolutions-APIG3",
+            "No WAF web ACL: every data route needs a Cognito or SigV4 identity, the stage is throttled, and "
+            "a web ACL costs a monthly fee per environment; attach one to the stage where traffic warrants.",
+        )
+        role = self.rest_api.node.try_find_child("CloudWatchRole")
+        if role is not None:
+            acknowledge(
+                role,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
+                "API Gateway's account-level logging role must carry this AWS managed policy; it only "
+                "lets API Gateway write the stage's access and execution logs.",
+            )
+
+
+def _enum_name(response_type: str) -> str:
+    """`DEFAULT_4XX` -> `DEFAULT_4_XX`: the Python name of the ResponseType member."""
+    return response_type.replace("4XX", "4_XX").replace("5XX", "5_XX")

@@ -1,0 +1,259 @@
+"""The environments of `cdk.json` (`citewise:environments`), validated before any construct is built.
+
+Each block describes one deployment (`-c env=dev`): where it goes, how big it is, which models it uses,
+how callers authenticate, and what happens to data when the stack is deleted. Every field has a
+default that suits a small, cheap deployment except where the choice must be deliberate (region).
+A bad value fails the synth with the environment and field named, never a half-built stack.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal, Self
+
+from aws_cdk import aws_logs as logs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from citewise.embeddings.bedrock import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
+from citewise.models import TENANT_ID_PATTERN
+
+# Retention periods CloudWatch Logs accepts, in days, and their names in CDK's RetentionDays.
+LOG_RETENTION_DAYS: dict[int, str] = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+}
+EMBEDDING_MODELS: dict[str, str] = {
+    "titan": TITAN_V2,
+    "cohere-english": COHERE_ENGLISH_V3,
+    "cohere-multilingual": COHERE_MULTILINGUAL_V3,
+}
+TITAN_DIMENSIONS = frozenset({256, 512, 1024})
+# A Bedrock model id (`amazon.nova-lite-v1:0`) or a cross-region inference profile id
+# (`us.amazon.nova-lite-v1:0`); ARNs are refused so the IAM policy can be derived from the id.
+MODEL_ID_PATTERN = r"^[a-z0-9-]+\.[A-Za-z0-9._:-]+$"
+# Environment names end up in resource names with tight limits (Serverless policy names: 32 characters).
+ENVIRONMENT_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,15}$"
+PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[A-Za-z0-9+=,.@_/:-]+$"
+
+
+class ConfigError(ValueError):
+    """An environment is missing from cdk.json or one of its values is invalid."""
+
+
+class _Block(BaseModel):
+    # Unknown keys are errors: a misspelt setting must not silently fall back to its default.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SearchConfig(_Block):
+    """The OpenSearch backend: a managed domain (default) or a Serverless vector collection."""
+
+    mode: Literal["managed", "serverless"] = "managed"
+    index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
+    # Managed domain only.
+    engine_version: str = Field(default="2.19", pattern=r"^\d+\.\d+$")
+    data_node_type: str = Field(default="t3.small.search", pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$")
+    data_nodes: int = Field(default=1, ge=1, le=80)
+    volume_gib: int = Field(default=10, ge=10, le=16384)
+    availability_zones: Literal[1, 2, 3] = 1
+    master_node_type: str | None = Field(default=None, pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$")
+    master_nodes: Literal[0, 3, 5] = 0
+    # Serverless only: standby replicas double the OCUs (and the bill) for availability-zone redundancy.
+    standby_replicas: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if (self.master_nodes == 0) != (self.master_node_type is None):
+            raise ValueError("master_nodes and master_node_type go together")
+        if self.availability_zones > 1 and self.data_nodes % self.availability_zones:
+            raise ValueError("data_nodes must be a multiple of availability_zones")
+        return self
+
+
+class ModelsConfig(_Block):
+    """Bedrock models: the embedder of every chunk and query, and the answer model."""
+
+    embedder: Literal["titan", "cohere-english", "cohere-multilingual"] = "titan"
+    embedding_dimension: int = 1024
+    generation_model_id: str = Field(default="us.amazon.nova-lite-v1:0", pattern=MODEL_ID_PATTERN)
+    guardrail_id: str | None = Field(default=None, pattern=r"^[a-z0-9]+$")
+    guardrail_version: str | None = Field(default=None, pattern=r"^(DRAFT|[1-9][0-9]{0,7})$")
+
+    @property
+    def embedding_model_id(self) -> str:
+        """The Bedrock model id behind `embedder` (the one the library's embedder calls)."""
+        return EMBEDDING_MODELS[self.embedder]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.embedder == "titan" and self.embedding_dimension not in TITAN_DIMENSIONS:
+            raise ValueError("Titan v2 embeds in 256, 512 or 1024 dimensions")
+        if self.embedder != "titan" and self.embedding_dimension != COHERE_DIMENSION:
+            raise ValueError(f"Cohere embed v3 embeds in {COHERE_DIMENSION} dimensions")
+        if (self.guardrail_id is None) != (self.guardrail_version is None):
+            raise ValueError("guardrail_id and guardrail_version go together")
+        return self
+
+
+class AuthConfig(_Block):
+    """How API callers authenticate and get their tenant."""
+
+    mode: Literal["cognito", "iam"] = "cognito"
+    # IAM mode: principal (or role) ARN -> tenant id. Cognito mode: the `custom:tenant_id` claim.
+    tenant_map: dict[str, str] = Field(default_factory=dict)
+    mfa: Literal["optional", "required"] = "required"
+    # Allow USER_PASSWORD_AUTH (username and password sent over TLS to Cognito) next to SRP, so a
+    # user can sign in with the AWS CLI. Off unless an environment asks for it.
+    password_auth: bool = False
+
+    @field_validator("tenant_map")
+    @classmethod
+    def _valid_map(cls, value: dict[str, str]) -> dict[str, str]:
+        for principal, tenant in value.items():
+            if not re.fullmatch(PRINCIPAL_ARN_PATTERN, principal):
+                raise ValueError(f"not an IAM principal ARN: {principal!r}")
+            if not re.fullmatch(TENANT_ID_PATTERN, tenant):
+                raise ValueError(f"not a valid tenant id: {tenant!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.mode == "iam" and not self.tenant_map:
+            raise ValueError("iam mode needs a tenant_map naming at least one principal")
+        if self.mode == "cognito" and self.tenant_map:
+            raise ValueError("tenant_map applies to iam mode only (Cognito users carry custom:tenant_id)")
+        return self
+
+
+class ApiConfig(_Block):
+    """The REST API stage."""
+
+    stage_name: str = Field(default="api", pattern=r"^[A-Za-z0-9_]{1,64}$")
+    throttle_rate_limit: float = Field(default=20, gt=0, le=10_000, description="Steady requests per second.")
+    throttle_burst_limit: int = Field(default=40, ge=1, le=5_000)
+    cors_allow_origins: tuple[str, ...] = ()
+    upload_url_ttl_s: int = Field(default=900, ge=60, le=3600)
+
+    @field_validator("cors_allow_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            if origin != "*" and not re.fullmatch(r"^https?://[A-Za-z0-9.-]+(:\d+)?$", origin):
+                raise ValueError(f"not an origin: {origin!r} (scheme://host[:port], or '*')")
+        return value
+
+
+class FunctionConfig(_Block):
+    """Size of one Lambda function."""
+
+    memory_mb: int = Field(default=1024, ge=128, le=10240)
+    timeout_s: int = Field(default=29, ge=1, le=900)
+
+
+class IngestConfig(FunctionConfig):
+    """The ingest function and its queue."""
+
+    timeout_s: int = Field(default=300, ge=30, le=900)
+    batch_size: int = Field(default=5, ge=1, le=100)
+    max_batching_window_s: int = Field(default=5, ge=0, le=300)
+    # Event source mapping maximum concurrency (SQS: 2-1000): how many batches embed at once. Size it
+    # to the embedding model's requests-per-minute quota (docs/deploy.md).
+    max_concurrency: int = Field(default=2, ge=2, le=1000)
+    max_receive_count: int = Field(default=5, ge=1, le=1000)
+    max_document_bytes: int = Field(default=50 * 1024 * 1024, ge=1, le=5 * 1024**3)
+
+
+class DataConfig(_Block):
+    """What survives a stack deletion, and for how long things are kept."""
+
+    removal_policy: Literal["destroy", "retain"] = "retain"
+    log_retention_days: int = 30
+    noncurrent_version_days: int = Field(default=30, ge=1)
+    access_log_days: int = Field(default=90, ge=1)
+    queue_retention_days: int = Field(default=14, ge=1, le=14)
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs keeps logs for one of {sorted(LOG_RETENTION_DAYS)} days")
+        return value
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        """`log_retention_days` as CDK's enum."""
+        return logs.RetentionDays[LOG_RETENTION_DAYS[self.log_retention_days]]
+
+
+class AlarmsConfig(_Block):
+    """Alarm thresholds and who hears about them."""
+
+    email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    api_p99_latency_ms: int = Field(default=10_000, ge=100)
+    query_p99_latency_ms: int = Field(default=10_000, ge=100)
+    ingest_queue_age_s: int = Field(default=3600, ge=60)
+
+
+class EnvironmentConfig(_Block):
+    """One deployment target (`-c env=NAME`)."""
+
+    name: str = Field(pattern=ENVIRONMENT_NAME_PATTERN)
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    search: SearchConfig = SearchConfig()
+    models: ModelsConfig = ModelsConfig()
+    auth: AuthConfig = AuthConfig()
+    api: ApiConfig = ApiConfig()
+    ingest: IngestConfig = IngestConfig()
+    query: FunctionConfig = FunctionConfig()
+    documents: FunctionConfig = FunctionConfig(memory_mb=512)
+    bootstrap: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=600)
+    data: DataConfig = DataConfig()
+    alarms: AlarmsConfig = AlarmsConfig()
+
+    @property
+    def destroy_on_delete(self) -> bool:
+        """Whether deleting the stack deletes the data too (dev environments)."""
+        return self.data.removal_policy == "destroy"
+
+
+def load_environment(environments: Mapping[str, Any] | None, name: str | None) -> EnvironmentConfig:
+    """The validated block `name` of `environments` (the `citewise:environments` context)."""
+    available = sorted(environments or {})
+    if not name:
+        raise ConfigError(f"choose an environment with -c env=NAME (one of: {', '.join(available) or 'none'})")
+    if environments is None or name not in environments:
+        raise ConfigError(f"unknown environment {name!r}: cdk.json defines {', '.join(available) or 'none'}")
+    block = environments[name]
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"environment {name!r} must be a JSON object")
+    try:
+        return EnvironmentConfig.model_validate({**block, "name": name})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'environment'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"environment {name!r} in cdk.json is invalid: {problems}") from exc

@@ -1,0 +1,80 @@
+"""Names shared by the CDK app, its tests, the Makefile and the docs: construct ids, output keys,
+context keys, function directories, metric names.
+
+One module so that a test asserting on "the ingest function" or "the ApiUrl output" and the construct
+that creates it cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final, Literal
+
+from citewise.blobstore.base import DEFAULT_PREFIX
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+FUNCTIONS_DIR: Final = REPO_ROOT / "functions"
+LIBRARY_DIR: Final = REPO_ROOT / "layers" / "citewise"
+PYPROJECT: Final = REPO_ROOT / "pyproject.toml"
+LAYER_REQUIREMENTS: Final = REPO_ROOT / "cdk" / "layer" / "requirements.txt"
+CDK_JSON: Final = REPO_ROOT / "cdk.json"
+
+# --- context -------------------------------------------------------------------------------------------
+CONTEXT_ENV: Final = "env"  # `cdk synth -c env=dev`
+CONTEXT_ENVIRONMENTS: Final = "citewise:environments"  # the per-environment blocks in cdk.json
+# CDK's own key: stacks whose assets are bundled (`[]` skips bundling: the tests synthesize that way).
+CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
+
+# --- functions -----------------------------------------------------------------------------------------
+FunctionKey = Literal["ingest", "query", "documents", "bootstrap"]
+FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "bootstrap")
+HANDLER: Final = "handler.lambda_handler"
+# Construct ids of the functions (so tests find them by path) and their Powertools service names, which
+# are also the `service` dimension of the custom metrics.
+FUNCTION_IDS: Final[dict[FunctionKey, str]] = {
+    "ingest": "IngestFunction",
+    "query": "QueryFunction",
+    "documents": "DocumentsFunction",
+    "bootstrap": "IndexBootstrapFunction",
+}
+SERVICE_NAMES: Final[dict[FunctionKey, str]] = {key: f"citewise-{key}" for key in FUNCTION_KEYS}
+METRICS_NAMESPACE: Final = "Citewise"
+
+# --- custom metrics (emitted by the handlers through Powertools, dimension `service`) -------------------
+INGEST_METRICS: Final = ("IngestFailures", "DocumentsIndexed", "ChunksIndexed")
+QUERY_METRICS: Final = ("QueryLatency", "RetrievalLatency", "SynthesisLatency", "InputTokens", "OutputTokens")
+
+# --- construct ids ---------------------------------------------------------------------------------------
+STORAGE_ID: Final = "Storage"
+SEARCH_ID: Final = "Search"
+FUNCTIONS_ID: Final = "Functions"
+INGESTION_ID: Final = "Ingestion"
+API_ID: Final = "Api"
+INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
+OBSERVABILITY_ID: Final = "Observability"
+LAYER_ID: Final = "CitewiseLayer"
+
+INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"
+COGNITO_TENANT_ATTRIBUTE: Final = "tenant_id"  # a custom attribute: `custom:tenant_id` in the ID token
+DOCUMENTS_PREFIX: Final = DEFAULT_PREFIX  # the object layout: tenants/{tenant_id}/{path}
+
+
+# --- stack outputs (the docs and `make deploy` users read these) ------------------------------------------
+class Outputs:
+    """Output keys of the stack."""
+
+    API_URL: Final = "ApiUrl"
+    USER_POOL_ID: Final = "UserPoolId"
+    USER_POOL_CLIENT_ID: Final = "UserPoolClientId"
+    DOCUMENTS_BUCKET: Final = "DocumentsBucketName"
+    REGISTRY_TABLE: Final = "RegistryTableName"
+    SEARCH_ENDPOINT: Final = "SearchEndpoint"
+    INGEST_QUEUE_URL: Final = "IngestQueueUrl"
+    DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
+    ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
+    DASHBOARD_NAME: Final = "DashboardName"
+
+
+def stack_name(environment: str) -> str:
+    """The CloudFormation stack name of an environment."""
+    return f"citewise-{environment}"

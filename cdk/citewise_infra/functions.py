@@ -1,0 +1,301 @@
+"""The Lambda functions and their shared layer: one role per function, each granted only what its code calls.
+
+What each function calls (and so what its role may do):
+- ingest: S3 HeadObject/GetObject(+Version) and ListBucket under `tenants/`; the registry table and its
+  `by_path` index (get, query, conditional update, delete); the index (search, bulk writes and deletes,
+  refresh, describe); Bedrock InvokeModel on the embedding model. No Converse, no index creation.
+- query: the index's `_search` only, Bedrock InvokeModel on the embedding model and on the generation
+  model (Converse is authorised by InvokeModel), ApplyGuardrail on the configured guardrail. No S3, no
+  DynamoDB, no index writes or deletes.
+- documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
+  DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
+  refresh). No Bedrock.
+- bootstrap: create and describe the index. Nothing else.
+Every function also writes its own log group and X-Ray segments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aws_cdk import AssetHashType, BundlingOptions, Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct, IConstruct
+
+from citewise.config import ApiSettings, Settings
+from citewise_infra import bedrock
+from citewise_infra.config import EnvironmentConfig, FunctionConfig
+from citewise_infra.constants import (
+    FUNCTION_IDS,
+    FUNCTIONS_DIR,
+    HANDLER,
+    LAYER_ID,
+    LIBRARY_DIR,
+    METRICS_NAMESPACE,
+    SERVICE_NAMES,
+    FunctionKey,
+)
+from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash
+from citewise_infra.nag import acknowledge
+from citewise_infra.search import SearchAccess, SearchBackend
+from citewise_infra.storage import Storage
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+# Graviton: cheaper per GB-second than x86; the layer is bundled for the same architecture.
+ARCHITECTURE = lambda_.Architecture.ARM_64
+LAYER_ARCHITECTURE: Architecture = "arm64"
+DYNAMODB_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+
+
+def settings_environment(settings: type[Settings], values: Mapping[str, str]) -> dict[str, str]:
+    """`CITEWISE_<FIELD>` variables for `values` (field name -> value), refusing any field that
+    `settings` (the function's settings class) does not have: the stack cannot set a variable the
+    function would silently ignore."""
+    unknown = sorted(set(values) - set(settings.model_fields))
+    if unknown:
+        raise ValueError(f"{settings.__name__} has no field {', '.join(unknown)}")
+    return {f"CITEWISE_{name.upper()}": value for name, value in values.items()}
+
+
+@dataclass(frozen=True)
+class Functions:
+    """The four functions, by key."""
+
+    ingest: CitewiseFunction
+    query: CitewiseFunction
+    documents: CitewiseFunction
+    bootstrap: CitewiseFunction
+
+
+class CitewiseFunction(Construct):
+    """A Python 3.12 arm64 function of `functions/<key>/` with the shared layer, its own role and its own
+    log group (so the role needs no managed policy and the logs have a retention)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: FunctionKey,
+        config: EnvironmentConfig,
+        sizing: FunctionConfig,
+        layer: lambda_.ILayerVersion,
+        environment: Mapping[str, str],
+        description: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        source = FUNCTIONS_DIR / key
+        if not source.is_dir():
+            raise FileNotFoundError(f"the {key} function's code is missing: {source}")
+        self.key = key
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=config.data.log_retention,
+            removal_policy=RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"citewise {config.name} {key} function: least privilege for what its code calls",
+        )
+        self.log_group.grant_write(self.role)
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=HANDLER,
+            code=lambda_.Code.from_asset(str(source), exclude=["__pycache__", "*.pyc"]),
+            layers=[layer],
+            role=self.role,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": SERVICE_NAMES[key],
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "POWERTOOLS_LOG_LEVEL": config.log_level,
+                **environment,
+            },
+            memory_size=sizing.memory_mb,
+            timeout=Duration.seconds(sizing.timeout_s),
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=self.log_group,
+            description=description,
+        )
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            "Python 3.12 is deliberate: the layer is built for cp312 and the handlers are tested on it; "
+            "moving to a newer runtime is a tested change of its own, not a silent default.",
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
+            "permissions; every other statement of this role names its resources.",
+        )
+
+    def add(self, *statements: iam.PolicyStatement) -> None:
+        """Allow `statements` to this function's role only."""
+        for statement in statements:
+            self.role.add_to_principal_policy(statement)
+
+
+class FunctionsFactory(Construct):
+    """Builds the layer and the four functions, with their environment and permissions."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, storage: Storage, search: SearchBackend
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self._storage = storage
+        self._search = search
+        # Per function, the construct that carries its search permission outside its role, if any.
+        self.search_access: dict[FunctionKey, IConstruct] = {}
+        self.layer = self._build_layer()
+        self.functions = Functions(
+            ingest=self._build_ingest(),
+            query=self._build_query(),
+            documents=self._build_documents(),
+            bootstrap=self._build_bootstrap(),
+        )
+
+    # --- the layer ---------------------------------------------------------------------------------------
+
+    def _build_layer(self) -> lambda_.LayerVersion:
+        return lambda_.LayerVersion(
+            self,
+            LAYER_ID,
+            code=lambda_.Code.from_asset(
+                str(LIBRARY_DIR.parent),
+                asset_hash_type=AssetHashType.CUSTOM,
+                asset_hash=source_hash(LAYER_ARCHITECTURE),
+                bundling=BundlingOptions(
+                    # Only used if local bundling declined, which it never does: it builds or raises.
+                    image=RUNTIME.bundling_image,
+                    local=LocalLayerBundling(LAYER_ARCHITECTURE),
+                ),
+            ),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="citewise library and its runtime dependencies (boto3 comes with the runtime)",
+            removal_policy=RemovalPolicy.DESTROY if self._config.destroy_on_delete else RemovalPolicy.RETAIN,
+        )
+
+    # --- environment ---------------------------------------------------------------------------------------
+
+    def _pipeline_values(self) -> dict[str, str]:
+        """Settings every function shares: where the data is and which embedder fills the index."""
+        config = self._config
+        return {
+            "backend": "aws",
+            "opensearch_endpoint": self._search.endpoint,
+            "opensearch_service": self._search.service,
+            "index_name": config.search.index_name,
+            "registry_table": self._storage.table.table_name,
+            "documents_bucket": self._storage.bucket.bucket_name,
+            "embedder": config.models.embedder,
+            "embedding_dimension": str(config.models.embedding_dimension),
+            "max_document_bytes": str(config.ingest.max_document_bytes),
+        }
+
+    def _identity_values(self) -> dict[str, str]:
+        """How the API functions find the caller's tenant."""
+        auth = self._config.auth
+        values: dict[str, str] = {"auth_mode": auth.mode}
+        if auth.mode == "cognito":
+            values["tenant_claim"] = "custom:tenant_id"
+        else:
+            values["tenant_map"] = json.dumps(auth.tenant_map, sort_keys=True)
+        return values
+
+    def _function(
+        self, key: FunctionKey, sizing: FunctionConfig, settings: type[Settings], values: dict[str, str], what: str
+    ) -> CitewiseFunction:
+        return CitewiseFunction(
+            self,
+            FUNCTION_IDS[key],
+            key=key,
+            config=self._config,
+            sizing=sizing,
+            layer=self.layer,
+            environment=settings_environment(settings, values),
+            description=f"citewise {self._config.name}: {what}",
+        )
+
+    def _grant_model(self, fn: CitewiseFunction, model_id: str) -> None:
+        fn.add(*bedrock.invoke_statements(model_id))
+        prefix, foundation_id = bedrock.split_profile(model_id)
+        if prefix is not None:
+            acknowledge(
+                fn.role,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{foundation_id}]",
+                f"{model_id} is a cross-region inference profile: Bedrock may serve it from any region of "
+                "the profile, so the model is allowed in every region, and only through that profile "
+                "(bedrock:InferenceProfileArn condition).",
+            )
+
+    def _grant_search(self, fn: CitewiseFunction, *access: SearchAccess) -> None:
+        carrier = self._search.grant(fn.key, fn.role, *access)
+        if carrier is not None:
+            self.search_access[fn.key] = carrier
+
+    # --- the functions -------------------------------------------------------------------------------------
+
+    def _build_ingest(self) -> CitewiseFunction:
+        fn = self._function(
+            "ingest", self._config.ingest, Settings, self._pipeline_values(), "S3 notifications -> index"
+        )
+        self._storage.grant_read_documents(fn.role)
+        self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
+        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE)
+        self._grant_model(fn, self._config.models.embedding_model_id)
+        return fn
+
+    def _build_query(self) -> CitewiseFunction:
+        models = self._config.models
+        values = {
+            **self._pipeline_values(),
+            **self._identity_values(),
+            "synthesizer": "bedrock",
+            "generation_model_id": models.generation_model_id,
+        }
+        if models.guardrail_id is not None and models.guardrail_version is not None:
+            values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
+        fn = self._function("query", self._config.query, ApiSettings, values, "POST /v1/query and /v1/search")
+        self._grant_search(fn, SearchAccess.READ)
+        self._grant_model(fn, models.embedding_model_id)
+        self._grant_model(fn, models.generation_model_id)
+        if models.guardrail_id is not None:
+            fn.add(bedrock.guardrail_statement(models.guardrail_id))
+        return fn
+
+    def _build_documents(self) -> CitewiseFunction:
+        values = {
+            **self._pipeline_values(),
+            **self._identity_values(),
+            "upload_url_ttl": str(self._config.api.upload_url_ttl_s),
+        }
+        fn = self._function(
+            "documents", self._config.documents, ApiSettings, values, "/v1/documents, /v1/uploads, health"
+        )
+        self._storage.grant_manage_documents(fn.role)
+        self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
+        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
+        return fn
+
+    def _build_bootstrap(self) -> CitewiseFunction:
+        fn = self._function(
+            "bootstrap",
+            self._config.bootstrap,
+            Settings,
+            self._pipeline_values(),
+            "deploy-time creation of the search index",
+        )
+        self._grant_search(fn, SearchAccess.DESCRIBE, SearchAccess.CREATE)
+        return fn

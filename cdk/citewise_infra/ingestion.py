@@ -1,0 +1,118 @@
+"""Ingestion: S3 notifications -> SQS (with a dead-letter queue) -> the ingest function, in batches.
+
+Every object created or removed under `tenants/` becomes a message; the ingest function reports
+failures per record (`ReportBatchItemFailures`), so one bad document is retried alone, and after
+`max_receive_count` receives it moves to the dead-letter queue, whose depth is alarmed.
+
+Sizing follows the Lambda guidance for SQS sources: the queue's visibility timeout exceeds six times the
+function timeout plus the batching window, so a batch still being retried by Lambda is never handed
+out twice. Concurrency is capped on the event source mapping (`max_concurrency`) rather than with
+reserved concurrency: the cap keeps the embedding calls under the Bedrock quota without Lambda
+throttling the poller (throttled batches would burn receives towards the dead-letter queue), and it
+reserves nothing from an account's concurrency pool (a new account may have as little as 10).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from citewise_infra.config import EnvironmentConfig
+from citewise_infra.constants import DOCUMENTS_PREFIX
+from citewise_infra.functions import CitewiseFunction
+from citewise_infra.nag import acknowledge
+from citewise_infra.storage import Storage
+
+# Visibility headroom beyond 6 x timeout + batching window, for the poller's own delays.
+VISIBILITY_MARGIN_S = 30
+
+
+def visibility_timeout_s(timeout_s: int, batching_window_s: int) -> int:
+    """The queue visibility timeout for a function timeout and batching window (both in seconds)."""
+    return 6 * timeout_s + batching_window_s + VISIBILITY_MARGIN_S
+
+
+class Ingestion(Construct):
+    """The ingest queue, its dead-letter queue, the bucket notifications and the event source mapping."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        storage: Storage,
+        function: CitewiseFunction,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        removal = RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN
+        retention = Duration.days(config.data.queue_retention_days)
+        # The queues' own key: S3 must be allowed to encrypt notifications with it, for this bucket only
+        # (a condition naming the bucket). On the bucket's key that grant would make the key depend on
+        # the bucket that depends on the key, a cycle CloudFormation refuses.
+        self.key = kms.Key(
+            self,
+            "QueueKey",
+            description=f"citewise {config.name}: ingest queue and dead-letter queue",
+            enable_key_rotation=True,
+            removal_policy=removal,
+            pending_window=Duration.days(7 if config.destroy_on_delete else 30),
+        )
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=self.key,
+            enforce_ssl=True,
+            retention_period=retention,
+            removal_policy=removal,
+        )
+        ingest = config.ingest
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=self.key,
+            enforce_ssl=True,
+            retention_period=retention,
+            visibility_timeout=Duration.seconds(visibility_timeout_s(ingest.timeout_s, ingest.max_batching_window_s)),
+            receive_message_wait_time=Duration.seconds(20),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letter_queue, max_receive_count=ingest.max_receive_count
+            ),
+            removal_policy=removal,
+        )
+        destination = s3n.SqsDestination(self.queue)
+        prefix = s3.NotificationKeyFilter(prefix=DOCUMENTS_PREFIX)
+        storage.bucket.add_event_notification(s3.EventType.OBJECT_CREATED, destination, prefix)
+        storage.bucket.add_event_notification(s3.EventType.OBJECT_REMOVED, destination, prefix)
+        self._acknowledge_notifications_handler()
+        self.queue.grant_consume_messages(function.role)
+        self.event_source_mapping = lambda_.EventSourceMapping(
+            self,
+            "EventSourceMapping",
+            target=function.function,
+            event_source_arn=self.queue.queue_arn,
+            batch_size=ingest.batch_size,
+            max_batching_window=Duration.seconds(ingest.max_batching_window_s),
+            report_batch_item_failures=True,
+            max_concurrency=ingest.max_concurrency,
+        )
+
+    def _acknowledge_notifications_handler(self) -> None:
+        # CDK manages bucket notifications with one singleton function per stack.
+        handler = next(
+            child for child in Stack.of(self).node.children if child.node.id.startswith("BucketNotificationsHandler")
+        )
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "CDK's bucket-notifications handler (it sets the bucket's notification configuration at deploy "
+            "time) uses the AWS managed basic execution policy for its logs; it is aws-cdk-lib's code.",
+        )

@@ -1,0 +1,100 @@
+"""The citewise stack of one environment: it only composes the constructs, one per concern."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Environment, Stack, Tags
+from constructs import Construct
+
+from citewise_infra.api import Api
+from citewise_infra.config import EnvironmentConfig
+from citewise_infra.constants import (
+    API_ID,
+    FUNCTIONS_ID,
+    INDEX_BOOTSTRAP_ID,
+    INGESTION_ID,
+    OBSERVABILITY_ID,
+    SEARCH_ID,
+    STORAGE_ID,
+    Outputs,
+)
+from citewise_infra.functions import FunctionsFactory
+from citewise_infra.index_bootstrap import IndexBootstrap
+from citewise_infra.ingestion import Ingestion
+from citewise_infra.observability import Observability
+from citewise_infra.search import build_search
+from citewise_infra.storage import Storage
+
+
+class CitewiseStack(Stack):
+    """Storage, search, functions, ingestion, index bootstrap, API and observability of one environment."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, env: Environment, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            env=env,
+            description=f"citewise {config.name}: multi-tenant question answering with citations",
+            termination_protection=not config.destroy_on_delete,
+            **kwargs,
+        )
+        Tags.of(self).add("project", "citewise")
+        Tags.of(self).add("environment", config.name)
+        self.config = config
+        self.storage = Storage(self, STORAGE_ID, config=config)
+        self.search = build_search(self, SEARCH_ID, config=config, key=self.storage.key)
+        factory = FunctionsFactory(self, FUNCTIONS_ID, config=config, storage=self.storage, search=self.search)
+        self.functions = factory.functions
+        self.layer = factory.layer
+        # The bootstrap's permission outside its role (a Serverless data access policy), if any.
+        bootstrap_access = factory.search_access.get("bootstrap")
+        self.index_bootstrap = IndexBootstrap(
+            self,
+            INDEX_BOOTSTRAP_ID,
+            config=config,
+            search=self.search,
+            function=self.functions.bootstrap,
+            access=bootstrap_access,
+        )
+        self.ingestion = Ingestion(
+            self, INGESTION_ID, config=config, storage=self.storage, function=self.functions.ingest
+        )
+        # Ingest only once the index exists: the ingest role may not create it.
+        self.ingestion.event_source_mapping.node.add_dependency(self.index_bootstrap.resource)
+        self.api = Api(
+            self,
+            API_ID,
+            config=config,
+            functions={"query": self.functions.query, "documents": self.functions.documents},
+        )
+        self.observability = Observability(
+            self,
+            OBSERVABILITY_ID,
+            config=config,
+            key=self.storage.key,
+            functions=self.functions,
+            ingestion=self.ingestion,
+            api=self.api,
+            search=self.search,
+        )
+        self._outputs()
+
+    def _outputs(self) -> None:
+        values = {
+            Outputs.API_URL: self.api.rest_api.url,
+            Outputs.DOCUMENTS_BUCKET: self.storage.bucket.bucket_name,
+            Outputs.REGISTRY_TABLE: self.storage.table.table_name,
+            Outputs.SEARCH_ENDPOINT: self.search.endpoint,
+            Outputs.INGEST_QUEUE_URL: self.ingestion.queue.queue_url,
+            Outputs.DEAD_LETTER_QUEUE_URL: self.ingestion.dead_letter_queue.queue_url,
+            Outputs.ALARM_TOPIC_ARN: self.observability.topic.topic_arn,
+            Outputs.DASHBOARD_NAME: self.observability.dashboard.dashboard_name,
+        }
+        if self.api.user_pool is not None and self.api.user_pool_client is not None:
+            values[Outputs.USER_POOL_ID] = self.api.user_pool.user_pool_id
+            values[Outputs.USER_POOL_CLIENT_ID] = self.api.user_pool_client.user_pool_client_id
+        for key, value in values.items():
+            CfnOutput(self, key, value=value)

@@ -1,0 +1,213 @@
+"""Storage: the KMS key, the documents bucket (and its access-log bucket) and the document registry table.
+
+One customer managed key encrypts the documents, the registry, the queues, the alarm topic and the
+search data, so access to the data can be audited and revoked in one place (CloudTrail records every
+use of the key). The registry table is built from `citewise.registry.dynamodb.TABLE_SCHEMA`, the same
+definition the adapter and its tests use, so the deployed keys and index cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from citewise.registry.dynamodb import TABLE_SCHEMA
+from citewise_infra.config import EnvironmentConfig
+from citewise_infra.constants import DOCUMENTS_PREFIX
+from citewise_infra.nag import acknowledge
+
+_ATTRIBUTE_TYPES = {
+    "S": dynamodb.AttributeType.STRING,
+    "N": dynamodb.AttributeType.NUMBER,
+    "B": dynamodb.AttributeType.BINARY,
+}
+
+
+def _keys(
+    schema: Mapping[str, Any], key_schema: Sequence[Mapping[str, str]]
+) -> tuple[dynamodb.Attribute, dynamodb.Attribute | None]:
+    """(partition key, sort key or None) of a `KeySchema` of `schema` (a CreateTable request)."""
+    types = {d["AttributeName"]: d["AttributeType"] for d in schema["AttributeDefinitions"]}
+    keys = {
+        key["KeyType"]: dynamodb.Attribute(
+            name=key["AttributeName"], type=_ATTRIBUTE_TYPES[types[key["AttributeName"]]]
+        )
+        for key in key_schema
+    }
+    return keys["HASH"], keys.get("RANGE")
+
+
+class Storage(Construct):
+    """The key, the buckets and the registry table of one environment."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self._removal = RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN
+        self.key = self._build_key()
+        self.access_logs = self._build_access_log_bucket()
+        self.bucket = self._build_documents_bucket()
+        self.table = self._build_registry_table()
+
+    # --- resources -----------------------------------------------------------------------------------------
+
+    def _build_key(self) -> kms.Key:
+        return kms.Key(
+            self,
+            "Key",
+            description=f"citewise {self._config.name}: documents, registry, queues, alarms and search data",
+            enable_key_rotation=True,
+            removal_policy=self._removal,
+            pending_window=Duration.days(7 if self._config.destroy_on_delete else 30),
+        )
+
+    def _build_access_log_bucket(self) -> s3.Bucket:
+        bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            # S3 server access logging can only deliver to a bucket encrypted with S3-managed keys.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(self._config.data.access_log_days))
+            ],
+            removal_policy=self._removal,
+            auto_delete_objects=self._config.destroy_on_delete,
+        )
+        return bucket
+
+    def _build_documents_bucket(self) -> s3.Bucket:
+        config = self._config
+        cors = None
+        if config.api.cors_allow_origins:
+            # Browsers upload with the presigned PUT URL of POST /v1/uploads: the bucket must allow it.
+            cors = [
+                s3.CorsRule(
+                    allowed_methods=[s3.HttpMethods.PUT],
+                    allowed_origins=list(config.api.cors_allow_origins),
+                    allowed_headers=["*"],
+                    max_age=3000,
+                )
+            ]
+        return s3.Bucket(
+            self,
+            "Documents",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=self.key,
+            bucket_key_enabled=True,  # one data key per bucket and period, not a KMS call per object
+            versioned=True,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="documents/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="old-versions-and-uploads",
+                    noncurrent_version_expiration=Duration.days(config.data.noncurrent_version_days),
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                    expired_object_delete_marker=True,
+                )
+            ],
+            cors=cors,
+            removal_policy=self._removal,
+            auto_delete_objects=config.destroy_on_delete,
+        )
+
+    def _build_registry_table(self) -> dynamodb.Table:
+        schema = TABLE_SCHEMA
+        if schema["BillingMode"] != "PAY_PER_REQUEST":
+            raise ValueError("the registry schema changed billing mode: update the table construct")
+        partition_key, sort_key = _keys(schema, schema["KeySchema"])
+        table = dynamodb.Table(
+            self,
+            "Registry",
+            partition_key=partition_key,
+            sort_key=sort_key,
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.key,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            deletion_protection=not self._config.destroy_on_delete,
+            removal_policy=self._removal,
+        )
+        for index in schema.get("GlobalSecondaryIndexes", []):
+            index_partition, index_sort = _keys(schema, index["KeySchema"])
+            table.add_global_secondary_index(
+                index_name=index["IndexName"],
+                partition_key=index_partition,
+                sort_key=index_sort,
+                projection_type=dynamodb.ProjectionType(index["Projection"]["ProjectionType"]),
+            )
+        return table
+
+    # --- grants --------------------------------------------------------------------------------------------
+
+    def _object_arn(self) -> str:
+        return self.bucket.arn_for_objects(f"{DOCUMENTS_PREFIX}*")
+
+    def _list_bucket(self) -> iam.PolicyStatement:
+        # Unconditional: S3 answers a HEAD of a missing key 404 only to a caller allowed to list the
+        # bucket (403 otherwise), and `s3:prefix` is not set on a HEAD, so a prefix condition would hide it.
+        return iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn])
+
+    def grant_read_documents(self, role: iam.IRole) -> None:
+        """HeadObject/GetObject of any version under `tenants/`, and decryption of what it reads."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:GetObjectVersion"], resources=[self._object_arn()])
+        )
+        role.add_to_principal_policy(self._list_bucket())
+        self._grant_key(role, "s3", "kms:Decrypt")
+        self._acknowledge_prefix(role)
+
+    def grant_manage_documents(self, role: iam.IRole) -> None:
+        """Put (presigned uploads), head, get and delete objects under `tenants/`; encrypt and decrypt."""
+        actions = ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"]
+        role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[self._object_arn()]))
+        role.add_to_principal_policy(self._list_bucket())
+        self._grant_key(role, "s3", "kms:Decrypt", "kms:GenerateDataKey")
+        self._acknowledge_prefix(role)
+
+    def grant_registry(self, role: iam.IRole, actions: Iterable[str]) -> None:
+        """`actions` on the registry table and its indexes (and the key that encrypts them)."""
+        self.table.grant(role, *actions)
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        table_id = Stack.of(self).get_logical_id(self.table.node.default_child)  # type: ignore[arg-type]
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
+            "The registry lists documents through its by_path GSI; the grant covers the table's own "
+            "indexes only, with item-level actions (no scan, no table management).",
+        )
+
+    def _grant_key(self, role: iam.IRole, service: str, *actions: str) -> None:
+        """`actions` on the storage key, only in requests that `service` (s3, dynamodb) makes for the role."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions),
+                resources=[self.key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"{service}.{Stack.of(self).region}.amazonaws.com"}},
+            )
+        )
+
+    def _acknowledge_prefix(self, role: iam.IRole) -> None:
+        bucket_id = Stack.of(self).get_logical_id(self.bucket.node.default_child)  # type: ignore[arg-type]
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{DOCUMENTS_PREFIX}*]",
+            "Objects live under tenants/{tenant}/: the function serves every tenant and derives the tenant "
+            "from the key or the caller, so it needs the whole tenants/ prefix of this one bucket.",
+        )

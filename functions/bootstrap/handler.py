@@ -1,0 +1,36 @@
+"""The index bootstrap function: CloudFormation's custom resource requests -> `citewise.bootstrap`.
+
+Called by the CDK `custom_resources.Provider` framework at deploy time; it answers with the physical
+id and data of the resource, or raises to fail the deployment (see `citewise.bootstrap` for why Delete
+does nothing and which failures are retried).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from citewise.bootstrap import handle_event
+from citewise.config import Settings, load_settings
+from citewise.factory import Services, build_services
+from citewise.observability import logger
+
+# Time kept back from the Lambda timeout to report a failure instead of being killed mid-retry.
+_REPORT_MARGIN_S = 20.0
+
+# The library logs with the standard `logging` module; give its loggers the function's JSON format.
+copy_config_to_registered_loggers(source_logger=logger, include={"citewise"})
+
+
+def _services() -> Services:
+    return build_services(load_settings(Settings))
+
+
+@logger.inject_lambda_context(log_event=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Create or check the index on Create/Update; nothing on Delete."""
+    deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 - _REPORT_MARGIN_S
+    return handle_event(event, _services, deadline=deadline)

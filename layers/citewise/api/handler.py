@@ -1,0 +1,39 @@
+"""The entry point of an API function (query, documents), built once per cold start.
+
+Each API `functions/<name>/handler.py` is one line that calls `api_handler`, so the decorator order
+(logger with the correlation id, metrics, tracer) and the error handling exist once. Settings are validated
+when the module loads: a misconfigured function fails its cold start with a message naming the variable,
+instead of failing every request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from citewise.api.app import build_resolver
+from citewise.config import ApiSettings, load_settings
+from citewise.factory import build_services
+from citewise.observability import logger, metrics, tracer
+
+LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+def api_handler(*route_sets: Callable[[APIGatewayRestResolver], None]) -> LambdaHandler:
+    """The handler of an API function serving the routes that `route_sets` add."""
+    settings = load_settings(ApiSettings)
+    services = build_services(settings)
+    app = build_resolver(*route_sets)
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+    @metrics.log_metrics(capture_cold_start_metric=True)
+    @tracer.capture_lambda_handler(capture_response=False)
+    def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        app.context.update(services=services, settings=settings)
+        return app.resolve(event, context)
+
+    return cast(LambdaHandler, lambda_handler)

@@ -1,0 +1,204 @@
+"""The API against its own contract: schemathesis generates requests from docs/openapi.json for every
+operation (the coverage phase's boundary and invalid values, undeclared methods and content types, missing
+credentials; then random valid and invalid cases) and sends them over HTTP to `citewise serve`, as a tenant
+with documents to list, read, search and delete. No request may get a 5xx, and every response must be one
+the document declares: its status code, its content type and its body schema.
+
+Generation is derandomized, so a run is the same run on every machine and in CI. Unauthenticated calls to
+every authenticated route of `citewise.api.routes.ROUTES` get the documented 401."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis import Case, HookContext
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from citewise.api.routes import ROUTES, Route
+from tests.e2e.helpers import Api, upload, wait_for_status
+
+DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+MAX_EXAMPLES = 30
+"""Random cases per operation, on top of the coverage phase's boundary cases (the bulk of the run time)."""
+UPLOAD_SIZE = 1024
+"""The size the upload hook below gives its variants: well under the limit, so they can succeed."""
+DOC_ID = re.compile(r"^[0-9a-f]{32}$")
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+schema = schemathesis.openapi.from_path(DOCUMENT)
+
+
+@dataclass
+class Corpus:
+    """The fuzzing tenant: its token, the documents reads may hit, and those deletes may use up."""
+
+    token: str = ""
+    kept: list[str] = field(default_factory=list)
+    disposable: list[str] = field(default_factory=list)
+
+
+CORPUS = Corpus()
+"""Filled by the `corpus` fixture before any case is generated: the path parameter hook below reads it."""
+
+
+@schema.hook
+def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any] | None) -> st.SearchStrategy[Any]:
+    """Random 32-hex ids almost never name a document, so reads and deletes would only ever see 404.
+
+    A valid generated id is swapped, some of the time, for one of the tenant's documents (deletes get their
+    own, so reads keep finding theirs). Invalid ids are left alone: they are what a negative case tests."""
+    doc_id = (path_parameters or {}).get("id")
+    if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
+        return st.just(path_parameters)
+    deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
+    pool = CORPUS.disposable if deleting else CORPUS.kept
+    return st.sampled_from([doc_id, *pool]).map(lambda chosen: {**path_parameters, "id": chosen})
+
+
+@schema.hook
+def flatmap_body(context: HookContext, body: Any) -> st.SearchStrategy[Any]:
+    """Random file names almost never end in a supported extension, so uploads would only ever see 415.
+
+    Alongside each generated upload body come two variants whatever else the body holds: its file name with
+    a `.md` suffix, and a plain `fuzz/upload.md`, both with the Markdown content type and a size under the
+    limit. Bodies of the other operations, and bodies that are not objects, are left alone."""
+    operation = context.operation
+    if operation is None or operation.path != "/v1/uploads" or not isinstance(body, dict):
+        return st.just(body)
+    filename = body.get("filename")
+    if not isinstance(filename, str):
+        return st.just(body)
+    markdown = {**body, "content_type": "text/markdown"}
+    size = body.get("size")
+    if isinstance(size, int | float) and size > UPLOAD_SIZE:
+        markdown["size"] = UPLOAD_SIZE
+    return st.sampled_from(
+        [body, {**markdown, "filename": f"{filename}.md"}, {**markdown, "filename": "fuzz/upload.md"}]
+    )
+
+
+@pytest.fixture(scope="module")
+def corpus(api: Api) -> Iterator[Corpus]:
+    """A tenant with indexed documents; ingestion has settled before the first case is sent."""
+    token = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer")
+    sources = [
+        (
+            "ops/runbook.md",
+            b"# Runbook\n\n## Dead letters\n\nRedrive the messages once the cause is fixed.\n",
+            "text/markdown",
+        ),
+        ("ops/releases.md", b"# Releases\n\nReleases ship on Tuesdays after the smoke tests pass.\n", "text/markdown"),
+        ("notes/plain.txt", b"Plain text notes: the staging database is rebuilt every night.\n", "text/plain"),
+    ]
+    kept = [upload(api, token, path, data, content_type) for path, data, content_type in sources]
+    disposable = [
+        upload(api, token, f"tmp/scratch-{n}.md", f"# Scratch {n}\n\nThrowaway text.\n".encode(), "text/markdown")
+        for n in range(2)
+    ]
+    for doc_id in kept + disposable:
+        assert wait_for_status(api, token, doc_id)["status"] == "INDEXED"
+    CORPUS.token, CORPUS.kept, CORPUS.disposable = token, kept, disposable
+    yield CORPUS
+    CORPUS.token, CORPUS.kept, CORPUS.disposable = "", [], []
+
+
+@dataclass
+class Outcomes:
+    """What one operation's cases got back, and whether one of them already failed a check."""
+
+    statuses: Counter[int] = field(default_factory=Counter)
+    failed: bool = False
+
+
+@pytest.fixture
+def outcomes() -> Iterator[Outcomes]:
+    """Set up once per operation (the test item), not per case. Unless a check already failed, at least one
+    case must have succeeded: a run that only ever saw 4xx (a broken token, documents that were never
+    reachable) would pass every check and prove little."""
+    seen = Outcomes()
+    yield seen
+    if not seen.failed:
+        successes = sum(count for status, count in seen.statuses.items() if 200 <= status < 300)
+        assert successes, f"no generated case succeeded: {dict(seen.statuses)}"
+
+
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_every_operation_keeps_its_contract(case: Case, api: Api, corpus: Corpus, outcomes: Outcomes) -> None:
+    # No shared session: over a kept-alive connection each request to `citewise serve` stalls ~40 ms (its
+    # headers and body leave in two writes, and Nagle waits for the client's delayed ACK); a fresh
+    # connection per case takes ~2 ms.
+    response = case.call(base_url=api.url, headers={"Authorization": f"Bearer {corpus.token}"})
+    outcomes.statuses[response.status_code] += 1
+    try:
+        case.validate_response(response, checks=CHECKS)
+    except BaseException:  # schemathesis raises a FailureGroup, a BaseExceptionGroup
+        outcomes.failed = True
+        raise
+
+
+def _tampered(token: str) -> str:
+    """The same token claiming another tenant: the signature no longer matches the claims."""
+    header, payload, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["custom:tenant_id"] = "someone-else"
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"{header}.{forged}.{signature}"
+
+
+VALID_BODIES: dict[str, dict[str, Any]] = {
+    "/v1/query": {"query": "When do releases ship?"},
+    "/v1/search": {"query": "releases"},
+    "/v1/uploads": {"filename": "a.md", "content_type": "text/markdown", "size": 10},
+}
+
+
+@pytest.mark.parametrize("credentials", ["none", "tampered", "not-a-jwt"])
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.authenticated], ids=lambda r: f"{r.method} {r.path}")
+def test_authenticated_operations_refuse_a_missing_or_bad_token(
+    api: Api, corpus: Corpus, route: Route, credentials: str
+) -> None:
+    # Given a request that is valid in every way but its identity (and names a document that exists)
+    operation = schema[route.path][route.method]
+    parts: dict[str, Any] = {"path_parameters": {"id": corpus.kept[0]}} if "{id}" in route.path else {}
+    if route.path in VALID_BODIES:
+        parts |= {"body": VALID_BODIES[route.path], "media_type": "application/json"}
+    case = operation.Case(**parts)
+    headers = {
+        "none": {},
+        "tampered": {"Authorization": f"Bearer {_tampered(corpus.token)}"},
+        "not-a-jwt": {"Authorization": "Bearer not-a-jwt"},
+    }[credentials]
+    # When it is sent
+    response = case.call(base_url=api.url, headers=headers)
+    # Then it is refused with the documented 401 body before any handler runs
+    assert response.status_code == 401, response.text
+    case.validate_response(response, checks=CHECKS)
+    error = response.json()["error"]
+    assert error["code"] == "UNAUTHORIZED"
+    assert [error["request_id"]] == response.headers["x-amzn-requestid"]
+    if route.method == "DELETE":
+        assert api.request("GET", f"/v1/documents/{corpus.kept[0]}", token=corpus.token).status == 200

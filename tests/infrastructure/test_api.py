@@ -1,0 +1,175 @@
+"""The REST API: the shared route table, auth on every method but the public ones, one error body for
+API Gateway's own rejections, a throttled and logged stage, and the Cognito pool behind it."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from citewise_infra.api import GATEWAY_ERRORS
+
+from citewise.api.routes import ROUTES
+
+from .conftest import Synth
+from .templates import method_paths, references
+
+# The responses the issue names, and the code each must answer with.
+REQUIRED_RESPONSES = {
+    "DEFAULT_4XX": "VALIDATION_ERROR",
+    "DEFAULT_5XX": "INTERNAL_ERROR",
+    "UNAUTHORIZED": "UNAUTHORIZED",
+    "ACCESS_DENIED": "FORBIDDEN",
+    "THROTTLED": "THROTTLED",
+    "BAD_REQUEST_BODY": "VALIDATION_ERROR",
+    "MISSING_AUTHENTICATION_TOKEN": "NOT_FOUND",
+}
+
+
+def routed_methods(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
+    return {key: value for key, value in method_paths(synth).items() if key[0] != "OPTIONS"}
+
+
+def test_the_api_serves_exactly_the_shared_route_table(synth: Synth) -> None:
+    assert set(routed_methods(synth)) == {(route.method, route.path) for route in ROUTES}
+
+
+def test_each_route_reaches_its_function_through_a_proxy_integration(synth: Synth) -> None:
+    methods = routed_methods(synth)
+    for route in ROUTES:
+        integration = methods[(route.method, route.path)]["Integration"]
+        function = getattr(synth.stack.functions, route.function).function
+        assert integration["Type"] == "AWS_PROXY" and integration["IntegrationHttpMethod"] == "POST"
+        assert synth.logical_id(function) in references(integration["Uri"]), route
+
+
+def test_cognito_authorizes_every_method_but_health_and_the_api_description(dev: Synth, prod: Synth) -> None:
+    for synth in (dev, prod):
+        (authorizer_id,) = synth.of_type("AWS::ApiGateway::Authorizer")
+        methods = routed_methods(synth)
+        for route in ROUTES:
+            method = methods[(route.method, route.path)]
+            if route.authenticated:
+                assert method["AuthorizationType"] == "COGNITO_USER_POOLS", route
+                assert method["AuthorizerId"] == {"Ref": authorizer_id}, route
+            else:
+                assert method["AuthorizationType"] == "NONE" and "AuthorizerId" not in method, route
+        assert {r.path for r in ROUTES if not r.authenticated} == {"/v1/health", "/v1/openapi.json"}
+        (authorizer,) = synth.of_type("AWS::ApiGateway::Authorizer").values()
+        assert authorizer["Properties"]["Type"] == "COGNITO_USER_POOLS"
+        assert authorizer["Properties"]["IdentitySource"] == "method.request.header.Authorization"
+
+
+def test_iam_mode_signs_every_method_but_the_public_ones(serverless_iam: Synth) -> None:
+    assert not serverless_iam.of_type("AWS::ApiGateway::Authorizer")
+    assert not serverless_iam.of_type("AWS::Cognito::UserPool")
+    for route in ROUTES:
+        method = routed_methods(serverless_iam)[(route.method, route.path)]
+        assert method["AuthorizationType"] == ("AWS_IAM" if route.authenticated else "NONE"), route
+
+
+def test_every_method_is_validated_and_post_bodies_must_be_json_objects(synth: Synth) -> None:
+    (validator_id,) = synth.of_type("AWS::ApiGateway::RequestValidator")
+    validator = synth.resources[validator_id]["Properties"]
+    assert validator["ValidateRequestBody"] is True and validator["ValidateRequestParameters"] is True
+    (model_id, model) = next(iter(synth.of_type("AWS::ApiGateway::Model").items()))
+    assert model["Properties"]["Schema"]["type"] == "object"
+    for (verb, path), method in routed_methods(synth).items():
+        assert method["RequestValidatorId"] == {"Ref": validator_id}, (verb, path)
+        if verb == "POST":
+            assert method["RequestModels"] == {"application/json": {"Ref": model_id}}
+        if "{id}" in path:
+            assert method["RequestParameters"] == {"method.request.path.id": True}
+
+
+def render(template: str) -> dict[str, Any]:
+    """A gateway response template as API Gateway would render it (with stand-in context values)."""
+    text = template.replace("$context.error.messageString", '"Unauthorized"').replace("$context.requestId", "req-1")
+    assert "$" not in text
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def test_gateway_responses_answer_with_the_library_error_body(synth: Synth) -> None:
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in synth.of_type("AWS::ApiGateway::GatewayResponse").values()
+    }
+    assert set(REQUIRED_RESPONSES) <= set(responses) == set(GATEWAY_ERRORS)
+    for response_type, properties in responses.items():
+        body = render(properties["ResponseTemplates"]["application/json"])
+        assert set(body) == {"error"}
+        assert set(body["error"]) == {"code", "message", "details", "request_id"}
+        assert body["error"]["request_id"] == "req-1"
+        assert body["error"]["code"] == GATEWAY_ERRORS[response_type][0].code
+        assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    for response_type, code in REQUIRED_RESPONSES.items():
+        assert render(responses[response_type]["ResponseTemplates"]["application/json"])["error"]["code"] == code
+    # An unknown route is a 404, not API Gateway's 403 "Missing Authentication Token"
+    assert responses["MISSING_AUTHENTICATION_TOKEN"]["StatusCode"] == "404"
+
+
+def test_error_bodies_are_readable_from_the_one_allowed_browser_origin(dev: Synth, prod: Synth) -> None:
+    (origin,) = dev.stack.config.api.cors_allow_origins
+    for response in dev.of_type("AWS::ApiGateway::GatewayResponse").values():
+        assert response["Properties"]["ResponseParameters"] == {
+            "gatewayresponse.header.Access-Control-Allow-Origin": f"'{origin}'"
+        }
+    assert all(
+        "ResponseParameters" not in r["Properties"] for r in prod.of_type("AWS::ApiGateway::GatewayResponse").values()
+    )
+
+
+def test_cors_preflight_exists_only_where_origins_are_configured(dev: Synth, prod: Synth) -> None:
+    options = [m for (verb, _), m in method_paths(dev).items() if verb == "OPTIONS"]
+    assert options and all(m["AuthorizationType"] == "NONE" for m in options)
+    headers = options[0]["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
+    assert (
+        headers["method.response.header.Access-Control-Allow-Origin"]
+        == f"'{dev.stack.config.api.cors_allow_origins[0]}'"
+    )
+    assert not [verb for (verb, _) in method_paths(prod) if verb == "OPTIONS"]
+
+
+def test_the_stage_is_throttled_traced_and_logs_access_and_errors(synth: Synth) -> None:
+    (stage,) = synth.of_type("AWS::ApiGateway::Stage").values()
+    properties = stage["Properties"]
+    config = synth.stack.config.api
+    assert properties["StageName"] == config.stage_name
+    assert properties["TracingEnabled"] is True
+    assert "DestinationArn" in properties["AccessLogSetting"]
+    assert "$context.requestId" in properties["AccessLogSetting"]["Format"]
+    (settings,) = properties["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == config.throttle_rate_limit
+    assert settings["ThrottlingBurstLimit"] == config.throttle_burst_limit
+    assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
+    assert (settings["HttpMethod"], settings["ResourcePath"]) == ("*", "/*")
+
+
+def test_users_get_their_tenant_from_an_administrator_only(dev: Synth) -> None:
+    (pool,) = dev.of_type("AWS::Cognito::UserPool").values()
+    properties = pool["Properties"]
+    assert properties["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True
+    (tenant,) = [a for a in properties["Schema"] if a["Name"] == "tenant_id"]
+    assert tenant["Mutable"] is False and tenant["AttributeDataType"] == "String"
+    assert properties["Policies"]["PasswordPolicy"]["MinimumLength"] >= 12
+    assert properties["MfaConfiguration"] == "OPTIONAL"
+    (client,) = dev.of_type("AWS::Cognito::UserPoolClient").values()
+    client_properties = client["Properties"]
+    assert client_properties["GenerateSecret"] is False
+    assert "custom:tenant_id" in client_properties["ReadAttributes"]
+    assert "custom:tenant_id" not in client_properties["WriteAttributes"]
+
+
+def test_prod_requires_mfa_and_keeps_its_users(prod: Synth) -> None:
+    (pool,) = prod.of_type("AWS::Cognito::UserPool").values()
+    assert pool["Properties"]["MfaConfiguration"] == "ON"
+    assert pool["Properties"]["DeletionProtection"] == "ACTIVE"
+    assert pool["DeletionPolicy"] == "Retain"
+    (client,) = prod.of_type("AWS::Cognito::UserPoolClient").values()
+    assert "ALLOW_USER_PASSWORD_AUTH" not in client["Properties"]["ExplicitAuthFlows"]
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.path}")
+def test_each_route_path_is_a_valid_api_gateway_path(route: Any) -> None:
+    assert re.fullmatch(r"(/([A-Za-z0-9._-]+|\{[a-z_]+\}))+", route.path)

@@ -1,0 +1,138 @@
+"""The functions: runtime, layer, roles, and environment variables that their settings classes accept."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from citewise_infra.constants import FUNCTION_KEYS, HANDLER, METRICS_NAMESPACE, SERVICE_NAMES, FunctionKey
+from citewise_infra.functions import settings_environment
+
+from citewise.config import ApiSettings, Settings, load_settings
+
+from .conftest import Synth
+
+SETTINGS: dict[FunctionKey, type[Settings]] = {
+    "ingest": Settings,
+    "query": ApiSettings,
+    "documents": ApiSettings,
+    "bootstrap": Settings,
+}
+# What each function must be told (the handlers contract), beyond the shared pipeline variables.
+PIPELINE = {
+    "CITEWISE_BACKEND",
+    "CITEWISE_OPENSEARCH_ENDPOINT",
+    "CITEWISE_OPENSEARCH_SERVICE",
+    "CITEWISE_INDEX_NAME",
+    "CITEWISE_REGISTRY_TABLE",
+    "CITEWISE_DOCUMENTS_BUCKET",
+    "CITEWISE_EMBEDDER",
+    "CITEWISE_EMBEDDING_DIMENSION",
+    "CITEWISE_MAX_DOCUMENT_BYTES",
+}
+REQUIRED: dict[FunctionKey, set[str]] = {
+    "ingest": PIPELINE,
+    "query": PIPELINE | {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
+    "documents": PIPELINE | {"CITEWISE_AUTH_MODE", "CITEWISE_UPLOAD_URL_TTL"},
+    "bootstrap": PIPELINE,
+}
+# Stand-ins for values CloudFormation fills in at deploy time.
+DEPLOY_TIME = {
+    "CITEWISE_OPENSEARCH_ENDPOINT": "https://search-citewise-dev-abc.us-east-1.es.amazonaws.com",
+    "CITEWISE_REGISTRY_TABLE": "citewise-dev-Registry-ABC",
+    "CITEWISE_DOCUMENTS_BUCKET": "citewise-dev-documents-abc",
+}
+
+
+def function_properties(synth: Synth, key: FunctionKey) -> dict[str, Any]:
+    fn = getattr(synth.stack.functions, key)
+    return synth.resources[synth.logical_id(fn.function)]["Properties"]  # type: ignore[no-any-return]
+
+
+def variables(synth: Synth, key: FunctionKey) -> dict[str, Any]:
+    return function_properties(synth, key)["Environment"]["Variables"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("key", FUNCTION_KEYS)
+def test_each_function_is_python_312_on_arm64_with_the_layer_tracing_and_its_own_logs(
+    synth: Synth, key: FunctionKey
+) -> None:
+    properties = function_properties(synth, key)
+    fn = getattr(synth.stack.functions, key)
+    assert (properties["Runtime"], properties["Architectures"], properties["Handler"]) == (
+        "python3.12",
+        ["arm64"],
+        HANDLER,
+    )
+    assert properties["Layers"] == [{"Ref": synth.logical_id(synth.stack.layer)}]
+    assert properties["TracingConfig"] == {"Mode": "Active"}
+    assert properties["LoggingConfig"]["LogGroup"] == {"Ref": synth.logical_id(fn.log_group)}
+    assert properties["Role"] == {"Fn::GetAtt": [synth.logical_id(fn.role), "Arn"]}
+    assert properties["Timeout"] == getattr(synth.stack.config, key).timeout_s
+
+
+def test_every_function_has_a_role_of_its_own(synth: Synth) -> None:
+    roles = [json.dumps(function_properties(synth, key)["Role"]) for key in FUNCTION_KEYS]
+    assert len(set(roles)) == len(FUNCTION_KEYS)
+
+
+def test_the_layer_targets_the_functions_runtime(synth: Synth) -> None:
+    (layer,) = synth.of_type("AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+@pytest.mark.parametrize("key", FUNCTION_KEYS)
+def test_every_citewise_variable_is_a_field_of_the_functions_settings(synth: Synth, key: FunctionKey) -> None:
+    fields = SETTINGS[key].model_fields
+    names = {name for name in variables(synth, key) if name.startswith("CITEWISE_")}
+    assert REQUIRED[key] <= names
+    assert {name.removeprefix("CITEWISE_").lower() for name in names} <= set(fields)
+
+
+@pytest.mark.parametrize("key", FUNCTION_KEYS)
+def test_the_environment_validates_as_the_functions_settings(
+    synth: Synth, key: FunctionKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the function's variables, deploy-time values stood in for
+    for name, value in variables(synth, key).items():
+        monkeypatch.setenv(name, value if isinstance(value, str) else DEPLOY_TIME[name])
+    # When the function loads its settings at cold start, they validate, and mean what the stack meant
+    settings = load_settings(SETTINGS[key])
+    config = synth.stack.config
+    assert settings.backend == "aws"
+    assert settings.opensearch_service == synth.stack.search.service
+    assert (settings.embedder, settings.embedding_dimension) == (
+        config.models.embedder,
+        config.models.embedding_dimension,
+    )
+    assert settings.index_name == config.search.index_name
+    if isinstance(settings, ApiSettings):
+        assert settings.auth_mode == config.auth.mode
+        assert settings.tenant_map == config.auth.tenant_map
+
+
+def test_the_query_function_synthesizes_with_the_configured_model_and_guardrail(
+    dev: Synth, serverless_iam: Synth
+) -> None:
+    assert variables(dev, "query")["CITEWISE_GENERATION_MODEL_ID"] == "us.amazon.nova-lite-v1:0"
+    assert "CITEWISE_GUARDRAIL_ID" not in variables(dev, "query")
+    query = variables(serverless_iam, "query")
+    assert (query["CITEWISE_GUARDRAIL_ID"], query["CITEWISE_GUARDRAIL_VERSION"]) == ("gr0abc123", "3")
+    assert json.loads(query["CITEWISE_TENANT_MAP"]) == {"arn:aws:iam::123456789012:role/acme-app": "acme"}
+    assert variables(dev, "query")["CITEWISE_TENANT_CLAIM"] == "custom:tenant_id"
+
+
+@pytest.mark.parametrize("key", FUNCTION_KEYS)
+def test_powertools_names_the_service_and_namespace(dev: Synth, key: FunctionKey) -> None:
+    env = variables(dev, key)
+    assert env["POWERTOOLS_SERVICE_NAME"] == SERVICE_NAMES[key]
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == METRICS_NAMESPACE
+    assert env["POWERTOOLS_LOG_LEVEL"] == dev.stack.config.log_level
+
+
+def test_the_stack_refuses_a_variable_its_settings_would_ignore() -> None:
+    assert settings_environment(Settings, {"index_name": "x"}) == {"CITEWISE_INDEX_NAME": "x"}
+    with pytest.raises(ValueError, match="Settings has no field tenant_map"):
+        settings_environment(Settings, {"tenant_map": "{}"})

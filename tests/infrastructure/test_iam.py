@@ -1,0 +1,137 @@
+"""Least privilege, read from the synthesized policies: each function may do what its code calls, and the
+forbidden actions of the issue are absent (query: no S3 writes, no index writes or deletes, no DynamoDB;
+ingest: no generation model; Bedrock only on the configured model ARNs)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from citewise_infra.bedrock import split_profile
+from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
+
+from .conftest import Synth
+from .templates import Statement, actions_on, all_actions, flat, role_statements
+
+TITAN = "foundation-model/amazon.titan-embed-text-v2:0"
+
+
+def statements(synth: Synth, key: FunctionKey) -> list[Statement]:
+    return role_statements(synth, synth.logical_id(getattr(synth.stack.functions, key).role))
+
+
+def bedrock_resources(synth: Synth, key: FunctionKey) -> set[str]:
+    """Resources the function may call InvokeModel (so Converse) on."""
+    return {r for s in statements(synth, key) if "bedrock:InvokeModel" in s.actions for r in s.resources}
+
+
+@pytest.mark.parametrize("key", FUNCTION_KEYS)
+def test_no_function_has_wildcard_actions_or_unscoped_resources(synth: Synth, key: FunctionKey) -> None:
+    for statement in statements(synth, key):
+        assert all("*" not in action for action in statement.actions), statement
+        if "*" in statement.resources:
+            # X-Ray has no resource-level permissions; nothing else may use "*"
+            assert statement.actions == {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, statement
+
+
+def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Synth) -> None:
+    granted = all_actions(statements(synth, "query"))
+    # no S3, no DynamoDB, no index writes or deletes, no other index than _search
+    assert not {a for a in granted if a.startswith(("s3:", "dynamodb:"))}
+    assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
+    es_resources = {
+        r for s in statements(synth, "query") if any(a.startswith("es:") for a in s.actions) for r in s.resources
+    }
+    assert all(r.endswith("/citewise-chunks/_search") for r in es_resources)
+    # Bedrock: the embedding model, and the generation model (a profile: in any region, through it only)
+    resources = bedrock_resources(synth, "query")
+    models = synth.stack.config.models
+    assert any(r.endswith(TITAN) for r in resources)
+    generation = models.generation_model_id
+    _, foundation = split_profile(generation)
+    assert all(r.endswith((TITAN, f"/{generation}", f"/{foundation}")) for r in resources), resources
+    assert {a for a in granted if a.startswith("bedrock:")} <= {"bedrock:InvokeModel", "bedrock:ApplyGuardrail"}
+
+
+def test_a_profile_model_is_allowed_in_every_region_only_through_the_profile(dev: Synth) -> None:
+    (through_profile,) = [s for s in statements(dev, "query") if any("bedrock:*::" in r for r in s.resources)]
+    assert through_profile.resources == ("arn:<AWS::Partition>:bedrock:*::foundation-model/amazon.nova-lite-v1:0",)
+    profile = through_profile.condition["StringEquals"]["bedrock:InferenceProfileArn"]
+    assert "inference-profile/us.amazon.nova-lite-v1:0" in json.dumps(profile)
+
+
+def test_a_foundation_model_and_a_guardrail_are_allowed_in_the_stacks_region(serverless_iam: Synth) -> None:
+    resources = bedrock_resources(serverless_iam, "query")
+    assert (
+        "arn:<AWS::Partition>:bedrock:<AWS::Region>::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
+        in resources
+    )
+    assert not any("bedrock:*" in r or "inference-profile" in r for r in resources)
+    guardrail = actions_on(statements(serverless_iam, "query"), ":guardrail/gr0abc123")
+    assert guardrail == {"bedrock:ApplyGuardrail"}
+
+
+def test_ingest_invokes_the_embedding_model_only(synth: Synth) -> None:
+    resources = bedrock_resources(synth, "ingest")
+    assert resources == {f"arn:<AWS::Partition>:bedrock:<AWS::Region>::{TITAN}"}
+    assert {a for a in all_actions(statements(synth, "ingest")) if a.startswith("bedrock:")} == {"bedrock:InvokeModel"}
+
+
+def test_ingest_reads_documents_writes_the_index_and_cannot_create_it(dev: Synth) -> None:
+    ingest = statements(dev, "ingest")
+    granted = all_actions(ingest)
+    assert actions_on(ingest, "/tenants/*") == {"s3:GetObject", "s3:GetObjectVersion"}
+    assert not {"s3:PutObject", "s3:DeleteObject"} & granted
+    assert actions_on(ingest, "/citewise-chunks/_bulk") == {"es:ESHttpPost", "es:ESHttpPut"}
+    # HEAD on the index itself (does it exist?), never PUT (create) or DELETE
+    index_only = {a for s in ingest for r in s.resources if r.endswith("/citewise-chunks") for a in s.actions}
+    assert index_only == {"es:ESHttpHead"}
+    assert {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= granted
+    assert "dynamodb:Scan" not in granted
+
+
+def test_documents_manages_objects_under_tenants_and_calls_no_model(dev: Synth) -> None:
+    documents = statements(dev, "documents")
+    assert actions_on(documents, "/tenants/*") == {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}
+    assert not {a for a in all_actions(documents) if a.startswith("bedrock:")}
+    assert "es:ESHttpDelete" not in all_actions(documents)
+
+
+def test_only_the_bootstrap_may_create_the_index(dev: Synth) -> None:
+    for key in FUNCTION_KEYS:
+        creates = {
+            a for s in statements(dev, key) for r in s.resources if r.endswith("/citewise-chunks") for a in s.actions
+        }
+        assert ("es:ESHttpPut" in creates) is (key == "bootstrap"), key
+    bootstrap = all_actions(statements(dev, "bootstrap"))
+    assert not {a for a in bootstrap if a.startswith(("s3:", "dynamodb:", "bedrock:", "sqs:"))}
+
+
+def test_the_storage_key_is_usable_only_through_s3_or_dynamodb(synth: Synth) -> None:
+    key_id = synth.logical_id(synth.stack.storage.key)
+    region = synth.stack.config.region
+    for key in FUNCTION_KEYS:
+        for statement in statements(synth, key):
+            if any(key_id in resource for resource in statement.resources):
+                via = statement.condition["StringEquals"]["kms:ViaService"]
+                assert via in (f"s3.{region}.amazonaws.com", f"dynamodb.{region}.amazonaws.com"), (key, statement)
+
+
+def test_serverless_access_is_the_collection_plus_one_data_policy_per_function(serverless_iam: Synth) -> None:
+    # IAM only opens the data plane of this collection...
+    collection_id = next(iter(serverless_iam.of_type("AWS::OpenSearchServerless::Collection")))
+    for key in FUNCTION_KEYS:
+        aoss = {a for s in statements(serverless_iam, key) for a in s.actions if a.startswith("aoss:")}
+        assert aoss == {"aoss:APIAccessAll"}
+        assert actions_on(statements(serverless_iam, key), f"<{collection_id}.Arn>") == {"aoss:APIAccessAll"}
+    # ...and each function's data access policy says what it may do there
+    permissions = {}
+    for policy in serverless_iam.of_type("AWS::OpenSearchServerless::AccessPolicy").values():
+        (rule_set,) = json.loads(flat(policy["Properties"]["Policy"]))
+        permissions[rule_set["Description"]] = set(rule_set["Rules"][0]["Permission"])
+    assert permissions == {
+        "citewise ingest function": {"aoss:ReadDocument", "aoss:WriteDocument", "aoss:DescribeIndex"},
+        "citewise query function": {"aoss:ReadDocument"},
+        "citewise documents function": {"aoss:ReadDocument", "aoss:WriteDocument"},
+        "citewise bootstrap function": {"aoss:CreateIndex", "aoss:DescribeIndex"},
+    }

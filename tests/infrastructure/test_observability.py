@@ -1,0 +1,93 @@
+"""Alarms (DLQ depth, errors, p99 latency, throttles) to an encrypted topic, and the dashboard."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from citewise_infra.constants import FUNCTION_KEYS, INGEST_METRICS, METRICS_NAMESPACE, QUERY_METRICS, SERVICE_NAMES
+
+from .conftest import Synth
+from .templates import flat
+
+
+def alarms(synth: Synth) -> list[dict[str, Any]]:
+    return [a["Properties"] for a in synth.of_type("AWS::CloudWatch::Alarm").values()]
+
+
+def find(synth: Synth, metric: str, dimension: str, value_id: str | None = None) -> list[dict[str, Any]]:
+    """Alarms on `metric` whose dimension `dimension` refers to `value_id` (or any value)."""
+    found = []
+    for alarm in alarms(synth):
+        if alarm.get("MetricName") != metric:
+            continue
+        dimensions = {d["Name"]: flat(d["Value"]) for d in alarm.get("Dimensions", [])}
+        if dimension in dimensions and (value_id is None or value_id in dimensions[dimension]):
+            found.append(alarm)
+    return found
+
+
+def test_every_alarm_notifies_the_topic_and_stays_quiet_without_data(synth: Synth) -> None:
+    topic_id = synth.logical_id(synth.stack.observability.topic)
+    assert alarms(synth)
+    for alarm in alarms(synth):
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_the_dead_letter_queue_alarms_on_its_first_message(synth: Synth) -> None:
+    dlq = synth.logical_id(synth.stack.ingestion.dead_letter_queue)
+    (alarm,) = find(synth, "ApproximateNumberOfMessagesVisible", "QueueName", dlq)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+
+
+@pytest.mark.parametrize("key", FUNCTION_KEYS)
+def test_each_function_alarms_on_errors_and_throttles(synth: Synth, key: str) -> None:
+    function_id = synth.logical_id(getattr(synth.stack.functions, key).function)
+    for metric in ("Errors", "Throttles"):
+        (alarm,) = find(synth, metric, "FunctionName", function_id)
+        assert alarm["Namespace"] == "AWS/Lambda" and alarm["Threshold"] == 1
+
+
+def test_p99_latency_alarms_cover_the_api_and_the_query_pipeline(synth: Synth) -> None:
+    (api,) = find(synth, "Latency", "ApiName")
+    assert api["ExtendedStatistic"] == "p99" and api["Threshold"] == synth.stack.config.alarms.api_p99_latency_ms
+    (query,) = find(synth, "QueryLatency", "service", SERVICE_NAMES["query"])
+    assert query["Namespace"] == METRICS_NAMESPACE and query["ExtendedStatistic"] == "p99"
+    assert query["Threshold"] == synth.stack.config.alarms.query_p99_latency_ms
+    assert query["EvaluationPeriods"] == 3 and query["DatapointsToAlarm"] == 3
+    (server_errors,) = find(synth, "5XXError", "ApiName")
+    assert server_errors["Statistic"] == "Sum"
+
+
+def test_a_managed_domain_alarms_on_red_blocked_writes_and_low_storage(dev: Synth, serverless_iam: Synth) -> None:
+    names = {a.get("MetricName") for a in alarms(dev)}
+    assert {"ClusterStatus.red", "ClusterIndexWritesBlocked", "FreeStorageSpace"} <= names
+    (storage,) = find(dev, "FreeStorageSpace", "DomainName")
+    assert storage["Threshold"] == dev.stack.config.search.volume_gib * 1024 / 4
+    assert not {"ClusterStatus.red", "FreeStorageSpace"} & {a.get("MetricName") for a in alarms(serverless_iam)}
+
+
+def test_the_topic_is_encrypted_tls_only_and_cloudwatch_may_use_its_key(dev: Synth, prod: Synth) -> None:
+    key_id = dev.logical_id(dev.stack.storage.key)
+    (topic,) = dev.of_type("AWS::SNS::Topic").values()
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    (topic_policy,) = dev.of_type("AWS::SNS::TopicPolicy").values()
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in topic_policy["Properties"]["PolicyDocument"]["Statement"]
+    )
+    key_policy = dev.resources[key_id]["Properties"]["KeyPolicy"]["Statement"]
+    assert any(s["Principal"] == {"Service": "cloudwatch.amazonaws.com"} for s in key_policy)
+    # no address in cdk.json: no subscription to confirm
+    assert not dev.of_type("AWS::SNS::Subscription") and not prod.of_type("AWS::SNS::Subscription")
+
+
+def test_the_dashboard_shows_every_custom_metric(dev: Synth) -> None:
+    (dashboard,) = dev.of_type("AWS::CloudWatch::Dashboard").values()
+    body = flat(dashboard["Properties"]["DashboardBody"])
+    for metric in (*INGEST_METRICS, *QUERY_METRICS):
+        assert json.dumps(metric) in body, metric
+    assert json.dumps(METRICS_NAMESPACE) in body
+    assert dashboard["Properties"]["DashboardName"] == "citewise-dev"

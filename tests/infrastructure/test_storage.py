@@ -1,0 +1,131 @@
+"""Storage: the documents bucket, the registry table and the keys, as CloudFormation will create them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk.assertions import Match
+
+from citewise.registry.dynamodb import TABLE_SCHEMA
+
+from .conftest import Synth
+
+
+def test_keys_rotate(synth: Synth) -> None:
+    keys = synth.of_type("AWS::KMS::Key")
+    assert len(keys) == 2  # storage, and the queues' own (see ingestion)
+    assert all(key["Properties"]["EnableKeyRotation"] is True for key in keys.values())
+
+
+def test_documents_bucket_is_encrypted_with_the_key_versioned_private_and_logged(synth: Synth) -> None:
+    key_id = synth.logical_id(synth.stack.storage.key)
+    logs_id = synth.logical_id(synth.stack.storage.access_logs)
+    synth.assertions.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [
+                    {
+                        "BucketKeyEnabled": True,
+                        "ServerSideEncryptionByDefault": {
+                            "SSEAlgorithm": "aws:kms",
+                            "KMSMasterKeyID": {"Fn::GetAtt": [key_id, "Arn"]},
+                        },
+                    }
+                ]
+            },
+            "VersioningConfiguration": {"Status": "Enabled"},
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "LoggingConfiguration": {"DestinationBucketName": {"Ref": logs_id}, "LogFilePrefix": "documents/"},
+            "LifecycleConfiguration": {
+                "Rules": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "NoncurrentVersionExpiration": {
+                                    "NoncurrentDays": synth.stack.config.data.noncurrent_version_days
+                                },
+                                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+                                "Status": "Enabled",
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def bucket_policy(synth: Synth, bucket: Any) -> list[dict[str, Any]]:
+    bucket_id = synth.logical_id(bucket)
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in synth.of_type("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
+    return policy  # type: ignore[no-any-return]
+
+
+def test_both_buckets_refuse_plain_http_and_old_tls(synth: Synth) -> None:
+    for bucket in (synth.stack.storage.bucket, synth.stack.storage.access_logs):
+        denies = [s for s in bucket_policy(synth, bucket) if s["Effect"] == "Deny"]
+        conditions = [s["Condition"] for s in denies]
+        assert {"Bool": {"aws:SecureTransport": "false"}} in conditions
+        assert {"NumericLessThan": {"s3:TlsVersion": 1.2}} in conditions
+        assert all(s["Principal"] == {"AWS": "*"} and s["Action"] == "s3:*" for s in denies)
+
+
+def test_the_access_log_bucket_is_private_and_expires_logs(synth: Synth) -> None:
+    bucket = synth.resources[synth.logical_id(synth.stack.storage.access_logs)]["Properties"]
+    assert bucket["PublicAccessBlockConfiguration"]["RestrictPublicBuckets"] is True
+    (rule,) = bucket["LifecycleConfiguration"]["Rules"]
+    assert rule["ExpirationInDays"] == synth.stack.config.data.access_log_days
+
+
+def test_browser_uploads_are_allowed_only_from_configured_origins(dev: Synth, prod: Synth) -> None:
+    rules = dev.resources[dev.logical_id(dev.stack.storage.bucket)]["Properties"]["CorsConfiguration"]["CorsRules"]
+    assert rules == [
+        {
+            "AllowedHeaders": ["*"],
+            "AllowedMethods": ["PUT"],
+            "AllowedOrigins": list(dev.stack.config.api.cors_allow_origins),
+            "MaxAge": 3000,
+        }
+    ]
+    assert "CorsConfiguration" not in prod.resources[prod.logical_id(prod.stack.storage.bucket)]["Properties"]
+
+
+def test_registry_table_is_the_adapters_schema(synth: Synth) -> None:
+    table = synth.resources[synth.logical_id(synth.stack.storage.table)]["Properties"]
+    assert table["KeySchema"] == TABLE_SCHEMA["KeySchema"]
+    assert sorted(table["AttributeDefinitions"], key=str) == sorted(TABLE_SCHEMA["AttributeDefinitions"], key=str)
+    assert table["BillingMode"] == TABLE_SCHEMA["BillingMode"]
+    assert [
+        {k: index[k] for k in ("IndexName", "KeySchema", "Projection")} for index in table["GlobalSecondaryIndexes"]
+    ] == TABLE_SCHEMA["GlobalSecondaryIndexes"]
+
+
+def test_registry_table_is_encrypted_with_the_key_and_recoverable(synth: Synth) -> None:
+    table = synth.resources[synth.logical_id(synth.stack.storage.table)]["Properties"]
+    assert table["SSESpecification"] == {
+        "SSEEnabled": True,
+        "SSEType": "KMS",
+        "KMSMasterKeyId": {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.key), "Arn"]},
+    }
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+
+
+def test_prod_keeps_its_data_and_dev_does_not(dev: Synth, prod: Synth) -> None:
+    for synth, policy in ((prod, "Retain"), (dev, "Delete")):
+        storage = synth.stack.storage
+        for construct in (storage.bucket, storage.table, storage.key):
+            assert synth.resources[synth.logical_id(construct)]["DeletionPolicy"] == policy, (synth, construct)
+    assert prod.resources[prod.logical_id(prod.stack.storage.table)]["Properties"]["DeletionProtectionEnabled"]
+    assert not dev.resources[dev.logical_id(dev.stack.storage.table)]["Properties"]["DeletionProtectionEnabled"]
+    # dev empties its buckets on delete (else CloudFormation could not delete them); prod never does
+    assert dev.of_type("Custom::S3AutoDeleteObjects") and not prod.of_type("Custom::S3AutoDeleteObjects")
