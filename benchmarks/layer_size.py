@@ -1,173 +1,152 @@
-"""The would-be Lambda layer's size: runtime dependencies for arm64 / Python 3.12, plus citewise itself.
+"""The Lambda layer's size, measured on the layer `make synth` really bundles.
 
-The layer holds `[project] dependencies` and the `aws` extra less boto3/botocore (the Lambda runtime has
-them), installed by pip for `manylinux2014_aarch64` and CPython 3.12 wheels only, plus the citewise
-package built from this working tree. Three figures, each `du -sb` of a `pip install --target`:
+The layer is built by the CDK app's own code (`cdk/citewise_infra/layer.py`): `LocalLayerBundling`
+for the architecture the stack deploys, the same object `make synth` hands to CDK. It pip-installs the
+pins of `cdk/layer/requirements.txt` with `--no-deps` for `manylinux2014_<arch>` / CPython 3.12
+(wheels only, no byte code), copies the `citewise` package, refuses an unfit layer (`check_layer`) and
+prints the line `make synth` prints. Nothing here resolves dependencies by itself, so the figures cannot
+drift from the layer that is deployed: an earlier version of this benchmark did its own resolution from
+pyproject, missed the extras (`aws-lambda-powertools[tracer]` pulls aws-xray-sdk and wrapt) and
+went stale.
 
-- as listed, `--no-deps`: only the distributions named in pyproject.toml. This understates the layer:
-  pydantic's compiled core, requests and others are dependencies of those, not named by us;
-- with their dependencies: what the layer must really hold for the imports to work;
-- the same less what the Python 3.12 runtime already provides (the AWS SDK's own dependencies: urllib3,
-  python-dateutil, six, jmespath, s3transfer) and what only those needed (pip picked python-dateutil
-  4, which wants tzdata; the runtime's 2.x does not): the realistic layer, also reported zipped.
-
-Byte code is not compiled (`--no-compile`): pip would compile for this interpreter, not for the
-runtime's. Sizes do not vary between runs, so each is measured once.
+Sizes are the layer's own `sizes()`: the sum of file sizes (not `du`, which also counts directory
+blocks) and a deflate zip of the output directory, both in MiB (2**20 bytes) like the synth's report
+and like Lambda's limit, which AWS writes "250 MB" and enforces as 262,144,000 bytes = 250 MiB. On top,
+this benchmark breaks the layer down by distribution, from each one's RECORD, and tells apart what
+pyproject names from what those packages pull in. Sizes do not vary between runs: measured once.
 """
 
 from __future__ import annotations
 
-import csv
+import os
 import re
-import shutil
+import subprocess
 import sys
 import tempfile
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
-from benchmarks.common import REPO, Section, log, run_command
+from packaging.utils import canonicalize_name
 
-PLATFORM = ("--platform", "manylinux2014_aarch64", "--only-binary=:all:", "--python-version", "3.12")
+from benchmarks.common import REPO, Section, log
+
+CDK_DIR = REPO / "cdk"
+MIB = 2**20
+# Lambda's limit on a function and all its layers, unzipped, as its error message states it.
+LAMBDA_UNZIPPED_LIMIT_BYTES = 262_144_000
+LIBRARY = "citewise"
 IN_RUNTIME = frozenset({"boto3", "botocore"})
-# What the python3.12 runtime ships besides boto3 and botocore: their own dependencies.
-RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
-LAMBDA_LAYER_LIMIT_MB = 250  # unzipped, all layers and the function together
-
-
-def layer_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
-    """The runtime dependencies and the `aws` extra, as written in pyproject.toml, less the runtime's own."""
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    requirements = [*project["dependencies"], *project["optional-dependencies"]["aws"]]
-    return [r for r in requirements if _name(r) not in IN_RUNTIME]
 
 
 def run() -> Section:
-    section = Section("layer_size", "Lambda layer size (arm64, Python 3.12): runtime deps + aws extra + citewise")
-    requirements = layer_requirements()
-    section.context["requirements"] = requirements
+    """Bundle the layer with `make synth`'s own code into a temporary folder and measure it.
+
+    An unfit or over-budget layer raises, as it fails the synth; an unreachable registry is reported.
+    """
+    # `cdk/` is not a package: the CDK app and tests/infrastructure put it on sys.path the same way.
+    # Imported here, not at module level, so other measurements do not start the CDK's jsii runtime.
+    if str(CDK_DIR) not in sys.path:
+        sys.path.insert(0, str(CDK_DIR))
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    from aws_cdk import DockerImage
+    from citewise_infra.constants import LAYER_REQUIREMENTS
+    from citewise_infra.functions import LAYER_ARCHITECTURE
+    from citewise_infra.layer import (
+        MAX_UNZIPPED_BYTES,
+        PIP_MACHINES,
+        PYTHON_VERSION,
+        LocalLayerBundling,
+        pinned,
+        root_requirements,
+        sizes,
+    )
+
+    title = f"Lambda layer size ({LAYER_ARCHITECTURE}, Python {PYTHON_VERSION}): the layer `make synth` bundles"
+    section = Section("layer_size", title)
+    reports: list[str] = []
     with tempfile.TemporaryDirectory(prefix="citewise-layer-") as tmp:
-        root = Path(tmp)
-        source = _copy_source(root / "src")
+        output = Path(tmp)
+        log(f"  layer size: bundling the layer for {LAYER_ARCHITECTURE} as `make synth` does (pip --no-deps)")
+        bundling = LocalLayerBundling(LAYER_ARCHITECTURE, report=reports.append)
         try:
-            log("  layer size: pip install --no-deps")
-            listed = root / "listed"
-            _pip(listed, [*PLATFORM, "--no-deps", *requirements])
-            _pip(listed, ["--no-deps", str(source)])
-            log("  layer size: pip install with dependencies")
-            layer = root / "layer"
-            _pip(layer, [*PLATFORM, *requirements])
-            _pip(layer, ["--no-deps", str(source)])
-        except RuntimeError as exc:
-            section.context["error"] = f"not measured: {exc}"
+            # The image is CDK's Docker fallback, which local bundling never uses.
+            bundling.try_bundle(str(output), image=DockerImage.from_registry("unused"))
+        except subprocess.CalledProcessError as exc:
+            section.context["error"] = f"not measured: pip exited with {exc.returncode} (registry unreachable?)"
             return section
-        section.add("listed_mb", "as listed in pyproject (--no-deps), unzipped", "MB", [_du(listed) / 1e6])
-        section.add("closure_mb", "with all their dependencies, unzipped", "MB", [_du(layer) / 1e6])
-        installed = _distributions(layer)
-        needed = _reachable(installed, {_name(r) for r in requirements} | {"citewise"})
-        removed = sorted(name for name in installed if name not in needed)
-        for name in removed:
-            _remove(layer, installed[name])
-        section.add("layer_mb", "less what the runtime provides: the layer, unzipped", "MB", [_du(layer) / 1e6])
-        archive = shutil.make_archive(str(root / "layer"), "zip", layer)
-        section.add("layer_zip_mb", "the layer, zipped", "MB", [Path(archive).stat().st_size / 1e6])
-        sizes = {name: _record_bytes(layer, info) for name, info in _distributions(layer).items()}
-        section.context.update(
-            {
-                "removed_as_provided_by_the_runtime": removed,
-                "distributions_mb": {n: round(b / 1e6, 2) for n, b in sorted(sizes.items(), key=lambda kv: -kv[1])},
-                "lambda_unzipped_limit_mb": LAMBDA_LAYER_LIMIT_MB,
-                "target": "manylinux2014_aarch64, CPython 3.12, wheels only, no byte code",
-            }
-        )
+        # try_bundle raises on an unfit (check_layer) or over-budget layer: reaching here means it passed.
+        unzipped, zipped = sizes(output)
+        by_distribution = _distribution_bytes(output / "python")
+    section.add("unzipped_mib", "the layer, unzipped (sum of file sizes)", "MiB", [unzipped / MIB])
+    section.add("zipped_mib", "the layer, zipped (deflate)", "MiB", [zipped / MIB])
+    section.add(
+        "limit_share_pct",
+        "share of Lambda's 250 MiB unzipped limit",
+        "%",
+        [100 * unzipped / LAMBDA_UNZIPPED_LIMIT_BYTES],
+    )
+    named = {canonicalize_name(requirement.name) for requirement in root_requirements()} | {LIBRARY}
+    named_bytes = sum(size for name, size in by_distribution.items() if name in named)
+    ranked = sorted(by_distribution.items(), key=lambda item: -item[1])
+    section.context.update(
+        {
+            "built_by": "cdk/citewise_infra/layer.py LocalLayerBundling.try_bundle (what `make synth` runs)",
+            "synth_report": reports,
+            "target": f"manylinux2014_{PIP_MACHINES[LAYER_ARCHITECTURE]}, CPython {PYTHON_VERSION}, "
+            "wheels only, --no-deps, no byte code",
+            "requirements_file": LAYER_REQUIREMENTS.relative_to(REPO).as_posix(),
+            "pins": len(pinned()),
+            "check_layer": "passed",
+            "unzipped_bytes": unzipped,
+            "zipped_bytes": zipped,
+            "unzipped_mb": round(unzipped / 1e6, 2),
+            "zipped_mb": round(zipped / 1e6, 2),
+            "distributions_mib": {name: round(size / MIB, 2) for name, size in ranked},
+            "named_in_pyproject_mib": round(named_bytes / MIB, 2),
+            "pulled_in_mib": round((sum(by_distribution.values()) - named_bytes) / MIB, 2),
+            "not_in_any_distribution_bytes": unzipped - sum(by_distribution.values()),
+            "synth_budget_mib": MAX_UNZIPPED_BYTES / MIB,
+            "lambda_unzipped_limit_bytes": LAMBDA_UNZIPPED_LIMIT_BYTES,
+        }
+    )
     return section
 
 
-def _pip(target: Path, arguments: list[str]) -> None:
-    completed = run_command(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target), *arguments]
-    )
-    if completed.returncode != 0:
-        last = [line for line in completed.stderr.splitlines() if line.strip()][-1:]
-        raise RuntimeError(f"pip could not install {arguments[-1]!r}: {' '.join(last)}")
+def _distribution_bytes(site: Path) -> dict[str, int]:
+    """Bytes per distribution under `site`: pip's from their RECORD, citewise (copied, no RECORD) by folder.
 
-
-def _copy_source(destination: Path) -> Path:
-    """The files setuptools needs to build citewise, copied so the build writes nothing into the repo."""
-    destination.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, destination / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
-    shutil.copytree(REPO / "layers", destination / "layers", ignore=ignore)
-    return destination
-
-
-def _du(path: Path) -> int:
-    completed = run_command(["du", "-sb", str(path)])
-    return int(completed.stdout.split()[0])
-
-
-def _name(requirement: str) -> str:
-    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
-    return re.sub(r"[-_.]+", "-", match.group(0)).lower() if match else requirement
-
-
-def _distributions(target: Path) -> dict[str, Path]:
-    """Installed distributions under `target` by normalised name, each with its .dist-info folder."""
-    found: dict[str, Path] = {}
-    for info in target.glob("*.dist-info"):
-        metadata = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
-        name = next((line[5:].strip() for line in metadata.splitlines() if line.startswith("Name:")), info.name)
-        found[_name(name)] = info
+    Only files that exist inside `site` count: the RECORD also lists console scripts, which the bundling
+    deletes, and `../bin` paths outside the layer.
+    """
+    root = site.resolve()
+    found: dict[str, int] = {LIBRARY: _tree_bytes(site / LIBRARY)}
+    for dist in metadata.distributions(path=[str(site)]):
+        total = 0
+        for file in dist.files or ():
+            path = Path(str(dist.locate_file(file))).resolve()
+            if path.is_relative_to(root) and path.is_file():
+                total += path.stat().st_size
+        found[canonicalize_name(dist.metadata["Name"])] = total
     return found
 
 
-def _reachable(installed: dict[str, Path], roots: set[str]) -> set[str]:
-    """Distributions our requirements need, not following what the runtime provides (its deps are there)."""
-    needed: set[str] = set()
-    frontier = [name for name in roots if name not in RUNTIME_PROVIDED]
-    while frontier:
-        name = frontier.pop()
-        if name in needed or name not in installed:
-            continue
-        needed.add(name)
-        frontier += [dep for dep in _requires(installed[name]) if dep not in RUNTIME_PROVIDED]
-    return needed
+def _tree_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def _requires(info: Path) -> list[str]:
-    """The names a distribution requires, less those of its optional extras (markers otherwise kept)."""
-    metadata = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
-    return [
-        _name(line.removeprefix("Requires-Dist:"))
-        for line in metadata.splitlines()
-        if line.startswith("Requires-Dist:") and "extra ==" not in line
-    ]
+def layer_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
+    """pyproject's runtime dependencies and `aws` extra as written (extras kept), less boto3/botocore.
+
+    Not used to build anything here: `cold_imports` walks their closure in the dev venv to tell which
+    imported packages a deployed function would not have, and reads pyproject without starting the CDK.
+    """
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    requirements: list[str] = [*project["dependencies"], *project["optional-dependencies"]["aws"]]
+    return [r for r in requirements if _name(r) not in IN_RUNTIME]
 
 
-def _record_files(target: Path, info: Path) -> list[Path]:
-    """The files a distribution's RECORD lists that lie inside `target` (scripts may point outside)."""
-    files = []
-    with (info / "RECORD").open(encoding="utf-8", newline="") as record:
-        for row in csv.reader(record):
-            if row:
-                path = (target / row[0]).resolve()
-                if path.is_relative_to(target.resolve()) and path.is_file():
-                    files.append(path)
-    return files
-
-
-def _record_bytes(target: Path, info: Path) -> int:
-    return sum(path.stat().st_size for path in _record_files(target, info))
-
-
-def _remove(target: Path, info: Path) -> None:
-    """Delete a distribution's files, then the folders it leaves empty."""
-    folders: set[Path] = set()
-    for path in _record_files(target, info):
-        path.unlink()
-        folders.update(
-            parent for parent in path.parents if parent.is_relative_to(target.resolve()) and parent != target.resolve()
-        )
-    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+def _name(requirement: str) -> str:
+    """The normalised distribution name at the start of a requirement line (used by `cold_imports` too)."""
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower() if match else requirement

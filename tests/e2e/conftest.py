@@ -25,7 +25,11 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    """`citewise serve` on a free port for the whole session; stopped with SIGINT (Ctrl-C) at the end."""
+    """`citewise serve` on a free port for the whole session; stopped with SIGTERM at the end.
+
+    SIGTERM, not SIGINT: a shell that runs the tests in the background starts its children with SIGINT
+    ignored, as Unix wants, so Ctrl-C's signal would never reach the server; `serve` treats SIGTERM as Ctrl-C.
+    """
     root = tmp_path_factory.mktemp("e2e")
     home = root / "home"
     env = {name: value for name, value in os.environ.items() if not name.startswith("CITEWISE_")}
@@ -41,7 +45,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
         _wait_until_healthy(server)
         yield server
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
         try:
             status = process.wait(timeout=30)
         except subprocess.TimeoutExpired:
