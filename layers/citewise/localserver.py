@@ -575,20 +575,34 @@ class _RequestHandler(BaseHTTPRequestHandler):
         with upload tokens."""
 
     def _handle(self) -> None:
-        started = time.perf_counter()
+        self._started = time.perf_counter()
+        self._logged = False
         request_id = str(uuid.uuid4())
         raw_path = urlsplit(self.path).path
-        is_upload = self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
         status = 500
         try:
-            status = self._upload(raw_path, request_id) if is_upload else self._api(raw_path, request_id)
+            status = (
+                self._upload(raw_path, request_id) if self._is_upload(raw_path) else self._api(raw_path, request_id)
+            )
         except Exception as exc:  # a bug here must still answer, in the error shape, and never kill the server
             self.server.log(traceback.format_exc().rstrip())
             status = self._send_error(exc, request_id, close=True)
         finally:
-            shown = UPLOAD_ROUTE + "..." if is_upload else raw_path
-            elapsed = (time.perf_counter() - started) * 1000
-            self.server.log(f"{self.command} {shown} {status} {elapsed:.1f}ms")
+            self._log_request(status)
+
+    def _is_upload(self, raw_path: str) -> bool:
+        return self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
+
+    def _log_request(self, status: int) -> None:
+        """The request's one log line, once. `_send` writes it before the body, so a client that has its
+        answer can already read the line (tests do); `_handle` writes it if nothing was sent."""
+        if self._logged:
+            return
+        self._logged = True
+        raw_path = urlsplit(self.path).path
+        shown = UPLOAD_ROUTE + "..." if self._is_upload(raw_path) else raw_path
+        elapsed = (time.perf_counter() - self._started) * 1000
+        self.server.log(f"{self.command} {shown} {status} {elapsed:.1f}ms")
 
     # --- the API -----------------------------------------------------------------------------------
 
@@ -729,6 +743,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             # The unread body (or what is left of the stream) cannot be trusted as the next request.
             self.send_header("Connection", "close")
         self.end_headers()
+        self._log_request(status)
         if self.command != "HEAD":  # a HEAD answer has the headers of the body it does not carry
             self.wfile.write(data)
         return status
