@@ -390,7 +390,12 @@ def handler_environment(home: Path, public_url: str) -> tuple[dict[str, str], di
         "CITEWISE_PUBLIC_URL": public_url,
         "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon to send segments to
     }
-    defaults = {"POWERTOOLS_SERVICE_NAME": "citewise", "POWERTOOLS_METRICS_NAMESPACE": "Citewise"}
+    defaults = {
+        "POWERTOOLS_SERVICE_NAME": "citewise",
+        "POWERTOOLS_METRICS_NAMESPACE": "Citewise",
+        # No CloudWatch here to read EMF lines: set it to false to see them on stdout.
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
     return forced, defaults
 
 

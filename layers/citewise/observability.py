@@ -8,6 +8,7 @@ document text, questions and tokens are never logged. Metrics go out as EMF in n
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,6 +18,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
+# Requests that record no metric (health checks, listings) are normal here; Powertools would write a
+# warning to the function's log for every one of them.
+warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 
 @contextmanager

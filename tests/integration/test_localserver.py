@@ -59,7 +59,7 @@ ECHO_HANDLER = textwrap.dedent(
             },
             "environment": {name: os.environ.get(name) for name in (
                 "CITEWISE_BACKEND", "CITEWISE_HOME", "CITEWISE_PUBLIC_URL", "POWERTOOLS_TRACE_DISABLED",
-                "POWERTOOLS_METRICS_NAMESPACE")},
+                "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_METRICS_DISABLED")},
         }
         return {
             "statusCode": 201 if event["httpMethod"] == "POST" else 200,
@@ -273,6 +273,7 @@ def test_an_authenticated_get_reaches_its_handler_as_an_api_gateway_event(
         "CITEWISE_PUBLIC_URL": api.url,
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": "Citewise",
+        "POWERTOOLS_METRICS_DISABLED": "true",
     }
     # And headers and multiValueHeaders are merged as API Gateway merges them
     assert response.headers.get_all("X-Multi") == ["a", "b"]
