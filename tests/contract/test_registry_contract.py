@@ -27,7 +27,6 @@ from citewise.registry.dynamodb import (
     TABLE_SCHEMA,
     DynamoRegistry,
     StaleVersionError,
-    normalise_sequencer,
     update_request,
 )
 from citewise.registry.local import SCHEMA_VERSION, LocalRegistry
@@ -417,44 +416,9 @@ def test_put_refuses_an_older_update(dynamo: DynamoRegistry) -> None:
     assert stored is not None and stored.version == "v2"
 
 
-def test_put_if_newer_refuses_an_older_sequencer(dynamo: DynamoRegistry) -> None:
-    # Given the record of the event with sequencer ...E6
-    dynamo.put_if_newer(make_document("acme", "a.md", version="v2"), "0055AED6DCD90281E6")
-    # When the event before it (...E5) arrives late, even with a later clock
-    late = make_document("acme", "a.md", version="v1", updated_at=T0 + timedelta(hours=1))
-    with pytest.raises(StaleVersionError):
-        dynamo.put_if_newer(late, "0055AED6DCD90281E5")
-    # Then the newer version stays; the same sequencer again (a redelivery) is accepted
-    assert dynamo.get("acme", late.doc_id).version == "v2"  # type: ignore[union-attr]
-    dynamo.put_if_newer(
-        make_document("acme", "a.md", version="v2", status=DocumentStatus.INDEXED), "0055aed6dcd90281e6"
-    )
-    assert dynamo.get("acme", late.doc_id).status is DocumentStatus.INDEXED  # type: ignore[union-attr]
-
-
-def test_sequencers_of_different_lengths_compare_right_padded(dynamo: DynamoRegistry) -> None:
-    # "1" right-padded is 1000..., newer than 0FFFFF...; so a later "0FFFFF" is refused
-    dynamo.put_if_newer(make_document("acme", "a.md", version="v2"), "1")
-    with pytest.raises(StaleVersionError):
-        dynamo.put_if_newer(make_document("acme", "a.md", version="v1"), "0FFFFFFFFFFFFFFFFF")
-
-
-def test_plain_put_keeps_the_sequencer_high_water_mark(dynamo: DynamoRegistry) -> None:
-    dynamo.put_if_newer(make_document("acme", "a.md", version="v2"), "B0")
-    dynamo.put(make_document("acme", "a.md", version="v2", status=DocumentStatus.FAILED))
-    with pytest.raises(StaleVersionError):
-        dynamo.put_if_newer(make_document("acme", "a.md", version="v1"), "A0")
-
-
 def test_paths_beyond_the_index_key_limit_are_refused(dynamo: DynamoRegistry) -> None:
     with pytest.raises(ValidationError):
         dynamo.put(make_document("acme", "é" * 513))
-
-
-@pytest.mark.parametrize("sequencer", ["", "xyz", "0x12", "1" * 65])
-def test_invalid_sequencers_are_refused(sequencer: str) -> None:
-    with pytest.raises(ValidationError):
-        normalise_sequencer(sequencer)
 
 
 # --- DynamoDB: status transitions ---------------------------------------------------------------------
@@ -489,14 +453,13 @@ def test_terminal_statuses_do_not_switch_without_pending(dynamo: DynamoRegistry)
 
 
 def test_update_request_is_conditional() -> None:
-    request = update_request(TABLE, make_document("acme", "a.md", status=DocumentStatus.INDEXED), None)
+    request = update_request(TABLE, make_document("acme", "a.md", status=DocumentStatus.INDEXED))
     assert request["Key"] == {"tenant_id": {"S": "acme"}, "doc_id": {"S": document_id("acme", "a.md")}}
     assert request["ConditionExpression"] == (
         "(attribute_not_exists(#updated) OR #updated <= :updated)"
         " AND #version = :version AND #status IN (:pending, :status)"
     )
     assert request["ExpressionAttributeValues"][":updated"] == {"N": str(int(T0.timestamp()) * 1_000_000)}
-    assert "#sequencer" not in request["UpdateExpression"]
 
 
 # --- DynamoDB: cursors --------------------------------------------------------------------------------

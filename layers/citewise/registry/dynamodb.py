@@ -13,9 +13,6 @@ Attributes of an item:
   listing checks their body instead, so old items are neither lost nor wrongly listed.
 - `version` (S): the object version the record describes; a terminal status must name the pending one.
 - `updated_us` (N): `updated_at` in microseconds since the epoch, the ordering key of `put`.
-- `sequencer` (S): the highest S3 event sequencer written (upper-case hex, right-padded with zeros to
-  64 digits so string order is event order), the ordering key of `put_if_newer`. `put` never clears it,
-  so the high-water mark only moves forward.
 - `body` (S): the whole Document as JSON. The pydantic model stays the one serialisation (shared with
   the local registry) instead of a second attribute-by-attribute mapping that could drift from it.
 
@@ -32,8 +29,8 @@ ExclusiveStartKey, and is checked on input: it must decode, name the caller's te
 the requested prefix, else ValidationError.
 
 Ordering: writes are conditional UpdateItems so an older writer never overwrites a newer record. `put`
-orders by `updated_at`; `put_if_newer` orders by the S3 event sequencer, the only reliable order of
-events on one key (notifications arrive out of order and more than once). INDEXED and FAILED complete
+orders by `updated_at`. (No S3 event sequencer is needed: the ingest function reconciles every
+notification with the object's current state, see `citewise.s3events`.) INDEXED and FAILED complete
 a PENDING record of the same version (or repeat themselves, for retried writes), so a worker that lost
 a race, or whose object was deleted meanwhile, cannot resurrect or overwrite the record. A refused
 write raises `StaleVersionError`. Deletions leave no tombstone: after a delete, only the blob store
@@ -42,7 +39,6 @@ write raises `StaleVersionError`. Deletions leave no tombstone: after a delete, 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -82,8 +78,6 @@ TABLE_SCHEMA: Final[dict[str, Any]] = {
 
 MAX_LIMIT = 1000
 MAX_PATH_BYTES = 1024  # DynamoDB's limit on a sort key value, here the `by_path` index key
-SEQUENCER_WIDTH = 64
-_SEQUENCER_RE = re.compile(r"^[0-9A-Fa-f]{1,64}$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TERMINAL = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
 # Placeholders of the attributes a write sets; the value placeholder is the same name with ':'.
@@ -95,7 +89,6 @@ _NAMES: Final = {
     "#source": "source",
     "#version": "version",
     "#updated": "updated_us",
-    "#sequencer": "sequencer",
     "#body": "body",
 }
 
@@ -131,16 +124,19 @@ class DynamoRegistry:
     def put(self, document: Document) -> None:
         """Create or replace the record unless the stored one is newer (by `updated_at`) or the status
         change is not allowed; raises StaleVersionError then."""
-        self._write(document, None)
-
-    def put_if_newer(self, document: Document, sequencer: str) -> None:
-        """`put` ordered by the S3 event `sequencer` of the object version the document describes.
-
-        A write with a sequencer lower than the stored one raises StaleVersionError; an equal one is
-        accepted, because the pipeline writes PENDING then INDEXED for the same event and queues
-        redeliver events.
-        """
-        self._write(document, normalise_sequencer(sequencer))
+        if len(document.path.encode()) > MAX_PATH_BYTES:
+            raise ValidationError(
+                f"path is longer than {MAX_PATH_BYTES} UTF-8 bytes, the limit of an index sort key",
+                details={"field": "path"},
+            )
+        try:
+            self._client.update_item(**update_request(self.table_name, document))
+        except ClientError as exc:
+            if aws.error_code(exc) == "ConditionalCheckFailedException":
+                raise _conflict(document, exc.response.get("Item")) from exc
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
 
     def delete(self, tenant_id: str, doc_id: str) -> None:
         self._call("DeleteItem", self._client.delete_item, TableName=self.table_name, Key=_key(tenant_id, doc_id))
@@ -183,21 +179,6 @@ class DynamoRegistry:
         next_cursor = cursors.encode(documents[limit - 1]) if len(documents) > limit else None
         return DocumentPage(items=documents[:limit], next_cursor=next_cursor)
 
-    def _write(self, document: Document, sequencer: str | None) -> None:
-        if len(document.path.encode()) > MAX_PATH_BYTES:
-            raise ValidationError(
-                f"path is longer than {MAX_PATH_BYTES} UTF-8 bytes, the limit of an index sort key",
-                details={"field": "path"},
-            )
-        try:
-            self._client.update_item(**update_request(self.table_name, document, sequencer))
-        except ClientError as exc:
-            if aws.error_code(exc) == "ConditionalCheckFailedException":
-                raise _conflict(document, exc.response.get("Item")) from exc
-            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
-        except BotoCoreError as exc:
-            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
-
     @staticmethod
     def _call(action: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         # No REGISTRY error code exists and none is needed: a failing registry is an internal fault
@@ -211,7 +192,7 @@ class DynamoRegistry:
 # --- request builders: pure functions, checked as plain dicts by the tests ----------------------------
 
 
-def update_request(table_name: str, document: Document, sequencer: str | None) -> dict[str, Any]:
+def update_request(table_name: str, document: Document) -> dict[str, Any]:
     """The conditional UpdateItem that writes `document` (see the module docstring for the rules)."""
     values: dict[str, Any] = {
         ":path": {"S": document.path},
@@ -224,12 +205,7 @@ def update_request(table_name: str, document: Document, sequencer: str | None) -
         ":body": {"S": document.model_dump_json()},
     }
     assignments = ["#path", "#owner", "#visibility", "#status", "#source", "#version", "#updated", "#body"]
-    if sequencer is None:
-        conditions = ["(attribute_not_exists(#updated) OR #updated <= :updated)"]
-    else:
-        values[":sequencer"] = {"S": sequencer}
-        assignments.append("#sequencer")
-        conditions = ["(attribute_not_exists(#sequencer) OR #sequencer <= :sequencer)"]
+    conditions = ["(attribute_not_exists(#updated) OR #updated <= :updated)"]
     if document.status in _TERMINAL:
         # A comparison with a missing attribute is false, so this also refuses a record that is gone.
         values[":pending"] = {"S": DocumentStatus.PENDING.value}
@@ -293,27 +269,13 @@ def query_request(
     return request
 
 
-# --- cursors, sequencers, timestamps ------------------------------------------------------------------
+# --- cursors, timestamps -------------------------------------------------------------------------
 
 
 def decode_cursor(cursor: str, tenant_id: str, path_prefix: str | None) -> dict[str, Any]:
     """The ExclusiveStartKey in the `by_path` index that a cursor from `cursors.encode` stands for."""
     position = cursors.decode(cursor, tenant_id, path_prefix)
     return {"tenant_id": {"S": tenant_id}, "doc_id": {"S": position.doc_id}, "path": {"S": position.path}}
-
-
-def normalise_sequencer(sequencer: str) -> str:
-    """An S3 event sequencer in a form whose string order is event order.
-
-    S3 documents that sequencers of one key compare as hex after right-padding the shorter with zeros;
-    padding every value to one width (and one letter case) makes that a plain string comparison, which
-    is what a DynamoDB condition can do.
-    """
-    if not _SEQUENCER_RE.fullmatch(sequencer):
-        raise ValidationError(
-            f"sequencer must be 1-{SEQUENCER_WIDTH} hexadecimal digits", details={"field": "sequencer"}
-        )
-    return sequencer.upper().ljust(SEQUENCER_WIDTH, "0")
 
 
 def microseconds(moment: datetime) -> int:
