@@ -195,23 +195,19 @@ class Ingestor:
         malformed sidecar or metadata, over the size limit): the uploader sees why, and no chunk of an
         earlier version stays searchable under metadata that no longer holds."""
         self.ensure_index()
-        doc_id = document_id(validate_tenant_id(tenant_id), validate_path(path))
-        previous = self.registry.get(tenant_id, doc_id)
-        now = self.clock()
-        pending = Document(
+        previous = self.registry.get(tenant_id, document_id(validate_tenant_id(tenant_id), validate_path(path)))
+        unreadable = SourceObject(
             tenant_id=tenant_id,
-            doc_id=doc_id,
             path=path,
+            size=0,
+            version=version,
+            load=_never_loaded,
             source=source,
-            title=previous.title if previous else None,
             owner=previous.owner if previous else DEFAULT_OWNER,
             visibility=previous.visibility if previous else Visibility.SHARED,
-            status=DocumentStatus.PENDING,
-            version=version,
-            created_at=previous.created_at if previous else now,
-            updated_at=now,
         )
-        self.registry.put(pending)  # a terminal status is recorded for a version that went PENDING first
+        # A terminal status completes a PENDING record of its version, so that comes first.
+        pending = self._record_pending(unreadable, previous)
         return IngestResult(Outcome.FAILED, self._fail(pending, f"{error.code}: {error.message}"))
 
     def ensure_index(self) -> None:
@@ -232,26 +228,31 @@ class Ingestor:
             previous = self.registry.get(obj.tenant_id, doc_id)
             if previous is not None and _unchanged(previous, obj):
                 return IngestResult(Outcome.UNCHANGED, previous)
-            now = self.clock()
-            pending = Document(
-                tenant_id=obj.tenant_id,
-                doc_id=doc_id,
-                path=obj.path,
-                source=obj.source,
-                title=previous.title if previous else None,
-                owner=obj.owner,
-                visibility=obj.visibility,
-                status=DocumentStatus.PENDING,
-                version=obj.version,
-                tags=_tags(obj.attributes),
-                attributes=obj.attributes,
-                created_at=previous.created_at if previous else now,
-                updated_at=now,
-            )
-            self.registry.put(pending)
+            pending = self._record_pending(obj, previous)
         except CitewiseError as exc:
             return exc
         return _Work(obj, pending, is_new=previous is None)
+
+    def _record_pending(self, obj: SourceObject, previous: Document | None) -> Document:
+        """Record `obj`'s version PENDING, keeping what the previous record knew (title, creation)."""
+        now = self.clock()
+        pending = Document(
+            tenant_id=obj.tenant_id,
+            doc_id=document_id(obj.tenant_id, obj.path),
+            path=obj.path,
+            source=obj.source,
+            title=previous.title if previous else None,
+            owner=obj.owner,
+            visibility=obj.visibility,
+            status=DocumentStatus.PENDING,
+            version=obj.version,
+            tags=_tags(obj.attributes),
+            attributes=obj.attributes,
+            created_at=previous.created_at if previous else now,
+            updated_at=now,
+        )
+        self.registry.put(pending)
+        return pending
 
     def _guarded(self, work: _Work, step: Callable[[_Work], None]) -> bool:
         """Run one step; on failure settle the work's outcome as `ingest` promises. True if it went on."""
@@ -372,6 +373,10 @@ class Ingestor:
         failed = pending.model_copy(update={"status": DocumentStatus.FAILED, "error": reason, "chunk_count": 0})
         self.registry.put(failed)
         return failed
+
+
+def _never_loaded() -> bytes:
+    raise AssertionError("an unreadable object's content is never loaded")
 
 
 def _unchanged(previous: Document, obj: SourceObject) -> bool:
