@@ -68,7 +68,7 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
 
     def _not_json_body() -> bool:
         event = app.current_event
-        content_type = event.headers.get("content-type", "application/json")
+        content_type = event.headers.get("content-type", "application/json").lower()
         return bool(event.body) and not content_type.startswith("application/json")
 
     def reply(error: Exception) -> Response[str]:
