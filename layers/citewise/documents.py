@@ -1,27 +1,32 @@
 """What a caller may do with documents: read, delete, and request an upload URL.
 
-The rules, one place for the API and the CLI:
+The rules (`citewise.access`), applied here for the API and the CLI:
 - a document the caller may not read (another tenant's, or another user's private one) is NOT_FOUND,
   exactly like a document that does not exist, so an id reveals nothing;
 - a readable document may be deleted, or replaced by an upload to its path, by its owner or by a member
   of the tenant's admin group; others get FORBIDDEN (they can see it, so saying so leaks nothing);
 - an upload to a path held by a document the caller cannot read is a CONFLICT: the path is taken, and
-  nothing else about that document is told.
+  nothing else about that document is told. A document counts from the moment its object is stored,
+  before ingestion has registered it;
+- a sidecar `<path>.metadata.json` is part of its document: writing it is modifying that document. For a
+  document that does not exist yet, the first user to upload its sidecar holds it, and the sidecar then
+  applies only to a document of that same owner;
+- the URL is signed for the owner of the document it writes (a tenant admin's replacement keeps the
+  owner), and conditionally: it cannot displace anything written to the path after it was issued.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from citewise.blobstore.base import BlobStore, PresignedUpload
+from citewise.access import Owned, may_modify, may_read
+from citewise.blobstore.base import BlobStore, PresignedUpload, described_document, is_sidecar
 from citewise.errors import ConflictError, ForbiddenError, NotFoundError
 from citewise.ingestion import Ingestor
 from citewise.models import Caller, Document, Frozen, Visibility
 from citewise.parsing import check_supported
 from citewise.registry.base import DocumentRegistry
 from citewise.tenancy import document_id, validate_path
-
-ADMIN_GROUP = "admin"
 
 
 class UploadRequest(Frozen):
@@ -40,26 +45,19 @@ class UploadRequest(Frozen):
     )
 
 
-def readable(caller: Caller, document: Document) -> bool:
-    """Shared documents of the caller's tenant, and the caller's own private ones."""
-    return document.tenant_id == caller.tenant_id and (
-        document.visibility is Visibility.SHARED or document.owner == caller.user_id
-    )
-
-
 def visible_document(registry: DocumentRegistry, caller: Caller, doc_id: str) -> Document:
     """The document if the caller may read it; NotFoundError otherwise, whether or not it exists."""
     document = registry.get(caller.tenant_id, doc_id)
-    if document is None or not readable(caller, document):
+    if document is None or not may_read(caller, document):
         raise NotFoundError("no such document", details={"id": doc_id})
     return document
 
 
-def _check_may_modify(caller: Caller, document: Document) -> None:
-    if document.owner != caller.user_id and ADMIN_GROUP not in caller.groups:
-        raise ForbiddenError(
-            "only the document's owner or a tenant admin may change it", details={"id": document.doc_id}
-        )
+def _check_may_modify(caller: Caller, document: Owned, doc_id: str) -> None:
+    if not may_read(caller, document):
+        raise ConflictError("another document already uses this path", details={"id": doc_id})
+    if not may_modify(caller, document):
+        raise ForbiddenError("only the document's owner or a tenant admin may change it", details={"id": doc_id})
 
 
 def delete_document(ingestor: Ingestor, blobs: BlobStore, caller: Caller, doc_id: str) -> Document:
@@ -69,7 +67,7 @@ def delete_document(ingestor: Ingestor, blobs: BlobStore, caller: Caller, doc_id
     finishes the job, whereas chunks removed first could come back from a re-ingest of the object.
     """
     document = visible_document(ingestor.registry, caller, doc_id)
-    _check_may_modify(caller, document)
+    _check_may_modify(caller, document, doc_id)
     blobs.delete(document.tenant_id, document.path)
     ingestor.delete(document.tenant_id, document.doc_id)
     return document
@@ -78,20 +76,31 @@ def delete_document(ingestor: Ingestor, blobs: BlobStore, caller: Caller, doc_id
 def request_upload(
     registry: DocumentRegistry, blobs: BlobStore, caller: Caller, request: UploadRequest
 ) -> PresignedUpload:
-    """A presigned PUT for `request.filename` in the caller's tenant, owned by the caller."""
+    """A presigned PUT for `request.filename` (a document, or a document's sidecar) in the caller's tenant.
+
+    ConflictError if the path holds a document the caller cannot read (or, for a sidecar of a document
+    not stored yet, another user's sidecar); ForbiddenError if it holds one the caller may not modify.
+    """
     path = validate_path(request.filename)
-    check_supported(path, request.content_type)
-    existing = registry.get(caller.tenant_id, document_id(caller.tenant_id, path))
-    if existing is not None:
-        if not readable(caller, existing):
-            raise ConflictError("another document already uses this path", details={"path": path})
-        _check_may_modify(caller, existing)
+    document_path = described_document(path)
+    if not is_sidecar(path):
+        check_supported(path, request.content_type)
+    doc_id = document_id(caller.tenant_id, document_path)
+    stored = blobs.head(caller.tenant_id, document_path)
+    # The document as registered or, not ingested yet, as stored: either way it has an owner already.
+    document: Owned | None = registry.get(caller.tenant_id, doc_id) or stored
+    target = blobs.head(caller.tenant_id, path) if is_sidecar(path) else stored
+    if document is None and target is not None and target.owner != caller.user_id:
+        raise ConflictError("another user's metadata file is waiting for this document", details={"path": path})
+    if document is not None:
+        _check_may_modify(caller, document, doc_id)
     return blobs.presign_put(
         caller.tenant_id,
         path,
-        owner=caller.user_id,
+        owner=document.owner if document is not None else caller.user_id,
         content_type=request.content_type,
         size=request.size,
+        replaces=target.etag if target is not None else None,
         visibility=request.visibility,
         metadata=request.metadata,
     )

@@ -70,6 +70,13 @@ class ConflictError(CitewiseError):
     http_status = 409
 
 
+class PreconditionFailedError(CitewiseError):
+    """A conditional write found the object changed since the write was allowed (S3's 412)."""
+
+    code = "PRECONDITION_FAILED"
+    http_status = 412
+
+
 class PayloadTooLargeError(CitewiseError):
     """A document or request exceeds a configured size or page limit."""
 

@@ -5,10 +5,15 @@ without being parsed. A changed document is re-chunked, but only chunks whose em
 embedded; the rest reuse their stored vectors. The index swaps a document's chunks in one atomic step,
 so no stale chunk survives an update and a crash never leaves half a document.
 
+Ownership: an object replaces a registered document only if it was written by someone who may modify
+that document (`citewise.access.may_modify` of the owner the object was signed for); any other is
+REFUSED and the record, chunks and status stay exactly as they were.
+
 Failures are recorded, never lost: a document that cannot be indexed is FAILED in the registry with a
-reason and none of its chunks stay searchable. Permanent problems (bad input) are returned as FAILED
-results; transient ones (a throttled or failing backend) are recorded and then re-raised, so a queue
-can retry the message.
+reason and none of its chunks stay searchable. A FAILED record keeps the owner and visibility the object
+was written with: a failure never invents an owner or widens who can read it. Permanent problems (bad
+input) are returned as FAILED results; transient ones (a throttled or failing backend) are recorded and
+then re-raised, so a queue can retry the message.
 
 Concurrency: two workers may ingest two versions of one document at once (S3 notifications of a busy key
 arrive in parallel). The registry orders writes (`DocumentRegistry.put` refuses one older than the stored
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from citewise.access import may_modify, object_writer
 from citewise.batching import batched
 from citewise.blobstore.base import DEFAULT_OWNER
 from citewise.chunking import Chunker, embedding_text
@@ -57,11 +63,16 @@ class Outcome(StrEnum):
     FAILED = "failed"
     DELETED = "deleted"
     SUPERSEDED = "superseded"
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True)
 class SourceObject:
-    """A document to ingest. `load` is called only when the content is needed (not for unchanged ones)."""
+    """A document to ingest. `load` is called only when the content is needed (not for unchanged ones).
+
+    `defect` is why the object cannot be a document (found when it was read: over a size limit, invalid
+    metadata or sidecar); it is recorded FAILED like any parse failure, under the object's own owner.
+    """
 
     tenant_id: str
     path: str
@@ -73,16 +84,19 @@ class SourceObject:
     visibility: Visibility = Visibility.SHARED
     content_type: str | None = None
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    defect: CitewiseError | None = None
 
 
 @dataclass(frozen=True)
 class IngestResult:
-    """The outcome and the registry record after it; `embedded`/`reused` count vectors."""
+    """The outcome and the registry record after it; `embedded`/`reused` count vectors; `reason` says
+    why an object was REFUSED."""
 
     outcome: Outcome
     document: Document
     embedded: int = 0
     reused: int = 0
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,28 +202,6 @@ class Ingestor:
         self.registry.delete(tenant_id, doc_id)
         return existed
 
-    def record_failure(
-        self, tenant_id: str, path: str, error: CitewiseError, *, version: str, source: str
-    ) -> IngestResult:
-        """Record a document FAILED with `error` when its object cannot even be read as a document (a
-        malformed sidecar or metadata, over the size limit): the uploader sees why, and no chunk of an
-        earlier version stays searchable under metadata that no longer holds."""
-        self.ensure_index()
-        previous = self.registry.get(tenant_id, document_id(validate_tenant_id(tenant_id), validate_path(path)))
-        unreadable = SourceObject(
-            tenant_id=tenant_id,
-            path=path,
-            size=0,
-            version=version,
-            load=_never_loaded,
-            source=source,
-            owner=previous.owner if previous else DEFAULT_OWNER,
-            visibility=previous.visibility if previous else Visibility.SHARED,
-        )
-        # A terminal status completes a PENDING record of its version, so that comes first.
-        pending = self._record_pending(unreadable, previous)
-        return IngestResult(Outcome.FAILED, self._fail(pending, f"{error.code}: {error.message}"))
-
     def ensure_index(self) -> None:
         """Create the index for this embedder (or check it matches), once per process, on first use.
 
@@ -226,6 +218,9 @@ class Ingestor:
             validate_path(obj.path)
             doc_id = document_id(obj.tenant_id, obj.path)
             previous = self.registry.get(obj.tenant_id, doc_id)
+            if previous is not None and not may_modify(object_writer(obj), previous):
+                reason = f"written for '{obj.owner}', who may not modify this document of '{previous.owner}'"
+                return IngestResult(Outcome.REFUSED, previous, reason=reason)
             if previous is not None and _unchanged(previous, obj):
                 return IngestResult(Outcome.UNCHANGED, previous)
             pending = self._record_pending(obj, previous)
@@ -294,6 +289,8 @@ class Ingestor:
     def _prepare(self, work: _Work) -> None:
         """Load, parse and chunk the object."""
         obj, pending = work.obj, work.pending
+        if obj.defect is not None:
+            raise obj.defect
         if obj.size > self.limits.max_document_bytes:
             raise PayloadTooLargeError(
                 f"document is {obj.size} bytes; the limit is {self.limits.max_document_bytes}",
@@ -375,13 +372,10 @@ class Ingestor:
         return failed
 
 
-def _never_loaded() -> bytes:
-    raise AssertionError("an unreadable object's content is never loaded")
-
-
 def _unchanged(previous: Document, obj: SourceObject) -> bool:
     return (
-        previous.status is DocumentStatus.INDEXED
+        obj.defect is None
+        and previous.status is DocumentStatus.INDEXED
         and previous.version == obj.version
         and previous.owner == obj.owner
         and previous.visibility == obj.visibility

@@ -5,24 +5,30 @@ nothing to do. Keys arrive URL-encoded and must lie under `tenants/{tenant_id}/`
 the key, never from anything a client wrote into the object. A key outside that layout is refused with
 a ValidationError (the caller logs it; it is never indexed). A sidecar `<file>.metadata.json` event
 re-ingests the file it describes.
+
+Where an object lands, ownership is checked again: an object that ingestion REFUSES (it was written for
+someone who may not modify the registered document) is undone in the store, bringing back the version it
+displaced, and logged with the reason. A sidecar not signed for its document's owner is ignored, and
+logged.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
-from citewise.blobstore.base import BlobStore
-from citewise.errors import NotFoundError, PayloadTooLargeError, ValidationError
+from citewise.blobstore.base import BlobStore, described_document
+from citewise.errors import NotFoundError, ValidationError
 from citewise.ingestion import Ingestor, IngestResult, Outcome
-from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Frozen
-from citewise.tenancy import document_id, validate_path
+from citewise.tenancy import document_id
 
+logger = logging.getLogger(__name__)
 KeyToLocation = Callable[[str], tuple[str, str]]
 
 
@@ -80,22 +86,26 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
     Raises ValidationError for a key outside `tenants/{tenant_id}/` (only for the key: an object that
     cannot be read as a document becomes a FAILED record), and what `Ingestor.ingest` raises.
     """
-    tenant_id, path = key_to_location(event.key)
-    if path.endswith(SIDECAR_SUFFIX):
-        # Metadata of a document changed (or went away): the document itself is what gets re-ingested.
-        path = path.removesuffix(SIDECAR_SUFFIX)
-        validate_path(path)
+    tenant_id, key_path = key_to_location(event.key)
+    # Metadata of a document changed (or went away): the document itself is what gets re-ingested.
+    path = described_document(key_path)
     try:
         stored = blobs.get(tenant_id, path)
-    except (ValidationError, PayloadTooLargeError) as exc:
-        # The key is fine but the object is unusable (malformed metadata or sidecar, over the limit):
-        # retrying cannot help, and silence would leave the uploader a 404, so record why it failed.
-        return ingestor.record_failure(
-            tenant_id, path, exc, version=event.version_id or event.sequencer or "unknown", source=blobs.source
-        )
     except NotFoundError:
         doc_id = document_id(tenant_id, path)
         existing = ingestor.registry.get(tenant_id, doc_id)
         ingestor.delete(tenant_id, doc_id)  # chunks go even if the record is already gone
         return IngestResult(Outcome.DELETED, existing) if existing is not None else None
-    return ingestor.ingest(stored.to_source())
+    if stored.refused_sidecar is not None:
+        logger.warning(
+            "sidecar ignored: not written for the document's owner",
+            extra={"tenant_id": tenant_id, "path": path, "sidecar_owner": stored.refused_sidecar},
+        )
+    result = ingestor.ingest(stored.to_source())
+    if result.outcome is Outcome.REFUSED:
+        restored = blobs.restore_previous(tenant_id, path, stored.version)
+        logger.warning(
+            "upload refused",
+            extra={"doc_id": result.document.doc_id, "reason": result.reason, "restored": restored},
+        )
+    return result

@@ -23,7 +23,13 @@ from moto import mock_aws
 from citewise.blobstore.base import BlobStore, PresignedUpload
 from citewise.blobstore.local import UPLOAD_ROUTE, LocalBlobStore
 from citewise.blobstore.s3 import S3BlobStore, s3_client
-from citewise.errors import ForbiddenError, NotFoundError, PayloadTooLargeError, ValidationError
+from citewise.errors import (
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PreconditionFailedError,
+    ValidationError,
+)
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Visibility
 from citewise.tenancy import document_id
@@ -97,7 +103,7 @@ def s3_store(aws_credentials: None) -> Iterator[Adapter]:
 
         def upload(presigned: PresignedUpload, data: bytes, headers: dict[str, str]) -> None:
             response = requests.put(presigned.url, data=data, headers=headers, timeout=10)
-            assert response.status_code == 200, response.text
+            assert response.status_code == 200, (response.status_code, response.text)
 
         def assert_scoped(presigned: PresignedUpload, tenant_id: str, path: str) -> None:
             url = urlsplit(presigned.url)
@@ -107,9 +113,11 @@ def s3_store(aws_credentials: None) -> Iterator[Adapter]:
             assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
             assert query["X-Amz-Expires"] == ["900"]
             signed = set(query["X-Amz-SignedHeaders"][0].split(";"))
-            assert {"content-type", "content-length", "x-amz-meta-owner", "x-amz-meta-visibility"} <= signed
+            assert {"content-type", "content-length", "if-none-match", "x-amz-meta-owner", "x-amz-meta-visibility"} <= signed
 
-        yield Adapter(store, write_raw, lambda: len(gets), upload, assert_scoped)
+        # Downloads of documents: `get` asks for a sidecar with every read, which is metadata, not content.
+        downloads = lambda: sum(1 for path in gets if not path.endswith(SIDECAR_SUFFIX))  # noqa: E731
+        yield Adapter(store, write_raw, downloads, upload, assert_scoped)
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -135,7 +143,7 @@ def test_put_get_with_metadata_and_sidecar(adapter: Adapter) -> None:
         metadata={"team": "platform", "region": "eu"},
     )
     sidecar = {"metadataAttributes": {"team": "search", "year": 2026, "tags": ["finance"]}}
-    store.put("acme", "reports/q1.md" + SIDECAR_SUFFIX, json.dumps(sidecar).encode())
+    store.put("acme", "reports/q1.md" + SIDECAR_SUFFIX, json.dumps(sidecar).encode(), owner="alice")
     # When it is read
     stored = store.get("acme", "reports/q1.md")
     # Then every fact comes back, and the bytes load on demand
@@ -144,6 +152,7 @@ def test_put_get_with_metadata_and_sidecar(adapter: Adapter) -> None:
     assert (stored.owner, stored.visibility) == ("alice", Visibility.PRIVATE)
     assert stored.metadata == {"team": "platform", "region": "eu", "owner": "alice", "visibility": "private"}
     assert stored.attributes == {"team": "search", "region": "eu", "year": 2026, "tags": ["finance"]}
+    assert (stored.defect, stored.refused_sidecar) == (None, None)
     assert stored.load() == data
     source = stored.to_source()
     assert (source.owner, source.visibility, source.version, source.attributes) == (
@@ -183,13 +192,13 @@ def test_a_missing_object_is_not_found(adapter: Adapter) -> None:
         adapter.store.get("acme", "nothing/here.pdf")
 
 
-def test_an_oversized_object_is_refused_without_downloading_it(adapter: Adapter) -> None:
+def test_an_oversized_object_is_a_defect_found_without_downloading_it(adapter: Adapter) -> None:
     # Given an object over the limit, written by another client
     adapter.write_raw("tenants/acme/huge.txt", b"x" * (MAX_BYTES + 1))
-    # When it is read, then it is refused before any content is read
-    with pytest.raises(PayloadTooLargeError) as caught:
-        adapter.store.get("acme", "huge.txt")
-    assert caught.value.details == {"path": "huge.txt", "size": MAX_BYTES + 1, "limit": MAX_BYTES}
+    # When it is read, then it comes back with the reason it cannot be ingested, before any content is read
+    stored = adapter.store.get("acme", "huge.txt")
+    assert isinstance(stored.defect, PayloadTooLargeError)
+    assert stored.defect.details == {"path": "huge.txt", "size": MAX_BYTES + 1, "limit": MAX_BYTES}
     assert adapter.downloads() == 0
     # (while an object within the limit is read when loaded: the counter works)
     adapter.write_raw("tenants/acme/small.txt", b"x" * MAX_BYTES)
@@ -200,11 +209,80 @@ def test_an_oversized_object_is_refused_without_downloading_it(adapter: Adapter)
         adapter.store.put("acme", "huge.txt", b"x" * (MAX_BYTES + 1))
 
 
-def test_a_bad_sidecar_is_refused(adapter: Adapter) -> None:
-    adapter.store.put("acme", "a.txt", b"one")
-    adapter.store.put("acme", "a.txt" + SIDECAR_SUFFIX, b'{"metadataAttributes": {"owner": "mallory"}}')
-    with pytest.raises(ValidationError):
-        adapter.store.get("acme", "a.txt")
+@pytest.mark.parametrize(
+    "sidecar",
+    [b'{"metadataAttributes": {"owner": "mallory"}}', b'{"metadataAttributes": {"x": NaN}}', b"{"],
+    ids=["reserved key", "NaN", "not JSON"],
+)
+def test_a_bad_sidecar_of_the_owner_is_a_defect_that_keeps_the_objects_owner(adapter: Adapter, sidecar: bytes) -> None:
+    # Given alice's private document and a malformed sidecar she wrote
+    adapter.store.put("acme", "a.txt", b"one", owner="alice", visibility=Visibility.PRIVATE)
+    adapter.store.put("acme", "a.txt" + SIDECAR_SUFFIX, sidecar, owner="alice")
+    # When it is read, then the reason is kept for the pipeline to record, under alice and private
+    stored = adapter.store.get("acme", "a.txt")
+    assert isinstance(stored.defect, ValidationError)
+    assert (stored.owner, stored.visibility) == ("alice", Visibility.PRIVATE)
+
+
+def test_a_sidecar_written_for_someone_else_is_ignored_unread(adapter: Adapter) -> None:
+    # Given alice's document, and a sidecar next to it written for bob (a reserved key, even)
+    adapter.store.put("acme", "a.txt", b"one", owner="alice", metadata={"team": "search"})
+    adapter.store.put("acme", "a.txt" + SIDECAR_SUFFIX, b'{"metadataAttributes": {"owner": "bob"}}', owner="bob")
+    # When the document is read
+    stored = adapter.store.get("acme", "a.txt")
+    # Then the sidecar changes nothing, breaks nothing (its reserved key was never parsed), and says whose
+    assert (stored.attributes, stored.defect, stored.refused_sidecar) == ({"team": "search"}, None, "bob")
+
+
+def test_an_unreadable_visibility_counts_as_private(adapter: Adapter) -> None:
+    adapter.write_raw("tenants/acme/a.txt", b"one")
+    stored = adapter.store.get("acme", "a.txt")
+    assert stored.visibility is Visibility.SHARED
+    adapter.store.put("acme", "b.txt", b"one", owner="alice")
+    # (metadata written behind the store's back with a value it never writes)
+    if isinstance(adapter.store, LocalBlobStore):
+        meta = adapter.store._meta_file("acme", "b.txt")
+        meta.write_text(json.dumps({"content_type": None, "metadata": {"owner": "alice", "visibility": "everyone"}}))
+    else:
+        boto3.client("s3").put_object(
+            Bucket=BUCKET, Key="tenants/acme/b.txt", Body=b"one", Metadata={"owner": "alice", "visibility": "everyone"}
+        )
+    stored = adapter.store.get("acme", "b.txt")
+    assert (stored.owner, stored.visibility) == ("alice", Visibility.PRIVATE)
+    assert isinstance(stored.defect, ValidationError)
+
+
+def test_head_reads_the_facts_or_none(adapter: Adapter) -> None:
+    assert adapter.store.head("acme", "a.txt") is None
+    version = adapter.store.put("acme", "a.txt", b"one", owner="alice")
+    adapter.store.put("acme", "a.txt" + SIDECAR_SUFFIX, b'{"metadataAttributes": {"k": "v"}}', owner="alice")
+    stored = adapter.store.head("acme", "a.txt")
+    assert stored is not None and (stored.version, stored.owner, stored.attributes) == (version, "alice", {})
+    assert stored.etag
+
+
+def test_restore_previous_undoes_a_write_and_only_while_it_is_current(adapter: Adapter) -> None:
+    store = adapter.store
+    # Given alice's document displaced by a write for bob
+    store.put("acme", "a.txt", b"alice's", owner="alice", visibility=Visibility.PRIVATE)
+    refused = store.put("acme", "a.txt", b"bob's", owner="bob")
+    # When the write is undone, then alice's bytes and metadata are current again
+    assert store.restore_previous("acme", "a.txt", refused) is True
+    stored = store.get("acme", "a.txt")
+    assert (stored.load(), stored.owner, stored.visibility) == (b"alice's", "alice", Visibility.PRIVATE)
+    # And a version that is no longer current is left alone
+    assert store.restore_previous("acme", "a.txt", refused) is False
+    assert store.get("acme", "a.txt").load() == b"alice's"
+
+
+def test_restore_previous_brings_back_nothing_a_deletion_removed(adapter: Adapter) -> None:
+    store = adapter.store
+    store.put("acme", "a.txt", b"old", owner="alice")
+    store.delete("acme", "a.txt")
+    first = store.put("acme", "a.txt", b"new", owner="bob")
+    assert store.restore_previous("acme", "a.txt", first) is False
+    assert store.get("acme", "a.txt").load() == b"new"
+    assert store.restore_previous("acme", "missing.txt", "v1") is False
 
 
 BAD_PATHS = ["../beta/secret.md", "/etc/passwd", "a//b.md", "./a.md", "a/../../beta/x.md", "a\\b.md", ""]
@@ -220,7 +298,7 @@ def test_paths_that_could_escape_the_tenant_are_refused(adapter: Adapter, path: 
     with pytest.raises(ValidationError):
         store.delete("acme", path)
     with pytest.raises(ValidationError):
-        store.presign_put("acme", path, owner="alice", content_type="text/plain", size=1)
+        store.presign_put("acme", path, owner="alice", content_type="text/plain", size=1, replaces=None)
 
 
 @pytest.mark.parametrize("tenant_id", ["acme/../beta", "", "../beta", "acme/x", "*"])
@@ -250,6 +328,7 @@ def test_presigned_upload_is_scoped_and_carries_its_metadata(adapter: Adapter) -
         owner="alice",
         content_type="application/pdf",
         size=len(data),
+        replaces=None,
         visibility=Visibility.PRIVATE,
         metadata={"team": "finance"},
     )
@@ -260,6 +339,7 @@ def test_presigned_upload_is_scoped_and_carries_its_metadata(adapter: Adapter) -
     assert presigned.expires_at == NOW + timedelta(seconds=900)
     assert presigned.headers == {
         "Content-Type": "application/pdf",
+        "If-None-Match": "*",
         "x-amz-meta-team": "finance",
         "x-amz-meta-owner": "alice",
         "x-amz-meta-visibility": "private",
@@ -289,9 +369,32 @@ def test_presigned_upload_is_scoped_and_carries_its_metadata(adapter: Adapter) -
     ids=lambda value: str(value)[:40],
 )
 def test_presign_refuses_bad_requests(adapter: Adapter, options: dict[str, Any], error: type[Exception]) -> None:
-    arguments: dict[str, Any] = {"owner": "alice", "content_type": "text/plain", "size": 10} | options
+    arguments: dict[str, Any] = {"owner": "alice", "content_type": "text/plain", "size": 10, "replaces": None} | options
     with pytest.raises(error):
         adapter.store.presign_put("acme", "a.txt", **arguments)
+
+
+def test_a_presigned_upload_cannot_displace_what_landed_after_it_was_issued(adapter: Adapter) -> None:
+    store = adapter.store
+
+    def presign(replaces: str | None) -> PresignedUpload:
+        return store.presign_put("acme", "a.txt", owner="bob", content_type="text/plain", size=3, replaces=replaces)
+
+    # Given a URL issued while the path was free, and alice's document written there since
+    stale = presign(None)
+    store.put("acme", "a.txt", b"ali", owner="alice", visibility=Visibility.PRIVATE)
+    # When the URL is used, then the store refuses it and alice's document is untouched
+    with pytest.raises((PreconditionFailedError, AssertionError), match="412|changed since"):
+        adapter.upload(stale, b"bob", stale.headers)
+    current = store.get("acme", "a.txt")
+    assert (current.load(), current.owner) == (b"ali", "alice")
+    # And a URL for replacing that exact object works once, and not after another write
+    replacing = presign(current.etag)
+    assert replacing.headers["If-Match"] == f'"{current.etag}"'
+    adapter.upload(replacing, b"new", replacing.headers)
+    assert store.get("acme", "a.txt").load() == b"new"
+    with pytest.raises((PreconditionFailedError, AssertionError), match="412|changed since"):
+        adapter.upload(replacing, b"new", replacing.headers)
 
 
 # --- local uploads: the checks S3 makes on a presigned PUT --------------------------------------------
@@ -300,7 +403,7 @@ def test_presign_refuses_bad_requests(adapter: Adapter, options: dict[str, Any],
 def test_local_upload_refuses_what_was_not_signed(local_store: Adapter) -> None:
     store = local_store.store
     assert isinstance(store, LocalBlobStore)
-    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3)
+    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3, replaces=None)
     token = presigned.url.rsplit("/", 1)[-1]
     forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
     cases: list[tuple[str, bytes, dict[str, str]]] = [
@@ -309,6 +412,7 @@ def test_local_upload_refuses_what_was_not_signed(local_store: Adapter) -> None:
         (token, b"abc", presigned.headers | {"Content-Type": "text/html"}),
         (token, b"abc", presigned.headers | {"x-amz-meta-visibility": "shared", "x-amz-meta-extra": "1"}),
         (token, b"abc", {"Content-Type": "text/plain"}),
+        (token, b"abc", {k: v for k, v in presigned.headers.items() if k != "If-None-Match"}),
     ]
     for candidate, data, headers in cases:
         with pytest.raises(ForbiddenError):
@@ -321,7 +425,7 @@ def test_local_upload_refuses_what_was_not_signed(local_store: Adapter) -> None:
 def test_local_upload_expires(tmp_path: Path) -> None:
     clock = [NOW]
     store = LocalBlobStore(tmp_path, clock=lambda: clock[0], url_ttl=60)
-    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3)
+    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3, replaces=None)
     clock[0] = NOW + timedelta(seconds=60)
     with pytest.raises(ForbiddenError):
         store.redeem(presigned.url.rsplit("/", 1)[-1], b"abc", presigned.headers)
@@ -329,7 +433,7 @@ def test_local_upload_expires(tmp_path: Path) -> None:
 
 def test_local_upload_url_uses_the_configured_base(tmp_path: Path) -> None:
     store = LocalBlobStore(tmp_path, base_url="http://localhost:9000/")
-    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3)
+    presigned = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3, replaces=None)
     assert presigned.url.startswith("http://localhost:9000/local-upload/")
 
 

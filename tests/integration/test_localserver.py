@@ -460,10 +460,18 @@ def _ingest_events(functions_dir: Path) -> list[dict[str, Any]]:
 
 
 def _presign(path: str, data: bytes, *, tenant: str = "acme", owner: str = "alice") -> tuple[str, dict[str, str]]:
-    """An upload URL as the documents handler issues it: from a store built from the environment."""
+    """An upload URL as the documents handler issues it: from a store built from the environment, for
+    whatever the path holds now."""
     blobs = local_blob_store(load_settings())
+    current = blobs.head(tenant, path)
     upload = blobs.presign_put(
-        tenant, path, owner=owner, content_type="text/markdown", size=len(data), visibility=Visibility.PRIVATE
+        tenant,
+        path,
+        owner=owner,
+        content_type="text/markdown",
+        size=len(data),
+        replaces=current.etag if current is not None else None,
+        visibility=Visibility.PRIVATE,
     )
     return upload.url, upload.headers
 
@@ -539,7 +547,7 @@ def test_an_expired_upload_url_is_refused(api: Running, home: Path) -> None:
     blobs = LocalBlobStore(
         home / "blobs", url_ttl=60, base_url=api.url, secret=local_key(home, "uploads"), clock=lambda: issued_at
     )
-    upload = blobs.presign_put("acme", "late.md", owner="alice", content_type="text/plain", size=1)
+    upload = blobs.presign_put("acme", "late.md", owner="alice", content_type="text/plain", size=1, replaces=None)
     # When it is used now, then S3's answer comes back: access denied, request expired
     response = _put(upload.url, b"x", upload.headers)
     assert response.status == 403

@@ -3,12 +3,21 @@
 Both adapters (S3 and a local folder) share the rules in this module, so an object carries the same
 metadata either way:
 - owner and visibility travel as user metadata `owner` / `visibility` (`x-amz-meta-owner` ...), set
-  only by the store from the authenticated caller; a caller's own metadata may not use those names (or
-  any other key the system owns, see `citewise.metadata.SYSTEM_KEYS`), so it cannot forge access.
+  only by the store from what the API signed; a caller's own metadata may not use those names (or any
+  other key the system owns, see `citewise.metadata.SYSTEM_KEYS`), so it cannot forge access. An upload
+  for an existing document is signed with that document's owner, so `owner` names whose document the
+  object may become, and ingestion refuses an object signed for anyone else (`citewise.access`).
 - other user metadata becomes string document attributes; a sidecar `<path>.metadata.json` adds typed
-  ones and wins on a clash, being the explicit, richer source.
-- an object without owner metadata (written by some other S3 client) belongs to "system" and is shared,
-  the same defaults as `SourceObject`.
+  ones and wins on a clash, being the explicit, richer source. A sidecar is part of its document: it
+  applies only if it was signed for the document's owner; any other sidecar is ignored (never parsed),
+  so nobody can rewrite, or break, a document they may not modify by writing its sidecar.
+- an object without owner metadata (written by some other S3 client) belongs to "system" and is shared.
+- an object that cannot be ingested (over the size limit, malformed metadata or sidecar) is still
+  returned, with the reason in `defect`: the pipeline records it FAILED under the object's own owner and
+  visibility (never a made-up owner, never wider visibility: unreadable visibility counts as private).
+- uploads are conditional writes: a presigned PUT carries `If-None-Match: *` when the path was free and
+  `If-Match: <ETag>` when it replaces an object, so a URL issued earlier cannot displace whatever was
+  written there since (S3 answers 412 PreconditionFailed, and so does the local store).
 """
 
 from __future__ import annotations
@@ -20,10 +29,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import unquote_plus
 
-from citewise.errors import ValidationError
-from citewise.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS, parse_sidecar
+from citewise.access import may_modify, object_writer
+from citewise.errors import CitewiseError, PayloadTooLargeError, ValidationError
+from citewise.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, parse_sidecar
 from citewise.models import AttributeValue, Frozen, Visibility
-from citewise.tenancy import validate_path, validate_tenant_id
+from citewise.tenancy import document_id, validate_path, validate_tenant_id
 
 if TYPE_CHECKING:
     from citewise.ingestion import SourceObject
@@ -49,14 +59,18 @@ class StoredObject:
     """A stored document as the pipeline needs it: facts from one metadata read, bytes on demand.
 
     `version` is what the registry records: the S3 VersionId (ETag on unversioned buckets) or the
-    SHA-256 of a local file. `metadata` is the user metadata as stored; `attributes` the validated
-    document attributes from it and the sidecar.
+    SHA-256 of a local file; `etag` is what a conditional write compares (S3's ETag, the same SHA-256
+    locally). `metadata` is the user metadata as stored; `attributes` the validated document attributes
+    from it and the sidecar. `defect` says why the object cannot be ingested, if it cannot;
+    `refused_sidecar` names the owner a sidecar was signed for when it was ignored for not being the
+    document's.
     """
 
     tenant_id: str
     path: str
     size: int
     version: str
+    etag: str
     content_type: str | None
     owner: str
     visibility: Visibility
@@ -64,6 +78,8 @@ class StoredObject:
     source: str
     metadata: dict[str, str] = field(default_factory=dict)
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    defect: CitewiseError | None = None
+    refused_sidecar: str | None = None
 
     def to_source(self) -> SourceObject:
         """The object as the ingestion pipeline's input."""
@@ -81,7 +97,18 @@ class StoredObject:
             visibility=self.visibility,
             content_type=self.content_type,
             attributes=dict(self.attributes),
+            defect=self.defect,
         )
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A stored sidecar as `stored_object` needs it: its user metadata and size now, its bytes on demand
+    (a sidecar that is not its document's is never read)."""
+
+    metadata: Mapping[str, str]
+    size: int
+    load: Callable[[], bytes]
 
 
 class PresignedUpload(Frozen):
@@ -108,11 +135,22 @@ class BlobStore(Protocol):
     """What documents from this store record as their `source` (`s3`, `local`): listings filter on it."""
 
     def get(self, tenant_id: str, path: str) -> StoredObject:
-        """The object's facts and a loader for its bytes.
+        """The object's facts, its sidecar's attributes, and a loader for its bytes.
 
-        Raises NotFoundError if there is none, PayloadTooLargeError (before reading any content) if it
-        is larger than `max_bytes`, ValidationError for an invalid path, metadata or sidecar.
+        Raises NotFoundError if there is none and ValidationError for an invalid path. An object that
+        cannot be ingested (larger than `max_bytes`, invalid metadata or sidecar) is returned with the
+        reason in `defect`, its content unread.
         """
+        ...
+
+    def head(self, tenant_id: str, path: str) -> StoredObject | None:
+        """The object's facts from one metadata read (its sidecar not read), or None if there is none."""
+        ...
+
+    def restore_previous(self, tenant_id: str, path: str, version: str) -> bool:
+        """Make the version that `version` displaced current again, if `version` is still the current one
+        and it displaced an object (not a deletion); the displaced-by version stays in the store's
+        history where it keeps one. True if it restored something."""
         ...
 
     def put(
@@ -141,13 +179,16 @@ class BlobStore(Protocol):
         owner: str,
         content_type: str,
         size: int,
+        replaces: str | None,
         visibility: Visibility = Visibility.SHARED,
         metadata: Mapping[str, str] | None = None,
     ) -> PresignedUpload:
         """A URL through which a client uploads exactly `size` bytes to `path` in its own tenant.
 
-        Raises PayloadTooLargeError if `size` exceeds `max_bytes`, ValidationError for an invalid path,
-        content type or metadata.
+        The upload is conditional: `replaces` is the ETag of the object it may replace, or None if the
+        path must still be free; otherwise the store refuses it (PreconditionFailedError locally, S3's
+        412). Raises PayloadTooLargeError if `size` exceeds `max_bytes`, ValidationError for an invalid
+        path, content type or metadata.
         """
         ...
 
@@ -193,9 +234,25 @@ def validate_content_type(content_type: str) -> str:
     return content_type
 
 
-def upload_headers(content_type: str, metadata: Mapping[str, str]) -> dict[str, str]:
-    """The headers a presigned PUT must carry: its content type and every user metadata entry."""
-    return {"Content-Type": content_type} | {META_HEADER_PREFIX + key: value for key, value in metadata.items()}
+def upload_headers(content_type: str, metadata: Mapping[str, str], replaces: str | None) -> dict[str, str]:
+    """The headers a presigned PUT must carry: its content type, its precondition and every user metadata
+    entry (each one signed, so a client can change none of them)."""
+    precondition = {"If-None-Match": "*"} if replaces is None else {"If-Match": f'"{replaces}"'}
+    return (
+        {"Content-Type": content_type}
+        | precondition
+        | {META_HEADER_PREFIX + key: value for key, value in metadata.items()}
+    )
+
+
+def described_document(path: str) -> str:
+    """The path of the document an object belongs to: a sidecar's document, or the object itself."""
+    return validate_path(path.removesuffix(SIDECAR_SUFFIX)) if is_sidecar(path) else path
+
+
+def upload_document_id(tenant_id: str, path: str) -> str:
+    """The id of the document an upload to `path` writes (a sidecar writes its document's metadata)."""
+    return document_id(tenant_id, described_document(path))
 
 
 def stored_object(
@@ -204,38 +261,83 @@ def stored_object(
     path: str,
     size: int,
     version: str,
+    etag: str,
     content_type: str | None,
     metadata: Mapping[str, str],
-    sidecar: bytes | None,
+    sidecar: Sidecar | None,
     load: Callable[[], bytes],
     source: str,
+    max_bytes: int,
 ) -> StoredObject:
-    """A StoredObject from what an adapter read: owner and visibility from the metadata, attributes
-    from the remaining metadata and the sidecar (whose keys win)."""
-    user = {key: value for key, value in metadata.items() if key not in (OWNER_KEY, VISIBILITY_KEY)}
-    attributes: dict[str, AttributeValue] = dict(validate_user_metadata(user))
-    if sidecar is not None:
-        attributes |= parse_sidecar(sidecar, path.rsplit("/", 1)[-1] + SIDECAR_SUFFIX)
+    """A StoredObject from what an adapter read: owner and visibility from the metadata, attributes from
+    the remaining metadata and from the sidecar (whose keys win) if it was signed for this owner."""
+    visibility, unreadable = _visibility(metadata)
+    defect: CitewiseError | None = unreadable
+    owner = metadata.get(OWNER_KEY) or DEFAULT_OWNER
+    attributes: dict[str, AttributeValue] = {}
+    refused_sidecar: str | None = None
     try:
-        visibility = Visibility(metadata.get(VISIBILITY_KEY, Visibility.SHARED.value))
-    except ValueError as exc:
-        raise ValidationError(
-            f"object metadata '{VISIBILITY_KEY}' must be one of: " + ", ".join(v.value for v in Visibility),
-            details={"field": VISIBILITY_KEY},
-        ) from exc
+        user = {key: value for key, value in metadata.items() if key not in (OWNER_KEY, VISIBILITY_KEY)}
+        attributes = dict(validate_user_metadata(user))
+        if size > max_bytes:
+            raise PayloadTooLargeError(
+                f"document is {size} bytes; the limit is {max_bytes}",
+                details={"path": path, "size": size, "limit": max_bytes},
+            )
+        if sidecar is not None:
+            sidecar_owner = sidecar.metadata.get(OWNER_KEY) or DEFAULT_OWNER
+            document = _Access(tenant_id, owner, visibility)
+            if may_modify(object_writer(_Access(tenant_id, sidecar_owner, visibility)), document):
+                attributes |= _sidecar_attributes(sidecar, path)
+            else:
+                refused_sidecar = sidecar_owner
+    except (ValidationError, PayloadTooLargeError) as exc:
+        defect = defect or exc
     return StoredObject(
         tenant_id=tenant_id,
         path=path,
         size=size,
         version=version,
+        etag=etag,
         content_type=content_type,
-        owner=metadata.get(OWNER_KEY) or DEFAULT_OWNER,
+        owner=owner,
         visibility=visibility,
         load=load,
         source=source,
         metadata=dict(metadata),
         attributes=attributes,
+        defect=defect,
+        refused_sidecar=refused_sidecar,
     )
+
+
+@dataclass(frozen=True)
+class _Access:
+    """The access facts of an object (see `citewise.access.Owned`)."""
+
+    tenant_id: str
+    owner: str
+    visibility: Visibility
+
+
+def _visibility(metadata: Mapping[str, str]) -> tuple[Visibility, ValidationError | None]:
+    """The object's visibility; an unreadable value is a defect, and counts as private meanwhile."""
+    try:
+        return Visibility(metadata.get(VISIBILITY_KEY, Visibility.SHARED.value)), None
+    except ValueError:
+        return Visibility.PRIVATE, ValidationError(
+            f"object metadata '{VISIBILITY_KEY}' must be one of: " + ", ".join(v.value for v in Visibility),
+            details={"field": VISIBILITY_KEY},
+        )
+
+
+def _sidecar_attributes(sidecar: Sidecar, path: str) -> dict[str, AttributeValue]:
+    name = path.rsplit("/", 1)[-1] + SIDECAR_SUFFIX
+    if sidecar.size > MAX_SIDECAR_BYTES:  # before reading it
+        raise ValidationError(
+            f"{name}: metadata file is larger than {MAX_SIDECAR_BYTES} bytes", details={"path": path + SIDECAR_SUFFIX}
+        )
+    return parse_sidecar(sidecar.load(), name)
 
 
 def is_sidecar(path: str) -> bool:

@@ -3,14 +3,18 @@
 Content type and user metadata, which a file system does not keep, live in
 `root/.blobmeta/{tenant_id}/{sha256(path)}.json` (hashed so no document path can collide with another's
 metadata file). A file copied into the tree by hand has none: it belongs to "system" and is shared.
-The version is the SHA-256 of the content. Paths are validated and then resolved: a symlink inside a
-tenant folder that points outside it is refused, as `..` is.
+The version (and ETag) is the SHA-256 of the content. Paths are validated and then resolved: a symlink
+inside a tenant folder that points outside it is refused, as `..` is. A file replaced by `put` is kept
+(one generation, under `root/.blobprevious/`) so `restore_previous` can undo a write that ingestion
+refused, as S3's version history allows on AWS.
 
 Uploads: `presign_put` returns `{base_url}/local-upload/{token}`, where the token is the upload grant
-(tenant, path, owner, visibility, content type, metadata, size, expiry) as base64url JSON with an
-HMAC-SHA256 signature. The local server hands the request to `redeem`, which checks it the way S3 checks
-a presigned PUT: the signature, the expiry, the exact headers and the exact body length. The default
-secret is random per store, so URLs die with the process that issued them.
+(tenant, path, owner, visibility, content type, metadata, size, precondition, expiry) as base64url JSON
+with an HMAC-SHA256 signature. The local server hands the request to `redeem`, which checks it the way S3
+checks a presigned PUT: the signature, the expiry, the exact headers, the exact body length and the
+precondition (the path still free, or still holding the object the URL may replace), the last two under
+one lock with the write. The default secret is random per store, so URLs die with the process that
+issued them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import os
 import secrets
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,20 +39,31 @@ from citewise.blobstore.base import (
     DEFAULT_MAX_BYTES,
     META_HEADER_PREFIX,
     PresignedUpload,
+    Sidecar,
     StoredObject,
     is_sidecar,
     object_metadata,
     stored_object,
+    upload_document_id,
     upload_headers,
     validate_content_type,
 )
-from citewise.errors import CitewiseError, ForbiddenError, NotFoundError, PayloadTooLargeError, ValidationError
-from citewise.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX
+from citewise.errors import (
+    CitewiseError,
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PreconditionFailedError,
+    ValidationError,
+)
+from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Frozen, Visibility
-from citewise.tenancy import document_id, validate_path, validate_tenant_id
+from citewise.tenancy import validate_path, validate_tenant_id
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 UPLOAD_ROUTE = "/local-upload/"
+_WRITES = threading.RLock()
+"""Serialises check-and-write (a conditional upload, a restore) across the stores of one process."""
 
 
 class UploadGrant(Frozen):
@@ -60,6 +76,7 @@ class UploadGrant(Frozen):
     content_type: str
     metadata: dict[str, str]
     size: int
+    replaces: str | None  # the ETag the upload may replace; None: the path must be free
     expires: int  # seconds since the epoch
 
 
@@ -87,17 +104,23 @@ class LocalBlobStore:
 
     def get(self, tenant_id: str, path: str) -> StoredObject:
         target = self._file(tenant_id, path)
+        sidecar = None if is_sidecar(path) else self._sidecar(tenant_id, target, path)
+        stored = self._stored(tenant_id, path, sidecar)
+        if stored is None:
+            raise NotFoundError("no document at that path", details={"path": path})
+        return stored
+
+    def head(self, tenant_id: str, path: str) -> StoredObject | None:
+        return self._stored(tenant_id, path, None)
+
+    def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> StoredObject | None:
+        target = self._file(tenant_id, path)
         self._check_inside(tenant_id, target)
         if not target.is_file():
-            raise NotFoundError("no document at that path", details={"path": path})
-        size = target.stat().st_size
-        if size > self.max_bytes:
-            raise PayloadTooLargeError(
-                f"document is {size} bytes; the limit is {self.max_bytes}",
-                details={"path": path, "size": size, "limit": self.max_bytes},
-            )
-        with target.open("rb") as stream:
-            version = hashlib.file_digest(stream, "sha256").hexdigest()
+            return None
+        facts = target.stat()
+        # An object over the limit is never read, not even to hash it: its size and mtime stand in.
+        version = _digest(target) if facts.st_size <= self.max_bytes else f"unread-{facts.st_size}-{facts.st_mtime_ns}"
 
         def load() -> bytes:
             data = target.read_bytes()
@@ -110,14 +133,32 @@ class LocalBlobStore:
         return stored_object(
             tenant_id=tenant_id,
             path=path,
-            size=size,
+            size=facts.st_size,
             version=version,
+            etag=version,
             content_type=recorded.get("content_type"),
             metadata=recorded.get("metadata", {}),
-            sidecar=None if is_sidecar(path) else self._sidecar(tenant_id, target, path),
+            sidecar=sidecar,
             load=load,
             source=self.source,
+            max_bytes=self.max_bytes,
         )
+
+    def restore_previous(self, tenant_id: str, path: str, version: str) -> bool:
+        target = self._file(tenant_id, path)
+        self._check_inside(tenant_id, target)
+        previous, previous_meta = self._previous_files(tenant_id, path)
+        with _WRITES:
+            if not target.is_file() or _digest(target) != version or not previous.is_file():
+                return False
+            # Swap, so the refused version is the one kept now (as S3 keeps it in the history).
+            meta = self._meta_file(tenant_id, path)
+            refused, refused_meta = target.read_bytes(), meta.read_bytes() if meta.is_file() else b"{}"
+            _write_atomically(target, previous.read_bytes())
+            _write_atomically(meta, previous_meta.read_bytes() if previous_meta.is_file() else b"{}")
+            _write_atomically(previous, refused)
+            _write_atomically(previous_meta, refused_meta)
+        return True
 
     def put(
         self,
@@ -145,10 +186,19 @@ class LocalBlobStore:
         self._check_inside(tenant_id, target.parent)
         if target.is_dir():
             raise ValidationError("the path names a folder", details={"field": "path", "path": path})
-        _write_atomically(target, data)
         meta = self._meta_file(tenant_id, path)
         meta.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(meta, json.dumps(recorded).encode())
+        previous, previous_meta = self._previous_files(tenant_id, path)
+        with _WRITES:
+            if target.is_file():  # keep what this write displaces, for `restore_previous`
+                previous.parent.mkdir(parents=True, exist_ok=True)
+                target.replace(previous)
+                _write_atomically(previous_meta, meta.read_bytes() if meta.is_file() else b"{}")
+            else:  # it displaces nothing, so nothing older may ever come back over it
+                previous.unlink(missing_ok=True)
+                previous_meta.unlink(missing_ok=True)
+            _write_atomically(target, data)
+            _write_atomically(meta, json.dumps(recorded).encode())
         return hashlib.sha256(data).hexdigest()
 
     def delete(self, tenant_id: str, path: str) -> None:
@@ -161,6 +211,8 @@ class LocalBlobStore:
             if file.is_file() or file.is_symlink():
                 file.unlink()
             self._meta_file(tenant_id, document_path).unlink(missing_ok=True)
+            for kept in self._previous_files(tenant_id, document_path):
+                kept.unlink(missing_ok=True)
 
     def presign_put(
         self,
@@ -170,6 +222,7 @@ class LocalBlobStore:
         owner: str,
         content_type: str,
         size: int,
+        replaces: str | None,
         visibility: Visibility = Visibility.SHARED,
         metadata: Mapping[str, str] | None = None,
     ) -> PresignedUpload:
@@ -187,13 +240,14 @@ class LocalBlobStore:
             content_type=content_type,
             metadata=dict(metadata or {}),
             size=size,
+            replaces=replaces,
             expires=int(expires_at.timestamp()),
         )
         return PresignedUpload(
-            document_id=document_id(tenant_id, path),
+            document_id=upload_document_id(tenant_id, path),
             path=path,
             url=f"{self.base_url}{UPLOAD_ROUTE}{self._sign(grant)}",
-            headers=upload_headers(content_type, stored_metadata),
+            headers=upload_headers(content_type, stored_metadata, grant.replaces),
             size=size,
             expires_at=expires_at,
         )
@@ -202,29 +256,34 @@ class LocalBlobStore:
         """Store the body of a local upload if it matches its grant, as S3 would; returns the version.
 
         ForbiddenError (as S3's 403) for a forged or expired token, headers that differ from the signed
-        ones, or a body of another length.
+        ones, or a body of another length; PreconditionFailedError (S3's 412) if the path no longer holds
+        what the URL was issued for: someone else's document may be there now.
         """
         grant = self.verify(token)
-        sent = {
-            name.lower(): value
-            for name, value in headers.items()
-            if name.lower() == "content-type" or name.lower().startswith(META_HEADER_PREFIX)
-        }
         stored_metadata = object_metadata(grant.owner, grant.visibility, grant.metadata)
-        expected = {name.lower(): value for name, value in upload_headers(grant.content_type, stored_metadata).items()}
-        if sent != expected:
+        expected = upload_headers(grant.content_type, stored_metadata, grant.replaces)
+        signed = {name.lower() for name in expected}
+        sent = {name.lower(): value for name, value in headers.items() if name.lower() in signed or _is_meta(name)}
+        if sent != {name.lower(): value for name, value in expected.items()}:
             raise ForbiddenError("the upload's headers differ from the signed ones")
         if len(data) != grant.size:
             raise ForbiddenError(f"the upload must be exactly {grant.size} bytes, as signed")
-        return self.put(
-            grant.tenant_id,
-            grant.path,
-            data,
-            content_type=grant.content_type,
-            owner=grant.owner,
-            visibility=grant.visibility,
-            metadata=grant.metadata,
-        )
+        with _WRITES:
+            current = self.head(grant.tenant_id, grant.path)
+            if (current.etag if current else None) != grant.replaces:
+                raise PreconditionFailedError(
+                    "the path changed since this upload URL was issued; request a new one",
+                    details={"path": grant.path},
+                )
+            return self.put(
+                grant.tenant_id,
+                grant.path,
+                data,
+                content_type=grant.content_type,
+                owner=grant.owner,
+                visibility=grant.visibility,
+                metadata=grant.metadata,
+            )
 
     def verify(self, token: str) -> UploadGrant:
         """The grant a token carries, or ForbiddenError if its signature is wrong or it has expired."""
@@ -279,17 +338,27 @@ class LocalBlobStore:
         recorded: dict[str, Any] = json.loads(meta.read_bytes())
         return recorded
 
-    def _sidecar(self, tenant_id: str, target: Path, path: str) -> bytes | None:
+    def _previous_files(self, tenant_id: str, path: str) -> tuple[Path, Path]:
+        digest = hashlib.sha256(path.encode()).hexdigest()
+        folder = self.root / ".blobprevious" / validate_tenant_id(tenant_id)
+        return folder / digest, folder / f"{digest}.json"
+
+    def _sidecar(self, tenant_id: str, target: Path, path: str) -> Sidecar | None:
         sidecar = target.with_name(target.name + SIDECAR_SUFFIX)
         if not sidecar.is_file():
             return None
         self._check_inside(tenant_id, sidecar)
-        if sidecar.stat().st_size > MAX_SIDECAR_BYTES:
-            raise ValidationError(
-                f"{path}{SIDECAR_SUFFIX}: metadata file is larger than {MAX_SIDECAR_BYTES} bytes",
-                details={"path": path},
-            )
-        return sidecar.read_bytes()
+        recorded = self._read_meta(tenant_id, path + SIDECAR_SUFFIX)
+        return Sidecar(recorded.get("metadata", {}), sidecar.stat().st_size, sidecar.read_bytes)
+
+
+def _digest(file: Path) -> str:
+    with file.open("rb") as stream:  # streamed: large files are not held in memory
+        return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+def _is_meta(header: str) -> bool:
+    return header.lower().startswith(META_HEADER_PREFIX)
 
 
 def _write_atomically(target: Path, data: bytes) -> None:

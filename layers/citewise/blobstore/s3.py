@@ -8,10 +8,17 @@ Versions: the VersionId on a versioned bucket (the CDK bucket is versioned), els
 the object's facts with one HEAD and pins the later download to that version (or ETag), so the bytes
 indexed are the bytes the registry records.
 
-Size limit: `get` refuses an object over `max_bytes` after the HEAD, before any download. Uploads use a
-presigned PUT, which (unlike a presigned POST policy) cannot carry a `content-length-range` condition;
+Size limit: `get` marks an object over `max_bytes` as a defect after the HEAD, before any download.
+Uploads use a presigned PUT, which (unlike a presigned POST policy) cannot carry a `content-length-range` condition;
 instead the caller declares the size and the exact `Content-Length` is signed, so S3 rejects any other
 body. Objects written by other S3 clients are bounded only by the `get` check, which is why it exists.
+
+Conditional writes: a presigned PUT signs `If-None-Match: *` (the path was free) or `If-Match: <ETag>`
+(it replaces that object), so a URL cannot displace what another user wrote after it was issued: S3
+answers 412. An object that got past that anyway (another S3 client, an old URL from before this rule)
+and is refused by ingestion is undone by `restore_previous`: the bucket is versioned, so the displaced
+version is copied back over it (conditionally, if nothing newer landed meanwhile) and the refused
+version stays in the history until the noncurrent-version lifecycle expires it.
 
 Presigned URLs are SigV4 and virtual-hosted (SigV2 is deprecated and unavailable in newer regions); a
 URL signed with a Lambda role's temporary credentials stops working when those expire, even if its
@@ -37,19 +44,20 @@ from citewise.blobstore.base import (
     DEFAULT_MAX_BYTES,
     DEFAULT_PREFIX,
     PresignedUpload,
+    Sidecar,
     StoredObject,
     is_sidecar,
     key_to_location,
     object_key,
     object_metadata,
     stored_object,
+    upload_document_id,
     upload_headers,
     validate_content_type,
 )
 from citewise.errors import CitewiseError, NotFoundError, PayloadTooLargeError, ValidationError
-from citewise.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX
+from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Visibility
-from citewise.tenancy import document_id
 
 MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
@@ -97,34 +105,56 @@ class S3BlobStore:
 
     def get(self, tenant_id: str, path: str) -> StoredObject:
         key = self.key(tenant_id, path)
-        head = self._call("HeadObject", path, self._client.head_object, Bucket=self.bucket, Key=key)
-        size = int(head["ContentLength"])
-        if size > self.max_bytes:
-            raise PayloadTooLargeError(
-                f"document is {size} bytes; the limit is {self.max_bytes}",
-                details={"path": path, "size": size, "limit": self.max_bytes},
-            )
-        version = _version(head)
-        # Pin the download to what HEAD saw: an overwrite in between fails instead of mixing versions.
-        pin = {"VersionId": version} if _has_version_id(head) else {"IfMatch": head["ETag"]}
+        if is_sidecar(path):
+            return self._stored(tenant_id, path, None)
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=key + SIDECAR_SUFFIX)
+        except ClientError as exc:
+            if aws.error_code(exc) in _MISSING_CODES:
+                return self._stored(tenant_id, path, None)
+            raise aws.translate(exc, CitewiseError, "S3 GetObject") from exc
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "S3 GetObject") from exc
+        # The sidecar's metadata says whose it is; its body is read only if it is the document's.
+        with closing(response["Body"]) as body:
+            sidecar = Sidecar(response.get("Metadata", {}), int(response["ContentLength"]), body.read)
+            return self._stored(tenant_id, path, sidecar)
 
-        def load() -> bytes:
-            response = self._call("GetObject", path, self._client.get_object, Bucket=self.bucket, Key=key, **pin)
-            with closing(response["Body"]) as body:
-                data: bytes = body.read()
-            return data
+    def head(self, tenant_id: str, path: str) -> StoredObject | None:
+        try:
+            return self._stored(tenant_id, path, None)
+        except NotFoundError:
+            return None
 
-        return stored_object(
-            tenant_id=tenant_id,
-            path=path,
-            size=size,
-            version=version,
-            content_type=head.get("ContentType"),
-            metadata=head.get("Metadata", {}),
-            sidecar=None if is_sidecar(path) else self._sidecar(key, path),
-            load=load,
-            source=self.source,
+    def restore_previous(self, tenant_id: str, path: str, version: str) -> bool:
+        key = self.key(tenant_id, path)
+        listing = self._call(
+            "ListObjectVersions", path, self._client.list_object_versions, Bucket=self.bucket, Prefix=key, MaxKeys=50
         )
+        versions = [entry for entry in listing.get("Versions", []) if entry["Key"] == key]
+        current = next((entry for entry in versions if entry["IsLatest"]), None)
+        if current is None or current["VersionId"] != version:
+            return False  # something newer landed: it is that write's turn to be checked
+        # What `version` displaced is the newest older entry; on a tie, a deletion (nothing to restore).
+        older = [(entry["LastModified"], 0, entry) for entry in versions if entry is not current] + [
+            (entry["LastModified"], 1, entry) for entry in listing.get("DeleteMarkers", []) if entry["Key"] == key
+        ]
+        if not older:
+            return False
+        _, deletion, displaced = max(older, key=lambda item: item[:2])
+        if deletion:
+            return False
+        self._call(
+            "CopyObject",
+            path,
+            self._client.copy_object,
+            Bucket=self.bucket,
+            Key=key,
+            CopySource={"Bucket": self.bucket, "Key": key, "VersionId": displaced["VersionId"]},
+            MetadataDirective="COPY",
+            IfMatch=current["ETag"],
+        )
+        return True
 
     def put(
         self,
@@ -162,6 +192,7 @@ class S3BlobStore:
         owner: str,
         content_type: str,
         size: int,
+        replaces: str | None,
         visibility: Visibility = Visibility.SHARED,
         metadata: Mapping[str, str] | None = None,
     ) -> PresignedUpload:
@@ -169,13 +200,15 @@ class S3BlobStore:
         validate_content_type(content_type)
         self._check_size(size)
         stored_metadata = object_metadata(owner, visibility, metadata)
-        params = {
+        params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": key,
             "ContentType": content_type,
             "ContentLength": size,
             "Metadata": stored_metadata,
         }
+        # Signed, so the client must send it: the upload cannot displace what landed after this moment.
+        params |= {"IfNoneMatch": "*"} if replaces is None else {"IfMatch": f'"{replaces}"'}
         try:
             url = self._client.generate_presigned_url(
                 "put_object", Params=params, ExpiresIn=self.url_ttl, HttpMethod="PUT"
@@ -183,10 +216,10 @@ class S3BlobStore:
         except BotoCoreError as exc:
             raise aws.translate(exc, CitewiseError, "S3 presign PutObject") from exc
         return PresignedUpload(
-            document_id=document_id(tenant_id, path),
+            document_id=upload_document_id(tenant_id, path),
             path=path,
             url=url,
-            headers=upload_headers(content_type, stored_metadata),
+            headers=upload_headers(content_type, stored_metadata, replaces),
             size=size,
             expires_at=self._clock() + timedelta(seconds=self.url_ttl),
         )
@@ -200,23 +233,31 @@ class S3BlobStore:
                 details={"size": size, "limit": self.max_bytes},
             )
 
-    def _sidecar(self, key: str, path: str) -> bytes | None:
-        try:
-            response = self._client.get_object(Bucket=self.bucket, Key=key + SIDECAR_SUFFIX)
-        except ClientError as exc:
-            if aws.error_code(exc) in _MISSING_CODES:
-                return None
-            raise aws.translate(exc, CitewiseError, "S3 GetObject") from exc
-        except BotoCoreError as exc:
-            raise aws.translate(exc, CitewiseError, "S3 GetObject") from exc
-        with closing(response["Body"]) as body:
-            if int(response["ContentLength"]) > MAX_SIDECAR_BYTES:
-                raise ValidationError(
-                    f"{path}{SIDECAR_SUFFIX}: metadata file is larger than {MAX_SIDECAR_BYTES} bytes",
-                    details={"path": path},
-                )
-            data: bytes = body.read()
-        return data
+    def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> StoredObject:
+        key = self.key(tenant_id, path)
+        head = self._call("HeadObject", path, self._client.head_object, Bucket=self.bucket, Key=key)
+        # Pin the download to what HEAD saw: an overwrite in between fails instead of mixing versions.
+        pin = {"VersionId": head["VersionId"]} if _has_version_id(head) else {"IfMatch": head["ETag"]}
+
+        def load() -> bytes:
+            response = self._call("GetObject", path, self._client.get_object, Bucket=self.bucket, Key=key, **pin)
+            with closing(response["Body"]) as body:
+                data: bytes = body.read()
+            return data
+
+        return stored_object(
+            tenant_id=tenant_id,
+            path=path,
+            size=int(head["ContentLength"]),
+            version=_version(head),
+            etag=str(head["ETag"]).strip('"'),
+            content_type=head.get("ContentType"),
+            metadata=head.get("Metadata", {}),
+            sidecar=sidecar,
+            load=load,
+            source=self.source,
+            max_bytes=self.max_bytes,
+        )
 
     @staticmethod
     def _call(action: str, path: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:

@@ -43,10 +43,11 @@ from opensearchpy.exceptions import (
     TransportError,
 )
 
+from citewise.access import may_read
 from citewise.errors import CitewiseError, SearchBackendError, ThrottledError
 from citewise.index import opensearch_queries as q
 from citewise.index.base import ScoredChunk
-from citewise.models import Caller, Chunk, Filter, Vector, Visibility
+from citewise.models import Caller, Chunk, Filter, Vector
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ class OpenSearchIndex:
                 chunk = Chunk.model_validate(hit["_source"]["chunk"])
                 if chunk.chunk_id in seen:
                     continue  # an old and a new version of a chunk during a replace on Serverless
-                if not _readable(caller, chunk):
+                if not may_read(caller, chunk.document):
                     # The query filters by access; this is defence in depth against a wrong mapping.
                     logger.error("search returned a chunk outside the caller's access; dropped it")
                     continue
@@ -301,11 +302,6 @@ class _SessionCredentials:
             if self._credentials is None:
                 raise SearchBackendError("no AWS credentials found to sign OpenSearch requests")
         return self._credentials.get_frozen_credentials()
-
-
-def _readable(caller: Caller, chunk: Chunk) -> bool:
-    doc = chunk.document
-    return doc.tenant_id == caller.tenant_id and (doc.visibility is Visibility.SHARED or doc.owner == caller.user_id)
 
 
 def _item_error(operation: str, label: str, result: dict[str, Any]) -> SearchBackendError:
