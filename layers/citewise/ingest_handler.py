@@ -89,9 +89,12 @@ def _record_outcome(result: IngestResult) -> None:
             "embedded": result.embedded,
             "reused": result.reused,
             "error": document.error,
+            "reason": result.reason,
         },
     )
-    if result.outcome is Outcome.FAILED:
+    if result.outcome is Outcome.REFUSED:
+        metrics.add_metric(name="UploadsRefused", unit=MetricUnit.Count, value=1)
+    elif result.outcome is Outcome.FAILED:
         metrics.add_metric(name="IngestFailures", unit=MetricUnit.Count, value=1)
     elif result.outcome in (Outcome.NEW, Outcome.MODIFIED):
         metrics.add_metric(name="DocumentsIndexed", unit=MetricUnit.Count, value=1)

@@ -197,6 +197,7 @@ class Ingestor:
 
     def delete(self, tenant_id: str, doc_id: str) -> bool:
         """Remove the document's chunks and record; False if it was not registered."""
+        self.ensure_index()  # a removal may be the first event a fresh index sees (a sidecar before its file)
         existed = self.registry.get(tenant_id, doc_id) is not None
         self.index.delete_document(tenant_id, doc_id)
         self.registry.delete(tenant_id, doc_id)

@@ -25,6 +25,7 @@ from pydantic import ValidationError as PydanticValidationError
 from citewise.blobstore.base import BlobStore, described_document
 from citewise.errors import NotFoundError, ValidationError
 from citewise.ingestion import Ingestor, IngestResult, Outcome
+from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Frozen
 from citewise.tenancy import document_id
 
@@ -97,10 +98,14 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
         ingestor.delete(tenant_id, doc_id)  # chunks go even if the record is already gone
         return IngestResult(Outcome.DELETED, existing) if existing is not None else None
     if stored.refused_sidecar is not None:
+        # Undo it if it displaced the document's own sidecar; a sidecar planted first just stays inert.
+        restored = blobs.restore_previous(tenant_id, path + SIDECAR_SUFFIX, stored.refused_sidecar.version)
         logger.warning(
             "sidecar ignored: not written for the document's owner",
-            extra={"tenant_id": tenant_id, "path": path, "sidecar_owner": stored.refused_sidecar},
+            extra={"path": path, "sidecar_owner": stored.refused_sidecar.owner, "restored": restored},
         )
+        if restored:
+            stored = blobs.get(tenant_id, path)
     result = ingestor.ingest(stored.to_source())
     if result.outcome is Outcome.REFUSED:
         restored = blobs.restore_previous(tenant_id, path, stored.version)

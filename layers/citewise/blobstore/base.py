@@ -55,6 +55,14 @@ _CONTENT_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-
 
 
 @dataclass(frozen=True)
+class RefusedSidecar:
+    """A sidecar that was not applied: whom it was signed for, and its version (to undo it)."""
+
+    owner: str
+    version: str
+
+
+@dataclass(frozen=True)
 class StoredObject:
     """A stored document as the pipeline needs it: facts from one metadata read, bytes on demand.
 
@@ -62,8 +70,7 @@ class StoredObject:
     SHA-256 of a local file; `etag` is what a conditional write compares (S3's ETag, the same SHA-256
     locally). `metadata` is the user metadata as stored; `attributes` the validated document attributes
     from it and the sidecar. `defect` says why the object cannot be ingested, if it cannot;
-    `refused_sidecar` names the owner a sidecar was signed for when it was ignored for not being the
-    document's.
+    `refused_sidecar` is the sidecar that was ignored for not being signed for the document's owner.
     """
 
     tenant_id: str
@@ -79,7 +86,7 @@ class StoredObject:
     metadata: dict[str, str] = field(default_factory=dict)
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     defect: CitewiseError | None = None
-    refused_sidecar: str | None = None
+    refused_sidecar: RefusedSidecar | None = None
 
     def to_source(self) -> SourceObject:
         """The object as the ingestion pipeline's input."""
@@ -103,11 +110,12 @@ class StoredObject:
 
 @dataclass(frozen=True)
 class Sidecar:
-    """A stored sidecar as `stored_object` needs it: its user metadata and size now, its bytes on demand
-    (a sidecar that is not its document's is never read)."""
+    """A stored sidecar as `stored_object` needs it: its user metadata, size and version now, its bytes on
+    demand (a sidecar that is not its document's is never parsed)."""
 
     metadata: Mapping[str, str]
     size: int
+    version: str
     load: Callable[[], bytes]
 
 
@@ -275,7 +283,7 @@ def stored_object(
     defect: CitewiseError | None = unreadable
     owner = metadata.get(OWNER_KEY) or DEFAULT_OWNER
     attributes: dict[str, AttributeValue] = {}
-    refused_sidecar: str | None = None
+    refused_sidecar: RefusedSidecar | None = None
     try:
         user = {key: value for key, value in metadata.items() if key not in (OWNER_KEY, VISIBILITY_KEY)}
         attributes = dict(validate_user_metadata(user))
@@ -290,7 +298,7 @@ def stored_object(
             if may_modify(object_writer(_Access(tenant_id, sidecar_owner, visibility)), document):
                 attributes |= _sidecar_attributes(sidecar, path)
             else:
-                refused_sidecar = sidecar_owner
+                refused_sidecar = RefusedSidecar(sidecar_owner, sidecar.version)
     except (ValidationError, PayloadTooLargeError) as exc:
         defect = defect or exc
     return StoredObject(

@@ -349,7 +349,7 @@ class LocalBlobStore:
             return None
         self._check_inside(tenant_id, sidecar)
         recorded = self._read_meta(tenant_id, path + SIDECAR_SUFFIX)
-        return Sidecar(recorded.get("metadata", {}), sidecar.stat().st_size, sidecar.read_bytes)
+        return Sidecar(recorded.get("metadata", {}), sidecar.stat().st_size, _digest(sidecar), sidecar.read_bytes)
 
 
 def _digest(file: Path) -> str:

@@ -117,7 +117,8 @@ class S3BlobStore:
             raise aws.translate(exc, CitewiseError, "S3 GetObject") from exc
         # The sidecar's metadata says whose it is; its body is read only if it is the document's.
         with closing(response["Body"]) as body:
-            sidecar = Sidecar(response.get("Metadata", {}), int(response["ContentLength"]), body.read)
+            metadata, size = response.get("Metadata", {}), int(response["ContentLength"])
+            sidecar = Sidecar(metadata, size, _version(response), body.read)
             return self._stored(tenant_id, path, sidecar)
 
     def head(self, tenant_id: str, path: str) -> StoredObject | None:

@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from citewise.registry.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
-from tests.integration.handlers.harness import BUCKET, Stack
+from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
 
 TABLE = "citewise-registry"
 
@@ -22,6 +22,18 @@ def powertools(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Citewise")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "citewise-test")
     monkeypatch.setenv("CITEWISE_EMBEDDER", "hashing")
+
+
+@pytest.fixture(autouse=True)
+def _logs_on_stdout(powertools: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send the Powertools logger to the current stdout, so `capsys` sees logs beside the EMF metrics.
+
+    Imported here, after `powertools` set the environment: the logger and metrics read their service
+    name and namespace once, when `citewise.observability` is first imported, as at a cold start.
+    """
+    from citewise.observability import logger
+
+    monkeypatch.setattr(logger.registered_handler, "stream", CurrentStdout())
 
 
 @pytest.fixture(params=["local", "aws"])

@@ -23,6 +23,7 @@ import requests
 
 from citewise.blobstore.base import parse_key
 from citewise.config import load_settings
+from citewise.errors import CitewiseError
 from citewise.factory import local_blob_store
 from tests.doubles.opensearch_server import FakeOpenSearch
 
@@ -255,20 +256,37 @@ class Stack:
 
     def put_upload(self, upload: dict[str, Any], data: bytes) -> None:
         """PUT `data` to a presigned upload as a client would (to moto's S3, or to the local store)."""
-        if self.kind == "aws":
-            response = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=10)
-            assert response.status_code == 200, response.text
-        else:
-            token = upload["url"].rsplit("/", 1)[1]
-            local_blob_store(load_settings()).redeem(token, data, upload["headers"])
+        status = self.send_upload(upload, data)
+        assert status == 200, status
 
-    def put_object(self, key: str, data: bytes, *, content_type: str = "text/markdown") -> str:
-        """Write an object straight to the bucket (or the local store) as any S3 client might; its version."""
+    def send_upload(self, upload: dict[str, Any], data: bytes) -> int:
+        """PUT `data` to a presigned upload; the HTTP status S3 (or the local server) answers."""
         if self.kind == "aws":
-            response = self.s3.put_object(Bucket=BUCKET, Key=key, Body=data, ContentType=content_type)
+            return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=10).status_code
+        token = upload["url"].rsplit("/", 1)[1]
+        try:
+            local_blob_store(load_settings()).redeem(token, data, upload["headers"])
+        except CitewiseError as exc:
+            return exc.http_status
+        return 200
+
+    def put_object(
+        self, key: str, data: bytes, *, content_type: str = "text/markdown", owner: str | None = None
+    ) -> str:
+        """Write an object straight to the bucket (or the local store) as any S3 client might, with no
+        precondition; `owner` as the user metadata a presigned upload would carry. Its version."""
+        if self.kind == "aws":
+            metadata = {"owner": owner} if owner is not None else {}
+            response = self.s3.put_object(Bucket=BUCKET, Key=key, Body=data, ContentType=content_type, Metadata=metadata)
             return str(response["VersionId"])
         tenant_id, path = parse_key(key)
-        return local_blob_store(load_settings()).put(tenant_id, path, data, content_type=content_type)
+        return local_blob_store(load_settings()).put(tenant_id, path, data, content_type=content_type, owner=owner)
+
+    def read_object(self, key: str) -> bytes:
+        """The current bytes of an object in the bucket (or the local store)."""
+        if self.kind == "aws":
+            return bytes(self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+        return local_blob_store(load_settings()).get(*parse_key(key)).load()
 
     def delete_object(self, key: str, *, version_id: str | None = None) -> None:
         """Delete an object (a delete marker on the versioned bucket), or one version of it on AWS."""

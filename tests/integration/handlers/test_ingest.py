@@ -22,7 +22,6 @@ from tests.doubles.opensearch_server import FakeOpenSearch
 from tests.integration.handlers.conftest import TABLE
 from tests.integration.handlers.harness import (
     BUCKET,
-    CurrentStdout,
     LambdaContext,
     Output,
     Stack,
@@ -39,18 +38,6 @@ GINA = claims("globex", "gina")
 GUIDE = b"# Heron guide\n\nThe grey heron nests in zanzibar reedbeds every spring.\n"
 GUIDE_KEY = "tenants/acme/birds/heron guide.md"
 NO_FAILURES: dict[str, list[Any]] = {"batchItemFailures": []}
-
-
-@pytest.fixture(autouse=True)
-def _logs_on_stdout(powertools: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Send the Powertools logger to the current stdout, so `capsys` sees logs beside the EMF metrics.
-
-    Imported here, after `powertools` set the environment: the logger and metrics read their service
-    name and namespace once, when `citewise.observability` is first imported, as at a cold start.
-    """
-    from citewise.observability import logger
-
-    monkeypatch.setattr(logger.registered_handler, "stream", CurrentStdout())
 
 
 @pytest.fixture
