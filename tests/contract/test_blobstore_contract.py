@@ -113,7 +113,8 @@ def s3_store(aws_credentials: None) -> Iterator[Adapter]:
             assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
             assert query["X-Amz-Expires"] == ["900"]
             signed = set(query["X-Amz-SignedHeaders"][0].split(";"))
-            assert {"content-type", "content-length", "if-none-match", "x-amz-meta-owner", "x-amz-meta-visibility"} <= signed
+            expected = {"content-type", "content-length", "if-none-match", "x-amz-meta-owner", "x-amz-meta-visibility"}
+            assert expected <= signed
 
         # Downloads of documents: `get` asks for a sidecar with every read, which is metadata, not content.
         downloads = lambda: sum(1 for path in gets if not path.endswith(SIDECAR_SUFFIX))  # noqa: E731

@@ -277,7 +277,9 @@ class Stack:
         precondition; `owner` as the user metadata a presigned upload would carry. Its version."""
         if self.kind == "aws":
             metadata = {"owner": owner} if owner is not None else {}
-            response = self.s3.put_object(Bucket=BUCKET, Key=key, Body=data, ContentType=content_type, Metadata=metadata)
+            response = self.s3.put_object(
+                Bucket=BUCKET, Key=key, Body=data, ContentType=content_type, Metadata=metadata
+            )
             return str(response["VersionId"])
         tenant_id, path = parse_key(key)
         return local_blob_store(load_settings()).put(tenant_id, path, data, content_type=content_type, owner=owner)
