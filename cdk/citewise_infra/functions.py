@@ -252,6 +252,7 @@ class FunctionsFactory(Construct):
             "ingest", self._config.ingest, Settings, self._pipeline_values(), "S3 notifications -> index"
         )
         self._storage.grant_read_documents(fn.role)
+        self._storage.grant_restore_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
         self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE)
         self._grant_model(fn, self._config.models.embedding_model_id)

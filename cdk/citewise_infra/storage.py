@@ -173,6 +173,25 @@ class Storage(Construct):
         self._grant_key(role, "s3", "kms:Decrypt")
         self._acknowledge_prefix(role)
 
+    def grant_restore_documents(self, role: iam.IRole) -> None:
+        """Copy an earlier version of an object back over it, to undo a write that ingestion refused: list
+        an object's versions, and PutObject only as a copy from under `tenants/` (never new content)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucketVersions"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{DOCUMENTS_PREFIX}*"]}},
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[self._object_arn()],
+                conditions={"StringLike": {"s3:x-amz-copy-source": [f"{self.bucket.bucket_name}/{DOCUMENTS_PREFIX}*"]}},
+            )
+        )
+        self._grant_key(role, "s3", "kms:GenerateDataKey")
+
     def grant_manage_documents(self, role: iam.IRole) -> None:
         """Put (presigned uploads), head, get and delete objects under `tenants/`; encrypt and decrypt."""
         actions = ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"]

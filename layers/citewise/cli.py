@@ -19,7 +19,7 @@ import pydantic
 
 from citewise.answering import answer_question
 from citewise.config import Settings, load_settings
-from citewise.documents import visible_document
+from citewise.documents import delete_document, visible_document
 from citewise.errors import CitewiseError, ValidationError
 from citewise.factory import Services, build_services
 from citewise.ingestion import IngestResult, Outcome, SourceObject
@@ -129,10 +129,13 @@ def _parser() -> argparse.ArgumentParser:
 def _identity(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", required=True, help="tenant id (on AWS it comes from the identity)")
     parser.add_argument("--user", default="local", help="user id, for private documents (default: local)")
+    parser.add_argument(
+        "--group", action="append", default=[], help="a group of the user, e.g. admin (repeatable; default: none)"
+    )
 
 
 def _caller(args: argparse.Namespace) -> Caller:
-    return Caller(tenant_id=validate_tenant_id(args.tenant), user_id=args.user)
+    return Caller(tenant_id=validate_tenant_id(args.tenant), user_id=args.user, groups=tuple(args.group))
 
 
 def _json_arg(text: str) -> Any:
@@ -259,8 +262,7 @@ def _docs_show(args: argparse.Namespace, services: Services) -> int:
 
 
 def _docs_delete(args: argparse.Namespace, services: Services) -> int:
-    document = _visible_document(args, services)
-    services.ingestor.delete(document.tenant_id, document.doc_id)
+    document = delete_document(services.ingestor, services.blobs, _caller(args), args.doc_id)
     print(json.dumps({"deleted": document.doc_id}) if args.json else f"deleted {document.path} ({document.doc_id})")
     return 0
 

@@ -80,8 +80,15 @@ def test_ingest_invokes_the_embedding_model_only(synth: Synth) -> None:
 def test_ingest_reads_documents_writes_the_index_and_cannot_create_it(dev: Synth) -> None:
     ingest = statements(dev, "ingest")
     granted = all_actions(ingest)
-    assert actions_on(ingest, "/tenants/*") == {"s3:GetObject", "s3:GetObjectVersion"}
-    assert not {"s3:PutObject", "s3:DeleteObject"} & granted
+    assert actions_on(ingest, "/tenants/*") == {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}
+    assert "s3:DeleteObject" not in granted
+    # It writes only copies of versions from under tenants/ (undoing a refused upload), never new content
+    [put] = [s for s in ingest if "s3:PutObject" in s.actions]
+    assert put.actions == {"s3:PutObject"} and set(put.condition) == {"StringLike"}
+    [copy_source] = put.condition["StringLike"]["s3:x-amz-copy-source"]
+    assert flat(copy_source).startswith("<StorageDocuments") and flat(copy_source).endswith(">/tenants/*")
+    [versions] = [s for s in ingest if "s3:ListBucketVersions" in s.actions]
+    assert versions.condition == {"StringLike": {"s3:prefix": ["tenants/*"]}}
     assert actions_on(ingest, "/citewise-chunks/_bulk") == {"es:ESHttpPost", "es:ESHttpPut"}
     # HEAD on the index itself (does it exist?), never PUT (create) or DELETE
     index_only = {a for s in ingest for r in s.resources if r.endswith("/citewise-chunks") for a in s.actions}

@@ -252,3 +252,45 @@ def test_querying_an_index_built_by_another_embedder_fails_loudly(
     status, _, err = cli("query", "anything", "--tenant", "acme")
     assert status == 2
     assert "SEARCH_BACKEND_ERROR: the local index" in err and "'hashing-384'" in err
+
+
+def test_docs_delete_follows_the_owner_or_admin_rule_and_removes_the_stored_object(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given alice's shared document uploaded to the local blob store (as `citewise serve` stores uploads)
+    monkeypatch.setenv("CITEWISE_HOME", str(tmp_path / "home"))
+    from citewise.config import load_settings
+    from citewise.factory import build_services
+
+    services = build_services(load_settings())
+    try:
+        services.blobs.put("acme", "plan.md", b"# Plan\n\nPelicans fly at dawn.\n", owner="alice")
+        result = services.ingestor.ingest(services.blobs.get("acme", "plan.md").to_source())
+    finally:
+        services.close()
+    doc_id = result.document.doc_id
+    # When bob, who may read it, deletes it: refused, and nothing is removed
+    status, _, err = cli("docs", "delete", doc_id, "--tenant", "acme", "--user", "bob")
+    assert status == 2 and err.startswith("error: FORBIDDEN:")
+    assert cli("docs", "show", doc_id, "--tenant", "acme", "--user", "bob")[0] == 0
+    # When a tenant admin deletes it: the record, the chunks and the stored object all go
+    status, out, _ = cli("docs", "delete", doc_id, "--tenant", "acme", "--user", "carol", "--group", "admin", "--json")
+    assert status == 0 and _json(out) == {"deleted": doc_id}
+    assert cli("docs", "show", doc_id, "--tenant", "acme", "--user", "alice")[0] == 2
+    assert _json(cli("search", "pelicans", "--tenant", "acme", "--user", "alice", "--json")[1])["hits"] == []
+    assert not (tmp_path / "home" / "blobs" / "tenants" / "acme" / "plan.md").exists()
+
+
+def test_ingest_refuses_to_replace_a_document_of_another_user(cli: Any, tmp_path: Path) -> None:
+    # Given alice's document ingested from a folder
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "plan.md").write_text("# Plan\n\nPelicans fly at dawn.\n")
+    assert cli("ingest", str(folder), "--tenant", "acme", "--user", "alice")[0] == 0
+    # When bob ingests his own file at the same path
+    (folder / "plan.md").write_text("# Plan\n\nBob rewrote it.\n")
+    status, out, _ = cli("ingest", str(folder), "--tenant", "acme", "--user", "bob", "--json")
+    # Then it is refused, and alice's document is as it was
+    assert status == 0 and _json(out)["refused"] == 1 and _json(out)["modified"] == 0
+    hits = _json(cli("search", "pelicans dawn", "--tenant", "acme", "--user", "alice", "--json")[1])["hits"]
+    assert hits and hits[0]["chunk"]["document"]["owner"] == "alice" and "Pelicans" in hits[0]["chunk"]["text"]
