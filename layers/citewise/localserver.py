@@ -54,6 +54,7 @@ from citewise.errors import (
     ForbiddenError,
     NotFoundError,
     PayloadTooLargeError,
+    PreconditionFailedError,
     UnauthorizedError,
     ValidationError,
     error_body,
@@ -757,6 +758,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 _S3_CODES: tuple[tuple[type[CitewiseError], str], ...] = (
     (ForbiddenError, "AccessDenied"),
     (PayloadTooLargeError, "EntityTooLarge"),
+    (PreconditionFailedError, "PreconditionFailed"),
     (ValidationError, "InvalidArgument"),
 )
 
