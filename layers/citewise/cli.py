@@ -17,13 +17,14 @@ from typing import Any
 
 import pydantic
 
+from citewise.access import may_modify
 from citewise.answering import answer_question
 from citewise.config import Settings, load_settings
 from citewise.documents import delete_document, visible_document
 from citewise.errors import CitewiseError, ValidationError
 from citewise.factory import Services, build_services
 from citewise.ingestion import IngestResult, Outcome, SourceObject
-from citewise.localfiles import scan
+from citewise.localfiles import FOLDER_SOURCE, scan
 from citewise.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
 from citewise.render import render_answer, render_documents, render_hits, render_summary
 from citewise.tenancy import document_id, validate_tenant_id
@@ -165,7 +166,10 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
     seen = {obj.path for obj in found.objects}
     for prefix in found.prefixes:
         for document in _all_documents(services, caller.tenant_id, prefix):
-            if document.path not in seen and document.source == "local":
+            # Only what a folder sync put there, and only what this caller may change: never a document
+            # that came through the API or the bucket, never a colleague's.
+            gone = document.path not in seen and document.source == FOLDER_SOURCE
+            if gone and may_modify(caller, document):
                 services.ingestor.delete(caller.tenant_id, document.doc_id)
                 results.append(IngestResult(Outcome.DELETED, document))
     counts = Counter(result.outcome.value for result in results)

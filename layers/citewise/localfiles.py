@@ -4,6 +4,9 @@ A file's document path is its path relative to the parent of the argument it was
 `citewise ingest samples/corpus` names documents `corpus/architecture.md`, independent of the current
 directory. A sidecar `<file>.metadata.json` is read with its file and is part of its version, so editing
 the sidecar alone re-indexes the document.
+
+Documents read from folders record the source `folder`, apart from those that arrived through the API
+or the bucket (`local`, `s3`): a folder sync removes only documents it put there itself.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from citewise.ingestion import SourceObject
 from citewise.metadata import SIDECAR_SUFFIX, parse_sidecar
 from citewise.models import AttributeValue, Visibility
 from citewise.parsing import SUPPORTED_EXTENSIONS
+
+FOLDER_SOURCE = "folder"
+"""The `source` of documents ingested from local files and folders by `citewise ingest`."""
 
 
 @dataclass
@@ -79,7 +85,7 @@ def _source(file: Path, key: str, tenant_id: str, owner: str, visibility: Visibi
         size=file.stat().st_size,
         version=digest.hexdigest(),
         load=file.read_bytes,
-        source="local",
+        source=FOLDER_SOURCE,
         owner=owner,
         visibility=visibility,
         attributes=attributes,

@@ -95,6 +95,8 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
     except NotFoundError:
         doc_id = document_id(tenant_id, path)
         existing = ingestor.registry.get(tenant_id, doc_id)
+        if existing is not None and existing.source != blobs.source:
+            return None  # a document from elsewhere (a local folder) that this store never held
         ingestor.delete(tenant_id, doc_id)  # chunks go even if the record is already gone
         return IngestResult(Outcome.DELETED, existing) if existing is not None else None
     if stored.refused_sidecar is not None:

@@ -61,7 +61,7 @@ def test_ingest_reports_new_unchanged_modified_and_deleted(cli: Any, tmp_path: P
 
 
 def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
-    # Given two files ingested by the CLI (source `local`), and two from S3 (one empty, so it fails)
+    # Given two files ingested by the CLI (source `folder`), and two from S3 (one empty, so it fails)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("Aardvarks eat ants.")
@@ -82,11 +82,11 @@ def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
     # Then --source keeps that source's documents only, alone and with the other filters
     assert listed() == ["docs/a.md", "docs/b.md", "uploads/c.md", "uploads/empty.md"]
     assert listed("--source", "s3") == ["uploads/c.md", "uploads/empty.md"]
-    assert listed("--source", "local") == ["docs/a.md", "docs/b.md"]
-    assert listed("--source", "local", "--prefix", "docs/b") == ["docs/b.md"]
+    assert listed("--source", "folder") == ["docs/a.md", "docs/b.md"]
+    assert listed("--source", "folder", "--prefix", "docs/b") == ["docs/b.md"]
     assert listed("--source", "s3", "--status", "INDEXED") == ["uploads/c.md"]
     assert listed("--source", "s3", "--status", "FAILED") == ["uploads/empty.md"]
-    assert listed("--source", "local", "--status", "FAILED") == []
+    assert listed("--source", "folder", "--status", "FAILED") == []
     assert listed("--source", "nowhere") == []
 
 
@@ -294,3 +294,38 @@ def test_ingest_refuses_to_replace_a_document_of_another_user(cli: Any, tmp_path
     assert status == 0 and _json(out)["refused"] == 1 and _json(out)["modified"] == 0
     hits = _json(cli("search", "pelicans dawn", "--tenant", "acme", "--user", "alice", "--json")[1])["hits"]
     assert hits and hits[0]["chunk"]["document"]["owner"] == "alice" and "Pelicans" in hits[0]["chunk"]["text"]
+
+
+def test_a_folder_sync_removes_only_what_it_put_there_and_may_change(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given alice's folder notes/ ingested, and an upload that arrived through the API under notes/ too
+    monkeypatch.setenv("CITEWISE_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "kept.md").write_text("Kestrels hover.")
+    (folder / "gone.md").write_text("Gannets dive.")
+    assert cli("ingest", str(folder), "--tenant", "acme", "--user", "alice")[0] == 0
+    from citewise.config import load_settings
+    from citewise.factory import build_services
+
+    services = build_services(load_settings())
+    try:
+        services.blobs.put("acme", "notes/uploaded.md", b"Uploaded through the API.", owner="alice")
+        services.ingestor.ingest(services.blobs.get("acme", "notes/uploaded.md").to_source())
+    finally:
+        services.close()
+    # When bob syncs his own, smaller notes/ folder: nothing of alice's goes
+    (folder / "gone.md").unlink()
+    (folder / "kept.md").unlink()
+    (folder / "bobs.md").write_text("Bob's own note.")
+    status, out, _ = cli("ingest", str(folder), "--tenant", "acme", "--user", "bob", "--json")
+    assert status == 0 and _json(out)["deleted"] == 0
+    # When alice syncs it: her vanished folder documents go, the API upload stays
+    status, out, _ = cli("ingest", str(folder), "--tenant", "acme", "--user", "alice", "--json")
+    assert status == 0 and _json(out)["deleted"] == 2
+    listed = _json(cli("docs", "list", "--tenant", "acme", "--user", "alice", "--json")[1])["items"]
+    assert sorted((d["path"], d["source"]) for d in listed) == [
+        ("notes/bobs.md", "folder"),
+        ("notes/uploaded.md", "local"),
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from citewise.models import Caller, DocumentStatus, SearchRequest
 from citewise.registry.local import LocalRegistry
 from citewise.retrieval import Retriever
 from citewise.s3events import apply, parse_notification
-from tests.factories import CountingEmbedder
+from tests.factories import CountingEmbedder, source
 
 BUCKET = "citewise-docs"
 
@@ -137,3 +138,16 @@ def test_a_removed_sidecar_reingests_its_document_without_the_metadata(pipeline:
     )
     assert result is not None and result.outcome is Outcome.MODIFIED
     assert "team" not in result.document.attributes
+
+
+def test_a_removal_for_a_path_the_store_never_held_leaves_a_folder_document_alone(pipeline: Any) -> None:
+    # Given a document ingested from a local folder (not from this bucket) at acme's notes.md
+    _, ingestor, blobs = pipeline
+    folder_doc = source("acme", "notes.md", b"# Notes\n\nThe heron nests by the river.")
+    ingestor.ingest(dataclasses.replace(folder_doc, source="folder"))
+    # When the bucket reports notes.md (or its sidecar) gone
+    for key in ("tenants/acme/notes.md", "tenants/acme/notes.md.metadata.json"):
+        [event] = parse_notification(notification("Removed", key))
+        assert apply(event, ingestor, blobs, key_to_location) is None
+    # Then the folder's document is still there and found
+    assert _found(ingestor, "acme", "heron river") == ["notes.md"]
