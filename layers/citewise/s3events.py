@@ -39,8 +39,6 @@ class S3Event(Frozen):
     kind: Literal["created", "removed"]
     bucket: str
     key: str = Field(description="URL-encoded, as S3 sends it.")
-    version_id: str | None = None
-    sequencer: str | None = None
 
 
 def parse_notification(body: str) -> list[S3Event]:
@@ -71,8 +69,6 @@ def _event(record: dict[str, Any]) -> S3Event:
         kind="created" if name.startswith("ObjectCreated:") else "removed",
         bucket=s3["bucket"]["name"],
         key=s3["object"]["key"],
-        version_id=s3["object"].get("versionId"),
-        sequencer=s3["object"].get("sequencer"),
     )
 
 

@@ -9,9 +9,10 @@ the object's facts with one HEAD and pins the later download to that version (or
 indexed are the bytes the registry records.
 
 Size limit: `get` marks an object over `max_bytes` as a defect after the HEAD, before any download.
-Uploads use a presigned PUT, which (unlike a presigned POST policy) cannot carry a `content-length-range` condition;
-instead the caller declares the size and the exact `Content-Length` is signed, so S3 rejects any other
-body. Objects written by other S3 clients are bounded only by the `get` check, which is why it exists.
+Uploads use a presigned PUT, which (unlike a presigned POST policy) cannot carry a
+`content-length-range` condition; instead the caller declares the size and the exact `Content-Length`
+is signed, so S3 rejects any other body. Objects written by other S3 clients are bounded only by the
+`get` check, which is why it exists.
 
 Conditional writes: a presigned PUT signs `If-None-Match: *` (the path was free) or `If-Match: <ETag>`
 (it replaces that object), so a URL cannot displace what another user wrote after it was issued: S3
@@ -47,7 +48,6 @@ from citewise.blobstore.base import (
     Sidecar,
     StoredObject,
     is_sidecar,
-    key_to_location,
     object_key,
     object_metadata,
     stored_object,
@@ -98,10 +98,6 @@ class S3BlobStore:
     def key(self, tenant_id: str, path: str) -> str:
         """The object key of a document (see `object_key`)."""
         return object_key(tenant_id, path, self.prefix)
-
-    def key_to_location(self, event_key: str) -> tuple[str, str]:
-        """(tenant_id, path) of a URL-encoded key from an S3 event notification of this bucket."""
-        return key_to_location(event_key, self.prefix)
 
     def get(self, tenant_id: str, path: str) -> StoredObject:
         key = self.key(tenant_id, path)
