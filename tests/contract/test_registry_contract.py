@@ -10,6 +10,7 @@ import base64
 import random
 import sqlite3
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,11 +23,10 @@ from citewise import aws
 from citewise.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.models import Document, DocumentStatus, Visibility
 from citewise.registry import cursors
-from citewise.registry.base import DocumentRegistry
+from citewise.registry.base import DocumentRegistry, StaleVersionError
 from citewise.registry.dynamodb import (
     TABLE_SCHEMA,
     DynamoRegistry,
-    StaleVersionError,
     update_request,
 )
 from citewise.registry.local import SCHEMA_VERSION, LocalRegistry
@@ -400,20 +400,40 @@ def test_a_new_local_registry_starts_at_the_current_schema(tmp_path: Path) -> No
     conn.close()
 
 
-# --- DynamoDB: ordered writes -------------------------------------------------------------------------
+# --- the shared contract: ordered writes and status transitions -----------------------------------------
 
 
-def test_put_refuses_an_older_update(dynamo: DynamoRegistry) -> None:
+def test_put_refuses_an_older_update(registry: DocumentRegistry) -> None:
     # Given a record written at T0 + 1 minute
-    dynamo.put(make_document("acme", "a.md", version="v2", updated_at=T0 + timedelta(minutes=1)))
+    registry.put(make_document("acme", "a.md", version="v2", updated_at=T0 + timedelta(minutes=1)))
     # When a writer that started earlier writes its (older) record
     with pytest.raises(StaleVersionError) as caught:
-        dynamo.put(make_document("acme", "a.md", version="v1", updated_at=T0))
+        registry.put(make_document("acme", "a.md", version="v1", updated_at=T0))
     # Then it is refused as a conflict and the newer record stays
     assert caught.value.code == "CONFLICT" and caught.value.http_status == 409
     assert caught.value.details["reason"] == "stale"
-    stored = dynamo.get("acme", document_id("acme", "a.md"))
+    stored = registry.get("acme", document_id("acme", "a.md"))
     assert stored is not None and stored.version == "v2"
+
+
+def test_racing_writers_leave_the_newest_record(registry: DocumentRegistry) -> None:
+    # Given twelve writers of one document, started at different times, racing to write it
+    writes = [make_document("acme", "a.md", version=f"v{n}", updated_at=T0 + timedelta(seconds=n)) for n in range(12)]
+    random.Random(7).shuffle(writes)
+    refused: list[str] = []
+
+    def write(document: Document) -> None:
+        try:
+            registry.put(document)
+        except StaleVersionError:
+            refused.append(document.version)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(write, writes))
+    # Then the newest one wins, whatever the order, and only older ones were refused
+    stored = registry.get("acme", document_id("acme", "a.md"))
+    assert stored is not None and stored.version == "v11"
+    assert "v11" not in refused
 
 
 def test_paths_beyond_the_index_key_limit_are_refused(dynamo: DynamoRegistry) -> None:
@@ -421,35 +441,32 @@ def test_paths_beyond_the_index_key_limit_are_refused(dynamo: DynamoRegistry) ->
         dynamo.put(make_document("acme", "é" * 513))
 
 
-# --- DynamoDB: status transitions ---------------------------------------------------------------------
-
-
-def test_a_terminal_status_needs_a_pending_record(dynamo: DynamoRegistry) -> None:
+def test_a_terminal_status_needs_a_pending_record(registry: DocumentRegistry) -> None:
     with pytest.raises(StaleVersionError) as caught:
-        dynamo.put(make_document("acme", "gone.md", status=DocumentStatus.INDEXED))
+        registry.put(make_document("acme", "gone.md", status=DocumentStatus.INDEXED))
     assert caught.value.details["reason"] == "missing"
-    assert dynamo.get("acme", document_id("acme", "gone.md")) is None
+    assert registry.get("acme", document_id("acme", "gone.md")) is None
 
 
-def test_a_terminal_status_must_name_the_pending_version(dynamo: DynamoRegistry) -> None:
+def test_a_terminal_status_must_name_the_pending_version(registry: DocumentRegistry) -> None:
     # Given v2 pending (a newer upload overtook the worker indexing v1)
-    dynamo.put(make_document("acme", "a.md", version="v2"))
+    registry.put(make_document("acme", "a.md", version="v2"))
     # When the v1 worker finishes
     with pytest.raises(StaleVersionError) as caught:
-        dynamo.put(make_document("acme", "a.md", version="v1", status=DocumentStatus.INDEXED))
+        registry.put(make_document("acme", "a.md", version="v1", status=DocumentStatus.INDEXED))
     # Then it cannot mark v2's record indexed
     details = caught.value.details
     assert (details["reason"], details["stored_version"], details["stored_status"]) == ("transition", "v2", "PENDING")
 
 
-def test_terminal_statuses_do_not_switch_without_pending(dynamo: DynamoRegistry) -> None:
-    indexed = register(dynamo, make_document("acme", "a.md", status=DocumentStatus.INDEXED))
-    dynamo.put(indexed)  # a retried write of the same outcome is fine
+def test_terminal_statuses_do_not_switch_without_pending(registry: DocumentRegistry) -> None:
+    indexed = register(registry, make_document("acme", "a.md", status=DocumentStatus.INDEXED))
+    registry.put(indexed)  # a retried write of the same outcome is fine
     with pytest.raises(StaleVersionError):
-        dynamo.put(indexed.model_copy(update={"status": DocumentStatus.FAILED, "error": "late"}))
+        registry.put(indexed.model_copy(update={"status": DocumentStatus.FAILED, "error": "late"}))
     # A new PENDING (re-ingestion) reopens the record
-    register(dynamo, indexed.model_copy(update={"status": DocumentStatus.FAILED, "error": "parse"}))
-    assert dynamo.get("acme", indexed.doc_id).status is DocumentStatus.FAILED  # type: ignore[union-attr]
+    register(registry, indexed.model_copy(update={"status": DocumentStatus.FAILED, "error": "parse"}))
+    assert registry.get("acme", indexed.doc_id).status is DocumentStatus.FAILED  # type: ignore[union-attr]
 
 
 def test_update_request_is_conditional() -> None:

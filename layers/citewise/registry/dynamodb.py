@@ -28,28 +28,25 @@ LastEvaluatedKey, which may lie beyond items read but not returned) as base64url
 ExclusiveStartKey, and is checked on input: it must decode, name the caller's tenant and lie inside
 the requested prefix, else ValidationError.
 
-Ordering: writes are conditional UpdateItems so an older writer never overwrites a newer record. `put`
-orders by `updated_at`. (No S3 event sequencer is needed: the ingest function reconciles every
-notification with the object's current state, see `citewise.s3events`.) INDEXED and FAILED complete
-a PENDING record of the same version (or repeat themselves, for retried writes), so a worker that lost
-a race, or whose object was deleted meanwhile, cannot resurrect or overwrite the record. A refused
-write raises `StaleVersionError`. Deletions leave no tombstone: after a delete, only the blob store
-(the object is gone) can tell a late create event from a real one.
+Ordering: the port's rules (`citewise.registry.base`) as one conditional UpdateItem, so the check and
+the write are atomic; when the condition fails, the stored item (returned with the failure) says which
+rule refused it. (No S3 event sequencer is needed: the ingest function reconciles every notification
+with the object's current state, see `citewise.s3events`.) Deletions leave no tombstone: after a
+delete, only the blob store (the object is gone) can tell a late create event from a real one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise import aws
-from citewise.errors import CitewiseError, ConflictError, ValidationError
+from citewise.errors import CitewiseError, ValidationError
 from citewise.models import Document, DocumentStatus, Visibility
 from citewise.registry import cursors
-from citewise.registry.base import DocumentPage
+from citewise.registry.base import TERMINAL, DocumentPage, StaleVersionError, microseconds, refused_write
 
 PATH_INDEX: Final = "by_path"
 TABLE_SCHEMA: Final[dict[str, Any]] = {
@@ -78,8 +75,6 @@ TABLE_SCHEMA: Final[dict[str, Any]] = {
 
 MAX_LIMIT = 1000
 MAX_PATH_BYTES = 1024  # DynamoDB's limit on a sort key value, here the `by_path` index key
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_TERMINAL = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
 # Placeholders of the attributes a write sets; the value placeholder is the same name with ':'.
 _NAMES: Final = {
     "#path": "path",
@@ -91,14 +86,6 @@ _NAMES: Final = {
     "#updated": "updated_us",
     "#body": "body",
 }
-
-
-class StaleVersionError(ConflictError):
-    """A registry write lost to a newer one, or completes a record that is no longer pending.
-
-    Not a ValidationError: the write was well-formed, the stored record moved on. A worker that gets
-    this should drop its work, not record a failure (the newer writer owns the record now).
-    """
 
 
 class DynamoRegistry:
@@ -206,7 +193,7 @@ def update_request(table_name: str, document: Document) -> dict[str, Any]:
     }
     assignments = ["#path", "#owner", "#visibility", "#status", "#source", "#version", "#updated", "#body"]
     conditions = ["(attribute_not_exists(#updated) OR #updated <= :updated)"]
-    if document.status in _TERMINAL:
+    if document.status in TERMINAL:
         # A comparison with a missing attribute is false, so this also refuses a record that is gone.
         values[":pending"] = {"S": DocumentStatus.PENDING.value}
         conditions.append("#version = :version AND #status IN (:pending, :status)")
@@ -278,12 +265,6 @@ def decode_cursor(cursor: str, tenant_id: str, path_prefix: str | None) -> dict[
     return {"tenant_id": {"S": tenant_id}, "doc_id": {"S": position.doc_id}, "path": {"S": position.path}}
 
 
-def microseconds(moment: datetime) -> int:
-    """`moment` as integer microseconds since the epoch (naive datetimes are taken as UTC), exactly."""
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    return (aware - _EPOCH) // timedelta(microseconds=1)
-
-
 def _key(tenant_id: str, doc_id: str) -> dict[str, Any]:
     return {"tenant_id": {"S": tenant_id}, "doc_id": {"S": doc_id}}
 
@@ -293,25 +274,9 @@ def _document(item: dict[str, Any]) -> Document:
 
 
 def _conflict(document: Document, stored_item: dict[str, Any] | None) -> StaleVersionError:
-    details: dict[str, Any] = {
-        "doc_id": document.doc_id,
-        "version": document.version,
-        "status": document.status.value,
-    }
-    if stored_item is None:
-        return StaleVersionError(
-            f"no pending record of version {document.version} to mark {document.status.value}",
-            details=details | {"reason": "missing"},
-        )
-    stored_version = stored_item.get("version", {}).get("S")
-    stored_status = stored_item.get("status", {}).get("S")
-    details |= {"stored_version": stored_version, "stored_status": stored_status}
-    transition_allowed = document.status not in _TERMINAL or (
-        stored_version == document.version and stored_status in (DocumentStatus.PENDING.value, document.status.value)
+    stored = _document(stored_item) if stored_item is not None else None
+    refusal = refused_write(stored, document)
+    # The item may have changed again since the condition failed; it did refuse the write then.
+    return refusal or StaleVersionError(
+        "a newer write of this document is already stored", details={"doc_id": document.doc_id, "reason": "stale"}
     )
-    if not transition_allowed:
-        return StaleVersionError(
-            f"cannot mark the record {document.status.value}: it is {stored_status} for version {stored_version}",
-            details=details | {"reason": "transition"},
-        )
-    return StaleVersionError("a newer write of this document is already stored", details=details | {"reason": "stale"})

@@ -1,4 +1,9 @@
-"""The local DocumentRegistry: one SQLite table beside the local index."""
+"""The local DocumentRegistry: one SQLite table beside the local index.
+
+`put` keeps the port's ordering rules (`citewise.registry.base.refused_write`) with a check and a write
+inside one `BEGIN IMMEDIATE` transaction: SQLite's write lock makes them atomic across threads and
+processes alike (`citewise serve` and the CLI may share a home), as DynamoDB's condition does on AWS.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 from citewise.errors import ValidationError
 from citewise.models import Document, DocumentStatus, Visibility
 from citewise.registry import cursors
-from citewise.registry.base import DocumentPage
+from citewise.registry.base import DocumentPage, refused_write
 
 # Schema migrations, applied in order; `PRAGMA user_version` counts those a database has had. The first
 # is the original schema, so a registry.db created before versioning (version 0, table present) takes
@@ -85,20 +90,35 @@ class LocalRegistry:
 
     def put(self, document: Document) -> None:
         with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO documents (tenant_id, doc_id, path, owner, visibility, status, source, body)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    document.tenant_id,
-                    document.doc_id,
-                    document.path,
-                    document.owner,
-                    document.visibility.value,
-                    document.status.value,
-                    document.source,
-                    document.model_dump_json(),
-                ),
-            )
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute(
+                    "SELECT body FROM documents WHERE tenant_id = ? AND doc_id = ?",
+                    (document.tenant_id, document.doc_id),
+                ).fetchone()
+                refusal = refused_write(Document.model_validate_json(row[0]) if row else None, document)
+                if refusal is not None:
+                    raise refusal
+                self._conn.execute(
+                    "INSERT INTO documents (tenant_id, doc_id, path, owner, visibility, status, source, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, doc_id) DO UPDATE SET"
+                    " path = excluded.path, owner = excluded.owner, visibility = excluded.visibility,"
+                    " status = excluded.status, source = excluded.source, body = excluded.body",
+                    (
+                        document.tenant_id,
+                        document.doc_id,
+                        document.path,
+                        document.owner,
+                        document.visibility.value,
+                        document.status.value,
+                        document.source,
+                        document.model_dump_json(),
+                    ),
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def delete(self, tenant_id: str, doc_id: str) -> None:
         with self._lock:
