@@ -179,6 +179,10 @@ def test_ingest_refuses_an_object_written_for_someone_else_and_restores_the_owne
     [logged] = output.messages("document ingested")
     assert logged["outcome"] == "refused" and "'bob'" in logged["reason"] and "'alice'" in logged["reason"]
     assert output.metric("UploadsRefused") == [1.0]
+    # (the library's own warning is a structured line of the same invocation, with its correlation keys)
+    [warning] = output.messages("upload refused")
+    assert warning["level"] == "WARNING" and warning["restored"] is True
+    assert warning["function_request_id"] == logged["function_request_id"]
     assert stack.read_object("tenants/acme/notes.md") == PLAN
     # And alice's document never changed hands, content or visibility
     after = _document(stack, upload["document_id"])
