@@ -2,12 +2,13 @@
 
 A handler's figure is what its Lambda's init phase pays. A fresh `python -I` loads
 `functions/<name>/handler.py` by file path (`spec_from_file_location`, as the runtime imports `handler`).
-That imports the library and Powertools, validates the settings, builds the AWS adapters with
-`citewise.factory.build_services` and sets up the Powertools stack. The process gets a deployed
-function's environment on the AWS backend and nothing else (`lambda_environment`): fake credentials,
-no AWS config files, instance metadata disabled. Building the services contacts nothing; an untimed
-probe of each target checks that with an audit hook. So the figure is import + settings + client
-construction, with no network time in it.
+That imports the library and Powertools, validates the settings, wires the services with
+`citewise.factory.build_services` (each adapter is built on a request's first use, not at init: a
+client a function never needs is never built) and sets up the Powertools stack. The process gets a
+deployed function's environment on the AWS backend and nothing else (`lambda_environment`): fake
+credentials, no AWS config files, instance metadata disabled. Init contacts nothing; an untimed probe of
+each target checks that with an audit hook. So the figure is import + settings + wiring, with no
+network time in it.
 
 Tracing is on, as on Lambda. Powertools' Tracer disables itself unless LAMBDA_TASK_ROOT is set and
 POWERTOOLS_TRACE_DISABLED is not true, so both are set, and X-Ray's `patch_all` runs at init. It

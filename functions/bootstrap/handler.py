@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.bootstrap import handle_event
@@ -20,9 +19,6 @@ from citewise.observability import logger
 
 # Time kept back from the Lambda timeout to report a failure instead of being killed mid-retry.
 _REPORT_MARGIN_S = 20.0
-
-# The library logs with the standard `logging` module; give its loggers the function's JSON format.
-copy_config_to_registered_loggers(source_logger=logger, include={"citewise"})
 
 
 def _services() -> Services:

@@ -1,14 +1,16 @@
-"""Builds the set of adapters the settings ask for (local files or AWS services), once per process.
+"""Builds the adapters the settings ask for (local files or AWS services), each once per process, lazily.
 
 The logic modules never choose adapters: they receive ports. This is the one place that maps
 `CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` to classes, importing each AWS
 adapter only when it is chosen so the local mode needs no AWS packages and a Lambda loads no numpy.
+Each adapter is built on first use: a function builds only what its requests touch (the query function
+never creates a DynamoDB or S3 client), and a cold start pays for no client it does not need.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from citewise.blobstore.base import BlobStore
@@ -28,24 +30,75 @@ if TYPE_CHECKING:
     from citewise.blobstore.local import LocalBlobStore
 
 
-@dataclass(frozen=True)
 class Services:
-    """The wired pipeline: what the CLI, the local server and the handlers call."""
+    """The wired pipeline, what the CLI, the local server and the handlers call: each adapter is built on
+    first use and kept. Adapters passed in are used as they are (a test's doubles)."""
 
-    settings: Settings
-    index: VectorIndex
-    registry: DocumentRegistry
-    embedder: Embedder
-    ingestor: Ingestor
-    retriever: Retriever
-    synthesizer: Synthesizer
-    blobs: BlobStore
-    closers: list[Callable[[], None]] = field(default_factory=list)
+    def __init__(self, settings: Settings, **adapters: object) -> None:
+        self.settings = settings
+        self.closers: list[Callable[[], None]] = []
+        unknown = set(adapters) - _ADAPTERS
+        if unknown:
+            raise TypeError(f"no such adapter: {', '.join(sorted(unknown))}")
+        self.__dict__.update(adapters)  # what `cached_property` would have built
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return build_embedder(self.settings)
+
+    @cached_property
+    def index(self) -> VectorIndex:
+        index = _index(self.settings, self.closers)
+        if self.settings.backend == "local":
+            # Cheap locally, and it makes a query against an index of another embedder fail loudly instead
+            # of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns this check.
+            index.ensure(self.embedder.name, self.embedder.dimension)
+        return index
+
+    @cached_property
+    def registry(self) -> DocumentRegistry:
+        return _registry(self.settings, self.closers)
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        return _blobs(self.settings)
+
+    @cached_property
+    def ingestor(self) -> Ingestor:
+        settings = self.settings
+        return Ingestor(
+            self.index,
+            self.registry,
+            self.embedder,
+            Chunker(settings.chunk_tokens, settings.chunk_overlap),
+            limits=Limits(max_document_bytes=settings.max_document_bytes, max_pages=settings.max_pages),
+            embed_batch_size=settings.embed_batch_size,
+        )
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        settings = self.settings
+        return Retriever(
+            self.index,
+            self.embedder,
+            mode=settings.search_mode,
+            rrf_k=settings.rrf_k,
+            candidates=settings.candidates,
+            keyword_weight=settings.keyword_weight,
+            vector_weight=settings.vector_weight,
+        )
+
+    @cached_property
+    def synthesizer(self) -> Synthesizer:
+        return build_synthesizer(self.settings)
 
     def close(self) -> None:
-        """Release what the adapters hold open (the local database connections)."""
+        """Release what the adapters built so far hold open (the local database connections)."""
         for close in self.closers:
             close()
+
+
+_ADAPTERS = frozenset({"embedder", "index", "registry", "blobs", "ingestor", "retriever", "synthesizer"})
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -80,33 +133,53 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
     )
 
 
-def _stores(settings: Settings) -> tuple[VectorIndex, DocumentRegistry, BlobStore, list[Callable[[], None]]]:
+def _index(settings: Settings, closers: list[Callable[[], None]]) -> VectorIndex:
     if settings.backend == "aws":
         from citewise import aws
-        from citewise.blobstore.s3 import S3BlobStore, s3_client
         from citewise.index.opensearch import OpenSearchIndex, connect
+
+        endpoint = _required(settings.opensearch_endpoint)
+        client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
+        return OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
+    from citewise.index.local import LocalIndex
+
+    index = LocalIndex(settings.home_dir / "index.db")
+    closers.append(index.close)
+    return index
+
+
+def _registry(settings: Settings, closers: list[Callable[[], None]]) -> DocumentRegistry:
+    if settings.backend == "aws":
+        from citewise import aws
         from citewise.registry.dynamodb import DynamoRegistry
 
-        endpoint, table, bucket = settings.opensearch_endpoint, settings.registry_table, settings.documents_bucket
-        if endpoint is None or table is None or bucket is None:  # the settings validator refuses this already
-            raise ValidationError("CITEWISE_BACKEND=aws needs the endpoint, table and bucket settings")
-        client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
-        index = OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
-        registry = DynamoRegistry(table, client=aws.client("dynamodb", region=settings.aws_region))
-        blobs = S3BlobStore(
-            bucket,
+        return DynamoRegistry(
+            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+        )
+    from citewise.registry.local import LocalRegistry
+
+    registry = LocalRegistry(settings.home_dir / "registry.db")
+    closers.append(registry.close)
+    return registry
+
+
+def _blobs(settings: Settings) -> BlobStore:
+    if settings.backend == "aws":
+        from citewise.blobstore.s3 import S3BlobStore, s3_client
+
+        return S3BlobStore(
+            _required(settings.documents_bucket),
             client=s3_client(settings.aws_region),
             max_bytes=settings.max_document_bytes,
             url_ttl=settings.upload_url_ttl,
         )
-        return index, registry, blobs, []
-    from citewise.index.local import LocalIndex
-    from citewise.registry.local import LocalRegistry
+    return local_blob_store(settings)
 
-    local_index = LocalIndex(settings.home_dir / "index.db")
-    local_registry = LocalRegistry(settings.home_dir / "registry.db")
-    local_blobs = local_blob_store(settings)
-    return local_index, local_registry, local_blobs, [local_index.close, local_registry.close]
+
+def _required(value: str | None) -> str:
+    if value is None:  # the settings validator refuses this already
+        raise ValidationError("CITEWISE_BACKEND=aws needs the endpoint, table and bucket settings")
+    return value
 
 
 def local_blob_store(settings: Settings) -> LocalBlobStore:
@@ -128,30 +201,5 @@ def local_blob_store(settings: Settings) -> LocalBlobStore:
 
 
 def build_services(settings: Settings) -> Services:
-    """The pipeline for `settings.backend`: the embedded local stack, or the AWS adapters."""
-    embedder = build_embedder(settings)
-    index, registry, blobs, closers = _stores(settings)
-    if settings.backend == "local":
-        # Cheap locally, and it makes a query against an index of another embedder fail loudly instead
-        # of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns this check.
-        index.ensure(embedder.name, embedder.dimension)
-    ingestor = Ingestor(
-        index,
-        registry,
-        embedder,
-        Chunker(settings.chunk_tokens, settings.chunk_overlap),
-        limits=Limits(max_document_bytes=settings.max_document_bytes, max_pages=settings.max_pages),
-        embed_batch_size=settings.embed_batch_size,
-    )
-    retriever = Retriever(
-        index,
-        embedder,
-        mode=settings.search_mode,
-        rrf_k=settings.rrf_k,
-        candidates=settings.candidates,
-        keyword_weight=settings.keyword_weight,
-        vector_weight=settings.vector_weight,
-    )
-    return Services(
-        settings, index, registry, embedder, ingestor, retriever, build_synthesizer(settings), blobs, closers
-    )
+    """The pipeline for `settings.backend`, the embedded local stack or the AWS adapters, built on use."""
+    return Services(settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import boto3
 import pytest
 
 from citewise.blobstore.local import LocalBlobStore
@@ -11,7 +12,7 @@ from citewise.blobstore.s3 import S3BlobStore
 from citewise.config import Settings, load_settings
 from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
 from citewise.errors import ValidationError
-from citewise.factory import build_embedder, build_services
+from citewise.factory import Services, build_embedder, build_services
 from citewise.index.local import LocalIndex
 from citewise.index.opensearch import OpenSearchIndex
 from citewise.registry.dynamodb import DynamoRegistry
@@ -49,6 +50,42 @@ def test_the_aws_backend_is_wired_from_environment_variables_without_a_network_c
     assert isinstance(services.embedder, TitanEmbedder) and services.embedder.dimension == 512
     assert isinstance(services.synthesizer, BedrockSynthesizer)
     assert services.synthesizer.model_id == "anthropic.claude-3-haiku-20240307-v1:0"
+
+
+def test_each_adapter_is_built_on_first_use_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a deployed function's environment, and every AWS client creation recorded
+    for name, value in AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    created: list[str] = []
+    real_client = boto3.session.Session.client
+
+    def recording(self: boto3.session.Session, service_name: str, *args: object, **kwargs: object) -> object:
+        created.append(service_name)
+        return real_client(self, service_name, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(boto3.session.Session, "client", recording)
+    # When the services are built, nothing is
+    services = build_services(load_settings())
+    assert created == []
+    # When what a query needs is used: the retriever (index, embedder) and the synthesizer
+    retriever, synthesizer = services.retriever, services.synthesizer
+    # Then no registry or bucket client exists, and each adapter was built once
+    assert "dynamodb" not in created and "s3" not in created
+    assert retriever is services.retriever and services.index is retriever.index
+    assert synthesizer is services.synthesizer
+    # And a documents request that needs the registry builds it then
+    assert isinstance(services.registry, DynamoRegistry) and created.count("dynamodb") == 1
+
+
+def test_adapters_passed_in_are_used_as_they_are(tmp_path: Path) -> None:
+    embedder = build_embedder(Settings(embedder="hashing"))
+    services = Services(Settings(home=tmp_path, embedder="hashing"), embedder=embedder)
+    assert services.embedder is embedder and services.ingestor.embedder is embedder
+    with pytest.raises(TypeError, match="no such adapter: indexer"):
+        Services(Settings(home=tmp_path), indexer=embedder)
+    services.close()
 
 
 def test_cohere_is_chosen_by_language() -> None:

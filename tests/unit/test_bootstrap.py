@@ -250,20 +250,10 @@ def test_a_failed_ensure_fails_the_request_and_closes_the_services(settings: Set
     closed: list[bool] = []
 
     def build() -> Services:
-        services = build_services(settings)
         mismatch = ScriptedIndex(errors=[SearchBackendError("other embedder", details={"indexed_embedder": "x"})])
+        services = Services(settings, index=mismatch)
         services.closers.append(lambda: closed.append(True))
-        return Services(
-            services.settings,
-            mismatch,  # type: ignore[arg-type]
-            services.registry,
-            services.embedder,
-            services.ingestor,
-            services.retriever,
-            services.synthesizer,
-            services.blobs,
-            services.closers,
-        )
+        return services
 
     with pytest.raises(SearchBackendError):
         handle_event({"RequestType": "Create"}, build, deadline=1e12)
