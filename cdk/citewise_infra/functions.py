@@ -26,7 +26,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
-from citewise.config import ApiSettings, Settings
+from citewise.config import BootstrapSettings, DocumentsSettings, IngestSettings, QuerySettings, Settings
 from citewise_infra import bedrock
 from citewise_infra.config import EnvironmentConfig, FunctionConfig
 from citewise_infra.constants import (
@@ -189,19 +189,25 @@ class FunctionsFactory(Construct):
 
     # --- environment ---------------------------------------------------------------------------------------
 
-    def _pipeline_values(self) -> dict[str, str]:
-        """Settings every function shares: where the data is and which embedder fills the index."""
+    def _search_values(self) -> dict[str, str]:
+        """Where the index is and which embedder fills it: what every function needs."""
         config = self._config
         return {
             "backend": "aws",
             "opensearch_endpoint": self._search.endpoint,
             "opensearch_service": self._search.service,
             "index_name": config.search.index_name,
-            "registry_table": self._storage.table.table_name,
-            "documents_bucket": self._storage.bucket.bucket_name,
             "embedder": config.models.embedder,
             "embedding_dimension": str(config.models.embedding_dimension),
-            "max_document_bytes": str(config.ingest.max_document_bytes),
+        }
+
+    def _document_values(self) -> dict[str, str]:
+        """Where documents and their records are: the functions that read or write them."""
+        return {
+            **self._search_values(),
+            "registry_table": self._storage.table.table_name,
+            "documents_bucket": self._storage.bucket.bucket_name,
+            "max_document_bytes": str(self._config.ingest.max_document_bytes),
         }
 
     def _identity_values(self) -> dict[str, str]:
@@ -249,7 +255,7 @@ class FunctionsFactory(Construct):
 
     def _build_ingest(self) -> CitewiseFunction:
         fn = self._function(
-            "ingest", self._config.ingest, Settings, self._pipeline_values(), "S3 notifications -> index"
+            "ingest", self._config.ingest, IngestSettings, self._document_values(), "S3 notifications -> index"
         )
         self._storage.grant_read_documents(fn.role)
         self._storage.grant_restore_documents(fn.role)
@@ -261,14 +267,14 @@ class FunctionsFactory(Construct):
     def _build_query(self) -> CitewiseFunction:
         models = self._config.models
         values = {
-            **self._pipeline_values(),
+            **self._search_values(),
             **self._identity_values(),
             "synthesizer": "bedrock",
             "generation_model_id": models.generation_model_id,
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:
             values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
-        fn = self._function("query", self._config.query, ApiSettings, values, "POST /v1/query and /v1/search")
+        fn = self._function("query", self._config.query, QuerySettings, values, "POST /v1/query and /v1/search")
         self._grant_search(fn, SearchAccess.READ)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
@@ -278,12 +284,12 @@ class FunctionsFactory(Construct):
 
     def _build_documents(self) -> CitewiseFunction:
         values = {
-            **self._pipeline_values(),
+            **self._document_values(),
             **self._identity_values(),
             "upload_url_ttl": str(self._config.api.upload_url_ttl_s),
         }
         fn = self._function(
-            "documents", self._config.documents, ApiSettings, values, "/v1/documents, /v1/uploads, health"
+            "documents", self._config.documents, DocumentsSettings, values, "/v1/documents, /v1/uploads, health"
         )
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
@@ -294,8 +300,8 @@ class FunctionsFactory(Construct):
         fn = self._function(
             "bootstrap",
             self._config.bootstrap,
-            Settings,
-            self._pipeline_values(),
+            BootstrapSettings,
+            self._search_values(),
             "deploy-time creation of the search index",
         )
         self._grant_search(fn, SearchAccess.DESCRIBE, SearchAccess.CREATE)

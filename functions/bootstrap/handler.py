@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.bootstrap import handle_event
-from citewise.config import Settings, load_settings
+from citewise.config import BootstrapSettings, load_settings
 from citewise.factory import Services, build_services
 from citewise.observability import logger
 
@@ -22,7 +22,7 @@ _REPORT_MARGIN_S = 20.0
 
 
 def _services() -> Services:
-    return build_services(load_settings(Settings))
+    return build_services(load_settings(BootstrapSettings))
 
 
 @logger.inject_lambda_context(log_event=True)

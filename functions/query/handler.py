@@ -1,6 +1,13 @@
-"""The query function: POST /v1/query and POST /v1/search (routes in `citewise.api.query`)."""
+"""The query function: POST /v1/query and POST /v1/search (routes in `citewise.api.query`).
+
+Settings: `QuerySettings` (the index, the embedder, the synthesizer, the identity mode). Adapters, each
+built by the first request that needs it: the retriever (index + embedder) and the synthesizer; never the
+registry or the bucket. Powertools logger (API Gateway's request id as correlation id), metrics and
+tracer wrap it, in `citewise.api.handler`.
+"""
 
 from citewise.api.handler import api_handler
 from citewise.api.query import add_query_routes
+from citewise.config import QuerySettings
 
-lambda_handler = api_handler(add_query_routes)
+lambda_handler = api_handler(QuerySettings, add_query_routes)

@@ -2,12 +2,17 @@
 
 Logic never reads `os.environ`: it receives a `Settings` object, so tests build one explicitly and a
 misconfiguration fails at start with a message naming the variable.
+
+One class per program: `Settings` for the CLI and the local server (everything), and one per Lambda
+function (`QuerySettings`, `DocumentsSettings`, `IngestSettings`, `BootstrapSettings`) that requires on
+AWS only the resources that function uses, so a variable of another function is never needed: the stack
+gives each function only its own.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
@@ -22,14 +27,14 @@ SynthesizerName = Literal["extractive", "bedrock"]
 SearchMode = Literal["hybrid", "bm25", "vector"]
 OpenSearchService = Literal["es", "aoss"]
 AuthMode = Literal["cognito", "iam"]
-# What the AWS backend cannot run without, by field.
-_AWS_REQUIRED = ("opensearch_endpoint", "registry_table", "documents_bucket")
 
 
 class Settings(BaseSettings):
     """Knobs of the pipeline; every field maps to `CITEWISE_<FIELD>`."""
 
     model_config = SettingsConfigDict(env_prefix="CITEWISE_", extra="ignore", frozen=True)
+    aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint", "registry_table", "documents_bucket")
+    """The resources (by field) this program cannot run without on the AWS backend."""
 
     backend: Backend = Field(default="local", description="`local` (embedded files) or `aws` (managed services).")
     home: Path = Field(default=Path("~/.citewise"), description="Where the local index and registry live.")
@@ -84,7 +89,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _aws_backend_is_complete(self) -> Settings:
         if self.backend == "aws":
-            missing = [f"CITEWISE_{name.upper()}" for name in _AWS_REQUIRED if not getattr(self, name)]
+            missing = [f"CITEWISE_{name.upper()}" for name in self.aws_requires if not getattr(self, name)]
             if missing:
                 raise ValueError(f"CITEWISE_BACKEND=aws needs {', '.join(missing)}")
         if (self.guardrail_id is None) != (self.guardrail_version is None):
@@ -105,6 +110,26 @@ class ApiSettings(Settings):
     tenant_map: dict[str, str] = Field(
         default_factory=dict, description="IAM mode: principal (or role) ARN -> tenant id, as a JSON object."
     )
+
+
+class QuerySettings(ApiSettings):
+    """The query function: the index, the embedder and the synthesizer; no registry, no bucket."""
+
+    aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint",)
+
+
+class DocumentsSettings(ApiSettings):
+    """The documents function: the registry and the bucket, and the index (a delete removes chunks)."""
+
+
+class IngestSettings(Settings):
+    """The ingest function: the bucket it reads, the registry, the index and the embedder."""
+
+
+class BootstrapSettings(Settings):
+    """The index bootstrap: the index and the embedder's vector space only."""
+
+    aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint",)
 
 
 S = TypeVar("S", bound=Settings)

@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.blobstore.base import key_to_location
-from citewise.config import Settings, load_settings
+from citewise.config import IngestSettings, load_settings
 from citewise.errors import ValidationError
 from citewise.factory import build_services
 from citewise.ingestion import IngestResult, Outcome
@@ -32,7 +32,7 @@ def ingest_handler() -> LambdaHandler:
     error; the document already shows FAILED with the reason by then. Keys outside `tenants/{id}/` are
     logged and dropped: retrying cannot make them valid, and they must never be indexed.
     """
-    services = build_services(load_settings(Settings))
+    services = build_services(load_settings(IngestSettings))
     # A batch that failed whole is still a normal answer listing its records: the function's Errors
     # metric stays for crashes, and IngestFailures counts failed records.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -9,33 +9,46 @@ import pytest
 from citewise_infra.constants import FUNCTION_KEYS, HANDLER, METRICS_NAMESPACE, SERVICE_NAMES, FunctionKey
 from citewise_infra.functions import settings_environment
 
-from citewise.config import ApiSettings, Settings, load_settings
+from citewise.config import (
+    ApiSettings,
+    BootstrapSettings,
+    DocumentsSettings,
+    IngestSettings,
+    QuerySettings,
+    Settings,
+    load_settings,
+)
 
 from .conftest import Synth
 
 SETTINGS: dict[FunctionKey, type[Settings]] = {
-    "ingest": Settings,
-    "query": ApiSettings,
-    "documents": ApiSettings,
-    "bootstrap": Settings,
+    "ingest": IngestSettings,
+    "query": QuerySettings,
+    "documents": DocumentsSettings,
+    "bootstrap": BootstrapSettings,
 }
-# What each function must be told (the handlers contract), beyond the shared pipeline variables.
-PIPELINE = {
+# What each function must be told (the handlers contract): the index and its vector space for all...
+SEARCH = {
     "CITEWISE_BACKEND",
     "CITEWISE_OPENSEARCH_ENDPOINT",
     "CITEWISE_OPENSEARCH_SERVICE",
     "CITEWISE_INDEX_NAME",
-    "CITEWISE_REGISTRY_TABLE",
-    "CITEWISE_DOCUMENTS_BUCKET",
     "CITEWISE_EMBEDDER",
     "CITEWISE_EMBEDDING_DIMENSION",
-    "CITEWISE_MAX_DOCUMENT_BYTES",
 }
+# ... where documents and records are for those that read or write them, and nothing else.
+DOCUMENTS = {"CITEWISE_REGISTRY_TABLE", "CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_MAX_DOCUMENT_BYTES"}
 REQUIRED: dict[FunctionKey, set[str]] = {
-    "ingest": PIPELINE,
-    "query": PIPELINE | {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
-    "documents": PIPELINE | {"CITEWISE_AUTH_MODE", "CITEWISE_UPLOAD_URL_TTL"},
-    "bootstrap": PIPELINE,
+    "ingest": SEARCH | DOCUMENTS,
+    "query": SEARCH | {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
+    "documents": SEARCH | DOCUMENTS | {"CITEWISE_AUTH_MODE", "CITEWISE_UPLOAD_URL_TTL"},
+    "bootstrap": SEARCH,
+}
+NOT_GIVEN: dict[FunctionKey, set[str]] = {
+    "ingest": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
+    "query": DOCUMENTS,
+    "documents": {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID"},
+    "bootstrap": DOCUMENTS | {"CITEWISE_AUTH_MODE"},
 }
 # Stand-ins for values CloudFormation fills in at deploy time.
 DEPLOY_TIME = {
@@ -88,6 +101,7 @@ def test_every_citewise_variable_is_a_field_of_the_functions_settings(synth: Syn
     fields = SETTINGS[key].model_fields
     names = {name for name in variables(synth, key) if name.startswith("CITEWISE_")}
     assert REQUIRED[key] <= names
+    assert not NOT_GIVEN[key] & names  # a function is told only what it uses
     assert {name.removeprefix("CITEWISE_").lower() for name in names} <= set(fields)
 
 

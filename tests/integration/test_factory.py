@@ -9,7 +9,14 @@ import pytest
 
 from citewise.blobstore.local import LocalBlobStore
 from citewise.blobstore.s3 import S3BlobStore
-from citewise.config import Settings, load_settings
+from citewise.config import (
+    BootstrapSettings,
+    DocumentsSettings,
+    IngestSettings,
+    QuerySettings,
+    Settings,
+    load_settings,
+)
 from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
 from citewise.errors import ValidationError
 from citewise.factory import Services, build_embedder, build_services
@@ -114,6 +121,35 @@ def test_a_missing_aws_setting_is_named(monkeypatch: pytest.MonkeyPatch, missing
             monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError, match=f"CITEWISE_BACKEND=aws needs {named}$"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("kind", "needs"),
+    [
+        (QuerySettings, {"CITEWISE_OPENSEARCH_ENDPOINT"}),
+        (BootstrapSettings, {"CITEWISE_OPENSEARCH_ENDPOINT"}),
+        (DocumentsSettings, {"CITEWISE_OPENSEARCH_ENDPOINT", "CITEWISE_REGISTRY_TABLE", "CITEWISE_DOCUMENTS_BUCKET"}),
+        (IngestSettings, {"CITEWISE_OPENSEARCH_ENDPOINT", "CITEWISE_REGISTRY_TABLE", "CITEWISE_DOCUMENTS_BUCKET"}),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_each_function_needs_only_its_own_resources(
+    monkeypatch: pytest.MonkeyPatch, kind: type[Settings], needs: set[str]
+) -> None:
+    resources = {"CITEWISE_OPENSEARCH_ENDPOINT", "CITEWISE_REGISTRY_TABLE", "CITEWISE_DOCUMENTS_BUCKET"}
+    for name, value in AWS_ENV.items():
+        if name not in resources:
+            monkeypatch.setenv(name, value)
+    # Given only the resources the function uses, its settings load
+    for name in needs:
+        monkeypatch.setenv(name, AWS_ENV[name])
+    assert load_settings(kind).backend == "aws"
+    # And without any one of them, its cold start fails naming it
+    for name in needs:
+        monkeypatch.delenv(name)
+        with pytest.raises(ValidationError, match=f"CITEWISE_BACKEND=aws needs {name}$"):
+            load_settings(kind)
+        monkeypatch.setenv(name, AWS_ENV[name])
 
 
 def test_a_half_configured_guardrail_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,10 @@
 """The entry point of an API function (query, documents), built once per cold start.
 
-Each API `functions/<name>/handler.py` is one line that calls `api_handler`, so the decorator order
-(logger with the correlation id, metrics, tracer) and the error handling exist once. Settings are validated
-when the module loads: a misconfigured function fails its cold start with a message naming the variable,
-instead of failing every request.
+Each API `functions/<name>/handler.py` names its settings and routes and calls `api_handler`, so the
+decorator order (logger with the correlation id, metrics, tracer) and the error handling exist once.
+Settings are validated when the module loads: a misconfigured function fails its cold start with a
+message naming the variable, instead of failing every request. Adapters are built by the first request
+that needs them (`citewise.factory.Services`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from citewise.observability import logger, metrics, tracer
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
-def api_handler(*route_sets: Callable[[APIGatewayRestResolver], None]) -> LambdaHandler:
-    """The handler of an API function serving the routes that `route_sets` add."""
-    settings = load_settings(ApiSettings)
+def api_handler(
+    settings_kind: type[ApiSettings], *route_sets: Callable[[APIGatewayRestResolver], None]
+) -> LambdaHandler:
+    """The handler of an API function with settings `settings_kind`, serving the routes `route_sets` add."""
+    settings = load_settings(settings_kind)
     services = build_services(settings)
     app = build_resolver(*route_sets)
 
