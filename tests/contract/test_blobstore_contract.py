@@ -8,6 +8,7 @@ the way a client would (an HTTP PUT for S3, `redeem` for the local server).
 from __future__ import annotations
 
 import json
+import multiprocessing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -470,3 +471,39 @@ def test_the_download_is_pinned_to_the_version_read(s3_store: Adapter) -> None:
     stored = store.get("acme", "a.txt")
     store.put("acme", "a.txt", b"two")
     assert stored.load() == b"one"
+
+
+def _redeem_all(root: Path, grants: list[tuple[str, dict[str, str]]], results: Any) -> None:
+    store = LocalBlobStore(root, secret=b"k" * 32, clock=lambda: NOW)
+    for token, headers in grants:
+        try:
+            store.redeem(token, b"mine", headers)
+            results.put(token)
+        except PreconditionFailedError:
+            pass
+
+
+def test_local_conditional_uploads_are_atomic_across_processes(tmp_path: Path) -> None:
+    # Given, for each of 30 free paths, two URLs issued while it was free (each path wanted twice)
+    store = LocalBlobStore(tmp_path, secret=b"k" * 32, clock=lambda: NOW)
+    grants = []
+    for n in range(30):
+        for _ in range(2):
+            upload = store.presign_put(
+                "acme", f"p{n}.txt", owner="alice", content_type="text/plain", size=4, replaces=None
+            )
+            grants.append((upload.url.rsplit("/", 1)[-1], upload.headers))
+    # When two processes redeem them all at once, one the first URL of each path, one the second
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    workers = [context.Process(target=_redeem_all, args=(tmp_path, grants[first::2], results)) for first in (0, 1)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    # Then exactly one upload per path got through: the check and the write are one step
+    done = [results.get(timeout=5) for _ in range(30)]
+    assert results.empty()
+    paths = [store.verify(token).path for token in done]
+    assert sorted(paths) == sorted(f"p{n}.txt" for n in range(30))

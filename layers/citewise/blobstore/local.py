@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
 import hashlib
 import hmac
 import json
@@ -28,7 +29,8 @@ import os
 import secrets
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -62,8 +64,33 @@ from citewise.tenancy import validate_path, validate_tenant_id
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 UPLOAD_ROUTE = "/local-upload/"
-_WRITES = threading.RLock()
-"""Serialises check-and-write (a conditional upload, a restore) across the stores of one process."""
+_THREADS = threading.RLock()
+_held = 0  # how deep the thread holding `_THREADS` is inside `_exclusive`; only that thread touches it
+
+
+@contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    """One writer at a time in a store's folder, so a check and its write are atomic (a conditional
+    upload, a restore): threads of this process through a re-entrant lock, other processes (the
+    execution environments of `citewise serve`, the CLI) through an exclusive flock on the folder's lock
+    file, taken by the outermost holder only."""
+    global _held
+    with _THREADS:
+        if _held:
+            _held += 1
+            try:
+                yield
+            finally:
+                _held -= 1
+            return
+        root.mkdir(parents=True, exist_ok=True)
+        with (root / ".lock").open("a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+            _held = 1
+            try:
+                yield
+            finally:
+                _held = 0
 
 
 class UploadGrant(Frozen):
@@ -148,7 +175,7 @@ class LocalBlobStore:
         target = self._file(tenant_id, path)
         self._check_inside(tenant_id, target)
         previous, previous_meta = self._previous_files(tenant_id, path)
-        with _WRITES:
+        with _exclusive(self.root):
             if not target.is_file() or _digest(target) != version or not previous.is_file():
                 return False
             # Swap, so the refused version is the one kept now (as S3 keeps it in the history).
@@ -189,7 +216,7 @@ class LocalBlobStore:
         meta = self._meta_file(tenant_id, path)
         meta.parent.mkdir(parents=True, exist_ok=True)
         previous, previous_meta = self._previous_files(tenant_id, path)
-        with _WRITES:
+        with _exclusive(self.root):
             if target.is_file():  # keep what this write displaces, for `restore_previous`
                 previous.parent.mkdir(parents=True, exist_ok=True)
                 target.replace(previous)
@@ -268,7 +295,7 @@ class LocalBlobStore:
             raise ForbiddenError("the upload's headers differ from the signed ones")
         if len(data) != grant.size:
             raise ForbiddenError(f"the upload must be exactly {grant.size} bytes, as signed")
-        with _WRITES:
+        with _exclusive(self.root):
             current = self.head(grant.tenant_id, grant.path)
             if (current.etag if current else None) != grant.replaces:
                 raise PreconditionFailedError(
