@@ -23,10 +23,10 @@ import json
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pydantic
 
@@ -290,6 +290,41 @@ class LocalBlobStore:
                 details={"path": path},
             )
         return sidecar.read_bytes()
+
+    def walk(self) -> Iterator[ListedObject]:
+        """Every stored object, sidecars included, as a listing of the bucket would give it: tenant by
+        tenant in path order, with the version `get` reports and S3's size and ETag (the content's MD5).
+
+        What the bucket could not hold is left out: folders that are no valid tenant id or path, files
+        leading outside their tenant's folder, and the temporary files of writes a crash interrupted.
+        """
+        tenants = self.root / "tenants"
+        for tenant_dir in sorted(tenants.iterdir()) if tenants.is_dir() else []:
+            for file in sorted(tenant_dir.rglob("*")):
+                path = file.relative_to(tenant_dir).as_posix()
+                # `.{name}.*.tmp`: what `_write_atomically` leaves when the process dies before its rename.
+                if not file.is_file() or (file.name.startswith(".") and file.name.endswith(".tmp")):
+                    continue
+                try:
+                    self._check_inside(tenant_dir.name, self._file(tenant_dir.name, path))
+                except ValidationError:
+                    continue
+                version, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
+                with file.open("rb") as stream:
+                    while block := stream.read(1 << 20):
+                        version.update(block)
+                        md5.update(block)
+                yield ListedObject(tenant_dir.name, path, version.hexdigest(), file.stat().st_size, md5.hexdigest())
+
+
+class ListedObject(NamedTuple):
+    """One object of `LocalBlobStore.walk`."""
+
+    tenant_id: str
+    path: str
+    version: str
+    size: int
+    etag: str
 
 
 def _write_atomically(target: Path, data: bytes) -> None:
