@@ -723,15 +723,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._started = time.perf_counter()
         line_bytes = len(self.raw_requestline.rstrip(b"\r\n"))
         if line_bytes > MAX_REQUEST_LINE_BYTES:
-            self.send_error(
+            return self._refuse(
                 HTTPStatus.REQUEST_URI_TOO_LONG,
                 f"the request line is {line_bytes} bytes; the limit is {MAX_REQUEST_LINE_BYTES}",
             )
-            return False
+        if len(str(self.raw_requestline, "iso-8859-1").split()) == 2:  # method and path, as HTTP/0.9 sends
+            # Refused before http.server, which would wait for headers that HTTP/0.9 does not send.
+            return self._refuse(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/0.9 is not supported: send HTTP/1.1")
         if not super().parse_request():
-            return False
-        if self.request_version == "HTTP/0.9":
-            self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/0.9 is not supported: send HTTP/1.1")
             return False
         header_bytes = sum(len(name) + len(value) + 4 for name, value in self.headers.items())
         if header_bytes > MAX_HEADER_BYTES:
@@ -742,6 +741,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return False
         self._parsed = True
         return True
+
+    def _refuse(self, status: HTTPStatus, message: str) -> bool:
+        """Answer a request line that is not parsed further; False, as `parse_request` returns then."""
+        self.command, self.request_version, self.requestline = "", "", ""  # as http.server's own 414 has them
+        self.send_error(status, message)
+        return False
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """A protocol error, from http.server or `parse_request`, in the API's JSON error shape (instead
@@ -783,7 +788,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         return self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
 
     def _log_request(self, status: int) -> None:
-        """The request's one log line, once. `_send` writes it before the body, so a client that has its
+        """The request's one log line, once. `_send` writes it before the response, so a client that has its
         answer can already read the line (tests do); `_handle` writes it if nothing was sent."""
         if self._logged:
             return
@@ -934,8 +939,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if close:
             # The unread body (or what is left of the stream) cannot be trusted as the next request.
             self.send_header("Connection", "close")
-        self.end_headers()
+        # Logged before anything goes out: a client holding the answer (an empty body is all headers) can
+        # already read the line.
         self._log_request(status)
+        self.end_headers()
         if self.command != "HEAD":  # a HEAD answer has the headers of the body it does not carry
             self.wfile.write(data)
         return status
