@@ -113,9 +113,10 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str) ->
     try:
         handler = load_handler(Path(functions_dir), name)
     except BaseException as exc:  # noqa: BLE001 - the server reports any failed cold start
-        connection.send(("failed", str(exc) if isinstance(exc, CitewiseError) else traceback.format_exc()))
+        _answer(connection, ("failed", str(exc) if isinstance(exc, CitewiseError) else traceback.format_exc()))
         return
-    connection.send(("ready",))
+    if not _answer(connection, ("ready",)):
+        return
     while True:
         try:
             event, context = connection.recv()
@@ -128,10 +129,23 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str) ->
         finally:
             sys.stdout.flush()  # the handler's log lines, before its answer goes out
             sys.stderr.flush()
+        if not _answer(connection, reply):
+            return
+
+
+def _answer(connection: Connection, message: tuple[Any, ...]) -> bool:
+    """Send `message` to the server; False if the server is gone (killed, say), and with it the reason
+    for this environment."""
+    try:
         try:
-            connection.send(reply)
+            connection.send(message)
+        except OSError:
+            return False
         except Exception:  # noqa: BLE001 - an answer that cannot be pickled is the handler's fault
             connection.send(("raised", traceback.format_exc()))
+    except OSError:
+        return False
+    return True
 
 
 class ExecutionEnvironment:
@@ -185,9 +199,20 @@ class ExecutionEnvironment:
         return reply
 
 
+@dataclass
+class _ColdStart:
+    """One environment starting in the background for a waiting invocation; `error` if it failed."""
+
+    error: BaseException | None = None
+
+
 class FunctionPool:
-    """The environments of one function: an idle one serves an invocation, or a new one starts (a cold
-    start), up to `max_environments` at once; beyond that an invocation waits for one to be free."""
+    """The environments of one function, up to `max_environments` at once.
+
+    An invocation takes an idle environment. If there is none, it has `start` make one more (a cold
+    start, in the background) and takes whichever environment is free first: the new one, or one whose
+    invocation ended meanwhile. So a request never waits out a cold start while an environment is idle.
+    """
 
     def __init__(self, start: Callable[[], ExecutionEnvironment], max_environments: int) -> None:
         if max_environments < 1:
@@ -204,6 +229,7 @@ class FunctionPool:
         with self._changed:
             self._count += 1
             self._idle.append(environment)
+            self._changed.notify_all()
 
     def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
         """Run one invocation in a free environment (see the class docstring)."""
@@ -221,35 +247,45 @@ class FunctionPool:
 
     @property
     def size(self) -> int:
-        """Environments alive (idle or busy)."""
+        """Environments alive or starting (idle or busy)."""
         with self._changed:
             return self._count
 
     def close(self) -> None:
-        """End the idle environments now, and each busy one when its invocation returns."""
+        """End the idle environments now, and each busy or starting one when it is done."""
         with self._changed:
             self._closed = True
             idle, self._idle = self._idle, []
+            self._changed.notify_all()
         for environment in idle:
             environment.close()
 
     def _acquire(self) -> ExecutionEnvironment:
+        cold_start: _ColdStart | None = None
         with self._changed:
-            self._changed.wait_for(lambda: self._idle or self._count < self.max_environments or self._closed)
-            if self._closed:
-                raise CitewiseError("the local server is stopping")
-            if self._idle:
-                return self._idle.pop()
-            self._count += 1
+            while True:
+                if self._closed:
+                    raise CitewiseError("the local server is stopping")
+                if self._idle:
+                    return self._idle.pop()
+                if cold_start is not None and cold_start.error is not None:
+                    raise cold_start.error
+                if cold_start is None and self._count < self.max_environments:
+                    self._count += 1
+                    cold_start = _ColdStart()
+                    threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
+                self._changed.wait()
+
+    def _cold_start(self, attempt: _ColdStart) -> None:
         try:
             environment = self._start()
-            environment.wait_ready()
-        except BaseException:
+        except BaseException as exc:  # noqa: BLE001 - handed to the invocation that asked for it
             with self._changed:
                 self._count -= 1
-                self._changed.notify()
-            raise
-        return environment
+                attempt.error = exc
+                self._changed.notify_all()
+            return
+        self._release(environment, usable=True)
 
     def _release(self, environment: ExecutionEnvironment, *, usable: bool) -> None:
         with self._changed:
@@ -258,6 +294,6 @@ class FunctionPool:
                 self._idle.append(environment)
             else:
                 self._count -= 1
-            self._changed.notify()
+            self._changed.notify_all()
         if not keep:
             environment.close()

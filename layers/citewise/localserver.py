@@ -545,8 +545,8 @@ class LocalServer(ThreadingHTTPServer):
         retry_delay: float = 1.0,
         log_stream: TextIO | None = None,
     ) -> None:
+        self.pools: dict[str, FunctionPool] = {}  # before binding: a failed bind calls server_close
         super().__init__(address, _RequestHandler)
-        self.pools: dict[str, FunctionPool] = {}
         try:
             host, port = self.server_address[0], self.server_address[1]
             self.url = public_url or f"http://{_url_host(str(host))}:{port}"
@@ -580,7 +580,7 @@ class LocalServer(ThreadingHTTPServer):
         cold starts are awaited, so the first request does not pay for them."""
         started = {name: ExecutionEnvironment(directory, name) for name in FUNCTIONS}
         for name in FUNCTIONS:
-            self.pools[name] = FunctionPool(functools.partial(ExecutionEnvironment, directory, name), max_environments)
+            self.pools[name] = FunctionPool(functools.partial(self._cold_start, directory, name), max_environments)
         try:
             for name, environment in started.items():
                 environment.wait_ready()
@@ -589,6 +589,14 @@ class LocalServer(ThreadingHTTPServer):
             for environment in started.values():
                 environment.close()
             raise
+
+    def _cold_start(self, directory: Path, name: str) -> ExecutionEnvironment:
+        """One more environment for `name`, when every one it has is busy; logged, as Lambda's INIT is."""
+        started = time.perf_counter()
+        environment = ExecutionEnvironment(directory, name)
+        environment.wait_ready()
+        self.log(f"{name}: a new execution environment in {(time.perf_counter() - started) * 1000:.0f}ms")
+        return environment
 
     def invoke(self, function: str, event: dict[str, Any]) -> Any:
         """Call one function's handler with a fresh context, in an environment of its own (see
