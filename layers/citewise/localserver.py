@@ -48,7 +48,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socket import socket
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 from urllib.parse import parse_qsl, quote_plus, unquote, urlsplit
 from xml.sax.saxutils import escape
 
@@ -242,32 +242,8 @@ def rest_event(
     }
 
 
-def s3_object_created_record(
-    *,
-    tenant_id: str,
-    path: str,
-    size: int,
-    etag: str,
-    sequencer: str,
-    event_time: datetime,
-    source_ip: str,
-    request_id: str,
-    bucket: str = BUCKET,
-) -> dict[str, Any]:
-    """One `ObjectCreated:Put` record of an S3 event notification, with the key URL-encoded as S3 sends
-    it (`quote_plus`, `/` kept) and no `versionId` (the local bucket is unversioned)."""
-    return _s3_record(
-        "ObjectCreated:Put",
-        object_key(tenant_id, path),
-        {"size": size, "eTag": etag, "sequencer": sequencer},
-        event_time=event_time,
-        source_ip=source_ip,
-        request_id=request_id,
-        bucket=bucket,
-    )
-
-
-def s3_object_removed_record(
+def s3_object_record(
+    event_name: Literal["ObjectCreated:Put", "ObjectRemoved:Delete"],
     *,
     tenant_id: str,
     path: str,
@@ -275,30 +251,16 @@ def s3_object_removed_record(
     event_time: datetime,
     source_ip: str,
     request_id: str,
+    size: int | None = None,
+    etag: str | None = None,
     bucket: str = BUCKET,
 ) -> dict[str, Any]:
-    """One `ObjectRemoved:Delete` record: as S3's, it carries no size or ETag of what was removed."""
-    return _s3_record(
-        "ObjectRemoved:Delete",
-        object_key(tenant_id, path),
-        {"sequencer": sequencer},
-        event_time=event_time,
-        source_ip=source_ip,
-        request_id=request_id,
-        bucket=bucket,
-    )
-
-
-def _s3_record(
-    event_name: str,
-    key: str,
-    object_fields: Mapping[str, Any],
-    *,
-    event_time: datetime,
-    source_ip: str,
-    request_id: str,
-    bucket: str,
-) -> dict[str, Any]:
+    """One record of an S3 event notification, with the key URL-encoded as S3 sends it (`quote_plus`,
+    `/` kept) and no `versionId` (the local bucket is unversioned). A created object's record has its
+    `size` and `eTag`; a removed object's has neither, as S3's has not."""
+    created = event_name.startswith("ObjectCreated:")
+    if created and (size is None or etag is None):
+        raise ValueError("the record of a created object needs its size and ETag")
     return {
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
@@ -316,7 +278,11 @@ def _s3_record(
                 "ownerIdentity": {"principalId": "citewise-local"},
                 "arn": f"arn:aws:s3:::{bucket}",
             },
-            "object": {"key": quote_plus(key, safe="/"), **object_fields},
+            "object": {
+                "key": quote_plus(object_key(tenant_id, path), safe="/"),
+                **({"size": size, "eTag": etag} if created else {}),
+                "sequencer": sequencer,
+            },
         },
     }
 
@@ -626,30 +592,32 @@ class LocalServer(ThreadingHTTPServer):
         finally:
             registry.close()
         for obj in to_ingest:
-            self.notify(
-                s3_object_created_record(
-                    tenant_id=obj.tenant_id,
-                    path=obj.path,
-                    size=obj.size,
-                    etag=obj.etag,
-                    **self._reconciling_event(),
-                )
-            )
+            self.notify(self._reconciling_record("ObjectCreated:Put", obj.tenant_id, obj.path, obj.size, obj.etag))
         for record in gone:
-            self.notify(
-                s3_object_removed_record(tenant_id=record.tenant_id, path=record.path, **self._reconciling_event())
-            )
+            self.notify(self._reconciling_record("ObjectRemoved:Delete", record.tenant_id, record.path))
         if to_ingest or gone:
             self.log(f"reconciled on start: {len(to_ingest)} objects to ingest, {len(gone)} records to remove")
         return to_ingest, gone
 
-    def _reconciling_event(self) -> dict[str, Any]:
-        return {
-            "sequencer": self.sequencer.next(),
-            "event_time": datetime.now(UTC),
-            "source_ip": _url_host(str(self.server_address[0])),
-            "request_id": str(uuid.uuid4()),
-        }
+    def _reconciling_record(
+        self,
+        event_name: Literal["ObjectCreated:Put", "ObjectRemoved:Delete"],
+        tenant_id: str,
+        path: str,
+        size: int | None = None,
+        etag: str | None = None,
+    ) -> dict[str, Any]:
+        return s3_object_record(
+            event_name,
+            tenant_id=tenant_id,
+            path=path,
+            size=size,
+            etag=etag,
+            sequencer=self.sequencer.next(),
+            event_time=datetime.now(UTC),
+            source_ip=_url_host(str(self.server_address[0])),
+            request_id=str(uuid.uuid4()),
+        )
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         """Serve one connection (on its own thread) with the idle timeout on its socket: a client that
@@ -882,7 +850,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except CitewiseError as exc:
             return self._send_s3_error(exc, request_id, close=isinstance(exc, PayloadTooLargeError))
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
-        record = s3_object_created_record(
+        record = s3_object_record(
+            "ObjectCreated:Put",
             tenant_id=grant.tenant_id,
             path=grant.path,
             size=len(data),
