@@ -174,7 +174,10 @@ class ExecutionEnvironment:
 
     def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
         """The handler's return value; HandlerError if it raised, EnvironmentLostError if the process died."""
-        self._connection.send((event, context))
+        try:
+            self._connection.send((event, context))
+        except OSError as exc:  # it died while idle
+            raise self._lost() from exc
         reply = self._receive()
         if reply[0] == "raised":
             raise HandlerError(reply[1])
@@ -192,11 +195,12 @@ class ExecutionEnvironment:
         try:
             reply: tuple[Any, ...] = self._connection.recv()
         except (EOFError, OSError) as exc:
-            self._process.join(_CLOSE_TIMEOUT_S)
-            raise EnvironmentLostError(
-                f"the {self.name} function's environment exited (code {self._process.exitcode})"
-            ) from exc
+            raise self._lost() from exc
         return reply
+
+    def _lost(self) -> EnvironmentLostError:
+        self._process.join(_CLOSE_TIMEOUT_S)
+        return EnvironmentLostError(f"the {self.name} function's environment exited (code {self._process.exitcode})")
 
 
 @dataclass

@@ -68,6 +68,8 @@ ECHO_HANDLER = textwrap.dedent(
             return meet(event, context)
         if mode == "raise":
             raise RuntimeError("secret internal detail")
+        if mode == "exit":  # the environment's process dies
+            os._exit(3)
         if mode == "malformed":
             return "not a proxy response"
         if mode == "binary":
@@ -428,6 +430,13 @@ def test_a_handler_that_raises_gives_500_without_its_message_and_the_server_goes
     assert "secret internal detail" not in error["message"]
     assert "RuntimeError" in api.log.getvalue()  # the traceback is for the operator
     assert call(api.url, "GET", "/v1/health").status == 200
+
+
+def test_an_environment_that_dies_fails_its_request_and_the_next_one_gets_a_new_environment(api: Running) -> None:
+    response = call(api.url, "GET", "/v1/health?mode=exit")
+    assert "exited (code 3)" in assert_error(response, 500, "INTERNAL_ERROR")["message"]
+    assert call(api.url, "GET", "/v1/health").status == 200
+    assert "documents: a new execution environment in" in api.log.getvalue()
 
 
 def test_a_malformed_proxy_response_gives_502(api: Running) -> None:
