@@ -13,9 +13,16 @@ Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built fr
   message holding an S3 `ObjectCreated:Put` notification goes to the ingest handler, as on AWS. One
   worker thread delivers messages in order; a message the handler reports in `batchItemFailures` (or
   whose invocation raises) is received again, up to `MAX_RECEIVES` times, then dead-lettered (logged).
-- One invocation runs at a time, as in one Lambda execution environment: the handlers share
-  process-global Powertools state (logger keys, the metrics buffer) that concurrent invocations would
-  mix. HTTP parsing and token checks still run on one thread per connection.
+- Restarts: the queue lives in memory, so on start the server reconciles the blob store with the
+  registry (`reconciliation`) and queues the notifications the lost messages would have carried: an
+  upload accepted before a crash is ingested, a PENDING record is retried.
+- Concurrency: each connection has a thread, and handlers run in Lambda-like execution environments,
+  one process per concurrent invocation (`citewise.lambdaenv`): requests of one tenant never wait for
+  another's, nor for ingestion, and no per-invocation state (log keys, correlation id, metrics, the
+  current event) is shared between invocations.
+- Protocol errors (a malformed request line, a URL or headers over the limits, an HTTP version other
+  than 1.x, a request that stops half-way) get the API's JSON error body and close the connection; a
+  connection that sends nothing for `idle_timeout` seconds is closed.
 - Logs: one line per request on stderr (method, path, status, milliseconds), never bodies or tokens.
 
 The event and message builders are pure functions so tests check them as plain dicts.
@@ -24,9 +31,8 @@ The event and message builders are pure functions so tests check them as plain d
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
-import importlib.util
-import itertools
 import json
 import os
 import queue
@@ -35,19 +41,21 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TextIO
+from socket import socket
+from typing import Any, Literal, TextIO
 from urllib.parse import parse_qsl, quote_plus, unquote, urlsplit
 from xml.sax.saxutils import escape
 
 import citewise
 from citewise.api.routes import ROUTES, Route
-from citewise.blobstore.base import object_key
-from citewise.blobstore.local import UPLOAD_ROUTE
+from citewise.blobstore.base import is_sidecar, object_key
+from citewise.blobstore.local import UPLOAD_ROUTE, ListedObject
 from citewise.config import Settings
 from citewise.errors import (
     CitewiseError,
@@ -60,13 +68,14 @@ from citewise.errors import (
     error_body,
 )
 from citewise.factory import local_blob_store
+from citewise.lambdaenv import ACCOUNT_ID, REGION, ExecutionEnvironment, FunctionPool, LambdaContext
 from citewise.localauth import TOKEN_PURPOSE, local_key, verify_token
-
-Handler = Callable[[dict[str, Any], Any], Any]
+from citewise.metadata import SIDECAR_SUFFIX
+from citewise.models import Document, DocumentStatus
+from citewise.registry.local import LocalRegistry
+from citewise.tenancy import document_id
 
 STAGE = "local"
-REGION = "us-east-1"
-ACCOUNT_ID = "123456789012"
 API_ID = "citewise-local"
 BUCKET = "local"
 QUEUE_NAME = "citewise-local-ingest"
@@ -78,13 +87,19 @@ MAX_API_BODY_BYTES = 10 * 1024 * 1024
 """API Gateway's payload limit."""
 API_TIMEOUT_S = 29
 INGEST_TIMEOUT_S = 300
-MEMORY_MB = 1024
+MAX_ENVIRONMENTS = 4
+"""Execution environments (processes) per function at most, as a reserved concurrency would cap them."""
+IDLE_TIMEOUT_S = 60.0
+"""Seconds a connection may stay silent, between requests or in the middle of one, before it is closed."""
+MAX_REQUEST_LINE_BYTES = 8 * 1024
+"""The request line (method, URL, version), like common front ends' 8 KiB; longer is a 414."""
+MAX_HEADER_BYTES = 10 * 1024
+"""All header lines together, API Gateway's limit; more is a 431 (as is a 101st header: http.server's)."""
 DOCS_PATH = "/v1/docs"
 OPENAPI_PATH = "/v1/openapi.json"
 # Claims API Gateway renders as dates (`Fri Jul 29 18:52:53 UTC 2016`) rather than epoch seconds.
 _DATE_CLAIMS = ("exp", "iat", "auth_time")
 _HOP_BY_HOP = frozenset({"connection", "content-length", "keep-alive", "transfer-encoding", "upgrade"})
-_module_numbers = itertools.count(1)
 
 SWAGGER_UI = f"""<!doctype html>
 <html lang="en">
@@ -228,26 +243,31 @@ def rest_event(
     }
 
 
-def s3_object_created_record(
+def s3_object_record(
+    event_name: Literal["ObjectCreated:Put", "ObjectRemoved:Delete"],
     *,
     tenant_id: str,
     path: str,
-    size: int,
-    etag: str,
     sequencer: str,
     event_time: datetime,
     source_ip: str,
     request_id: str,
+    size: int | None = None,
+    etag: str | None = None,
     bucket: str = BUCKET,
 ) -> dict[str, Any]:
-    """One `ObjectCreated:Put` record of an S3 event notification, with the key URL-encoded as S3 sends
-    it (`quote_plus`, `/` kept) and no `versionId` (the local bucket is unversioned)."""
+    """One record of an S3 event notification, with the key URL-encoded as S3 sends it (`quote_plus`,
+    `/` kept) and no `versionId` (the local bucket is unversioned). A created object's record has its
+    `size` and `eTag`; a removed object's has neither, as S3's has not."""
+    created = event_name.startswith("ObjectCreated:")
+    if created and (size is None or etag is None):
+        raise ValueError("the record of a created object needs its size and ETag")
     return {
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
         "awsRegion": REGION,
         "eventTime": event_time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{event_time.microsecond // 1000:03d}Z",
-        "eventName": "ObjectCreated:Put",
+        "eventName": event_name,
         "userIdentity": {"principalId": "citewise-local"},
         "requestParameters": {"sourceIPAddress": source_ip},
         "responseElements": {"x-amz-request-id": request_id, "x-amz-id-2": _b64(request_id.encode())},
@@ -261,12 +281,44 @@ def s3_object_created_record(
             },
             "object": {
                 "key": quote_plus(object_key(tenant_id, path), safe="/"),
-                "size": size,
-                "eTag": etag,
+                **({"size": size, "eTag": etag} if created else {}),
                 "sequencer": sequencer,
             },
         },
     }
+
+
+def reconciliation(
+    stored: Iterable[ListedObject],
+    recorded: Callable[[str, str], Document | None],
+    held: Iterable[Document],
+) -> tuple[list[ListedObject], list[Document]]:
+    """What the registry does not reflect of the blob store: (objects to ingest, records to remove).
+
+    `stored` lists the bucket, `recorded(tenant_id, path)` is a document's record and `held` every record
+    of a document that came through the blob store (its source is the store's). An object is ingested
+    when its document has no record, a record of another version, or a PENDING one. A sidecar is no
+    document: it belongs to the document it describes, which is always re-submitted when it has one,
+    since a record keeps only the document's own version (ingestion skips it when the sidecar's
+    attributes are those recorded). A record whose object is gone is removed, whatever its status (a
+    delete killed between removing the object and the record). Records of documents from local folders
+    (`citewise ingest`, source `folder`) are no business of the blob store's.
+    """
+    objects = list(stored)
+    documents = {(o.tenant_id, o.path): o for o in objects if not is_sidecar(o.path)}
+    described = {(o.tenant_id, o.path.removesuffix(SIDECAR_SUFFIX)) for o in objects if is_sidecar(o.path)}
+    to_ingest = []
+    for key, obj in documents.items():
+        record = recorded(*key)
+        if (
+            record is None
+            or record.version != obj.version
+            or record.status is DocumentStatus.PENDING
+            or key in described
+        ):
+            to_ingest.append(obj)
+    gone = [record for record in held if (record.tenant_id, record.path) not in documents]
+    return to_ingest, gone
 
 
 @dataclass(frozen=True)
@@ -325,62 +377,9 @@ class Sequencer:
 # --- the Lambda side ----------------------------------------------------------------------------------
 
 
-@dataclass
-class LambdaContext:
-    """What a handler (and Powertools) reads from the Lambda context object."""
-
-    function_name: str
-    aws_request_id: str
-    timeout_s: float
-    memory_limit_in_mb: int = MEMORY_MB
-    function_version: str = "$LATEST"
-    identity: None = None
-    client_context: None = None
-    invoked_function_arn: str = field(init=False)
-    log_group_name: str = field(init=False)
-    log_stream_name: str = field(init=False)
-    _deadline: float = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{self.function_name}"
-        self.log_group_name = f"/aws/lambda/{self.function_name}"
-        self.log_stream_name = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
-        self._deadline = time.monotonic() + self.timeout_s
-
-    def get_remaining_time_in_millis(self) -> int:
-        """Milliseconds left before the function's timeout (not enforced locally)."""
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
-
-
 def default_functions_dir() -> Path:
     """`functions/` of the source checkout this library runs from."""
     return Path(citewise.__file__).resolve().parents[2] / "functions"
-
-
-def load_handler(functions_dir: Path, name: str) -> Handler:
-    """`lambda_handler` of `functions_dir/name/handler.py`, loaded by file under a unique module name
-    (every function's file is called handler.py, so they cannot share one)."""
-    file = functions_dir / name / "handler.py"
-    if not file.is_file():
-        raise CitewiseError(
-            f"no Lambda handler at {file}: `citewise serve` runs the handlers of a citewise source checkout "
-            f"(functions/<name>/handler.py for {', '.join(FUNCTIONS)})"
-        )
-    module_name = f"citewise_local_function_{name}_{next(_module_numbers)}"
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise CitewiseError(f"cannot load {file} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    handler = getattr(module, "lambda_handler", None)
-    if not callable(handler):
-        raise CitewiseError(f"{file} defines no lambda_handler(event, context)")
-    return handler  # type: ignore[no-any-return]
 
 
 def handler_environment(home: Path, public_url: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -493,8 +492,9 @@ class LocalServer(ThreadingHTTPServer):
     """The API and the upload endpoint on `address`, calling the handlers in `functions_dir`.
 
     Binding happens at construction (port 0 picks a free port; `url` says which). Construction also
-    sets the handlers' environment (`handler_environment`) and loads every handler, so a missing or
-    broken one fails here, not at the first request. `server_close` drains the ingest queue.
+    sets the handlers' environment (`handler_environment`), starts one execution environment per
+    function, so a missing or broken handler fails here and not at the first request, and queues what
+    reconciling the blob store with the registry asks for. `server_close` drains the ingest queue.
     """
 
     daemon_threads = True
@@ -507,39 +507,129 @@ class LocalServer(ThreadingHTTPServer):
         functions_dir: Path | None = None,
         public_url: str | None = None,
         max_body_bytes: int = MAX_API_BODY_BYTES,
+        max_environments: int = MAX_ENVIRONMENTS,
+        idle_timeout: float = IDLE_TIMEOUT_S,
         retry_delay: float = 1.0,
         log_stream: TextIO | None = None,
     ) -> None:
+        self.pools: dict[str, FunctionPool] = {}  # before binding: a failed bind calls server_close
         super().__init__(address, _RequestHandler)
         try:
             host, port = self.server_address[0], self.server_address[1]
             self.url = public_url or f"http://{_url_host(str(host))}:{port}"
             self.settings = settings.model_copy(update={"public_url": self.url})
             self.max_body_bytes = max_body_bytes
+            self.idle_timeout = idle_timeout
             self._log_stream = log_stream
             self._log_lock = threading.Lock()
-            home = settings.home_dir.resolve()
-            self.token_key = local_key(home, TOKEN_PURPOSE)
-            self.blobs = local_blob_store(self.settings.model_copy(update={"home": home}))
+            self.home = settings.home_dir.resolve()
+            self.token_key = local_key(self.home, TOKEN_PURPOSE)
+            self.blobs = local_blob_store(self.settings.model_copy(update={"home": self.home}))
             self.sequencer = Sequencer()
-            forced, defaults = handler_environment(home, self.url)
+            forced, defaults = handler_environment(self.home, self.url)
             os.environ.update(forced)
             for name, value in defaults.items():
                 os.environ.setdefault(name, value)
-            directory = functions_dir or default_functions_dir()
-            self.handlers = {name: load_handler(directory, name) for name in FUNCTIONS}
+            self._start_environments(functions_dir or default_functions_dir(), max_environments)
         except BaseException:
+            self._close_pools()
             super().server_close()
             raise
-        self._invoke_lock = threading.Lock()
         self.ingest = IngestWorker(self.invoke, self.log, retry_delay=retry_delay)
+        try:
+            self.reconcile()
+        except BaseException:
+            self.server_close()
+            raise
+
+    def _start_environments(self, directory: Path, max_environments: int) -> None:
+        """A pool per function, each with one environment started ahead: all start at once, then the
+        cold starts are awaited, so the first request does not pay for them."""
+        started = {name: ExecutionEnvironment(directory, name) for name in FUNCTIONS}
+        for name in FUNCTIONS:
+            self.pools[name] = FunctionPool(functools.partial(self._cold_start, directory, name), max_environments)
+        try:
+            for name, environment in started.items():
+                environment.wait_ready()
+                self.pools[name].add(environment)
+        except BaseException:
+            for environment in started.values():
+                environment.close()
+            raise
+
+    def _cold_start(self, directory: Path, name: str) -> ExecutionEnvironment:
+        """One more environment for `name`, when every one it has is busy; logged, as Lambda's INIT is."""
+        started = time.perf_counter()
+        environment = ExecutionEnvironment(directory, name)
+        environment.wait_ready()
+        self.log(f"{name}: a new execution environment in {(time.perf_counter() - started) * 1000:.0f}ms")
+        return environment
 
     def invoke(self, function: str, event: dict[str, Any]) -> Any:
-        """Call one function's handler with a fresh context, one invocation at a time."""
+        """Call one function's handler with a fresh context, in an environment of its own (see
+        `citewise.lambdaenv`): invocations run concurrently without sharing any handler state."""
         timeout = INGEST_TIMEOUT_S if function == INGEST_FUNCTION else API_TIMEOUT_S
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), timeout)
-        with self._invoke_lock:
-            return self.handlers[function](event, context)
+        return self.pools[function].invoke(event, context)
+
+    def notify(self, record: dict[str, Any]) -> None:
+        """Queue an SQS message holding one S3 notification record for the ingest handler, as S3 does."""
+        self.ingest.submit(_json({"Records": [record]}))
+
+    def reconcile(self) -> tuple[list[ListedObject], list[Document]]:
+        """Queue the notifications that bring the registry up to the blob store (`reconciliation`), as
+        the messages lost with the previous process's queue would have; returns what was queued.
+
+        Only notifications: the ingest handler decides, by the same rules as for any upload.
+        """
+        registry = LocalRegistry(self.home / "registry.db")
+        try:
+            held = [
+                record
+                for tenant_id in registry.tenants()
+                for record in _records(registry, tenant_id, source=self.blobs.source)
+            ]
+            to_ingest, gone = reconciliation(
+                self.blobs.walk(),
+                lambda tenant_id, path: registry.get(tenant_id, document_id(tenant_id, path)),
+                held,
+            )
+        finally:
+            registry.close()
+        for obj in to_ingest:
+            self.notify(self._reconciling_record("ObjectCreated:Put", obj.tenant_id, obj.path, obj.size, obj.etag))
+        for record in gone:
+            self.notify(self._reconciling_record("ObjectRemoved:Delete", record.tenant_id, record.path))
+        if to_ingest or gone:
+            self.log(f"reconciled on start: {len(to_ingest)} objects to ingest, {len(gone)} records to remove")
+        return to_ingest, gone
+
+    def _reconciling_record(
+        self,
+        event_name: Literal["ObjectCreated:Put", "ObjectRemoved:Delete"],
+        tenant_id: str,
+        path: str,
+        size: int | None = None,
+        etag: str | None = None,
+    ) -> dict[str, Any]:
+        return s3_object_record(
+            event_name,
+            tenant_id=tenant_id,
+            path=path,
+            size=size,
+            etag=etag,
+            sequencer=self.sequencer.next(),
+            event_time=datetime.now(UTC),
+            source_ip=_url_host(str(self.server_address[0])),
+            request_id=str(uuid.uuid4()),
+        )
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Serve one connection (on its own thread) with the idle timeout on its socket: a client that
+        stops sending, before or within a request, is disconnected after `idle_timeout` seconds."""
+        if isinstance(request, socket):
+            request.settimeout(self.idle_timeout)
+        super().finish_request(request, client_address)
 
     def log(self, line: str) -> None:
         """One line on stderr (or the given stream)."""
@@ -549,11 +639,26 @@ class LocalServer(ThreadingHTTPServer):
             stream.flush()
 
     def server_close(self) -> None:
-        """Stop listening, then deliver what the ingest queue still holds."""
+        """Stop listening, deliver what the ingest queue still holds, then end the environments."""
         super().server_close()
-        worker: IngestWorker | None = getattr(self, "ingest", None)  # None when binding failed
+        worker: IngestWorker | None = getattr(self, "ingest", None)  # None when starting failed
         if worker is not None:
             worker.close()
+        self._close_pools()
+
+    def _close_pools(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+
+
+def _records(registry: LocalRegistry, tenant_id: str, *, source: str) -> Iterator[Document]:
+    cursor = None
+    while True:
+        page = registry.list(tenant_id, source=source, limit=1000, cursor=cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 def _url_host(host: str) -> str:
@@ -568,6 +673,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
     # Buffer the headers and send them with the body: two small writes on a kept-alive connection
     # would otherwise wait out Nagle's algorithm against the client's delayed ACK (about 40 ms each).
     disable_nagle_algorithm = True
+    # Per request: set when its request line arrives, and once it has parsed (else it is a protocol error).
+    _started = 0.0
+    _parsed = False
+    _logged = False
 
     def __getattr__(self, name: str) -> Any:
         """Every method goes to `_handle` (`do_GET`, `do_TRACE`, ...): an unknown one gets the API's JSON
@@ -580,15 +689,75 @@ class _RequestHandler(BaseHTTPRequestHandler):
         """Silenced: `_handle` writes one line per request, and http.server's own would show paths
         with upload tokens."""
 
-    def _handle(self) -> None:
+    # --- the protocol ---------------------------------------------------------------------------------
+
+    def handle_one_request(self) -> None:
+        """One request; its clock starts at its request line (`parse_request`), not while a kept-alive
+        connection waits for it."""
         self._started = time.perf_counter()
-        self._logged = False
+        self._parsed = self._logged = False
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """http.server's parsing, with the limits of `MAX_REQUEST_LINE_BYTES` and `MAX_HEADER_BYTES`, and
+        HTTP/0.9 (a request line without a version) refused."""
+        self._started = time.perf_counter()
+        line_bytes = len(self.raw_requestline.rstrip(b"\r\n"))
+        if line_bytes > MAX_REQUEST_LINE_BYTES:
+            return self._refuse(
+                HTTPStatus.REQUEST_URI_TOO_LONG,
+                f"the request line is {line_bytes} bytes; the limit is {MAX_REQUEST_LINE_BYTES}",
+            )
+        if len(str(self.raw_requestline, "iso-8859-1").split()) == 2:  # method and path, as HTTP/0.9 sends
+            # Refused before http.server, which would wait for headers that HTTP/0.9 does not send.
+            return self._refuse(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/0.9 is not supported: send HTTP/1.1")
+        if not super().parse_request():
+            return False
+        header_bytes = sum(len(name) + len(value) + 4 for name, value in self.headers.items())
+        if header_bytes > MAX_HEADER_BYTES:
+            self.send_error(
+                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                f"the headers are {header_bytes} bytes; the limit is {MAX_HEADER_BYTES}",
+            )
+            return False
+        self._parsed = True
+        return True
+
+    def _refuse(self, status: HTTPStatus, message: str) -> bool:
+        """Answer a request line that is not parsed further; False, as `parse_request` returns then."""
+        self.command, self.request_version, self.requestline = "", "", ""  # as http.server's own 414 has them
+        self.send_error(status, message)
+        return False
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A protocol error, from http.server or `parse_request`, in the API's JSON error shape (instead
+        of http.server's HTML page) with the protocol's status. The connection closes after it: what
+        follows a request that could not be read cannot be trusted as the next one."""
+        self._send_protocol_error(code, message or HTTPStatus(code).phrase)
+
+    def _send_protocol_error(self, status: int, message: str) -> int:
+        if self.request_version == "HTTP/0.9":
+            # http.server writes no status line or headers to HTTP/0.9, which is also what it assumes
+            # when the request line is unreadable; the client must still see the status.
+            self.request_version = "HTTP/1.0"
+        request_id = str(uuid.uuid4())
+        _, body = error_body(ValidationError(message), request_id)
+        return self._send_json(int(status), body, request_id, close=True)
+
+    # --- requests ----------------------------------------------------------------------------------
+
+    def _handle(self) -> None:
         request_id = str(uuid.uuid4())
         raw_path = urlsplit(self.path).path
         status = 500
         try:
             status = (
                 self._upload(raw_path, request_id) if self._is_upload(raw_path) else self._api(raw_path, request_id)
+            )
+        except TimeoutError:  # the client stopped sending within the body: it is disconnected
+            status = self._send_protocol_error(
+                HTTPStatus.REQUEST_TIMEOUT,
+                f"the request stopped: nothing came for {self.server.idle_timeout:g} seconds",
             )
         except Exception as exc:  # a bug here must still answer, in the error shape, and never kill the server
             self.server.log(traceback.format_exc().rstrip())
@@ -600,15 +769,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
         return self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
 
     def _log_request(self, status: int) -> None:
-        """The request's one log line, once. `_send` writes it before the body, so a client that has its
+        """The request's one log line, once. `_send` writes it before the response, so a client that has its
         answer can already read the line (tests do); `_handle` writes it if nothing was sent."""
         if self._logged:
             return
         self._logged = True
-        raw_path = urlsplit(self.path).path
-        shown = UPLOAD_ROUTE + "..." if self._is_upload(raw_path) else raw_path
+        if self._parsed:
+            raw_path = urlsplit(self.path).path
+            request = f"{self.command} {UPLOAD_ROUTE + '...' if self._is_upload(raw_path) else raw_path}"
+        else:  # what could not be parsed is not shown: it may be huge, or hold an upload token
+            request = "(unreadable request)"
         elapsed = (time.perf_counter() - self._started) * 1000
-        self.server.log(f"{self.command} {shown} {status} {elapsed:.1f}ms")
+        self.server.log(f"{request} {status} {elapsed:.1f}ms")
 
     # --- the API -----------------------------------------------------------------------------------
 
@@ -683,7 +855,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except CitewiseError as exc:
             return self._send_s3_error(exc, request_id, close=isinstance(exc, PayloadTooLargeError))
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
-        record = s3_object_created_record(
+        record = s3_object_record(
+            "ObjectCreated:Put",
             tenant_id=grant.tenant_id,
             path=grant.path,
             size=len(data),
@@ -693,7 +866,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             source_ip=self.client_address[0],
             request_id=request_id,
         )
-        self.server.ingest.submit(_json({"Records": [record]}))
+        self.server.notify(record)
         return self._send(200, b"", [("ETag", f'"{etag}"'), ("x-amz-request-id", request_id)], request_id)
 
     def _send_s3_error(self, error: CitewiseError, request_id: str, *, close: bool) -> int:
@@ -748,8 +921,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if close:
             # The unread body (or what is left of the stream) cannot be trusted as the next request.
             self.send_header("Connection", "close")
-        self.end_headers()
+        # Logged before anything goes out: a client holding the answer (an empty body is all headers) can
+        # already read the line.
         self._log_request(status)
+        self.end_headers()
         if self.command != "HEAD":  # a HEAD answer has the headers of the body it does not carry
             self.wfile.write(data)
         return status

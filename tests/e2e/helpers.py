@@ -4,7 +4,9 @@ uploads through the presigned URL, and polling until ingestion settles."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 INGEST_TIMEOUT_S = 60
+START_TIMEOUT_S = 60
 
 
 def citewise_script() -> str:
@@ -125,3 +128,44 @@ def wait_for_status(api: Api, token: str, doc_id: str) -> dict[str, Any]:
         assert reply.status in (200, 404), reply.body
         time.sleep(0.1)
     pytest.fail(f"document {doc_id} was not ingested within {INGEST_TIMEOUT_S}s")
+
+
+def server_environment(home: Path) -> dict[str, str]:
+    """The test process's environment without its CITEWISE_ variables, for a server on `home` with the
+    hashing embedder."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("CITEWISE_")}
+    return env | {"CITEWISE_HOME": str(home), "CITEWISE_EMBEDDER": "hashing"}
+
+
+def serve(home: Path, log: Path, env: dict[str, str]) -> Api:
+    """`citewise serve` as a subprocess on a free port, its output appended to `log`; returned once it
+    answers /v1/health (killed if it does not). Stopping it is the caller's job."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    with log.open("ab") as sink:
+        process = subprocess.Popen(  # noqa: S603
+            [citewise_script(), "serve", "--port", str(port)], env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    server = Api(f"http://127.0.0.1:{port}", home, env, process, log)
+    try:
+        _wait_until_healthy(server)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    return server
+
+
+def _wait_until_healthy(server: Api) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            pytest.fail(f"citewise serve exited with {server.process.returncode}:\n{server.log.read_text()[-3000:]}")
+        try:
+            if server.request("GET", "/v1/health").status == 200:
+                return
+        except OSError:
+            pass  # not listening yet
+        time.sleep(0.1)
+    pytest.fail(f"citewise serve did not answer /v1/health within {START_TIMEOUT_S}s")

@@ -30,18 +30,46 @@ from citewise.errors import CitewiseError
 from citewise.factory import local_blob_store
 from citewise.localauth import TOKEN_PURPOSE, local_key, mint_token
 from citewise.localserver import MAX_RECEIVES, LocalServer
-from citewise.models import Visibility
+from citewise.models import Document, DocumentStatus, Visibility
+from citewise.registry.local import LocalRegistry
+from citewise.tenancy import document_id
 
 MAX_BODY = 4096
 
 ECHO_HANDLER = textwrap.dedent(
     """
-    import json, os
+    import json, os, time
+    from pathlib import Path
+
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.logging import correlation_paths
+
+    # Module-global, as in the real handlers: the state that concurrent invocations must not share. Its
+    # lines go to a file (appended whole) that the test reads.
+    logger = Logger(service="echo", stream=(Path(__file__).parent / "log.jsonl").open("a", buffering=1))
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+    def meet(event, context):
+        # Each invocation waits here until the other has arrived too (at most 30 s), so both are in flight
+        # at once; then it logs, under the correlation id that is the logger's now.
+        meeting = Path(__file__).parent / "meeting"
+        meeting.mkdir(exist_ok=True)
+        (meeting / event["requestContext"]["requestId"]).touch()
+        deadline = time.monotonic() + 30
+        while len(list(meeting.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        logger.info("met")
+        body = {"met": len(list(meeting.iterdir())), "correlation_id": logger.get_correlation_id()}
+        return {"statusCode": 200, "body": json.dumps(body)}
 
     def lambda_handler(event, context):
         mode = (event.get("queryStringParameters") or {}).get("mode")
+        if mode == "meet":
+            return meet(event, context)
         if mode == "raise":
             raise RuntimeError("secret internal detail")
+        if mode == "exit":  # the environment's process dies
+            os._exit(3)
         if mode == "malformed":
             return "not a proxy response"
         if mode == "binary":
@@ -87,6 +115,11 @@ INGEST_HANDLER = textwrap.dedent(
                                      "remaining_ms": context.get_remaining_time_in_millis()}) + "\\n")
         if mode == "slow":
             time.sleep(0.3)
+        if mode == "block":  # until the test releases it (at most 60 s)
+            (HERE / "blocked").touch()
+            deadline = time.monotonic() + 60
+            while not (HERE / "release").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
         record = event["Records"][0]
         if mode == "raise":
             raise RuntimeError("ingest broke")
@@ -399,6 +432,13 @@ def test_a_handler_that_raises_gives_500_without_its_message_and_the_server_goes
     assert call(api.url, "GET", "/v1/health").status == 200
 
 
+def test_an_environment_that_dies_fails_its_request_and_the_next_one_gets_a_new_environment(api: Running) -> None:
+    response = call(api.url, "GET", "/v1/health?mode=exit")
+    assert "exited (code 3)" in assert_error(response, 500, "INTERNAL_ERROR")["message"]
+    assert call(api.url, "GET", "/v1/health").status == 200
+    assert "documents: a new execution environment in" in api.log.getvalue()
+
+
 def test_a_malformed_proxy_response_gives_502(api: Running) -> None:
     response = call(api.url, "GET", "/v1/health?mode=malformed")
     assert response.status == 502
@@ -628,3 +668,206 @@ def test_closing_the_server_delivers_what_is_queued(start: Callable[..., Running
     running.stop()
     # Then every message was delivered before close returned
     assert len(_ingest_events(functions_dir)) == 3
+
+
+def test_on_start_what_the_registry_lacks_of_the_blob_store_is_queued_as_s3_notifications(
+    start: Callable[..., Running], functions_dir: Path, home: Path
+) -> None:
+    # Given a blob store and a registry left behind by a server that died with messages in its queue
+    blobs = LocalBlobStore(home / "blobs")
+    registry = LocalRegistry(home / "registry.db")
+
+    def record(tenant: str, path: str, version: str, status: DocumentStatus, source: str = "local") -> None:
+        now = datetime.now(UTC)
+        pending = Document(
+            tenant_id=tenant,
+            doc_id=document_id(tenant, path),
+            path=path,
+            source=source,
+            owner="alice",
+            status=DocumentStatus.PENDING,
+            version=version,
+            created_at=now,
+            updated_at=now,
+        )
+        registry.put(pending)  # as the pipeline writes it: PENDING first, then its outcome
+        registry.put(pending.model_copy(update={"status": status}))
+
+    blobs.put("acme", "never-ingested.md", b"new")
+    record("acme", "current.md", blobs.put("acme", "current.md", b"indexed"), DocumentStatus.INDEXED)
+    record("acme", "failed.md", blobs.put("acme", "failed.md", b"unreadable"), DocumentStatus.FAILED)
+    record("acme", "replaced.md", "the-version-before", DocumentStatus.INDEXED)
+    blobs.put("acme", "replaced.md", b"the version after")
+    record("globex", "stuck.md", blobs.put("globex", "stuck.md", b"stuck"), DocumentStatus.PENDING)
+    record("acme", "tagged.md", blobs.put("acme", "tagged.md", b"tagged"), DocumentStatus.INDEXED)
+    blobs.put("acme", "tagged.md.metadata.json", b'{"metadataAttributes": {"team": "ops"}}')
+    record("globex", "vanished.md", "gone", DocumentStatus.PENDING)
+    record("acme", "deleted-half-way.md", "its-object-went", DocumentStatus.INDEXED)
+    record("acme", "from-a-folder.md", "ingested-by-the-cli", DocumentStatus.INDEXED, source="folder")
+    record("acme", "folder-crash.md", "cut-short", DocumentStatus.PENDING, source="folder")
+    (home / "blobs" / "tenants" / "acme" / ".current.md.x1y2.tmp").write_bytes(b"a write cut short")
+    registry.close()
+    # When a server starts on that home
+    running = start()
+    assert running.server.ingest.wait_idle(10)
+    # Then the ingest handler receives S3 notifications, one per message, for exactly what the registry lacks
+    events = [S3SqsEventNotificationModel.model_validate(d["event"]) for d in _ingest_events(functions_dir)]
+    notifications = [n for event in events for record in event.Records for n in record.body.Records]
+    assert len(notifications) == len(events)
+    assert sorted((n.eventName, n.s3.object.key) for n in notifications if n.s3.object is not None) == [
+        ("ObjectCreated:Put", "tenants/acme/never-ingested.md"),
+        ("ObjectCreated:Put", "tenants/acme/replaced.md"),
+        ("ObjectCreated:Put", "tenants/acme/tagged.md"),
+        ("ObjectCreated:Put", "tenants/globex/stuck.md"),
+        ("ObjectRemoved:Delete", "tenants/acme/deleted-half-way.md"),
+        ("ObjectRemoved:Delete", "tenants/globex/vanished.md"),
+    ]
+    # And a created object's notification carries its size and ETag, as an upload's does
+    [created] = [n for n in notifications if n.s3.object is not None and n.s3.object.key.endswith("replaced.md")]
+    assert created.s3.object is not None
+    assert (created.s3.object.size, created.s3.object.eTag) == (
+        len(b"the version after"),
+        hashlib.md5(b"the version after").hexdigest(),
+    )
+    sequencers = [n.s3.object.sequencer for n in notifications if n.s3.object is not None]
+    assert len(set(sequencers)) == len(sequencers)
+    assert "reconciled on start: 4 objects to ingest, 2 records to remove" in running.log.getvalue()
+
+
+# --- concurrency ------------------------------------------------------------------------------------
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        time.sleep(0.02)
+
+
+def test_a_request_is_answered_while_an_ingest_is_still_running(
+    api: Running, functions_dir: Path, token: Callable[..., str]
+) -> None:
+    # Given an upload whose ingestion is held up until the test releases it
+    (functions_dir / "ingest" / "mode").write_text("block")
+    data = b"# Slow\n\nTakes its time."
+    url, headers = _presign("slow.md", data)
+    assert _put(url, data, headers).status == 200
+    _wait_for((functions_dir / "ingest" / "blocked").exists)
+    # When another tenant's request comes in meanwhile
+    response = call(api.url, "GET", "/v1/documents", headers=bearer(token(tenant="globex")))
+    # Then it is answered (within the client's 10 s; the ingest holds for 60), while the ingest still runs
+    assert response.status == 200
+    assert response.json()["event"]["requestContext"]["authorizer"]["claims"]["custom:tenant_id"] == "globex"
+    assert not api.server.ingest.wait_idle(0)
+    (functions_dir / "ingest" / "release").touch()
+    assert api.server.ingest.wait_idle(30)
+
+
+def test_concurrent_invocations_of_one_function_keep_their_own_correlation_ids_and_logs(
+    api: Running, token: Callable[..., str], functions_dir: Path
+) -> None:
+    # Given two requests to the same function, of two tenants, whose handler waits until both are in it
+    replies: dict[str, Response] = {}
+
+    def ask(tenant: str) -> None:
+        # A generous client timeout: the second request waits for an environment's cold start.
+        parts = urlsplit(api.url)
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+        try:
+            headers = bearer(token(tenant=tenant))
+            replies[tenant] = call(api.url, "GET", "/v1/documents?mode=meet", headers=headers, connection=connection)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask, args=(tenant,)) for tenant in ("acme", "globex")]
+    # When they are sent at once
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    # Then both were in flight together, and each kept its own request id as correlation id
+    assert set(replies) == {"acme", "globex"}
+    for reply in replies.values():
+        assert reply.status == 200
+        assert reply.json() == {"met": 2, "correlation_id": reply.headers["x-amzn-RequestId"]}
+    # And each handler's log line carries its own request's correlation id
+    log = (functions_dir / "documents" / "log.jsonl").read_text()
+    logged = [json.loads(line) for line in log.splitlines() if '"met"' in line]
+    assert sorted(line["correlation_id"] for line in logged) == sorted(
+        reply.headers["x-amzn-RequestId"] for reply in replies.values()
+    )
+    assert api.server.pools["documents"].size == 2
+
+
+# --- protocol errors and idle connections -------------------------------------------------------------
+
+REQUEST_END = b"Host: localhost\r\n\r\n"
+
+
+def exchange(url: str, data: bytes) -> Response:
+    """Send `data` as it is on a new connection and read the one response; the server must close after it."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=10) as connection:
+        connection.sendall(data)
+        reply = http.client.HTTPResponse(connection)
+        reply.begin()
+        body = reply.read()
+        assert reply.headers["Connection"] == "close"
+        return Response(reply.status, reply.headers, body)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"NONSENSE\r\n\r\n", 400),
+        (b"GET /v1/health HTTP/x.y\r\n" + REQUEST_END, 400),
+        (b"GET /v1/health HTTP/2.0\r\n" + REQUEST_END, 505),
+        (b"GET /v1/health\r\n", 505),
+        (b"GET /v1/health?q=" + b"a" * 9000 + b" HTTP/1.1\r\n" + REQUEST_END, 414),
+        (b"GET /v1/health?q=" + b"a" * 70_000 + b" HTTP/1.1\r\n" + REQUEST_END, 414),
+        (b"GET /v1/health HTTP/1.1\r\nX-Big: " + b"a" * 11_000 + b"\r\n" + REQUEST_END, 431),
+        (b"GET /v1/health HTTP/1.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n" + REQUEST_END, 431),
+        (b"GET /v1/health HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % n for n in range(101)) + REQUEST_END, 431),
+    ],
+    ids=[
+        "bad-request-line",
+        "bad-version",
+        "http-2",
+        "http-0.9",
+        "url-over-8k",
+        "url-over-64k",
+        "headers-over-10k",
+        "header-line-over-64k",
+        "too-many-headers",
+    ],
+)
+def test_a_protocol_error_gets_the_json_error_body_and_closes_the_connection(
+    api: Running, request_bytes: bytes, status: int
+) -> None:
+    response = exchange(api.url, request_bytes)
+    error = assert_error(response, status, "VALIDATION_ERROR")
+    assert error["message"]
+    assert f"(unreadable request) {status} " in api.log.getvalue()
+    assert call(api.url, "GET", "/v1/health").status == 200  # and the server goes on
+
+
+def test_a_body_that_stops_half_way_gets_408_after_the_idle_timeout(start: Callable[..., Running]) -> None:
+    running = start(idle_timeout=1.0)
+    response = exchange(running.url, b"POST /v1/query HTTP/1.1\r\nContent-Length: 100\r\n" + REQUEST_END + b"x" * 10)
+    error = assert_error(response, 408, "VALIDATION_ERROR")
+    assert "nothing came for 1 seconds" in error["message"]
+
+
+def test_silent_and_half_sent_connections_are_closed_without_holding_up_others(start: Callable[..., Running]) -> None:
+    # Given a server that gives a silent connection 2 seconds
+    running = start(idle_timeout=2.0)
+    parts = urlsplit(running.url)
+    address = (parts.hostname or "", parts.port or 80)
+    # When one client connects and sends nothing, and another sends half a request
+    with socket.create_connection(address, timeout=30) as silent, socket.create_connection(address, timeout=30) as half:
+        half.sendall(b"GET /v1/health HTTP/1.1\r\nHost: local")
+        # Then a third client is served meanwhile
+        assert call(running.url, "GET", "/v1/health").status == 200
+        # And the server closes both, long before the clients' own 30 s
+        assert silent.recv(1) == b""
+        assert half.recv(1) == b""

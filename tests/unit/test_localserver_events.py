@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
+from typing import Any, Literal
 
 import pytest
 from aws_lambda_powertools.utilities.parser.models import (
@@ -22,7 +23,7 @@ from citewise.localserver import (
     apigateway_claims,
     match_route,
     rest_event,
-    s3_object_created_record,
+    s3_object_record,
     sqs_event,
 )
 from citewise.tenancy import caller_from_claims
@@ -156,7 +157,8 @@ def test_a_body_travels_as_text_or_else_base64() -> None:
 
 def test_the_s3_notification_in_an_sqs_message_has_the_real_shape() -> None:
     # Given the record of an upload whose path needs URL-encoding
-    record = s3_object_created_record(
+    record = s3_object_record(
+        "ObjectCreated:Put",
         tenant_id="acme",
         path="reports/Q1 plan+notes.pdf",
         size=1234,
@@ -188,7 +190,8 @@ def test_the_s3_notification_in_an_sqs_message_has_the_real_shape() -> None:
 
 def test_an_s3_record_refuses_a_path_outside_the_layout() -> None:
     with pytest.raises(ValidationError):
-        s3_object_created_record(
+        s3_object_record(
+            "ObjectCreated:Put",
             tenant_id="acme",
             path="../escape",
             size=1,
@@ -198,6 +201,28 @@ def test_an_s3_record_refuses_a_path_outside_the_layout() -> None:
             source_ip="127.0.0.1",
             request_id="r",
         )
+
+
+def test_a_removed_object_s_record_has_no_size_or_etag_and_a_created_one_needs_both() -> None:
+    def record(event_name: Literal["ObjectCreated:Put", "ObjectRemoved:Delete"], size: int | None) -> dict[str, Any]:
+        return s3_object_record(
+            event_name,
+            tenant_id="acme",
+            path="it.md",
+            size=size,
+            sequencer="1",
+            event_time=datetime.now(UTC),
+            source_ip="127.0.0.1",
+            request_id="r",
+        )
+
+    removed = record("ObjectRemoved:Delete", None)
+    assert removed["s3"]["object"] == {"key": "tenants/acme/it.md", "sequencer": "1"}
+    message = QueuedMessage("m-1", json.dumps({"Records": [removed]}), 1_700_000_000_000)
+    parsed = S3SqsEventNotificationModel.model_validate(sqs_event(message, receive_count=1, first_receive_ms=1))
+    assert parsed.Records[0].body.Records[0].eventName == "ObjectRemoved:Delete"
+    with pytest.raises(ValueError, match="size and ETag"):
+        record("ObjectCreated:Put", 1)
 
 
 def test_each_receive_has_its_own_receipt_handle_and_count() -> None:

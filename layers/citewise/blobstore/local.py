@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pydantic
 
@@ -146,8 +146,7 @@ class LocalBlobStore:
         if not target.is_file():
             return None
         facts = target.stat()
-        # An object over the limit is never read, not even to hash it: its size and mtime stand in.
-        version = _digest(target) if facts.st_size <= self.max_bytes else f"unread-{facts.st_size}-{facts.st_mtime_ns}"
+        version = self._version(target, facts)
 
         def load() -> bytes:
             data = target.read_bytes()
@@ -376,7 +375,40 @@ class LocalBlobStore:
             return None
         self._check_inside(tenant_id, sidecar)
         recorded = self._read_meta(tenant_id, path + SIDECAR_SUFFIX)
-        return Sidecar(recorded.get("metadata", {}), sidecar.stat().st_size, _digest(sidecar), sidecar.read_bytes)
+        facts = sidecar.stat()
+        return Sidecar(recorded.get("metadata", {}), facts.st_size, self._version(sidecar, facts), sidecar.read_bytes)
+
+    def walk(self) -> Iterator[ListedObject]:
+        """Every stored object, sidecars included, as a listing of the bucket would give it: tenant by
+        tenant in path order, with the version `get` reports and S3's size and ETag (the content's MD5).
+
+        What the bucket could not hold is left out: folders that are no valid tenant id or path, files
+        leading outside their tenant's folder, and the temporary files of writes a crash interrupted.
+        """
+        tenants = self.root / "tenants"
+        for tenant_dir in sorted(tenants.iterdir()) if tenants.is_dir() else []:
+            for file in sorted(tenant_dir.rglob("*")):
+                path = file.relative_to(tenant_dir).as_posix()
+                # `.{name}.*.tmp`: what `_write_atomically` leaves when the process dies before its rename.
+                if not file.is_file() or (file.name.startswith(".") and file.name.endswith(".tmp")):
+                    continue
+                try:
+                    self._check_inside(tenant_dir.name, self._file(tenant_dir.name, path))
+                except ValidationError:
+                    continue
+                facts = file.stat()
+                md5 = hashlib.md5(usedforsecurity=False)
+                with file.open("rb") as stream:
+                    while block := stream.read(1 << 20):
+                        md5.update(block)
+                yield ListedObject(tenant_dir.name, path, self._version(file, facts), facts.st_size, md5.hexdigest())
+
+    def _version(self, file: Path, facts: os.stat_result) -> str:
+        """The SHA-256 of the content; an object over the limit is never read, not even to hash it: its
+        size and modification time stand in."""
+        if facts.st_size > self.max_bytes:
+            return f"unread-{facts.st_size}-{facts.st_mtime_ns}"
+        return _digest(file)
 
 
 def _digest(file: Path) -> str:
@@ -386,6 +418,16 @@ def _digest(file: Path) -> str:
 
 def _is_meta(header: str) -> bool:
     return header.lower().startswith(META_HEADER_PREFIX)
+
+
+class ListedObject(NamedTuple):
+    """One object of `LocalBlobStore.walk`."""
+
+    tenant_id: str
+    path: str
+    version: str
+    size: int
+    etag: str
 
 
 def _write_atomically(target: Path, data: bytes) -> None:

@@ -118,6 +118,11 @@ class LocalIndex:
 
     def ensure(self, embedder_name: str, dimension: int) -> None:
         wanted = {"embedder": embedder_name, "dimension": str(dimension), "schema": SCHEMA_VERSION}
+        if dict(self._reader().execute("SELECT key, value FROM index_meta").fetchall()) == wanted:
+            # The usual case, checked without the write lock: a process starting beside one that is
+            # writing (`citewise serve` starts execution environments while ingestion runs) need not wait.
+            self._dimension = dimension
+            return
         with self._write_lock, _transaction(self._writer):
             stored = dict(self._writer.execute("SELECT key, value FROM index_meta").fetchall())
             if not stored:

@@ -162,6 +162,13 @@ class LocalRegistry:
         next_cursor = cursors.encode(items[-1]) if len(rows) > limit else None
         return DocumentPage(items=items, next_cursor=next_cursor)
 
+    def tenants(self) -> tuple[str, ...]:
+        """The tenants that have records, in order: with `list`, a walk through every record, which the
+        local server needs when it reconciles the registry with the blob store on start."""
+        with self._lock:
+            rows = self._conn.execute("SELECT DISTINCT tenant_id FROM documents ORDER BY tenant_id").fetchall()
+        return tuple(tenant_id for (tenant_id,) in rows)
+
 
 def _body_source(body: str) -> str:
     """The `source` of a stored Document's JSON, for the migration that gave `source` its own column."""

@@ -1,0 +1,303 @@
+"""Lambda execution environments for `citewise serve`: each a process of its own running one handler.
+
+Lambda never runs two invocations in one execution environment; it runs concurrent invocations in
+separate environments. The handlers rely on that: per-invocation state lives in process globals (the
+Powertools logger's appended keys and correlation id, the metrics buffer, and the event resolver's
+current event, which Powertools keeps on a class shared by every resolver). Two invocations in one
+process, on two threads, would log under each other's correlation id, flush each other's metrics and
+even read each other's request. So the local server does as Lambda does: a pool of environments per
+function, each a spawned process that loads `functions/<name>/handler.py` once (its cold start) and then
+runs one invocation at a time; a request that finds every environment busy gets a new one, up to a limit.
+
+This module imports only the standard library and the error hierarchy, so an environment's own start
+costs no more than the handler it loads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import signal
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from citewise.errors import CitewiseError
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"
+MEMORY_MB = 1024
+_CLOSE_TIMEOUT_S = 10
+
+
+@dataclass
+class LambdaContext:
+    """What a handler (and Powertools) reads from the Lambda context object."""
+
+    function_name: str
+    aws_request_id: str
+    timeout_s: float
+    memory_limit_in_mb: int = MEMORY_MB
+    function_version: str = "$LATEST"
+    identity: None = None
+    client_context: None = None
+    invoked_function_arn: str = field(init=False)
+    log_group_name: str = field(init=False)
+    log_stream_name: str = field(init=False)
+    _deadline: float = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{self.function_name}"
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+        self.log_stream_name = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
+        # The monotonic clock is the machine's, so the deadline holds in the environment's process too.
+        self._deadline = time.monotonic() + self.timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left before the function's timeout (not enforced locally)."""
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class HandlerError(Exception):
+    """The handler raised in its environment; the message is the environment's traceback."""
+
+
+class EnvironmentLostError(CitewiseError):
+    """An environment's process exited while loading or running a handler."""
+
+
+def load_handler(functions_dir: Path, name: str) -> Handler:
+    """`lambda_handler` of `functions_dir/name/handler.py`, loaded by file under a module name of its own
+    (every function's file is called handler.py)."""
+    file = functions_dir / name / "handler.py"
+    if not file.is_file():
+        raise CitewiseError(
+            f"no Lambda handler at {file}: `citewise serve` runs the handlers of a citewise source checkout "
+            f"(functions/<name>/handler.py for each function)"
+        )
+    module_name = f"citewise_local_function_{name}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise CitewiseError(f"cannot load {file} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    handler = getattr(module, "lambda_handler", None)
+    if not callable(handler):
+        raise CitewiseError(f"{file} defines no lambda_handler(event, context)")
+    return handler  # type: ignore[no-any-return]
+
+
+def _serve_invocations(connection: Connection, functions_dir: str, name: str) -> None:
+    """The main of an environment's process: load the handler, then run what the pipe brings, one at a time.
+
+    Ctrl-C reaches the terminal's whole process group; the server decides when environments stop (after
+    it has drained its queue), so SIGINT is ignored here. The environment ends when its pipe closes, which
+    also happens when the server is killed.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        handler = load_handler(Path(functions_dir), name)
+    except BaseException as exc:  # noqa: BLE001 - the server reports any failed cold start
+        _answer(connection, ("failed", str(exc) if isinstance(exc, CitewiseError) else traceback.format_exc()))
+        return
+    if not _answer(connection, ("ready",)):
+        return
+    while True:
+        try:
+            event, context = connection.recv()
+        except EOFError:
+            return
+        try:
+            reply: tuple[Any, ...] = ("returned", handler(event, context))
+        except Exception:  # noqa: BLE001 - Lambda reports a raising handler and keeps the environment
+            reply = ("raised", traceback.format_exc())
+        finally:
+            sys.stdout.flush()  # the handler's log lines, before its answer goes out
+            sys.stderr.flush()
+        if not _answer(connection, reply):
+            return
+
+
+def _answer(connection: Connection, message: tuple[Any, ...]) -> bool:
+    """Send `message` to the server; False if the server is gone (killed, say), and with it the reason
+    for this environment."""
+    try:
+        try:
+            connection.send(message)
+        except OSError:
+            return False
+        except Exception:  # noqa: BLE001 - an answer that cannot be pickled is the handler's fault
+            connection.send(("raised", traceback.format_exc()))
+    except OSError:
+        return False
+    return True
+
+
+class ExecutionEnvironment:
+    """One environment: a spawned process that loads `name`'s handler (see the module docstring).
+
+    Construction starts the process; `wait_ready` waits for its cold start, so several can start at once.
+    """
+
+    def __init__(self, functions_dir: Path, name: str) -> None:
+        self.name = name
+        # Spawned, not forked: the server has threads (and maybe held locks) that a fork would copy.
+        context = multiprocessing.get_context("spawn")
+        self._connection, child = context.Pipe()
+        self._process = context.Process(
+            target=_serve_invocations, args=(child, str(functions_dir), name), name=f"citewise-{name}", daemon=True
+        )
+        self._process.start()
+        child.close()
+
+    def wait_ready(self) -> None:
+        """Wait for the handler to load; CitewiseError (and the process gone) if it did not."""
+        reply = self._receive()
+        if reply[0] != "ready":
+            self.close()
+            raise CitewiseError(f"the {self.name} function failed to load: {reply[1]}")
+
+    def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
+        """The handler's return value; HandlerError if it raised, EnvironmentLostError if the process died."""
+        try:
+            self._connection.send((event, context))
+        except OSError as exc:  # it died while idle
+            raise self._lost() from exc
+        reply = self._receive()
+        if reply[0] == "raised":
+            raise HandlerError(reply[1])
+        return reply[1]
+
+    def close(self) -> None:
+        """End the process: closing the pipe ends its loop; one that does not end in time is terminated."""
+        self._connection.close()
+        self._process.join(_CLOSE_TIMEOUT_S)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join()
+
+    def _receive(self) -> tuple[Any, ...]:
+        try:
+            reply: tuple[Any, ...] = self._connection.recv()
+        except (EOFError, OSError) as exc:
+            raise self._lost() from exc
+        return reply
+
+    def _lost(self) -> EnvironmentLostError:
+        self._process.join(_CLOSE_TIMEOUT_S)
+        return EnvironmentLostError(f"the {self.name} function's environment exited (code {self._process.exitcode})")
+
+
+@dataclass
+class _ColdStart:
+    """One environment starting in the background for a waiting invocation; `error` if it failed."""
+
+    error: BaseException | None = None
+
+
+class FunctionPool:
+    """The environments of one function, up to `max_environments` at once.
+
+    An invocation takes an idle environment. If there is none, it has `start` make one more (a cold
+    start, in the background) and takes whichever environment is free first: the new one, or one whose
+    invocation ended meanwhile. So a request never waits out a cold start while an environment is idle.
+    """
+
+    def __init__(self, start: Callable[[], ExecutionEnvironment], max_environments: int) -> None:
+        if max_environments < 1:
+            raise ValueError("a function needs at least one environment")
+        self._start = start
+        self.max_environments = max_environments
+        self._idle: list[ExecutionEnvironment] = []
+        self._count = 0
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def add(self, environment: ExecutionEnvironment) -> None:
+        """Take a started environment (the server starts one per function ahead, to fail early)."""
+        with self._changed:
+            self._count += 1
+            self._idle.append(environment)
+            self._changed.notify_all()
+
+    def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
+        """Run one invocation in a free environment (see the class docstring)."""
+        environment = self._acquire()
+        usable = False
+        try:
+            result = environment.invoke(event, context)
+            usable = True
+            return result
+        except HandlerError:
+            usable = True
+            raise
+        finally:
+            self._release(environment, usable=usable)
+
+    @property
+    def size(self) -> int:
+        """Environments alive or starting (idle or busy)."""
+        with self._changed:
+            return self._count
+
+    def close(self) -> None:
+        """End the idle environments now, and each busy or starting one when it is done."""
+        with self._changed:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._changed.notify_all()
+        for environment in idle:
+            environment.close()
+
+    def _acquire(self) -> ExecutionEnvironment:
+        cold_start: _ColdStart | None = None
+        with self._changed:
+            while True:
+                if self._closed:
+                    raise CitewiseError("the local server is stopping")
+                if self._idle:
+                    return self._idle.pop()
+                if cold_start is not None and cold_start.error is not None:
+                    raise cold_start.error
+                if cold_start is None and self._count < self.max_environments:
+                    self._count += 1
+                    cold_start = _ColdStart()
+                    threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
+                self._changed.wait()
+
+    def _cold_start(self, attempt: _ColdStart) -> None:
+        try:
+            environment = self._start()
+        except BaseException as exc:  # noqa: BLE001 - handed to the invocation that asked for it
+            with self._changed:
+                self._count -= 1
+                attempt.error = exc
+                self._changed.notify_all()
+            return
+        self._release(environment, usable=True)
+
+    def _release(self, environment: ExecutionEnvironment, *, usable: bool) -> None:
+        with self._changed:
+            keep = usable and not self._closed
+            if keep:
+                self._idle.append(environment)
+            else:
+                self._count -= 1
+            self._changed.notify_all()
+        if not keep:
+            environment.close()

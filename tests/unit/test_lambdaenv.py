@@ -1,0 +1,114 @@
+"""The pool of execution environments behind `citewise serve`, with stand-ins for the processes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+
+from citewise.errors import CitewiseError
+from citewise.lambdaenv import EnvironmentLostError, ExecutionEnvironment, FunctionPool, HandlerError, LambdaContext
+
+WAIT_S = 30
+
+
+class Environment:
+    """An environment whose invocations do what `behaviour` says (return a value, raise, or block)."""
+
+    def __init__(self, name: str, behaviour: Callable[[], Any] = lambda: None) -> None:
+        self.name = name
+        self.behaviour = behaviour
+        self.closed = False
+
+    def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
+        self.behaviour()
+        return self.name
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _context() -> LambdaContext:
+    return LambdaContext("citewise-test", "request-1", 3)
+
+
+def _pool(start: Callable[[], Environment], *ready: Environment, max_environments: int = 2) -> FunctionPool:
+    pool = FunctionPool(cast(Callable[[], ExecutionEnvironment], start), max_environments)
+    for environment in ready:
+        pool.add(cast(ExecutionEnvironment, environment))
+    return pool
+
+
+def test_an_invocation_takes_the_environment_freed_first_while_a_new_one_starts() -> None:
+    # Given a pool whose one environment is busy, and a cold start that takes until the test says so
+    first_busy, release_first, cold_start_begun, finish_cold_start = (threading.Event() for _ in range(4))
+
+    def busy() -> None:
+        first_busy.set()
+        assert release_first.wait(WAIT_S)
+
+    def slow_start() -> Environment:
+        cold_start_begun.set()
+        assert finish_cold_start.wait(WAIT_S)
+        return Environment("second")
+
+    pool = _pool(slow_start, Environment("first", busy))
+    first = threading.Thread(target=pool.invoke, args=({}, _context()))
+    first.start()
+    assert first_busy.wait(WAIT_S)
+    # When a second invocation comes, a new environment starts for it; the first one then comes free
+    answers: list[Any] = []
+    second = threading.Thread(target=lambda: answers.append(pool.invoke({}, _context())))
+    second.start()
+    assert cold_start_begun.wait(WAIT_S)
+    release_first.set()
+    second.join(WAIT_S)
+    # Then the second invocation ran in the first environment, without waiting out the cold start
+    assert answers == ["first"]
+    assert not finish_cold_start.is_set()
+    # And the new environment joins the pool when it is ready
+    finish_cold_start.set()
+    first.join(WAIT_S)
+    assert pool.size == 2
+
+
+def test_a_failed_cold_start_fails_the_invocation_that_asked_for_it() -> None:
+    def broken_start() -> Environment:
+        raise CitewiseError("the handler failed to load")
+
+    pool = _pool(broken_start)
+    with pytest.raises(CitewiseError, match="failed to load"):
+        pool.invoke({}, _context())
+    assert pool.size == 0
+
+
+def test_a_handler_error_keeps_its_environment_and_a_lost_one_is_replaced() -> None:
+    def handler_error() -> None:
+        raise HandlerError("Traceback ... RuntimeError: boom")
+
+    def lost() -> None:
+        raise EnvironmentLostError("the environment exited (code -9)")
+
+    raising, dying, replacement = Environment("raising", handler_error), Environment("dying", lost), Environment("new")
+    # A handler that raised leaves a usable environment, as Lambda keeps one
+    pool = _pool(lambda: replacement, raising, max_environments=1)
+    with pytest.raises(HandlerError):
+        pool.invoke({}, _context())
+    assert not raising.closed and pool.size == 1
+    # An environment whose process died is closed and dropped; the next invocation starts a new one
+    pool = _pool(lambda: replacement, dying, max_environments=1)
+    with pytest.raises(EnvironmentLostError):
+        pool.invoke({}, _context())
+    assert dying.closed and pool.size == 0
+    assert pool.invoke({}, _context()) == "new"
+
+
+def test_closing_ends_idle_environments_and_refuses_invocations() -> None:
+    idle = Environment("idle")
+    pool = _pool(lambda: Environment("never"), idle)
+    pool.close()
+    assert idle.closed
+    with pytest.raises(CitewiseError, match="stopping"):
+        pool.invoke({}, _context())
