@@ -147,15 +147,19 @@ class Document(Frozen):
 # --- retrieval -----------------------------------------------------------------------------------
 
 
-MAX_FILTER_NODES = 100
-"""Filter objects in one filter tree, counting every level. Each becomes at most three query clauses on
-OpenSearch (`index.opensearch_queries.translate_filter`), so a whole tree stays far below
+MAX_FILTER_BRANCHES = 20
+"""Filters in one `andAll` or `orAll`."""
+MAX_FILTER_DEPTH = 8
+"""Levels of a filter tree (a comparison alone is 1): the evaluators recurse once per level."""
+SCHEMA_GROUP_BRANCHES = 5
+"""Filters in an `andAll`/`orAll` nested in another, as the OpenAPI document spells the tree out (see
+`Filter.__get_pydantic_json_schema__`)."""
+MAX_FILTER_NODES = 1 + MAX_FILTER_BRANCHES + MAX_FILTER_BRANCHES * SCHEMA_GROUP_BRANCHES
+"""Filter objects in one tree, counting every level (121): exactly the largest tree the OpenAPI document's
+form allows. Each object becomes at most three query clauses on OpenSearch
+(`index.opensearch_queries.translate_filter`), so a whole tree stays far below
 `indices.query.bool.max_clause_count` (1024 by default) with the access filter added; and the local index
 evaluates a tree per candidate chunk, so its size is its cost."""
-MAX_FILTER_DEPTH = 8
-"""Nesting levels of `andAll`/`orAll` (a leaf alone is depth 1): the evaluators recurse once per level."""
-MAX_FILTER_BRANCHES = 20
-"""Children of one `andAll` or `orAll`."""
 MAX_FILTER_LIST_VALUES = 1000
 """Strings in one list value (`in`, `notIn`, a list `equals`): far below OpenSearch's `index.max_terms_count`
 (65536 by default) for the one `terms` query a list becomes."""
@@ -250,25 +254,47 @@ class Filter(BaseModel):
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        """The schema states the rule the validator enforces: one of the operators, alone and not null.
+        """A schema whose every filter the validator accepts: one operator per object, never null, and a tree
+        spelled out level by level, since JSON Schema cannot count a tree's objects: a comparison, or an
+        andAll/orAll of up to MAX_FILTER_BRANCHES comparisons or groups, a group being an andAll/orAll of up
+        to SCHEMA_GROUP_BRANCHES comparisons. That form reaches MAX_FILTER_NODES exactly; the description
+        states the validator's own (wider) rule for clients that count.
 
-        Pydantic would describe thirteen optional, nullable properties, which a schema-driven client reads
-        as "any of them, in any number, null allowed"; the API refuses all of those but one.
+        Pydantic would describe thirteen optional, nullable properties, which reads as "any of them, in any
+        number, null allowed", and a recursion without end.
         """
         schema = handler.resolve_ref_schema(handler(core_schema))
-        choices = []
-        for name, operand in schema.pop("properties").items():
-            operand = next(option for option in operand.get("anyOf", [operand]) if option.get("type") != "null")
-            choices.append(
-                {"type": "object", "properties": {name: operand}, "required": [name], "additionalProperties": False}
-            )
+        operands = {
+            name: next(option for option in operand.get("anyOf", [operand]) if option.get("type") != "null")
+            for name, operand in schema.pop("properties").items()
+        }
+
+        def level(widths: tuple[int, ...]) -> JsonSchemaValue:
+            """Filters whose andAll/orAll hold up to widths[0] filters of the next level (none: comparisons).
+
+            One object of optional properties with exactly one present, rather than a oneOf of single-property
+            objects: the same rule, and a fraction of the cases a schema-driven generator derives from it."""
+            properties = {name: operand for name, operand in operands.items() if name not in LOGICAL_OPERATORS}
+            if widths:
+                children = {"type": "array", "items": level(widths[1:]), "minItems": 1, "maxItems": widths[0]}
+                properties |= dict.fromkeys(LOGICAL_OPERATORS, children)
+            return {
+                "type": "object",
+                "properties": properties,
+                "minProperties": 1,
+                "maxProperties": 1,
+                "additionalProperties": False,
+            }
+
         schema.pop("additionalProperties", None)
-        schema["oneOf"] = choices
+        schema.update(level((MAX_FILTER_BRANCHES, SCHEMA_GROUP_BRANCHES)))
         schema["description"] = (
             f"{schema.get('description', '')}\n\nLimits: at most {MAX_FILTER_NODES} filter objects in all, "
-            f"nested at most {MAX_FILTER_DEPTH} deep, {MAX_FILTER_BRANCHES} children per `andAll`/`orAll`, "
-            f"{MAX_FILTER_LIST_VALUES} strings per list, {MAX_FILTER_STRING} characters per string, numbers "
-            f"within +-2^53."
+            f"nested at most {MAX_FILTER_DEPTH} levels deep, {MAX_FILTER_BRANCHES} filters per andAll/orAll, "
+            f"{MAX_FILTER_LIST_VALUES} strings per list, {MAX_FILTER_STRING} characters per string, numbers within "
+            f"+-2^53. This schema spells out the part of that a schema can: groups (an andAll/orAll inside "
+            f"another) of at most {SCHEMA_GROUP_BRANCHES} comparisons; the API also takes deeper and wider groups "
+            "within the limits."
         )
         return schema
 

@@ -526,8 +526,8 @@ def _terms_lists(body: Any) -> list[list[Any]]:
 
 
 def _largest_tree(leaf: dict[str, Any]) -> Filter:
-    """The most leaves the limits allow: a root with 4 `andAll`s of 20 leaves and 15 more leaves, 100 objects."""
-    groups = [{"andAll": [leaf] * MAX_FILTER_BRANCHES} for _ in range(4)]
+    """The most leaves the limits allow: 5 `andAll`s of 20 leaves and 15 more leaves, 121 objects in all."""
+    groups = [{"andAll": [leaf] * MAX_FILTER_BRANCHES} for _ in range(5)]
     tree = Filter.model_validate({"orAll": groups + [leaf] * 15})
     assert tree.node_count == MAX_FILTER_NODES
     return tree

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from citewise.models import MAX_FILTER_LIST_VALUES, MAX_FILTER_NODES, Filter
+from citewise.models import MAX_FILTER_BRANCHES, MAX_FILTER_DEPTH, MAX_FILTER_LIST_VALUES, MAX_FILTER_NODES, Filter
 from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims
 
 ALICE = claims("acme", "alice")
@@ -90,11 +90,12 @@ def test_json_nested_too_deep_is_a_validation_error(stack: Stack, levels: int) -
 def test_filters_at_their_limits_work_on_both_backends(stack: Stack) -> None:
     # Given a document, and filters as large as the limits allow in every direction
     stack.upload_and_ingest(ALICE, "runbook.md", RUNBOOK, metadata={"dept": "ops"})
-    groups = [{"andAll": [_leaf(n * 4 + m) for m in range(4)]} for n in range(19)]
-    widest = {"orAll": [*groups, {"andAll": [_leaf(m) for m in range(3)]}]}
-    assert Filter.model_validate(widest).node_count == MAX_FILTER_NODES
+    groups = [{"andAll": [_leaf(n * 5 + m) for m in range(5)]} for n in range(MAX_FILTER_BRANCHES)]
+    full = {"orAll": groups}  # the largest tree the OpenAPI document's form allows: MAX_FILTER_NODES objects
+    assert Filter.model_validate(full).node_count == MAX_FILTER_NODES
+    deep = _nested(MAX_FILTER_DEPTH)
     in_list = {"in": {"key": "dept", "value": ["ops"] + [f"d{n}" for n in range(MAX_FILTER_LIST_VALUES - 1)]}}
-    for filters, hits in ((widest, 0), (_nested(8), 0), (in_list, 1), ({"andAll": [in_list, _nested(7)]}, 0)):
+    for filters, hits in ((full, 0), (deep, 0), (in_list, 1), ({"orAll": [in_list, _nested(MAX_FILTER_DEPTH - 1)]}, 1)):
         # When each is searched with
         status, body = stack.api("POST", "/v1/search", body={"query": "keys", "filters": filters}, identity=ALICE)
         # Then it is accepted and applied
@@ -106,11 +107,11 @@ def test_filters_at_their_limits_work_on_both_backends(stack: Stack) -> None:
     ("filters", "limit"),
     [
         # 20 x 20 x 20 leaves: within every per-level limit, 8,421 filter objects in all
-        ({"andAll": [{"orAll": [{"andAll": [_leaf()] * 20}] * 20}] * 20}, "at most 100 filter objects"),
-        ({"orAll": [{"andAll": [_leaf()] * 20}] * 5}, "at most 100 filter objects"),
-        (_nested(9), "at most 8 levels"),
-        ({"notIn": {"key": "dept", "value": ["x"] * (MAX_FILTER_LIST_VALUES + 1)}}, "at most 1000 items"),
+        ({"andAll": [{"orAll": [{"andAll": [_leaf()] * 20}] * 20}] * 20}, "at most 121 filter objects"),
+        ({"orAll": [{"andAll": [_leaf()] * 6}] * 20}, "at most 121 filter objects"),
+        (_nested(MAX_FILTER_DEPTH + 1), "at most 8 levels"),
         ({"andAll": [_leaf()] * 21}, "at most 20 items"),
+        ({"notIn": {"key": "dept", "value": ["x"] * (MAX_FILTER_LIST_VALUES + 1)}}, "at most 1000 items"),
         ({"equals": {"key": "dept", "value": "ops"}, "notEquals": {"key": "dept", "value": "hr"}}, "exactly one"),
     ],
 )
