@@ -711,20 +711,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send_error(self, error: Exception, request_id: str, *, close: bool = False) -> int:
         status, body = error_body(error, request_id)
-        extra = error.headers() if isinstance(error, CitewiseError) else {}
-        return self._send_json(status, body, request_id, close=close, headers=extra)
+        headers = [
+            ("Content-Type", "application/json"),
+            *(error.headers() if isinstance(error, CitewiseError) else {}).items(),
+        ]
+        return self._send(status, _json(body).encode(), headers, request_id, close=close)
 
-    def _send_json(
-        self,
-        status: int,
-        body: dict[str, Any],
-        request_id: str,
-        *,
-        close: bool = False,
-        headers: Mapping[str, str] | None = None,
-    ) -> int:
-        sent = [("Content-Type", "application/json"), *(headers or {}).items()]
-        return self._send(status, _json(body).encode(), sent, request_id, close=close)
+    def _send_json(self, status: int, body: dict[str, Any], request_id: str, *, close: bool = False) -> int:
+        return self._send(status, _json(body).encode(), [("Content-Type", "application/json")], request_id, close=close)
 
     def _send(
         self,
