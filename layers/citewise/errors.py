@@ -20,6 +20,10 @@ class CitewiseError(Exception):
         self.message = message
         self.details = details or {}
 
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the error's response must carry besides the body (none by default)."""
+        return {}
+
     def to_dict(self) -> dict[str, Any]:
         """The `error` object of an API response body (the request id is added by the caller)."""
         return {"code": self.code, "message": self.message, "details": self.details}
@@ -61,6 +65,23 @@ class NotFoundError(CitewiseError):
 
     code = "NOT_FOUND"
     http_status = 404
+
+
+class MethodNotAllowedError(CitewiseError):
+    """The path names a resource that does not answer this method; `Allow` lists those it does."""
+
+    code = "METHOD_NOT_ALLOWED"
+    http_status = 405
+
+    def __init__(self, method: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(
+            f"{method} is not allowed here; use {', '.join(allowed)}",
+            details={"method": method, "allowed": list(allowed)},
+        )
+        self.allowed = allowed
+
+    def headers(self) -> dict[str, str]:
+        return {"Allow": ", ".join(self.allowed)}
 
 
 class ConflictError(CitewiseError):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import tempfile
 import time
@@ -27,7 +28,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pydantic
+
 from citewise.errors import CitewiseError, UnauthorizedError, ValidationError
+from citewise.models import UserId
 from citewise.tenancy import validate_tenant_id
 
 SECRET_FILE = "secret.key"  # noqa: S105 - a file name, not a secret
@@ -40,6 +44,10 @@ MAX_TTL = 30 * 24 * 3600
 TENANT_CLAIM = "custom:tenant_id"
 GROUPS_CLAIM = "cognito:groups"
 REQUIRED_CLAIMS = ("sub", TENANT_CLAIM, "token_use", "iss", "iat", "exp")
+GROUP_NAME = re.compile(r"[^\s,\[\]\x00-\x1f\x7f]+")
+"""A group name `citewise token` issues: API Gateway hands groups on comma-joined, so a comma, a space or a
+bracket inside a name could read as a second name (or as a list's brackets) to a less careful parser."""
+_USER_ID = pydantic.TypeAdapter(UserId)
 
 
 def local_secret(home: Path) -> bytes:
@@ -92,14 +100,22 @@ def mint_token(
     Cognito does.
     """
     validate_tenant_id(tenant_id)
-    if not user_id or not user_id.strip():
+    if not user_id.strip():
         raise ValidationError("user must not be empty", details={"field": "user"})
+    try:
+        _USER_ID.validate_python(user_id)
+    except pydantic.ValidationError as exc:
+        raise ValidationError(
+            "user must be at most 256 characters, without control characters", details={"field": "user"}
+        ) from exc
     if not 1 <= ttl <= MAX_TTL:
         raise ValidationError(f"ttl must be 1 to {MAX_TTL} seconds", details={"field": "ttl"})
     group_list = list(groups)
-    if any(not group or "," in group or group != group.strip() for group in group_list):
-        # API Gateway hands groups to the handlers comma-joined: a comma inside a name would split it.
-        raise ValidationError("group names must be non-empty, without commas or surrounding spaces")
+    if not all(GROUP_NAME.fullmatch(group) for group in group_list):
+        raise ValidationError(
+            "group names must be non-empty, without spaces, commas, brackets or control characters",
+            details={"field": "group"},
+        )
     issued = int(time.time() if now is None else now)
     claims: dict[str, Any] = {
         "sub": user_id,
@@ -121,8 +137,9 @@ def mint_token(
 def verify_token(key: bytes, token: str) -> dict[str, Any]:
     """The claims of a token this server minted, or UnauthorizedError saying why it is refused.
 
-    Checks the signature (HS256 only), expiry, issuer, `token_use` and that every claim an identity
-    needs is present. The message names the problem, never the token.
+    Checks the signature (HS256 only), expiry, issuer, `token_use`, that every claim an identity needs is
+    present, and that it expires no later than a token this server mints could (a far `exp`, such as
+    10**20, is no date at all). The message names the problem, never the token.
     """
     import jwt
 
@@ -152,6 +169,8 @@ def verify_token(key: bytes, token: str) -> dict[str, Any]:
         raise UnauthorizedError("the token is not a well-formed JWT") from exc
     except jwt.InvalidTokenError as exc:
         raise UnauthorizedError(f"the token is invalid ({type(exc).__name__})") from exc
+    if claims["exp"] > time.time() + MAX_TTL:
+        raise UnauthorizedError(f"the token expires more than {MAX_TTL} seconds from now")
     if claims["token_use"] != "id":  # noqa: S105 - a claim value, not a password
         raise UnauthorizedError("the token is not an ID token")
     for name in ("sub", TENANT_CLAIM):

@@ -49,17 +49,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socket import socket
 from typing import Any, Literal, TextIO
-from urllib.parse import parse_qsl, quote_plus, unquote, urlsplit
+from urllib.parse import parse_qsl, quote_plus, urlsplit
 from xml.sax.saxutils import escape
 
 import citewise
-from citewise.api.routes import ROUTES, Route
+from citewise.api.routes import ROUTES, Route, allowed_methods, match_route
 from citewise.blobstore.base import is_sidecar, object_key
 from citewise.blobstore.local import UPLOAD_ROUTE, ListedObject
 from citewise.config import Settings
 from citewise.errors import (
     CitewiseError,
     ForbiddenError,
+    MethodNotAllowedError,
     NotFoundError,
     PayloadTooLargeError,
     PreconditionFailedError,
@@ -99,6 +100,9 @@ DOCS_PATH = "/v1/docs"
 OPENAPI_PATH = "/v1/openapi.json"
 # Claims API Gateway renders as dates (`Fri Jul 29 18:52:53 UTC 2016`) rather than epoch seconds.
 _DATE_CLAIMS = ("exp", "iat", "auth_time")
+# The seconds a date claim can hold and still be a date (years 1 to 9999); a value outside stays a number.
+_MIN_EPOCH = datetime.min.replace(tzinfo=UTC).timestamp()
+_MAX_EPOCH = datetime.max.replace(tzinfo=UTC).timestamp()
 _HOP_BY_HOP = frozenset({"connection", "content-length", "keep-alive", "transfer-encoding", "upgrade"})
 
 SWAGGER_UI = f"""<!doctype html>
@@ -122,34 +126,12 @@ SWAGGER_UI = f"""<!doctype html>
 # --- routes and events ------------------------------------------------------------------------------
 
 
-def match_route(method: str, raw_path: str, routes: Sequence[Route] = ROUTES) -> tuple[Route, dict[str, str]] | None:
-    """The route for `method` on a (percent-encoded) request path and its decoded path parameters."""
-    segments = raw_path.split("/")
-    for route in routes:
-        if route.method != method:
-            continue
-        template = route.path.split("/")
-        if len(template) != len(segments):
-            continue
-        parameters: dict[str, str] = {}
-        for expected, actual in zip(template, segments, strict=True):
-            if expected.startswith("{") and expected.endswith("}"):
-                if not actual:
-                    break
-                parameters[expected[1:-1]] = unquote(actual)
-            elif expected != actual:
-                break
-        else:
-            return route, parameters
-    return None
-
-
 def apigateway_claims(claims: Mapping[str, Any]) -> dict[str, str]:
     """Token claims as API Gateway's Cognito authorizer hands them to a REST integration: every value
     a string, lists comma-joined, time claims as dates."""
     rendered: dict[str, str] = {}
     for name, value in claims.items():
-        if name in _DATE_CLAIMS and isinstance(value, int | float):
+        if name in _DATE_CLAIMS and isinstance(value, int | float) and _MIN_EPOCH <= value <= _MAX_EPOCH:
             rendered[name] = datetime.fromtimestamp(value, UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
         elif isinstance(value, list):
             rendered[name] = ",".join(str(item) for item in value)
@@ -793,7 +775,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return self._send(200, SWAGGER_UI.encode(), [("Content-Type", "text/html; charset=utf-8")], request_id)
         matched = match_route(self.command, raw_path)
         if matched is None:
-            return self._send_error(NotFoundError(f"no route {self.command} {raw_path}"), request_id)
+            allowed = allowed_methods(raw_path)
+            missing = (
+                MethodNotAllowedError(self.command, allowed)
+                if allowed
+                else NotFoundError(f"no route {self.command} {raw_path}")
+            )
+            return self._send_error(missing, request_id)
         route, parameters = matched
         try:
             claims = self._claims() if route.authenticated else None
@@ -897,7 +885,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send_error(self, error: Exception, request_id: str, *, close: bool = False) -> int:
         status, body = error_body(error, request_id)
-        return self._send_json(status, body, request_id, close=close)
+        headers = [
+            ("Content-Type", "application/json"),
+            *(error.headers() if isinstance(error, CitewiseError) else {}).items(),
+        ]
+        return self._send(status, _json(body).encode(), headers, request_id, close=close)
 
     def _send_json(self, status: int, body: dict[str, Any], request_id: str, *, close: bool = False) -> int:
         return self._send(status, _json(body).encode(), [("Content-Type", "application/json")], request_id, close=close)

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic
+
 from citewise.errors import ForbiddenError, UnauthorizedError, ValidationError
 from citewise.models import TENANT_ID_PATTERN, Caller
 
@@ -59,10 +61,11 @@ def document_id(tenant_id: str, path: str) -> str:
 
 def caller_from_claims(claims: Mapping[str, Any], *, tenant_claim: str = "custom:tenant_id") -> Caller:
     """The Caller of a Cognito identity: `sub` is the user, `tenant_claim` the tenant, groups from
-    `cognito:groups` (a JSON-ish list, as API Gateway passes it, or a real list, as in a decoded JWT).
+    `cognito:groups` (see `_groups` for the forms it takes).
 
-    No `sub` means no identity (401); a missing or malformed tenant means an identity that belongs to
-    no tenant (403). Nothing here ever reads a request body.
+    No `sub`, or one the models cannot hold as a user id (longer than 256 characters, control
+    characters), means no usable identity (401); a missing or malformed tenant means an identity that
+    belongs to no tenant (403). Nothing here ever reads a request body.
     """
     user = claims.get("sub")
     if not isinstance(user, str) or not user:
@@ -70,7 +73,7 @@ def caller_from_claims(claims: Mapping[str, Any], *, tenant_claim: str = "custom
     tenant = claims.get(tenant_claim)
     if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
         raise ForbiddenError("the identity is not assigned to a tenant", details={"claim": tenant_claim})
-    return Caller(tenant_id=tenant, user_id=user, groups=_groups(claims.get("cognito:groups")))
+    return _caller(tenant, user, _groups(claims.get("cognito:groups")))
 
 
 def caller_from_iam(principal_arn: str | None, tenant_map: Mapping[str, str]) -> Caller:
@@ -78,14 +81,26 @@ def caller_from_iam(principal_arn: str | None, tenant_map: Mapping[str, str]) ->
 
     An assumed-role session (`arn:aws:sts::A:assumed-role/R/S`) is looked up by its exact ARN, then by
     its role (`arn:aws:iam::A:role/R`), so one mapping covers every session of a role; the user is the
-    exact principal ARN, so private documents stay private to one session name.
+    exact principal ARN, so private documents stay private to one session name. An ARN the models cannot
+    hold as a user id (an IAM path can make it longer than 256 characters) is refused with 401.
     """
     if not principal_arn:
         raise UnauthorizedError("the request carries no authenticated identity")
     tenant = tenant_map.get(principal_arn) or tenant_map.get(_role_arn(principal_arn) or "")
     if tenant is None:
         raise ForbiddenError("this IAM principal is not mapped to a tenant")
-    return Caller(tenant_id=validate_tenant_id(tenant), user_id=principal_arn)
+    return _caller(validate_tenant_id(tenant), principal_arn)
+
+
+def _caller(tenant_id: str, user_id: str, groups: tuple[str, ...] = ()) -> Caller:
+    """The Caller, or UnauthorizedError when the identity's user id breaks the model's rules (the tenant
+    was checked already): an identity citewise cannot record as an owner is no usable identity."""
+    try:
+        return Caller(tenant_id=tenant_id, user_id=user_id, groups=groups)
+    except pydantic.ValidationError as exc:
+        raise UnauthorizedError(
+            "the identity's user id is not usable: it must be 1-256 characters without control characters"
+        ) from exc
 
 
 def _role_arn(principal_arn: str) -> str | None:
@@ -94,8 +109,16 @@ def _role_arn(principal_arn: str) -> str | None:
 
 
 def _groups(raw: Any) -> tuple[str, ...]:
+    """The group names of a `cognito:groups` claim, each exactly as Cognito has it.
+
+    Two forms only: a list of strings (a decoded ID token, as `citewise serve` and tests may pass) and
+    the string API Gateway's Cognito authorizer hands a REST integration, the names joined with commas
+    ("analysts" or "analysts,admin"). Nothing is stripped or split on spaces or brackets, so `ops admin`,
+    `[admin]` or `admin]` never make a caller an `admin`. A group whose own name holds a comma cannot be
+    told apart in the joined form; `citewise token` refuses such names (and Cognito pool admins should).
+    """
     if isinstance(raw, list):
-        return tuple(str(group) for group in raw if str(group))
+        return tuple(group for group in raw if isinstance(group, str) and group)
     if isinstance(raw, str):
-        return tuple(part for part in re.split(r"[\s,]+", raw.strip("[]")) if part)
+        return tuple(group for group in raw.split(",") if group)
     return ()

@@ -388,22 +388,31 @@ def test_a_bare_token_is_accepted_as_api_gateway_accepts_it(api: Running, token:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [
-        ("GET", "/v1/nothing"),
-        ("GET", "/v1/query"),
-        ("PUT", "/v1/documents/x"),
-        ("GET", "/v1/documents/"),
-        ("GET", "/"),
-        ("TRACE", "/v1/health"),
-        ("QUERY", "/v1/documents"),
-    ],
+    [("GET", "/v1/nothing"), ("GET", "/v1/documents/"), ("GET", "/"), ("PUT", "/v1/documents/x/y")],
 )
-def test_unknown_paths_and_methods_get_404(api: Running, token: Callable[..., str], method: str, path: str) -> None:
+def test_unknown_paths_get_404(api: Running, token: Callable[..., str], method: str, path: str) -> None:
     response = call(api.url, method, path, headers=bearer(token()))
     assert_error(response, 404, "NOT_FOUND")
 
 
-def test_head_gets_the_headers_of_the_404_without_its_body_and_the_connection_goes_on(api: Running) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("GET", "/v1/query", "POST"),
+        ("PUT", "/v1/documents/x", "DELETE, GET"),
+        ("TRACE", "/v1/health", "GET"),
+        ("QUERY", "/v1/documents", "GET"),
+    ],
+)
+def test_undeclared_methods_on_known_paths_get_405_with_allow(
+    api: Running, token: Callable[..., str], method: str, path: str, allowed: str
+) -> None:
+    response = call(api.url, method, path, headers=bearer(token()))
+    assert_error(response, 405, "METHOD_NOT_ALLOWED")
+    assert response.headers["Allow"] == allowed
+
+
+def test_head_gets_the_headers_of_the_405_without_its_body_and_the_connection_goes_on(api: Running) -> None:
     parts = urlsplit(api.url)
     connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
     try:
@@ -411,7 +420,7 @@ def test_head_gets_the_headers_of_the_404_without_its_body_and_the_connection_go
         after = call(api.url, "GET", "/v1/health", connection=connection)
     finally:
         connection.close()
-    assert head.status == 404 and int(head.headers["Content-Length"]) > 0 and head.body == b""
+    assert head.status == 405 and int(head.headers["Content-Length"]) > 0 and head.body == b""
     assert after.status == 200
 
 

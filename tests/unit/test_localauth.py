@@ -136,11 +136,35 @@ def test_garbage_is_refused_as_malformed(key: bytes, garbage: str) -> None:
 
 @pytest.mark.parametrize(
     ("tenant", "user", "groups", "ttl"),
-    [("a/b", "alice", [], 60), ("acme", "", [], 60), ("acme", "alice", ["a,b"], 60), ("acme", "alice", [], 0)],
+    [
+        ("a/b", "alice", [], 60),
+        ("acme", "", [], 60),
+        ("acme", "u" * 257, [], 60),
+        ("acme", "alice\nbob", [], 60),
+        ("acme", "alice", [], 0),
+    ],
 )
 def test_minting_refuses_bad_input(key: bytes, tenant: str, user: str, groups: list[str], ttl: int) -> None:
     with pytest.raises(ValidationError):
         mint_token(key, tenant_id=tenant, user_id=user, groups=groups, ttl=ttl)
+
+
+@pytest.mark.parametrize("group", ["a,b", "ops admin", "[admin]", "admin]", "", " admin", "adm\tin", "admin\x00"])
+def test_minting_refuses_group_names_a_parser_could_misread(key: bytes, group: str) -> None:
+    with pytest.raises(ValidationError, match="group names"):
+        mint_token(key, tenant_id="acme", user_id="alice", groups=["readers", group])
+
+
+def test_minting_keeps_plain_group_names(key: bytes) -> None:
+    groups = ["admin", "ops-team", "data.readers", "équipe_1"]
+    token = mint_token(key, tenant_id="acme", user_id="alice", groups=groups)
+    assert verify_token(key, token)["cognito:groups"] == groups
+
+
+@pytest.mark.parametrize("exp", [10**20, int(time.time()) + 31 * 24 * 3600])
+def test_a_token_expiring_later_than_any_this_server_mints_is_refused(key: bytes, exp: int) -> None:
+    with pytest.raises(UnauthorizedError, match="expires more than"):
+        verify_token(key, _forge(key, exp=exp))
 
 
 def test_the_secret_is_created_once_with_mode_0600_and_reused(tmp_path: Path) -> None:

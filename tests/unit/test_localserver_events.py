@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.parser.models import (
     S3SqsEventNotificationModel,
 )
 
-from citewise.api.routes import ROUTES, Route
+from citewise.api.routes import ROUTES, Route, allowed_methods
 from citewise.blobstore.base import key_to_location
 from citewise.errors import ValidationError
 from citewise.localserver import (
@@ -63,6 +63,20 @@ def test_unknown_paths_and_methods_match_nothing(method: str, path: str) -> None
     assert match_route(method, path) is None
 
 
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("/v1/query", ("POST",)),
+        ("/v1/documents", ("GET",)),
+        ("/v1/documents/abc", ("DELETE", "GET")),
+        ("/v1/documents/", ()),
+        ("/v1/nothing", ()),
+    ],
+)
+def test_the_methods_a_path_allows_are_those_its_routes_declare(path: str, allowed: tuple[str, ...]) -> None:
+    assert allowed_methods(path) == allowed
+
+
 def test_every_route_of_the_table_is_reachable() -> None:
     for route in ROUTES:
         path = route.path.replace("{id}", "x1")
@@ -93,6 +107,13 @@ def test_claims_are_rendered_as_api_gateway_renders_them() -> None:
     # And the tenancy module reads the same caller from them as from the token
     caller = caller_from_claims(rendered)
     assert (caller.tenant_id, caller.user_id, caller.groups) == ("acme", "alice", ("admins", "readers"))
+
+
+@pytest.mark.parametrize("exp", [10**20, -(10**20), 1e300])
+def test_a_time_claim_that_is_no_date_stays_a_number_instead_of_overflowing(exp: float) -> None:
+    rendered = apigateway_claims({"sub": "alice", "exp": exp, "iat": 1469814773})
+    assert rendered["exp"] == str(exp)
+    assert rendered["iat"] == "Fri Jul 29 17:52:53 UTC 2016"
 
 
 def _event(**overrides: object) -> dict[str, object]:

@@ -16,7 +16,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from citewise.index import opensearch_queries as q
-from citewise.models import Caller, Chunk, DocumentMetadata, Filter, Visibility
+from citewise.models import (
+    MAX_FILTER_BRANCHES,
+    MAX_FILTER_LIST_VALUES,
+    MAX_FILTER_NODES,
+    Caller,
+    Chunk,
+    DocumentMetadata,
+    Filter,
+    Visibility,
+)
 
 CALLER = Caller(tenant_id="acme", user_id="alice")
 ACCESS = {
@@ -486,3 +495,60 @@ def test_documents_query_counts_chunks_per_readable_document() -> None:
         "query": {"bool": {"filter": [{"bool": {"filter": [ACCESS]}}, {"terms": {"doc_id": ["d1", "d2"]}}]}},
         "aggs": {"documents": {"terms": {"field": "doc_id", "size": 50, "order": {"_key": "asc"}}}},
     }
+
+
+# --- limits: what the largest filter the model accepts becomes --------------------------------------
+
+MAX_CLAUSE_COUNT = 1024
+"""OpenSearch's default `indices.query.bool.max_clause_count`: a query with more clauses in all is refused."""
+MAX_TERMS_COUNT = 65536
+"""OpenSearch's default `index.max_terms_count`: the most values one `terms` query may hold."""
+_QUERY_TYPES = {"bool", "term", "terms", "range", "prefix", "wildcard", "exists", "match_none", "match", "knn"}
+
+
+def _clauses(body: Any) -> int:
+    """Query objects in a DSL tree: every leaf query and every `bool`, which bounds Lucene's clause count."""
+    if isinstance(body, list):
+        return sum(_clauses(item) for item in body)
+    if not isinstance(body, dict):
+        return 0
+    own = sum(1 for key in body if key in _QUERY_TYPES)
+    return own + sum(_clauses(value) for value in body.values())
+
+
+def _terms_lists(body: Any) -> list[list[Any]]:
+    if isinstance(body, list):
+        return [found for item in body for found in _terms_lists(item)]
+    if not isinstance(body, dict):
+        return []
+    own = [values for values in body["terms"].values() if isinstance(values, list)] if "terms" in body else []
+    return own + [found for value in body.values() for found in _terms_lists(value)]
+
+
+def _largest_tree(leaf: dict[str, Any]) -> Filter:
+    """The most leaves the limits allow: 5 `andAll`s of 20 leaves and 15 more leaves, 121 objects in all."""
+    groups = [{"andAll": [leaf] * MAX_FILTER_BRANCHES} for _ in range(5)]
+    tree = Filter.model_validate({"orAll": groups + [leaf] * 15})
+    assert tree.node_count == MAX_FILTER_NODES
+    return tree
+
+
+WORST_LEAVES = [
+    {"listContains": {"key": "k", "value": "x"}},
+    {"greaterThan": {"key": "k", "value": 2}},
+    {"startsWith": {"key": "k", "value": "x"}},
+    {"in": {"key": "k", "value": 7}},
+    {"notIn": {"key": "k", "value": [f"v{n}" for n in range(MAX_FILTER_LIST_VALUES)]}},
+]
+
+
+@pytest.mark.parametrize("leaf", WORST_LEAVES, ids=lambda leaf: next(iter(leaf)))
+def test_the_largest_accepted_filter_stays_well_inside_opensearchs_clause_limit(leaf: dict[str, Any]) -> None:
+    # Given the largest tree the model accepts, of the leaf that costs the most clauses
+    tree = _largest_tree(leaf)
+    # When it becomes a k-NN and a BM25 query, with the access filter around it
+    for body in (q.knn_query([0.1, 0.2], 10, CALLER, tree), q.bm25_query("keys", 10, CALLER, tree)):
+        # Then the clauses in all stay under half the default limit (the rest is headroom for the query text)
+        assert _clauses(body) <= MAX_CLAUSE_COUNT // 2
+        # And every terms query holds no more values than one list may
+        assert all(len(values) <= MAX_FILTER_LIST_VALUES < MAX_TERMS_COUNT for values in _terms_lists(body))

@@ -14,11 +14,41 @@ SESSION = "arn:aws:sts::123456789012:assumed-role/acme-reader/ci-run-7"
 
 @pytest.mark.parametrize(
     ("groups", "expected"),
-    [("[admins, readers]", ("admins", "readers")), (["admins"], ("admins",)), (None, ()), ("", ())],
+    [
+        # API Gateway's REST form: one name, or names joined with commas
+        ("admins", ("admins",)),
+        ("admins,readers", ("admins", "readers")),
+        # a decoded token's list
+        (["admins", "readers"], ("admins", "readers")),
+        (None, ()),
+        ("", ()),
+    ],
 )
 def test_cognito_claims_give_the_caller(groups: object, expected: tuple[str, ...]) -> None:
     claims = {"sub": "u-1", "custom:tenant_id": "acme", "cognito:groups": groups}
     assert caller_from_claims(claims) == Caller(tenant_id="acme", user_id="u-1", groups=expected)
+
+
+@pytest.mark.parametrize("groups", ["ops admin", "[admin]", "admin]", "[admin", " admin", "admin ", ["ops admin"], 7])
+def test_a_group_is_admin_only_when_its_name_is_exactly_admin(groups: object) -> None:
+    # Given a cognito:groups claim whose only name merely contains `admin`
+    claims = {"sub": "u-1", "custom:tenant_id": "acme", "cognito:groups": groups}
+    # Then no group of the caller is `admin`
+    assert "admin" not in caller_from_claims(claims).groups
+
+
+@pytest.mark.parametrize("user", ["u" * 257, "alice\nbob", "\x00", "tab\tbed"])
+def test_a_user_id_the_models_cannot_hold_is_no_identity(user: str) -> None:
+    with pytest.raises(UnauthorizedError, match="user id"):
+        caller_from_claims({"sub": user, "custom:tenant_id": "acme"})
+    with pytest.raises(UnauthorizedError, match="user id"):
+        caller_from_iam(user, {user: "acme"})
+
+
+def test_a_long_iam_user_arn_with_a_path_is_refused_not_crashed() -> None:
+    arn = "arn:aws:iam::123456789012:user/" + "division/" * 30 + "ops"
+    with pytest.raises(UnauthorizedError):
+        caller_from_iam(arn, {arn: "acme"})
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,11 @@
 
 Errors: every failure leaves as `{"error": {"code", "message", "details", "request_id"}}` with the status
 of its `CitewiseError` class. Body and parameter validation failures are VALIDATION_ERROR (400) with the
-failing locations (never the rejected input, which could be a secret or a whole document); a request body
-that is not JSON is UNSUPPORTED_MEDIA_TYPE (415); an unknown route is NOT_FOUND; anything unexpected is
-logged with its stack trace and leaves as INTERNAL_ERROR without one.
+failing locations (never the rejected input, which could be a secret or a whole document); so is a body
+whose JSON is nested too deep or holds a number too long to be one the API takes. A request body that is
+not JSON (by its media type, in any letter case) is UNSUPPORTED_MEDIA_TYPE (415); an unknown route is
+NOT_FOUND, a known path asked with a method it does not declare METHOD_NOT_ALLOWED (405, with `Allow`);
+anything unexpected is logged with its stack trace and leaves as INTERNAL_ERROR without one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
@@ -22,8 +26,16 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from citewise import __version__
+from citewise.api.routes import allowed_methods
 from citewise.api.schemas import ErrorResponse
-from citewise.errors import CitewiseError, NotFoundError, UnsupportedMediaTypeError, ValidationError, error_body
+from citewise.errors import (
+    CitewiseError,
+    MethodNotAllowedError,
+    NotFoundError,
+    UnsupportedMediaTypeError,
+    ValidationError,
+    error_body,
+)
 from citewise.observability import logger
 
 TITLE = "citewise API"
@@ -35,12 +47,93 @@ _ERROR_TEXT = {
     401: "UNAUTHORIZED: no valid identity",
     403: "FORBIDDEN: the identity has no tenant, or may not do this",
     404: "NOT_FOUND: no such document (or not yours to see)",
+    405: "METHOD_NOT_ALLOWED: the path does not take this method (`Allow` lists those it takes)",
     409: "CONFLICT: the path belongs to another document",
     413: "PAYLOAD_TOO_LARGE: over the configured document size",
     415: "UNSUPPORTED_MEDIA_TYPE: a format citewise cannot parse, or a body that is not JSON",
     429: "THROTTLED: a backend asked to slow down; retry with backoff",
     502: "EMBEDDING_SERVICE_ERROR, SEARCH_BACKEND_ERROR or GENERATION_ERROR: a backend failed",
 }
+
+
+JSON_MEDIA_TYPE = "application/json"
+MAX_JSON_DEPTH = 32
+"""Nesting levels of a request body: the deepest filter the models accept (`models.MAX_FILTER_DEPTH`) needs
+about twenty, and Python's parser would otherwise recurse until it fails at about a thousand."""
+MAX_NUMBER_CHARS = 32
+"""Characters of one number in a request body. Every number the API takes fits in far fewer (the largest is
+2**53, 16 digits); a longer one is refused before Python converts it, which costs quadratic time and stops
+with a ValueError at 4300 digits."""
+
+
+def parse_json(text: str) -> Any:
+    """The request body as JSON, or ValidationError for a body no route could take: nested deeper than
+    MAX_JSON_DEPTH, or holding a number longer than MAX_NUMBER_CHARS, NaN or an infinity (none of which
+    JSON has). Malformed JSON still raises `json.JSONDecodeError`, which Powertools reports."""
+
+    def number(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+        def convert(literal: str) -> int | float:
+            if len(literal) > MAX_NUMBER_CHARS:
+                raise ValidationError(
+                    f"a number in the body is longer than {MAX_NUMBER_CHARS} characters",
+                    details={"limit": MAX_NUMBER_CHARS},
+                )
+            value = kind(literal)
+            if value in (float("inf"), float("-inf")):
+                raise ValidationError("a number in the body is too large", details={"limit": MAX_NUMBER_CHARS})
+            return value
+
+        return convert
+
+    def constant(name: str) -> None:
+        raise ValidationError(f"{name} is not JSON", details={"constant": name})
+
+    try:
+        document = json.loads(text, parse_int=number(int), parse_float=number(float), parse_constant=constant)
+    except RecursionError as exc:
+        raise _too_deep() from exc
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending:  # iterative: the check must not itself recurse as deep as the body
+        value, depth = pending.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_JSON_DEPTH:
+                    raise _too_deep()
+                pending.append((child, depth + 1))
+    return document
+
+
+def _too_deep() -> ValidationError:
+    return ValidationError(
+        f"the body is nested more than {MAX_JSON_DEPTH} levels deep", details={"limit": MAX_JSON_DEPTH}
+    )
+
+
+def is_json(content_type: str) -> bool:
+    """Whether a Content-Type header names JSON: media types are case-insensitive (RFC 9110 8.3.1)."""
+    return content_type.split(";", 1)[0].strip().lower() == JSON_MEDIA_TYPE
+
+
+class _JsonBodies(OpenAPIRequestValidationMiddleware):
+    """Powertools' request validation, reading every body as JSON or refusing it with 415.
+
+    Powertools picks a parser by a case-sensitive prefix of the Content-Type: `Application/JSON` would be
+    refused, and a form or multipart body would be parsed and could pass validation as if it were JSON.
+    This API speaks JSON only; a request without a Content-Type is read as JSON, as before.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
+
+    def _get_body(self, app: ApiGatewayResolver) -> dict[str, Any]:
+        event = app.current_event
+        if event.body and not is_json(event.headers.get("content-type") or JSON_MEDIA_TYPE):
+            raise UnsupportedMediaTypeError(
+                f"the request body must be JSON (Content-Type: {JSON_MEDIA_TYPE})",
+                details={"content_type": event.headers.get("content-type")},
+            )
+        return self._parse_json_data(app)
 
 
 def responses(*errors: int, success: int = 200, described: str = "OK") -> dict[int, OpenAPIResponse]:
@@ -64,16 +157,15 @@ def request_id(app: APIGatewayRestResolver) -> str:
 
 def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> APIGatewayRestResolver:
     """A resolver with validation, the error handlers, and the routes each `route_sets` item adds."""
-    app = APIGatewayRestResolver(enable_validation=True)
-
-    def _not_json_body() -> bool:
-        event = app.current_event
-        content_type = event.headers.get("content-type", "application/json").lower()
-        return bool(event.body) and not content_type.startswith("application/json")
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
+    app._request_validation_middleware = _JsonBodies()
 
     def reply(error: Exception) -> Response[str]:
         status, body = error_body(error, request_id(app))
-        return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+        headers = error.headers() if isinstance(error, CitewiseError) else {}
+        return Response(
+            status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body), headers=headers
+        )
 
     def _known(error: CitewiseError) -> Response[str]:
         if error.http_status >= 500:
@@ -81,8 +173,6 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
         return reply(error)
 
     def _invalid(error: RequestValidationError) -> Response[str]:
-        if _not_json_body():  # Powertools parses form bodies too; this API speaks JSON (curl -d sends a form)
-            return _not_json(None)
         problems = [
             {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
             for err in error.errors()
@@ -94,13 +184,14 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
 
     @app.not_found
     def _no_route(_: Exception) -> Response[str]:
-        return reply(NotFoundError("no such route", details={"method": app.current_event.http_method}))
+        method, allowed = app.current_event.http_method, allowed_methods(app.current_event.path)
+        if allowed:
+            return reply(MethodNotAllowedError(method, allowed))
+        return reply(NotFoundError("no such route", details={"method": method}))
 
     def _unreadable(error: ValueError) -> Response[str]:
-        # Powertools raises plain ValueErrors on bodies it cannot decode before validation runs: bytes
-        # that are not UTF-8, a multipart body without a boundary. Bad input, never a 500.
-        if _not_json_body():
-            return _not_json(None)
+        # Powertools decodes a base64 body before validation runs, with a plain UnicodeDecodeError for bytes
+        # that are not UTF-8. Bad input, never a 500.
         if isinstance(error, UnicodeDecodeError):
             return reply(ValidationError("the request body is not UTF-8 JSON"))
         return _unexpected(error)

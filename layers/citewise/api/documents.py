@@ -11,12 +11,76 @@ from citewise import __version__
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
-from citewise.blobstore.base import PresignedUpload
+from citewise.blobstore.base import _CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
+from citewise.config import Settings
 from citewise.documents import UploadRequest, delete_document, request_upload, visible_document
+from citewise.metadata import SYSTEM_KEYS
 from citewise.models import Document, DocumentStatus
+from citewise.parsing import SUPPORTED_CONTENT_TYPES, SUPPORTED_EXTENSIONS
 from citewise.registry.base import DocumentPage
+from citewise.registry.cursors import MAX_CURSOR_CHARS
+from citewise.tenancy import MAX_PATH_BYTES
 
 DocumentId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="The document id (32 hex digits).")]
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
+"""A cursor is base64url without padding (`registry.cursors`); its content is opaque and tenant-bound."""
+
+# The rules `request_upload` and the blob store enforce, in JSON Schema terms (ECMA-262 patterns), so a
+# schema-driven client knows them without trial. What a schema cannot say is in the descriptions: the path
+# limit counts UTF-8 bytes, and metadata is limited in total bytes (the schema's per-entry limits keep any
+# map it allows inside that total, owner and visibility included).
+_SEGMENT = r"(?!\.\.?(?:/|$))[^/\\\x00-\x1f\x7f]+"
+FILENAME_PATTERN = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
+_METADATA_ENTRIES = 8
+_METADATA_VALUE_CHARS = 120
+_METADATA_KEY_CHARS = 100
+
+
+def _any_case(text: str) -> str:
+    """A pattern matching `text` in any letter case: JSON Schema patterns take no flags."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else "\\" + c if c in ".+" else c for c in text)
+
+
+def upload_request_schema(schema: dict[str, Any]) -> None:
+    """State the upload rules on the generated `UploadRequest` schema (in place)."""
+    properties = schema["properties"]
+    properties["filename"].update(
+        pattern=FILENAME_PATTERN,
+        maxLength=MAX_PATH_BYTES,
+        description=(
+            f"{properties['filename']['description']} A relative path of at most {MAX_PATH_BYTES} bytes of UTF-8: "
+            "`/`-separated, no leading `/`, no empty, `.` or `..` segment, no backslash, no control character."
+        ),
+    )
+    properties["content_type"].update(pattern=_CONTENT_TYPE_RE.pattern)
+    limit = Settings.model_fields["max_document_bytes"].default
+    properties["size"].update(
+        maximum=limit,
+        description=f"{properties['size']['description']} At most the deployment's limit ({limit} bytes by default).",
+    )
+    properties["metadata"].update(
+        maxProperties=_METADATA_ENTRIES,
+        propertyNames={
+            "pattern": rf"^[a-z0-9][a-z0-9_.-]{{0,{_METADATA_KEY_CHARS - 1}}}$",
+            "not": {"enum": sorted(SYSTEM_KEYS)},
+        },
+        additionalProperties={"type": "string", "pattern": r"^[\x20-\x7e]*$", "maxLength": _METADATA_VALUE_CHARS},
+        description=(
+            f"String attributes for filters, sent as S3 user metadata: lower-case keys, printable ASCII values, "
+            f"{MAX_USER_METADATA_BYTES} bytes in all with the owner and visibility citewise adds; reserved keys "
+            "are refused."
+        ),
+    )
+    extensions = "|".join(_any_case(extension) for extension in SUPPORTED_EXTENSIONS)
+    media_types = "|".join(_any_case(media_type) for media_type in SUPPORTED_CONTENT_TYPES)
+    schema["anyOf"] = [
+        {"properties": {"filename": {"pattern": rf"(?:^|/)[^/]+(?:{extensions})$"}}},
+        {"properties": {"content_type": {"pattern": rf"^(?:{media_types})(?:;.*)?$"}}},
+    ]
+    schema["description"] = (
+        f"{schema['description']} The format comes from the file name's extension "
+        f"({', '.join(SUPPORTED_EXTENSIONS)}), else from the content type ({', '.join(SUPPORTED_CONTENT_TYPES)})."
+    )
 
 
 def add_document_routes(app: APIGatewayRestResolver) -> None:
@@ -31,7 +95,14 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
     )
     def list_documents(
         limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 20,
-        cursor: Annotated[str | None, Query(max_length=2048, description="`next_cursor` of the last page.")] = None,
+        cursor: Annotated[
+            str | None,
+            Query(
+                max_length=MAX_CURSOR_CHARS,
+                pattern=CURSOR_PATTERN,
+                description="`next_cursor` of the last page, as given: opaque, and valid only with the same filters.",
+            ),
+        ] = None,
         status: Annotated[DocumentStatus | None, Query(description="Only documents in this state.")] = None,
         source: Annotated[str | None, Query(max_length=256, description="Only documents from this source.")] = None,
         path_prefix: Annotated[str | None, Query(max_length=950, description="Only paths starting so.")] = None,

@@ -11,14 +11,17 @@ from functools import cache
 from typing import Any
 
 from citewise.api.app import openapi_document
-from citewise.api.documents import add_document_routes
+from citewise.api.documents import add_document_routes, upload_request_schema
 from citewise.api.query import add_query_routes
 
 
 @cache
 def full_document() -> dict[str, Any]:
-    """The document of both API functions' routes, built once per process."""
-    return openapi_document(add_query_routes, add_document_routes)
+    """The document of both API functions' routes, built once per process, with the upload rules the
+    request model leaves to the functions that enforce them."""
+    document = openapi_document(add_query_routes, add_document_routes)
+    upload_request_schema(document["components"]["schemas"]["UploadRequest"])
+    return document
 
 
 def render() -> str:

@@ -6,8 +6,10 @@ local server (which handler an HTTP request goes to) and the tests that check bo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
 
 FunctionName = Literal["query", "documents"]
 
@@ -32,3 +34,34 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/health", "documents", authenticated=False),
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
 )
+
+
+def path_parameters(template: str, raw_path: str) -> dict[str, str] | None:
+    """The decoded parameters of a (percent-encoded) request path if it has the shape of `template`."""
+    expected_segments, segments = template.split("/"), raw_path.split("/")
+    if len(expected_segments) != len(segments):
+        return None
+    parameters: dict[str, str] = {}
+    for expected, actual in zip(expected_segments, segments, strict=True):
+        if expected.startswith("{") and expected.endswith("}"):
+            if not actual:
+                return None
+            parameters[expected[1:-1]] = unquote(actual)
+        elif expected != actual:
+            return None
+    return parameters
+
+
+def match_route(method: str, raw_path: str, routes: Sequence[Route] = ROUTES) -> tuple[Route, dict[str, str]] | None:
+    """The route for `method` on a (percent-encoded) request path and its decoded path parameters."""
+    for route in routes:
+        parameters = path_parameters(route.path, raw_path) if route.method == method else None
+        if parameters is not None:
+            return route, parameters
+    return None
+
+
+def allowed_methods(raw_path: str, routes: Sequence[Route] = ROUTES) -> tuple[str, ...]:
+    """The methods declared on the resource a request path names (none for an unknown path): what a 405
+    answer's `Allow` header lists."""
+    return tuple(sorted({route.method for route in routes if path_parameters(route.path, raw_path) is not None}))

@@ -1,0 +1,144 @@
+"""The OpenAPI document states the rules the API enforces: what its schemas accept, the code accepts.
+
+Checked with the JSON Schema validator schemathesis itself uses (jsonschema_rs, ECMA-262 patterns), against
+the same functions the handlers call, so a pattern cannot drift from the rule it describes. The document is
+the checked-in one, which a handler test keeps equal to the generated one (importing the API modules here
+would create the Powertools metrics at collection time, before the handler tests set their namespace)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from citewise.errors import ValidationError
+from citewise.models import MAX_FILTER_BRANCHES, SearchRequest
+from citewise.tenancy import MAX_PATH_BYTES, validate_path
+
+DOCUMENT: dict[str, Any] = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+
+
+def _validator(component: str) -> Any:
+    document = DOCUMENT
+    return jsonschema_rs.Draft202012Validator(
+        {"$ref": f"#/components/schemas/{component}", "components": document["components"]}
+    )
+
+
+SEARCH = _validator("SearchRequest")
+UPLOAD = _validator("UploadRequest")
+LEAF = {"equals": {"key": "dept", "value": "ops"}}
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"equals": {"key": "dept", "value": "ops"}, "notEquals": {"key": "dept", "value": "hr"}},
+        {"equals": None},
+        {},
+        {"andAll": []},
+        {"andAll": [LEAF] * (MAX_FILTER_BRANCHES + 1)},
+        {"equals": {"key": "year", "value": 2**53 + 2}},
+        {"in": {"key": "dept", "value": ["x"] * 1001}},
+        {"nope": LEAF},
+    ],
+    ids=[
+        "two-operators",
+        "null-operator",
+        "no-operator",
+        "empty-and",
+        "too-wide",
+        "huge-number",
+        "long-list",
+        "unknown",
+    ],
+)
+def test_the_filter_schema_refuses_what_the_model_refuses(filters: dict[str, Any]) -> None:
+    body = {"query": "q", "filters": filters}
+    assert not SEARCH.is_valid(body)
+    with pytest.raises(ValueError, match="validation error"):
+        SearchRequest.model_validate(body)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        LEAF,
+        {"in": {"key": "dept", "value": ["ops", "hr"]}},
+        {"andAll": [LEAF, {"orAll": [LEAF] * 5}]},
+        {"orAll": [{"andAll": [LEAF] * 5}] * MAX_FILTER_BRANCHES},
+    ],
+)
+def test_the_filter_schema_accepts_what_the_model_accepts(filters: dict[str, Any]) -> None:
+    body = {"query": "q", "filters": filters}
+    assert SEARCH.is_valid(body)
+    SearchRequest.model_validate(body)
+
+
+def _upload(filename: str, content_type: str = "text/markdown") -> dict[str, Any]:
+    return {"filename": filename, "content_type": content_type, "size": 10}
+
+
+PATH_ALPHABET = st.sampled_from(["a", "Z", "0", ".", "/", "\\", " ", "\x00", "\x1f", "\x7f", "é", "-"])
+
+
+@given(st.text(PATH_ALPHABET, min_size=1, max_size=12).map(lambda name: name + ".md"))
+def test_the_filename_pattern_is_validate_path(filename: str) -> None:
+    try:
+        validate_path(filename)
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert UPLOAD.is_valid(_upload(filename)) is accepted
+
+
+@pytest.mark.parametrize("filename", ["../x.md", "/x.md", "a//b.md", "a/./b.md", "a\\b.md", "a\nb.md", "x.md\n"])
+def test_paths_that_could_escape_their_prefix_are_outside_the_schema(filename: str) -> None:
+    assert not UPLOAD.is_valid(_upload(filename))
+
+
+def test_the_path_limit_is_in_bytes_and_the_schema_says_so() -> None:
+    schema = DOCUMENT["components"]["schemas"]["UploadRequest"]["properties"]["filename"]
+    assert schema["maxLength"] == MAX_PATH_BYTES and f"{MAX_PATH_BYTES} bytes of UTF-8" in schema["description"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "content_type", "valid"),
+    [
+        ("notes/a.MD", "application/octet-stream", True),  # the extension decides, in any case
+        ("notes/a", "Text/Markdown; charset=utf-8", True),  # else the media type
+        ("notes/a.bin", "application/pdf", True),
+        ("notes/a.bin", "application/octet-stream", False),  # neither: 415
+        ("notes/.md", "application/octet-stream", False),  # a hidden file has no extension
+        ("notes/a.md", "text markdown", False),  # not a media type
+    ],
+)
+def test_the_schema_states_which_formats_are_supported(filename: str, content_type: str, valid: bool) -> None:
+    assert UPLOAD.is_valid(_upload(filename, content_type)) is valid
+
+
+@pytest.mark.parametrize(
+    ("metadata", "valid"),
+    [
+        ({"team": "ops", "year": "2024"}, True),
+        ({"owner": "mallory"}, False),  # reserved
+        ({"Team": "ops"}, False),  # S3 lower-cases keys
+        ({"team": "caf\u00e9"}, False),  # headers carry printable ASCII only
+        ({f"k{n}": "v" for n in range(9)}, False),  # the schema keeps every map inside S3's 2 KB
+    ],
+)
+def test_the_schema_states_the_metadata_rules(metadata: dict[str, str], valid: bool) -> None:
+    assert UPLOAD.is_valid(_upload("a.md") | {"metadata": metadata}) is valid
+
+
+def test_the_cursor_parameter_has_the_form_of_an_issued_cursor() -> None:
+    parameters = DOCUMENT["paths"]["/v1/documents"]["get"]["parameters"]
+    cursor = next(parameter for parameter in parameters if parameter["name"] == "cursor")["schema"]["anyOf"][0]
+    assert re.fullmatch(cursor["pattern"], "eyJ0IjoiYWNtZSJ9") and not re.search(cursor["pattern"], "eyJ0=")
+    assert cursor["maxLength"] == 8192
