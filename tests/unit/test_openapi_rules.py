@@ -117,6 +117,8 @@ def test_the_path_limit_is_in_bytes_and_the_schema_says_so() -> None:
         ("notes/a.bin", "application/octet-stream", False),  # neither: 415
         ("notes/.md", "application/octet-stream", False),  # a hidden file has no extension
         ("notes/a.md", "text markdown", False),  # not a media type
+        ("notes/a.pdf.metadata.json", "application/json", True),  # a document's sidecar
+        ("notes/.metadata.json", "application/json", False),  # the sidecar of no document
     ],
 )
 def test_the_schema_states_which_formats_are_supported(filename: str, content_type: str, valid: bool) -> None:

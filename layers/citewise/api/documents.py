@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -11,10 +12,10 @@ from citewise import __version__
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
-from citewise.blobstore.base import _CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
+from citewise.blobstore.base import CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
 from citewise.config import Settings
 from citewise.documents import UploadRequest, delete_document, request_upload, visible_document
-from citewise.metadata import SYSTEM_KEYS
+from citewise.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
 from citewise.models import Document, DocumentStatus
 from citewise.parsing import SUPPORTED_CONTENT_TYPES, SUPPORTED_EXTENSIONS
 from citewise.registry.base import DocumentPage
@@ -52,7 +53,7 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
             "`/`-separated, no leading `/`, no empty, `.` or `..` segment, no backslash, no control character."
         ),
     )
-    properties["content_type"].update(pattern=_CONTENT_TYPE_RE.pattern)
+    properties["content_type"].update(pattern=CONTENT_TYPE_RE.pattern)
     limit = Settings.model_fields["max_document_bytes"].default
     properties["size"].update(
         maximum=limit,
@@ -76,10 +77,14 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
     schema["anyOf"] = [
         {"properties": {"filename": {"pattern": rf"(?:^|/)[^/]+(?:{extensions})$"}}},
         {"properties": {"content_type": {"pattern": rf"^(?:{media_types})(?:;.*)?$"}}},
+        {"properties": {"filename": {"pattern": rf"[^/]{re.escape(SIDECAR_SUFFIX)}$"}}},
     ]
     schema["description"] = (
         f"{schema['description']} The format comes from the file name's extension "
-        f"({', '.join(SUPPORTED_EXTENSIONS)}), else from the content type ({', '.join(SUPPORTED_CONTENT_TYPES)})."
+        f"({', '.join(SUPPORTED_EXTENSIONS)}), else from the content type ({', '.join(SUPPORTED_CONTENT_TYPES)}). "
+        f"A name ending in `{SIDECAR_SUFFIX}` is the sidecar of the document it names (attributes as "
+        '`{"metadataAttributes": {...}}`), any content type: uploading it changes that document, so only its '
+        "owner or a tenant admin may."
     )
 
 

@@ -51,7 +51,7 @@ DEFAULT_PREFIX = "tenants/"
 # S3 lower-cases metadata keys and sends them as HTTP headers: lower-case header-safe names only.
 _METADATA_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
 _PRINTABLE_ASCII_RE = re.compile(r"^[\x20-\x7e]*$")
-_CONTENT_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(;[\x20-\x7e]*)?$")
+CONTENT_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(;[\x20-\x7e]*)?$")
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,7 @@ def validate_user_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
 
 def validate_content_type(content_type: str) -> str:
     """A `type/subtype[; parameters]` media type of printable ASCII, or ValidationError."""
-    if len(content_type) > 255 or not _CONTENT_TYPE_RE.fullmatch(content_type):
+    if len(content_type) > 255 or not CONTENT_TYPE_RE.fullmatch(content_type):
         raise ValidationError(
             "content type must be a media type such as 'application/pdf'", details={"field": "content_type"}
         )
