@@ -15,10 +15,21 @@ from citewise.embeddings.base import Embedder
 from citewise.errors import ValidationError
 from citewise.index.base import ScoredChunk, VectorIndex
 from citewise.models import Caller, Filter, SearchHit, SearchRequest
+from citewise.textutil import word_prefix
 
 # Keys that only the access filter may use: naming them in a user filter is refused outright, so a
 # client can never believe it chose a tenant.
 RESERVED_FILTER_KEYS = frozenset({"tenant_id", "tenant", "tenantId"})
+MAX_KEYWORD_CHARS = 600
+"""How much of the query text the BM25 ranking reads (whole words; the vector ranking reads it all).
+
+OpenSearch turns each analyzed term of a `match` query into a clause, and refuses a query of more than
+`indices.query.bool.max_clause_count` (1024) clauses: a 10,000-character question would be a 502 on AWS
+while the local index answered it. A term takes at least one character (the standard tokenizer makes one
+of each CJK ideograph), so 600 characters are at most 600 clauses, which leaves room for the largest
+filter (`models.MAX_FILTER_NODES`, about 370 clauses with the access filter). Both backends read the same
+prefix, so they rank alike. A question is rarely that long; a pasted passage still finds its matches.
+"""
 
 
 def validate_filter(filters: Filter | None) -> None:
@@ -100,7 +111,8 @@ class Retriever:
         keyword = None
         if self.mode in ("hybrid", "bm25"):
             # The keyword half runs beside the vector half (embedding + scan): latency is the slower one.
-            keyword = self._pool.submit(self.index.keyword_search, caller, query, filters, depth)
+            keyword_text = word_prefix(query, MAX_KEYWORD_CHARS)
+            keyword = self._pool.submit(self.index.keyword_search, caller, keyword_text, filters, depth)
         if self.mode in ("hybrid", "vector"):
             rankings["vector"] = self.index.vector_search(caller, self.embedder.embed_query(query), filters, depth)
         if keyword is not None:

@@ -74,8 +74,8 @@ def content_terms(text: str) -> list[str]:
     return [stem(w) for w in WORD_RE.findall(text.casefold()) if w not in STOPWORDS and len(w) > 1]
 
 
-def quote_prefix(sentence: str, max_chars: int = MAX_QUOTE_CHARS) -> str:
-    """The sentence, or its longest prefix of whole words within `max_chars`: still a verbatim quote."""
+def word_prefix(sentence: str, max_chars: int = MAX_QUOTE_CHARS) -> str:
+    """The sentence, or its longest prefix of whole words within `max_chars` (a quote stays verbatim)."""
     if len(sentence) <= max_chars:
         return sentence
     cut = sentence.rfind(" ", 0, max_chars)

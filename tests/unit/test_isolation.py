@@ -32,7 +32,7 @@ from citewise.index.local import LocalIndex
 from citewise.index.matching import matches, metadata_view
 from citewise.ingestion import Outcome
 from citewise.models import COMPARISON_OPERATORS, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
-from citewise.retrieval import Retriever
+from citewise.retrieval import MAX_KEYWORD_CHARS, Retriever
 from citewise.textutil import STOPWORDS, content_terms
 from tests.factories import source
 
@@ -594,14 +594,25 @@ def test_an_oversized_query_is_rejected_by_the_request_model() -> None:
 
 
 def test_the_longest_allowed_query_of_distinct_words_searches_without_error(stack: Services) -> None:
-    # Given a 10,000-character query of ~1,400 distinct words, one of which the documents contain
-    query = " ".join(f"w{n}" for n in range(2000))[:9_990] + " apple"
-    request = SearchRequest(query=query, top_k=5)
+    # Given a 10,000-character query of ~1,400 distinct words that starts with one the documents contain
+    filler = " ".join(f"w{n}" for n in range(2000))
+    request = SearchRequest(query=("apple " + filler)[:10_000], top_k=5)
 
     for retriever in _retrievers(stack):
         # When alice searches with it in each mode
         # Then the one acme document she may read comes back rather than an error
         assert _paths(retriever, ALICE, request) == {"roadmap.md"}, retriever.mode
+
+
+def test_the_keyword_ranking_reads_the_first_words_of_a_long_query(stack: Services) -> None:
+    # Given the same query with its one known word past MAX_KEYWORD_CHARS: as OpenSearch cannot take more
+    # clauses, BM25 reads the first MAX_KEYWORD_CHARS characters on every backend
+    filler = " ".join(f"w{n}" for n in range(2000))
+    late = SearchRequest(query=filler[: MAX_KEYWORD_CHARS + 10] + " apple", top_k=5)
+    by_mode = {retriever.mode: _paths(retriever, ALICE, late) for retriever in _retrievers(stack)}
+    # Then BM25 alone finds nothing, while the vector ranking, which reads all of it, still answers
+    assert by_mode["bm25"] == set()
+    assert by_mode["hybrid"] == by_mode["vector"] == {"roadmap.md"}
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from citewise.embeddings.hashing import HashingEmbedder
 from citewise.index import opensearch_queries as q
 from citewise.models import (
     MAX_FILTER_BRANCHES,
@@ -26,6 +27,7 @@ from citewise.models import (
     Filter,
     Visibility,
 )
+from citewise.retrieval import MAX_KEYWORD_CHARS, Retriever
 
 CALLER = Caller(tenant_id="acme", user_id="alice")
 ACCESS = {
@@ -552,3 +554,36 @@ def test_the_largest_accepted_filter_stays_well_inside_opensearchs_clause_limit(
         assert _clauses(body) <= MAX_CLAUSE_COUNT // 2
         # And every terms query holds no more values than one list may
         assert all(len(values) <= MAX_FILTER_LIST_VALUES < MAX_TERMS_COUNT for values in _terms_lists(body))
+
+
+class _RecordingIndex:
+    """A VectorIndex that records the text of each keyword search and returns nothing."""
+
+    def __init__(self) -> None:
+        self.keyword_texts: list[str] = []
+
+    def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[Any]:
+        self.keyword_texts.append(query)
+        return []
+
+    def vector_search(self, caller: Caller, vector: Any, filters: Filter | None, limit: int) -> list[Any]:
+        return []
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["why " * 2500, "天" * 10_000, "x-y " * 2500],
+    ids=["10,000 characters of words", "10,000 ideographs", "10,000 characters of hyphenated words"],
+)
+def test_a_question_of_any_length_with_the_largest_filter_stays_inside_the_clause_limit(question: str) -> None:
+    # Given the longest question a request may hold and the largest filter, of the costliest leaf
+    assert len(question) == 10_000
+    tree = _largest_tree(WORST_LEAVES[0])
+    index = _RecordingIndex()
+    # When the retriever runs its keyword ranking
+    Retriever(index, HashingEmbedder(16), mode="hybrid").rank(CALLER, question, tree, 10)  # type: ignore[arg-type]
+    # Then the text it hands the index is a prefix of whole words of at most MAX_KEYWORD_CHARS characters
+    [text] = index.keyword_texts
+    assert question.startswith(text) and 0 < len(text) <= MAX_KEYWORD_CHARS
+    # And even if every character of it became a term clause, the whole query stays under the limit
+    assert _clauses(q.bm25_query(text, 10, CALLER, tree)) + len(text) <= MAX_CLAUSE_COUNT

@@ -30,7 +30,7 @@ from citewise import aws
 from citewise.errors import GenerationError
 from citewise.models import Answer, Citation, SearchHit
 from citewise.synthesis.base import cite, unanswered
-from citewise.textutil import content_terms, quote_prefix, sentence_spans
+from citewise.textutil import content_terms, sentence_spans, word_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -240,12 +240,12 @@ def _best_quote(chunk_text: str, claim: frozenset[str]) -> str:
     """The chunk sentence sharing most content words with `claim` (ties: earliest), within the cap."""
     spans = sentence_spans(chunk_text)
     if not spans:
-        return quote_prefix(chunk_text.strip())
+        return word_prefix(chunk_text.strip())
     best = max(
         enumerate(spans),
         key=lambda item: (len(claim.intersection(content_terms(chunk_text[item[1][0] : item[1][1]]))), -item[0]),
     )[1]
-    return quote_prefix(chunk_text[best[0] : best[1]])
+    return word_prefix(chunk_text[best[0] : best[1]])
 
 
 def _defuse(line: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from citewise.models import Answer, Citation, SearchHit
 from citewise.synthesis.base import cite, unanswered
-from citewise.textutil import content_terms, quote_prefix, sentence_spans
+from citewise.textutil import content_terms, sentence_spans, word_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ class ExtractiveSynthesizer:
         parts: list[str] = []
         for candidate in chosen:
             hit = hits[candidate.source - 1]
-            quote = quote_prefix(hit.chunk.text[candidate.start : candidate.end])
+            quote = word_prefix(hit.chunk.text[candidate.start : candidate.end])
             citations.append(cite(hit, number[candidate.source], quote))
             ellipsis = "..." if len(quote) < candidate.end - candidate.start else ""
             parts.append(f"{quote}{ellipsis} [{number[candidate.source]}]")
