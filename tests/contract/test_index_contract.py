@@ -663,19 +663,6 @@ def test_serverless_gets_no_client_ids_and_no_refresh_a_domain_both(double: Doub
         assert stored_ids == ["acme/acme-doc-00000"]
 
 
-def test_list_documents_counts_readable_chunks_per_document(double: Double) -> None:
-    # Given documents of several sizes, one private to alice, one in another tenant
-    put(double.index, *(make_chunk("acme", "a", i, f"text {i}") for i in range(3)))
-    put(double.index, make_chunk("acme", "b", 0, "text"))
-    put(double.index, make_chunk("acme", "p", 0, "mine", visibility=Visibility.PRIVATE))
-    put(double.index, make_chunk("globex", "g", 0, "theirs"))
-
-    # When alice and bob list / Then each sees the documents they may read, with chunk counts
-    assert double.index.list_documents(ALICE) == {"a": 3, "b": 1, "p": 1}
-    assert double.index.list_documents(BOB) == {"a": 3, "b": 1}
-    assert double.index.list_documents(ALICE, doc_ids=["a", "g"]) == {"a": 3}
-
-
 def test_connect_signs_requests_with_sigv4_for_the_given_service(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given fake credentials in the environment (never a real profile) and the double on loopback
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):

@@ -490,15 +490,6 @@ def test_vectors_by_hash_query_collapses_on_the_hash_inside_the_tenant() -> None
     }
 
 
-def test_documents_query_counts_chunks_per_readable_document() -> None:
-    assert q.documents_query(CALLER, doc_ids={"d2", "d1"}, size=50) == {
-        "size": 0,
-        "track_total_hits": False,
-        "query": {"bool": {"filter": [{"bool": {"filter": [ACCESS]}}, {"terms": {"doc_id": ["d1", "d2"]}}]}},
-        "aggs": {"documents": {"terms": {"field": "doc_id", "size": 50, "order": {"_key": "asc"}}}},
-    }
-
-
 # --- limits: what the largest filter the model accepts becomes --------------------------------------
 
 MAX_CLAUSE_COUNT = 1024

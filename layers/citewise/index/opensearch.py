@@ -211,23 +211,6 @@ class OpenSearchIndex:
         hits = self._search(q.knn_query(vector, limit, caller, filters), "vector search")
         return self._scored(caller, hits, q.knn_score_to_cosine)
 
-    def list_documents(
-        self,
-        caller: Caller,
-        *,
-        doc_ids: Collection[str] | None = None,
-        filters: Filter | None = None,
-        size: int = 1000,
-    ) -> dict[str, int]:
-        """Chunk counts of the documents the caller may read (at most `size`, by doc id), for the
-        documents API; `doc_ids` restricts the answer to those documents."""
-        body = q.documents_query(caller, doc_ids=doc_ids, filters=filters, size=size)
-        with _translated("list documents"):
-            answer = self._client.search(index=self._index, body=body)
-        with _malformed("list documents"):
-            buckets = answer["aggregations"]["documents"]["buckets"]
-            return {str(bucket["key"]): int(bucket["doc_count"]) for bucket in buckets}
-
     def _search(self, body: q.Body, action: str) -> list[dict[str, Any]]:
         with _translated(action):
             answer = self._client.search(index=self._index, body=body)

@@ -444,18 +444,3 @@ def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
         },
         "collapse": {"field": "content_hash"},
     }
-
-
-def documents_query(
-    caller: Caller, *, doc_ids: Collection[str] | None = None, filters: Filter | None = None, size: int = 1000
-) -> Body:
-    """Chunk counts per document the caller may read (a `terms` aggregation on doc_id), no hits."""
-    clauses: list[Body] = [search_filter(caller, filters)]
-    if doc_ids is not None:
-        clauses.append({"terms": {"doc_id": sorted(doc_ids)}})
-    return {
-        "size": 0,
-        "track_total_hits": False,
-        "query": {"bool": {"filter": clauses}},
-        "aggs": {"documents": {"terms": {"field": "doc_id", "size": size, "order": {"_key": "asc"}}}},
-    }
