@@ -88,7 +88,7 @@ def run(repeats: int = 5, pdf_repeats: int = 3, model_repeats: int = 3) -> Secti
 
 
 def _minilm(section: Section, repeats: int, chars_per_page: float) -> None:
-    from citewise.embeddings.minilm import MiniLMEmbedder, find_model_dir
+    from citewise_local.minilm import MiniLMEmbedder, find_model_dir
 
     try:
         find_model_dir()

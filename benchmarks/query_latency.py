@@ -29,9 +29,9 @@ from numpy.typing import NDArray
 
 from benchmarks.common import Section, log
 from citewise.embeddings.hashing import HashingEmbedder
-from citewise.index.local import LocalIndex
 from citewise.models import Caller, Chunk, DocumentMetadata, SearchRequest, Visibility
 from citewise.retrieval import Retriever
+from citewise_local.index import LocalIndex
 
 DIMENSION = 384
 CHUNKS_PER_DOC = 50

@@ -1,17 +1,25 @@
-"""Builds the adapters the settings ask for (local files or AWS services), each once per process, lazily.
+"""Builds the adapters the settings ask for (AWS services, or a backend installed beside the library),
+each once per process, lazily.
 
 The logic modules never choose adapters: they receive ports. This is the one place that maps
 `CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` to classes, importing each AWS
-adapter only when it is chosen so the local mode needs no AWS packages and a Lambda loads no numpy.
-Each adapter is built on first use: a function builds only what its requests touch (the query function
-never creates a DynamoDB or S3 client), and a cold start pays for no client it does not need.
+adapter only when it is chosen so a Lambda loads no client it does not use. Each adapter is built on
+first use: a function builds only what its requests touch (the query function never creates a DynamoDB
+or S3 client), and a cold start pays for no client it does not need.
+
+The library ships the AWS backend and the embedders Lambda runs. Any other backend or embedder (the
+local platform's folder, SQLite and MiniLM adapters) is found through a Python entry point, in the
+groups `citewise.backends` and `citewise.embedders`, registered by the package that provides it. So the
+library never imports that package, the Lambda layer does not contain it, and on Lambda
+`CITEWISE_BACKEND=local` fails at cold start saying what is missing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from importlib.metadata import entry_points
+from typing import Protocol, cast
 
 from citewise.blobstore.base import BlobStore
 from citewise.chunking import Chunker
@@ -26,8 +34,26 @@ from citewise.retrieval import Retriever
 from citewise.synthesis.base import Synthesizer
 from citewise.synthesis.extractive import ExtractiveSynthesizer
 
-if TYPE_CHECKING:
-    from citewise.blobstore.local import LocalBlobStore
+BACKENDS_GROUP = "citewise.backends"
+EMBEDDERS_GROUP = "citewise.embedders"
+
+
+class Backend(Protocol):
+    """The storage adapters of one backend for one `Settings`, each built when first asked for.
+
+    A backend the library does not ship registers a callable `(Settings) -> Backend` in the entry-point
+    group `citewise.backends` under its `CITEWISE_BACKEND` name.
+    """
+
+    def index(self) -> VectorIndex: ...
+
+    def registry(self) -> DocumentRegistry: ...
+
+    def blobs(self) -> BlobStore: ...
+
+    def close(self) -> None:
+        """Release what the adapters built so far hold open (database connections)."""
+        ...
 
 
 class Services:
@@ -36,32 +62,38 @@ class Services:
 
     def __init__(self, settings: Settings, **adapters: object) -> None:
         self.settings = settings
-        self.closers: list[Callable[[], None]] = []
         unknown = set(adapters) - _ADAPTERS
         if unknown:
             raise TypeError(f"no such adapter: {', '.join(sorted(unknown))}")
         self.__dict__.update(adapters)  # what `cached_property` would have built
+        # Found now, not on first use: a backend or embedder that is not installed fails the cold start.
+        self._backend = backend_for(settings)
+        self.closers: list[Callable[[], None]] = [self._backend.close]
+        """What `close` calls, in order."""
+        if "embedder" not in adapters:
+            self._embedder_factory = embedder_factory(settings)
 
     @cached_property
     def embedder(self) -> Embedder:
-        return build_embedder(self.settings)
+        return self._embedder_factory()
 
     @cached_property
     def index(self) -> VectorIndex:
-        index = _index(self.settings, self.closers)
-        if self.settings.backend == "local":
-            # Cheap locally, and it makes a query against an index of another embedder fail loudly instead
-            # of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns this check.
+        index = self._backend.index()
+        if self.settings.backend != "aws":
+            # Cheap on an embedded index, and it makes a query against an index of another embedder fail
+            # loudly instead of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns
+            # this check.
             index.ensure(self.embedder.name, self.embedder.dimension)
         return index
 
     @cached_property
     def registry(self) -> DocumentRegistry:
-        return _registry(self.settings, self.closers)
+        return self._backend.registry()
 
     @cached_property
     def blobs(self) -> BlobStore:
-        return _blobs(self.settings)
+        return self._backend.blobs()
 
     @cached_property
     def ingestor(self) -> Ingestor:
@@ -102,13 +134,25 @@ _ADAPTERS = frozenset({"embedder", "index", "registry", "blobs", "ingestor", "re
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The configured embedder; each model's module is imported only when chosen."""
-    if settings.embedder == "hashing":
-        return HashingEmbedder(settings.hashing_dimension)
-    if settings.embedder == "minilm":
-        from citewise.embeddings.minilm import MiniLMEmbedder
+    """The configured embedder."""
+    return embedder_factory(settings)()
 
-        return MiniLMEmbedder()
+
+def embedder_factory(settings: Settings) -> Callable[[], Embedder]:
+    """What builds the configured embedder: the library's own, or a callable `(Settings) -> Embedder`
+    registered in the entry-point group `citewise.embedders` under its `CITEWISE_EMBEDDER` name.
+
+    Each model's module is imported only when it is built.
+    """
+    if settings.embedder == "hashing":
+        return lambda: HashingEmbedder(settings.hashing_dimension)
+    if settings.embedder in ("titan", "cohere-english", "cohere-multilingual"):
+        return lambda: _bedrock_embedder(settings)
+    make = cast(Callable[[Settings], Embedder], _plugin(EMBEDDERS_GROUP, settings.embedder, "CITEWISE_EMBEDDER"))
+    return lambda: make(settings)
+
+
+def _bedrock_embedder(settings: Settings) -> Embedder:
     from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
 
     if settings.embedder == "titan":
@@ -133,47 +177,64 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
     )
 
 
-def _index(settings: Settings, closers: list[Callable[[], None]]) -> VectorIndex:
+def backend_for(settings: Settings) -> Backend:
+    """The adapters of `settings.backend`: the AWS services, or a backend registered in `citewise.backends`."""
     if settings.backend == "aws":
+        return AwsBackend(settings)
+    make = cast(Callable[[Settings], Backend], _plugin(BACKENDS_GROUP, settings.backend, "CITEWISE_BACKEND"))
+    return make(settings)
+
+
+def _plugin(group: str, name: str, variable: str) -> object:
+    """The object registered as `name` in the entry-point `group`; a clear error when none is installed."""
+    found = entry_points(group=group, name=name)
+    if not found:
+        raise ValidationError(
+            f"{variable}={name} is not installed here: it comes with the citewise_local package "
+            "(pip install 'citewise[local]'), which the Lambda layer does not ship"
+        )
+    (entry,) = found  # one distribution provides each name
+    loaded: object = entry.load()
+    return loaded
+
+
+class AwsBackend:
+    """The managed services: OpenSearch, DynamoDB and S3, from the settings of a deployed function."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def index(self) -> VectorIndex:
         from citewise import aws
         from citewise.index.opensearch import OpenSearchIndex, connect
 
+        settings = self._settings
         endpoint = _required(settings.opensearch_endpoint)
         client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
         return OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
-    from citewise.index.local import LocalIndex
 
-    index = LocalIndex(settings.home_dir / "index.db")
-    closers.append(index.close)
-    return index
-
-
-def _registry(settings: Settings, closers: list[Callable[[], None]]) -> DocumentRegistry:
-    if settings.backend == "aws":
+    def registry(self) -> DocumentRegistry:
         from citewise import aws
         from citewise.registry.dynamodb import DynamoRegistry
 
+        settings = self._settings
         return DynamoRegistry(
             _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
         )
-    from citewise.registry.local import LocalRegistry
 
-    registry = LocalRegistry(settings.home_dir / "registry.db")
-    closers.append(registry.close)
-    return registry
-
-
-def _blobs(settings: Settings) -> BlobStore:
-    if settings.backend == "aws":
+    def blobs(self) -> BlobStore:
         from citewise.blobstore.s3 import S3BlobStore, s3_client
 
+        settings = self._settings
         return S3BlobStore(
             _required(settings.documents_bucket),
             client=s3_client(settings.aws_region),
             max_bytes=settings.max_document_bytes,
             url_ttl=settings.upload_url_ttl,
         )
-    return local_blob_store(settings)
+
+    def close(self) -> None:
+        """The AWS clients hold nothing that needs closing."""
 
 
 def _required(value: str | None) -> str:
@@ -182,24 +243,6 @@ def _required(value: str | None) -> str:
     return value
 
 
-def local_blob_store(settings: Settings) -> LocalBlobStore:
-    """The local blob store of `settings.home`, shared by the handlers and `citewise serve`.
-
-    Its upload URLs point at `settings.public_url` and are signed with the home's persistent upload
-    key, so a URL the documents handler issues is redeemable by the server, even after a restart.
-    """
-    from citewise.blobstore.local import LocalBlobStore
-    from citewise.localauth import local_key
-
-    return LocalBlobStore(
-        settings.home_dir / "blobs",
-        max_bytes=settings.max_document_bytes,
-        url_ttl=settings.upload_url_ttl,
-        base_url=settings.public_url,
-        secret=local_key(settings.home_dir, "uploads"),
-    )
-
-
 def build_services(settings: Settings) -> Services:
-    """The pipeline for `settings.backend`, the embedded local stack or the AWS adapters, built on use."""
+    """The pipeline for `settings.backend` (the AWS adapters or an installed backend), built on use."""
     return Services(settings)

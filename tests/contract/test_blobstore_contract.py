@@ -22,7 +22,6 @@ import requests
 from moto import mock_aws
 
 from citewise.blobstore.base import BlobStore, PresignedUpload
-from citewise.blobstore.local import UPLOAD_ROUTE, LocalBlobStore
 from citewise.blobstore.s3 import S3BlobStore, s3_client
 from citewise.errors import (
     ForbiddenError,
@@ -34,6 +33,7 @@ from citewise.errors import (
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Visibility
 from citewise.tenancy import document_id
+from citewise_local.blobstore import UPLOAD_ROUTE, LocalBlobStore
 
 BUCKET = "citewise-documents"
 MAX_BYTES = 1024

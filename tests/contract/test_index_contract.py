@@ -32,10 +32,10 @@ from opensearchpy.exceptions import RequestError
 from citewise.embeddings.hashing import HashingEmbedder
 from citewise.errors import SearchBackendError, ThrottledError
 from citewise.index.base import ScoredChunk, VectorIndex
-from citewise.index.local import LocalIndex
 from citewise.index.opensearch import OpenSearchIndex, connect
 from citewise.index.opensearch_queries import index_body
 from citewise.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, Visibility
+from citewise_local.index import LocalIndex
 from tests.doubles.opensearch_server import FakeOpenSearch, RunningServer, running
 from tests.unit.test_filters import CASES, POSITIVE_ON_MISSING, TYPE_MISMATCHES
 from tests.unit.test_filters import _chunk as filter_example_chunk

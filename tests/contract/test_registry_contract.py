@@ -29,8 +29,8 @@ from citewise.registry.dynamodb import (
     DynamoRegistry,
     update_request,
 )
-from citewise.registry.local import SCHEMA_VERSION, LocalRegistry
 from citewise.tenancy import document_id
+from citewise_local.registry import SCHEMA_VERSION, LocalRegistry
 
 TABLE = "citewise-documents"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -11,7 +11,7 @@ from typing import Any
 import jwt
 import pytest
 
-from citewise.localauth import ISSUER, TOKEN_PURPOSE, local_key
+from citewise_local.auth import ISSUER, TOKEN_PURPOSE, local_key
 from tests.e2e.helpers import Api, Reply, citewise_script
 
 

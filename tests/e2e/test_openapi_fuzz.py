@@ -36,7 +36,7 @@ from schemathesis.checks import (
 )
 
 from citewise.api.routes import ROUTES, Route
-from citewise.localserver import MAX_REQUEST_LINE_BYTES
+from citewise_local.server import MAX_REQUEST_LINE_BYTES
 from tests.e2e.helpers import Api, upload, wait_for_status
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"

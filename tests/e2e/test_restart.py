@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from citewise.models import DocumentStatus
-from citewise.registry.local import LocalRegistry
+from citewise_local.registry import LocalRegistry
 from tests.e2e.helpers import Api, serve, server_environment, upload, wait_for_status
 
 TENANT = "crash-test"

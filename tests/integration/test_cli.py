@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from citewise.cli import main
 from citewise.config import Settings
 from citewise.factory import build_services
+from citewise_local.cli import main
 from tests.builders import make_blank_pdf, make_pdf
 from tests.factories import source
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from citewise import evaluation
-from citewise.cli import main
 from citewise.config import Settings
 from citewise.factory import build_services
 from citewise.ingestion import Outcome
+from citewise_local import evaluation
+from citewise_local.cli import main
 
 CORPUS = {
     "d1": ("Volcanoes", "Lava flows from erupting volcanoes cool into basalt."),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoints
 from pathlib import Path
 
 import boto3
 import pytest
 
-from citewise.blobstore.local import LocalBlobStore
+from citewise import factory
 from citewise.blobstore.s3 import S3BlobStore
 from citewise.config import (
     BootstrapSettings,
@@ -20,12 +21,13 @@ from citewise.config import (
 from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
 from citewise.errors import ValidationError
 from citewise.factory import Services, build_embedder, build_services
-from citewise.index.local import LocalIndex
 from citewise.index.opensearch import OpenSearchIndex
 from citewise.registry.dynamodb import DynamoRegistry
-from citewise.registry.local import LocalRegistry
 from citewise.synthesis.bedrock import BedrockSynthesizer
 from citewise.synthesis.extractive import ExtractiveSynthesizer
+from citewise_local.blobstore import LocalBlobStore
+from citewise_local.index import LocalIndex
+from citewise_local.registry import LocalRegistry
 
 AWS_ENV = {
     "CITEWISE_BACKEND": "aws",
@@ -105,6 +107,34 @@ def test_the_local_backend_is_the_default(tmp_path: Path) -> None:
     assert isinstance(services.index, LocalIndex) and isinstance(services.registry, LocalRegistry)
     assert isinstance(services.blobs, LocalBlobStore) and isinstance(services.synthesizer, ExtractiveSynthesizer)
     services.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "refused"),
+    [
+        (Settings(embedder="hashing"), "CITEWISE_BACKEND=local"),
+        (
+            Settings(
+                backend="aws",
+                opensearch_endpoint=AWS_ENV["CITEWISE_OPENSEARCH_ENDPOINT"],
+                registry_table="citewise-documents",
+                documents_bucket="citewise-docs",
+                embedder="minilm",
+            ),
+            "CITEWISE_EMBEDDER=minilm",
+        ),
+    ],
+    ids=["backend", "embedder"],
+)
+def test_without_the_local_package_a_local_adapter_fails_the_cold_start(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings, refused: str
+) -> None:
+    # Given the library alone, as the Lambda layer ships it: no package registers a backend or embedder
+    monkeypatch.setattr(factory, "entry_points", lambda **_: EntryPoints(()))
+    # When a function's services are built (at cold start), before any adapter is used
+    # Then the setting that needs the local package is named, and so is the package
+    with pytest.raises(ValidationError, match=f"^{refused} is not installed here: .*citewise_local"):
+        build_services(settings)
 
 
 @pytest.mark.parametrize(

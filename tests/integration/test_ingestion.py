@@ -17,12 +17,12 @@ from moto import mock_aws
 from citewise.chunking import Chunker
 from citewise.errors import ConflictError, SearchBackendError, ThrottledError, ValidationError
 from citewise.factory import Services
-from citewise.index.local import LocalIndex
 from citewise.ingestion import Ingestor, Limits, Outcome
 from citewise.models import Caller, Document, DocumentStatus, Filter, SearchRequest
 from citewise.registry.dynamodb import TABLE_SCHEMA, DynamoRegistry
-from citewise.registry.local import LocalRegistry
 from citewise.tenancy import document_id
+from citewise_local.index import LocalIndex
+from citewise_local.registry import LocalRegistry
 from tests.builders import make_blank_pdf, make_pdf
 from tests.factories import CountingEmbedder, source
 

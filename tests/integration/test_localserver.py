@@ -24,15 +24,15 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import APIGatewayProxyEventModel, S3SqsEventNotificationModel
 
 from citewise.blobstore.base import key_to_location
-from citewise.blobstore.local import LocalBlobStore
 from citewise.config import Settings, load_settings
 from citewise.errors import CitewiseError
-from citewise.factory import local_blob_store
-from citewise.localauth import TOKEN_PURPOSE, local_key, mint_token
-from citewise.localserver import MAX_RECEIVES, LocalServer
 from citewise.models import Document, DocumentStatus, Visibility
-from citewise.registry.local import LocalRegistry
 from citewise.tenancy import document_id
+from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
+from citewise_local.backend import local_blob_store
+from citewise_local.blobstore import LocalBlobStore
+from citewise_local.registry import LocalRegistry
+from citewise_local.server import MAX_RECEIVES, LocalServer
 
 MAX_BODY = 4096
 

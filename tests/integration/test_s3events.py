@@ -16,12 +16,12 @@ from citewise.blobstore.base import key_to_location
 from citewise.blobstore.s3 import S3BlobStore
 from citewise.chunking import Chunker
 from citewise.errors import ValidationError
-from citewise.index.local import LocalIndex
 from citewise.ingestion import Ingestor, Outcome
 from citewise.models import Caller, DocumentStatus, SearchRequest
-from citewise.registry.local import LocalRegistry
 from citewise.retrieval import Retriever
 from citewise.s3events import apply, parse_notification
+from citewise_local.index import LocalIndex
+from citewise_local.registry import LocalRegistry
 from tests.factories import CountingEmbedder, source
 
 BUCKET = "citewise-docs"

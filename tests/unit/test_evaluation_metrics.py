@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from citewise.evaluation import mrr_at_k, ndcg_at_k, recall_at_k, score_query
+from citewise_local.evaluation import mrr_at_k, ndcg_at_k, recall_at_k, score_query
 
 RANKED = ["a", "b", "c", "d"]
 BINARY = {"b": 1, "d": 1, "e": 1}

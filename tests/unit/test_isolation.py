@@ -27,13 +27,13 @@ from citewise.config import Settings
 from citewise.embeddings.hashing import HashingEmbedder
 from citewise.errors import ValidationError
 from citewise.factory import Services, build_services
-from citewise.index import local as local_index
-from citewise.index.local import LocalIndex
 from citewise.index.matching import matches, metadata_view
 from citewise.ingestion import Outcome
 from citewise.models import COMPARISON_OPERATORS, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
 from citewise.retrieval import MAX_KEYWORD_CHARS, Retriever
 from citewise.textutil import STOPWORDS, content_terms
+from citewise_local import index as local_index
+from citewise_local.index import LocalIndex
 from tests.factories import source
 
 DIMENSION = 64

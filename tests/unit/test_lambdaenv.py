@@ -9,7 +9,13 @@ from typing import Any, cast
 import pytest
 
 from citewise.errors import CitewiseError
-from citewise.lambdaenv import EnvironmentLostError, ExecutionEnvironment, FunctionPool, HandlerError, LambdaContext
+from citewise_local.lambdaenv import (
+    EnvironmentLostError,
+    ExecutionEnvironment,
+    FunctionPool,
+    HandlerError,
+    LambdaContext,
+)
 
 WAIT_S = 30
 

@@ -14,7 +14,8 @@ import jwt
 import pytest
 
 from citewise.errors import CitewiseError, UnauthorizedError, ValidationError
-from citewise.localauth import (
+from citewise.tenancy import caller_from_claims
+from citewise_local.auth import (
     ISSUER,
     SECRET_BYTES,
     SECRET_FILE,
@@ -24,7 +25,6 @@ from citewise.localauth import (
     mint_token,
     verify_token,
 )
-from citewise.tenancy import caller_from_claims
 
 
 @pytest.fixture

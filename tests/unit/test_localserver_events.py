@@ -17,7 +17,8 @@ from aws_lambda_powertools.utilities.parser.models import (
 from citewise.api.routes import ROUTES, Route, allowed_methods
 from citewise.blobstore.base import key_to_location
 from citewise.errors import ValidationError
-from citewise.localserver import (
+from citewise.tenancy import caller_from_claims
+from citewise_local.server import (
     QueuedMessage,
     Sequencer,
     apigateway_claims,
@@ -26,7 +27,6 @@ from citewise.localserver import (
     s3_object_record,
     sqs_event,
 )
-from citewise.tenancy import caller_from_claims
 
 
 @pytest.mark.parametrize(

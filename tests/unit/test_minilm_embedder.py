@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from citewise.embeddings.base import Embedder
-from citewise.embeddings.minilm import DIMENSION, MiniLMEmbedder, _blas_threads, gelu
 from citewise.errors import EmbeddingServiceError
+from citewise_local.minilm import DIMENSION, MiniLMEmbedder, _blas_threads, gelu
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
 

@@ -24,7 +24,7 @@ import requests
 from citewise.blobstore.base import parse_key
 from citewise.config import load_settings
 from citewise.errors import CitewiseError
-from citewise.factory import local_blob_store
+from citewise_local.backend import local_blob_store
 from tests.doubles.opensearch_server import FakeOpenSearch
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from citewise.cli import main as cli
+from citewise_local.cli import main as cli
 from tests.integration.handlers.harness import Stack, claims, s3_notification
 
 ALICE = claims("acme", "alice")

@@ -6,7 +6,7 @@ with the Cognito authorizer's claims for authenticated routes, and handed to `la
 Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built from.
 
 - Identity: `Authorization: Bearer <token>` from `citewise token`, verified here as the Cognito
-  authorizer would (`citewise.localauth`); a missing, forged or expired token is a 401 before any
+  authorizer would (`citewise_local.auth`); a missing, forged or expired token is a 401 before any
   handler runs.
 - Uploads: `PUT /local-upload/<token>` is the local stand-in for a presigned S3 PUT. The body is stored
   by the local blob store, which checks the signed grant as S3 checks a signature, and then an SQS
@@ -17,7 +17,7 @@ Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built fr
   registry (`reconciliation`) and queues the notifications the lost messages would have carried: an
   upload accepted before a crash is ingested, a PENDING record is retried.
 - Concurrency: each connection has a thread, and handlers run in Lambda-like execution environments,
-  one process per concurrent invocation (`citewise.lambdaenv`): requests of one tenant never wait for
+  one process per concurrent invocation (`citewise_local.lambdaenv`): requests of one tenant never wait for
   another's, nor for ingestion, and no per-invocation state (log keys, correlation id, metrics, the
   current event) is shared between invocations.
 - Protocol errors (a malformed request line, a URL or headers over the limits, an HTTP version other
@@ -55,7 +55,6 @@ from xml.sax.saxutils import escape
 import citewise
 from citewise.api.routes import ROUTES, Route, allowed_methods, match_route
 from citewise.blobstore.base import is_sidecar, object_key
-from citewise.blobstore.local import UPLOAD_ROUTE, ListedObject
 from citewise.config import Settings
 from citewise.errors import (
     CitewiseError,
@@ -68,13 +67,14 @@ from citewise.errors import (
     ValidationError,
     error_body,
 )
-from citewise.factory import local_blob_store
-from citewise.lambdaenv import ACCOUNT_ID, REGION, ExecutionEnvironment, FunctionPool, LambdaContext
-from citewise.localauth import TOKEN_PURPOSE, local_key, verify_token
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Document, DocumentStatus
-from citewise.registry.local import LocalRegistry
 from citewise.tenancy import document_id
+from citewise_local.auth import TOKEN_PURPOSE, local_key, verify_token
+from citewise_local.backend import local_blob_store
+from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
+from citewise_local.lambdaenv import ACCOUNT_ID, REGION, ExecutionEnvironment, FunctionPool, LambdaContext
+from citewise_local.registry import LocalRegistry
 
 STAGE = "local"
 API_ID = "citewise-local"
@@ -549,7 +549,7 @@ class LocalServer(ThreadingHTTPServer):
 
     def invoke(self, function: str, event: dict[str, Any]) -> Any:
         """Call one function's handler with a fresh context, in an environment of its own (see
-        `citewise.lambdaenv`): invocations run concurrently without sharing any handler state."""
+        `citewise_local.lambdaenv`): invocations run concurrently without sharing any handler state."""
         timeout = INGEST_TIMEOUT_S if function == INGEST_FUNCTION else API_TIMEOUT_S
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), timeout)
         return self.pools[function].invoke(event, context)

@@ -10,8 +10,8 @@ and reused, so tokens and upload URLs stay valid across restarts of the server u
 Deleting the file revokes all of them. Keys are derived per purpose (HMAC), so an upload signature can
 never pass as a token signature or the other way round.
 
-pyjwt is imported inside the token functions: it is in the `local` extra only, and the factory imports
-this module on the local backend for `local_key` alone.
+pyjwt is imported inside the token functions: it is in the `local` extra only, and
+`citewise_local.backend` imports this module for `local_key` alone.
 """
 
 from __future__ import annotations

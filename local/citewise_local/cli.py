@@ -24,10 +24,10 @@ from citewise.documents import delete_document, visible_document
 from citewise.errors import CitewiseError, ValidationError
 from citewise.factory import Services, build_services
 from citewise.ingestion import IngestResult, Outcome, SourceObject
-from citewise.localfiles import FOLDER_SOURCE, scan
 from citewise.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
-from citewise.render import render_answer, render_documents, render_hits, render_summary
 from citewise.tenancy import document_id, validate_tenant_id
+from citewise_local.folders import FOLDER_SOURCE, scan
+from citewise_local.render import render_answer, render_documents, render_hits, render_summary
 
 EXIT_ERROR = 2
 
@@ -296,7 +296,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     """Ingest the dataset into its own index under the home (reused when unchanged) and score it."""
     from tqdm import tqdm
 
-    from citewise import evaluation
+    from citewise_local import evaluation
 
     dataset = evaluation.load_beir(args.dataset)
     embedder = args.embedder or settings.embedder
@@ -334,7 +334,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until Ctrl-C; the URL goes to stdout, one line per request to stderr."""
-    from citewise.localserver import LocalServer
+    from citewise_local.server import LocalServer
 
     # Upload URLs point at the address served, unless CITEWISE_PUBLIC_URL says how clients reach it.
     public_url = settings.public_url if "public_url" in settings.model_fields_set else None
@@ -377,7 +377,7 @@ def _stop_on_sigterm() -> Callable[[], None]:
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> int:
-    from citewise.localauth import TOKEN_PURPOSE, local_key, mint_token
+    from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
 
     key = local_key(settings.home_dir, TOKEN_PURPOSE)
     print(mint_token(key, tenant_id=args.tenant, user_id=args.user, groups=args.group, ttl=args.ttl))

@@ -1,0 +1,75 @@
+"""The local backend and embedder, as the library's entry points `citewise.backends` and
+`citewise.embedders` find them: the index and registry are SQLite files and the blob store is a folder,
+all under `settings.home`.
+
+The adapter modules are imported when an adapter is first built, so looking the backend up (which every
+`Services` does when it is created) loads neither numpy nor the model runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from citewise.config import Settings
+from citewise.embeddings.base import Embedder
+
+if TYPE_CHECKING:
+    from citewise_local.blobstore import LocalBlobStore
+    from citewise_local.index import LocalIndex
+    from citewise_local.registry import LocalRegistry
+
+
+class LocalBackend:
+    """The embedded adapters of one home (`citewise.factory.Backend`); `close` closes the databases opened."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._closers: list[Callable[[], None]] = []
+
+    def index(self) -> LocalIndex:
+        from citewise_local.index import LocalIndex
+
+        index = LocalIndex(self._settings.home_dir / "index.db")
+        self._closers.append(index.close)
+        return index
+
+    def registry(self) -> LocalRegistry:
+        from citewise_local.registry import LocalRegistry
+
+        registry = LocalRegistry(self._settings.home_dir / "registry.db")
+        self._closers.append(registry.close)
+        return registry
+
+    def blobs(self) -> LocalBlobStore:
+        return local_blob_store(self._settings)
+
+    def close(self) -> None:
+        """Close the index and registry databases built so far."""
+        for close in self._closers:
+            close()
+
+
+def local_blob_store(settings: Settings) -> LocalBlobStore:
+    """The local blob store of `settings.home`, shared by the handlers and `citewise serve`.
+
+    Its upload URLs point at `settings.public_url` and are signed with the home's persistent upload
+    key, so a URL the documents handler issues is redeemable by the server, even after a restart.
+    """
+    from citewise_local.auth import local_key
+    from citewise_local.blobstore import LocalBlobStore
+
+    return LocalBlobStore(
+        settings.home_dir / "blobs",
+        max_bytes=settings.max_document_bytes,
+        url_ttl=settings.upload_url_ttl,
+        base_url=settings.public_url,
+        secret=local_key(settings.home_dir, "uploads"),
+    )
+
+
+def minilm_embedder(settings: Settings) -> Embedder:
+    """The all-MiniLM-L6-v2 embedder on numpy (`CITEWISE_EMBEDDER=minilm`); it has no settings."""
+    from citewise_local.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder()
