@@ -25,9 +25,10 @@ demo: $(STAMP) ## Ingest the sample corpus and answer three questions with citat
 test: $(STAMP) ## Run the whole test suite
 	$(BIN)/pytest
 
-lint: $(STAMP) ## ruff and mypy (strict on the library and the handlers)
-	$(BIN)/ruff check layers functions cdk tests samples benchmarks
-	$(BIN)/ruff format --check layers functions cdk tests samples benchmarks
+lint: $(STAMP) ## ruff, mypy (strict on the library, the local package and the handlers), import contracts
+	$(BIN)/ruff check layers local functions cdk tests samples benchmarks
+	$(BIN)/ruff format --check layers local functions cdk tests samples benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/mypy --strict cdk
 	# Every function's module is called `handler`: one mypy run each, so the names do not collide.
