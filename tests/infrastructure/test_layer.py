@@ -3,6 +3,7 @@ replaced by a runner that installs metadata copied from this environment's ident
 
 from __future__ import annotations
 
+import ast
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -29,6 +30,22 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 MARKERS = lambda_markers("arm64")
+# Where the local platform's modules lived in the library before they moved to `citewise_local`.
+MOVED_TO_LOCAL = (
+    "cli.py",
+    "render.py",
+    "localserver.py",
+    "lambdaenv.py",
+    "localauth.py",
+    "localfiles.py",
+    "evaluation.py",
+    "index/local.py",
+    "registry/local.py",
+    "blobstore/local.py",
+    "embeddings/minilm.py",
+)
+# What only the local platform uses: the layer's modules import none of these.
+LOCAL_ONLY_IMPORTS = frozenset({"citewise_local", "sqlite3", "http.server", "argparse", "numpy"})
 SDK = Version("1.35")
 
 
@@ -181,3 +198,31 @@ def test_local_bundling_fails_the_synth_on_an_unfit_layer(tmp_path: Path) -> Non
     bundling = LocalLayerBundling("arm64", runner=FakePip(drop="certifi"), report=lambda _: None)
     with pytest.raises(RuntimeError, match="requests needs certifi"):
         bundling.try_bundle(str(tmp_path), image=DockerImage.from_registry("unused"))
+
+
+def test_the_bundled_layer_holds_the_library_and_nothing_of_the_local_platform(tmp_path: Path) -> None:
+    # Given the layer bundled as `make synth` bundles it
+    bundling = LocalLayerBundling("arm64", runner=FakePip(), report=lambda _: None)
+    assert bundling.try_bundle(str(tmp_path), image=DockerImage.from_registry("unused")) is True
+    site = tmp_path / "python"
+    # When its files are listed
+    files = {path.relative_to(site).as_posix() for path in site.rglob("*") if path.is_file()}
+    # Then the library is there, and neither the moved modules nor the local package are
+    assert {"citewise/factory.py", "citewise/api/handler.py", "citewise/ingest_handler.py"} <= files
+    assert files.isdisjoint(f"citewise/{module}" for module in MOVED_TO_LOCAL)
+    assert not [name for name in files if name.split("/", 1)[0].startswith("citewise_local")]
+    # And no bundled module imports local-only code, even inside a function
+    imported: dict[str, set[str]] = {}
+    for path in (site / "citewise").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                imported.setdefault(name, set()).add(path.relative_to(site).as_posix())
+    leaks = {
+        name: users
+        for name, users in imported.items()
+        if any(name == local or name.startswith(f"{local}.") for local in LOCAL_ONLY_IMPORTS)
+    }
+    assert leaks == {}
