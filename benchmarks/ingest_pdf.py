@@ -15,7 +15,8 @@ from benchmarks import inputs
 from benchmarks.common import Section, log, timed
 from citewise.config import Settings
 from citewise.factory import build_services
-from citewise.ingestion import IngestResult, Outcome, SourceObject
+from citewise.ingestion import IngestResult, Outcome
+from citewise.objects import SourceObject
 
 
 def ingest_once(data: bytes, path: str) -> tuple[IngestResult, float, float]:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from citewise.embeddings.hashing import HashingEmbedder
-from citewise.ingestion import SourceObject
 from citewise.models import AttributeValue, Chunk, DocumentMetadata, SearchHit, Vector, Visibility
+from citewise.objects import SourceObject
 
 
 class CountingEmbedder(HashingEmbedder):

@@ -33,7 +33,6 @@ from enum import StrEnum
 
 from citewise.access import may_modify, object_writer
 from citewise.batching import batched
-from citewise.blobstore.base import DEFAULT_OWNER
 from citewise.chunking import Chunker, embedding_text
 from citewise.embeddings.base import Embedder
 from citewise.errors import CitewiseError, ConflictError, PayloadTooLargeError, ValidationError
@@ -45,8 +44,8 @@ from citewise.models import (
     DocumentMetadata,
     DocumentStatus,
     Vector,
-    Visibility,
 )
+from citewise.objects import SourceObject
 from citewise.parsing import parse
 from citewise.registry.base import DocumentRegistry
 from citewise.tenancy import document_id, validate_path, validate_tenant_id
@@ -64,27 +63,6 @@ class Outcome(StrEnum):
     DELETED = "deleted"
     SUPERSEDED = "superseded"
     REFUSED = "refused"
-
-
-@dataclass(frozen=True)
-class SourceObject:
-    """A document to ingest. `load` is called only when the content is needed (not for unchanged ones).
-
-    `defect` is why the object cannot be a document (found when it was read: over a size limit, invalid
-    metadata or sidecar); it is recorded FAILED like any parse failure, under the object's own owner.
-    """
-
-    tenant_id: str
-    path: str
-    size: int
-    version: str
-    load: Callable[[], bytes]
-    source: str = "local"
-    owner: str = DEFAULT_OWNER
-    visibility: Visibility = Visibility.SHARED
-    content_type: str | None = None
-    attributes: dict[str, AttributeValue] = field(default_factory=dict)
-    defect: CitewiseError | None = None
 
 
 @dataclass(frozen=True)

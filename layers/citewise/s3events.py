@@ -104,7 +104,7 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
         )
         if restored:
             stored = blobs.get(tenant_id, path)
-    result = ingestor.ingest(stored.to_source())
+    result = ingestor.ingest(stored)
     if result.outcome is Outcome.REFUSED:
         restored = blobs.restore_previous(tenant_id, path, stored.version)
         logger.warning(

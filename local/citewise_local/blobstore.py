@@ -42,7 +42,6 @@ from citewise.blobstore.base import (
     META_HEADER_PREFIX,
     PresignedUpload,
     Sidecar,
-    StoredObject,
     is_sidecar,
     object_metadata,
     stored_object,
@@ -60,6 +59,7 @@ from citewise.errors import (
 )
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Frozen, Visibility
+from citewise.objects import SourceObject
 from citewise.tenancy import validate_path, validate_tenant_id
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
@@ -129,7 +129,7 @@ class LocalBlobStore:
         self._secret = secret if secret is not None else secrets.token_bytes(32)
         self._clock = clock
 
-    def get(self, tenant_id: str, path: str) -> StoredObject:
+    def get(self, tenant_id: str, path: str) -> SourceObject:
         target = self._file(tenant_id, path)
         sidecar = None if is_sidecar(path) else self._sidecar(tenant_id, target, path)
         stored = self._stored(tenant_id, path, sidecar)
@@ -137,10 +137,10 @@ class LocalBlobStore:
             raise NotFoundError("no document at that path", details={"path": path})
         return stored
 
-    def head(self, tenant_id: str, path: str) -> StoredObject | None:
+    def head(self, tenant_id: str, path: str) -> SourceObject | None:
         return self._stored(tenant_id, path, None)
 
-    def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> StoredObject | None:
+    def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> SourceObject | None:
         target = self._file(tenant_id, path)
         self._check_inside(tenant_id, target)
         if not target.is_file():

@@ -23,8 +23,9 @@ from citewise.config import Settings, load_settings
 from citewise.documents import delete_document, visible_document
 from citewise.errors import CitewiseError, ValidationError
 from citewise.factory import Services, build_services
-from citewise.ingestion import IngestResult, Outcome, SourceObject
+from citewise.ingestion import IngestResult, Outcome
 from citewise.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
+from citewise.objects import SourceObject
 from citewise.tenancy import document_id, validate_tenant_id
 from citewise_local.folders import FOLDER_SOURCE, scan
 from citewise_local.render import render_answer, render_documents, render_hits, render_summary

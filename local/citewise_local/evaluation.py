@@ -27,8 +27,9 @@ from urllib.parse import quote
 
 from citewise.errors import ValidationError
 from citewise.factory import Services
-from citewise.ingestion import IngestResult, Outcome, SourceObject
+from citewise.ingestion import IngestResult, Outcome
 from citewise.models import Caller
+from citewise.objects import SourceObject
 
 EVAL_TENANT = "eval"
 CALLER = Caller(tenant_id=EVAL_TENANT, user_id="eval")

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from citewise.errors import ValidationError
-from citewise.ingestion import SourceObject
 from citewise.metadata import SIDECAR_SUFFIX, parse_sidecar
 from citewise.models import AttributeValue, Visibility
+from citewise.objects import SourceObject
 from citewise.parsing import SUPPORTED_EXTENSIONS
 
 FOLDER_SOURCE = "folder"

@@ -265,7 +265,7 @@ def test_docs_delete_follows_the_owner_or_admin_rule_and_removes_the_stored_obje
     services = build_services(load_settings())
     try:
         services.blobs.put("acme", "plan.md", b"# Plan\n\nPelicans fly at dawn.\n", owner="alice")
-        result = services.ingestor.ingest(services.blobs.get("acme", "plan.md").to_source())
+        result = services.ingestor.ingest(services.blobs.get("acme", "plan.md"))
     finally:
         services.close()
     doc_id = result.document.doc_id
@@ -312,7 +312,7 @@ def test_a_folder_sync_removes_only_what_it_put_there_and_may_change(
     services = build_services(load_settings())
     try:
         services.blobs.put("acme", "notes/uploaded.md", b"Uploaded through the API.", owner="alice")
-        services.ingestor.ingest(services.blobs.get("acme", "notes/uploaded.md").to_source())
+        services.ingestor.ingest(services.blobs.get("acme", "notes/uploaded.md"))
     finally:
         services.close()
     # When bob syncs his own, smaller notes/ folder: nothing of alice's goes

@@ -1,5 +1,5 @@
 """BlobStore port and its adapters. See `base.BlobStore`."""
 
-from citewise.blobstore.base import BlobStore, PresignedUpload, StoredObject
+from citewise.blobstore.base import BlobStore, PresignedUpload
 
-__all__ = ["BlobStore", "PresignedUpload", "StoredObject"]
+__all__ = ["BlobStore", "PresignedUpload"]

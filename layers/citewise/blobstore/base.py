@@ -24,23 +24,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 from urllib.parse import unquote_plus
 
 from citewise.access import may_modify, object_writer
 from citewise.errors import CitewiseError, PayloadTooLargeError, ValidationError
 from citewise.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, parse_sidecar
 from citewise.models import AttributeValue, Frozen, Visibility
+from citewise.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
 from citewise.tenancy import document_id, validate_path, validate_tenant_id
-
-if TYPE_CHECKING:
-    from citewise.ingestion import SourceObject
 
 OWNER_KEY = "owner"
 VISIBILITY_KEY = "visibility"
-DEFAULT_OWNER = "system"
 META_HEADER_PREFIX = "x-amz-meta-"
 MAX_USER_METADATA_BYTES = 2048
 """S3's limit on user metadata: the UTF-8 bytes of every key and value together."""
@@ -52,60 +49,6 @@ DEFAULT_PREFIX = "tenants/"
 _METADATA_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
 _PRINTABLE_ASCII_RE = re.compile(r"^[\x20-\x7e]*$")
 CONTENT_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(;[\x20-\x7e]*)?$")
-
-
-@dataclass(frozen=True)
-class RefusedSidecar:
-    """A sidecar that was not applied: whom it was signed for, and its version (to undo it)."""
-
-    owner: str
-    version: str
-
-
-@dataclass(frozen=True)
-class StoredObject:
-    """A stored document as the pipeline needs it: facts from one metadata read, bytes on demand.
-
-    `version` is what the registry records: the S3 VersionId (ETag on unversioned buckets) or the
-    SHA-256 of a local file; `etag` is what a conditional write compares (S3's ETag, the same SHA-256
-    locally). `metadata` is the user metadata as stored; `attributes` the validated document attributes
-    from it and the sidecar. `defect` says why the object cannot be ingested, if it cannot;
-    `refused_sidecar` is the sidecar that was ignored for not being signed for the document's owner.
-    """
-
-    tenant_id: str
-    path: str
-    size: int
-    version: str
-    etag: str
-    content_type: str | None
-    owner: str
-    visibility: Visibility
-    load: Callable[[], bytes]
-    source: str
-    metadata: dict[str, str] = field(default_factory=dict)
-    attributes: dict[str, AttributeValue] = field(default_factory=dict)
-    defect: CitewiseError | None = None
-    refused_sidecar: RefusedSidecar | None = None
-
-    def to_source(self) -> SourceObject:
-        """The object as the ingestion pipeline's input."""
-        # Imported here: the pipeline pulls in every parser, which the API's upload path never needs.
-        from citewise.ingestion import SourceObject
-
-        return SourceObject(
-            tenant_id=self.tenant_id,
-            path=self.path,
-            size=self.size,
-            version=self.version,
-            load=self.load,
-            source=self.source,
-            owner=self.owner,
-            visibility=self.visibility,
-            content_type=self.content_type,
-            attributes=dict(self.attributes),
-            defect=self.defect,
-        )
 
 
 @dataclass(frozen=True)
@@ -142,7 +85,7 @@ class BlobStore(Protocol):
     source: str
     """What documents from this store record as their `source` (`s3`, `local`): listings filter on it."""
 
-    def get(self, tenant_id: str, path: str) -> StoredObject:
+    def get(self, tenant_id: str, path: str) -> SourceObject:
         """The object's facts, its sidecar's attributes, and a loader for its bytes.
 
         Raises NotFoundError if there is none and ValidationError for an invalid path. An object that
@@ -151,7 +94,7 @@ class BlobStore(Protocol):
         """
         ...
 
-    def head(self, tenant_id: str, path: str) -> StoredObject | None:
+    def head(self, tenant_id: str, path: str) -> SourceObject | None:
         """The object's facts from one metadata read (its sidecar not read), or None if there is none."""
         ...
 
@@ -276,8 +219,8 @@ def stored_object(
     load: Callable[[], bytes],
     source: str,
     max_bytes: int,
-) -> StoredObject:
-    """A StoredObject from what an adapter read: owner and visibility from the metadata, attributes from
+) -> SourceObject:
+    """A SourceObject from what an adapter read: owner and visibility from the metadata, attributes from
     the remaining metadata and from the sidecar (whose keys win) if it was signed for this owner."""
     visibility, unreadable = _visibility(metadata)
     defect: CitewiseError | None = unreadable
@@ -301,7 +244,7 @@ def stored_object(
                 refused_sidecar = RefusedSidecar(sidecar_owner, sidecar.version)
     except (ValidationError, PayloadTooLargeError) as exc:
         defect = defect or exc
-    return StoredObject(
+    return SourceObject(
         tenant_id=tenant_id,
         path=path,
         size=size,

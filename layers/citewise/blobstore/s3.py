@@ -46,7 +46,6 @@ from citewise.blobstore.base import (
     DEFAULT_PREFIX,
     PresignedUpload,
     Sidecar,
-    StoredObject,
     is_sidecar,
     object_key,
     object_metadata,
@@ -58,6 +57,7 @@ from citewise.blobstore.base import (
 from citewise.errors import CitewiseError, NotFoundError, PayloadTooLargeError, ValidationError
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Visibility
+from citewise.objects import SourceObject
 
 MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
@@ -99,7 +99,7 @@ class S3BlobStore:
         """The object key of a document (see `object_key`)."""
         return object_key(tenant_id, path, self.prefix)
 
-    def get(self, tenant_id: str, path: str) -> StoredObject:
+    def get(self, tenant_id: str, path: str) -> SourceObject:
         key = self.key(tenant_id, path)
         if is_sidecar(path):
             return self._stored(tenant_id, path, None)
@@ -117,7 +117,7 @@ class S3BlobStore:
             sidecar = Sidecar(metadata, size, _version(response), body.read)
             return self._stored(tenant_id, path, sidecar)
 
-    def head(self, tenant_id: str, path: str) -> StoredObject | None:
+    def head(self, tenant_id: str, path: str) -> SourceObject | None:
         try:
             return self._stored(tenant_id, path, None)
         except NotFoundError:
@@ -230,7 +230,7 @@ class S3BlobStore:
                 details={"size": size, "limit": self.max_bytes},
             )
 
-    def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> StoredObject:
+    def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> SourceObject:
         key = self.key(tenant_id, path)
         head = self._call("HeadObject", path, self._client.head_object, Bucket=self.bucket, Key=key)
         # Pin the download to what HEAD saw: an overwrite in between fails instead of mixing versions.
