@@ -41,11 +41,20 @@ class HashingEmbedder:
         terms = content_terms(text)
         features = Counter(terms)
         features.update(f"{a} {b}" for a, b in zip(terms, terms[1:], strict=False))
+        vector = self._hashed(features)
+        norm = math.sqrt(sum(v * v for v in vector))
+        if not norm:
+            # No content word ("x", "the", ""), or features that cancelled out: the port promises a unit
+            # vector, so the text itself becomes the one feature.
+            vector = self._hashed(Counter([text.casefold()]))
+            norm = 1.0
+        return [v / norm for v in vector]
+
+    def _hashed(self, features: Counter[str]) -> Vector:
         vector = [0.0] * self._dimension
         for feature, count in features.items():
             digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
             bucket = int.from_bytes(digest[:4], "little") % self._dimension
             sign = 1.0 if digest[4] & 1 else -1.0
             vector[bucket] += sign * (1.0 + math.log(count))
-        norm = math.sqrt(sum(v * v for v in vector))
-        return [v / norm for v in vector] if norm else vector
+        return vector
