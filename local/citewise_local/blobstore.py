@@ -42,6 +42,7 @@ from citewise.blobstore.base import (
     META_HEADER_PREFIX,
     PresignedUpload,
     Sidecar,
+    check_upload_size,
     is_sidecar,
     object_metadata,
     stored_object,
@@ -53,7 +54,6 @@ from citewise.errors import (
     CitewiseError,
     ForbiddenError,
     NotFoundError,
-    PayloadTooLargeError,
     PreconditionFailedError,
     ValidationError,
 )
@@ -198,7 +198,7 @@ class LocalBlobStore:
         metadata: Mapping[str, str] | None = None,
     ) -> str:
         target = self._file(tenant_id, path)
-        self._check_size(len(data))
+        check_upload_size(len(data), self.max_bytes)
         recorded = {
             "content_type": None if content_type is None else validate_content_type(content_type),
             "metadata": object_metadata(owner, visibility, metadata),
@@ -255,7 +255,7 @@ class LocalBlobStore:
         validate_tenant_id(tenant_id)
         validate_path(path)
         validate_content_type(content_type)
-        self._check_size(size)
+        check_upload_size(size, self.max_bytes)
         stored_metadata = object_metadata(owner, visibility, metadata)
         expires_at = self._clock() + timedelta(seconds=self.url_ttl)
         grant = UploadGrant(
@@ -331,15 +331,6 @@ class LocalBlobStore:
 
     def _mac(self, payload: str) -> bytes:
         return hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
-
-    def _check_size(self, size: int) -> None:
-        if size < 1:
-            raise ValidationError("size must be at least 1 byte", details={"field": "size"})
-        if size > self.max_bytes:
-            raise PayloadTooLargeError(
-                f"document is {size} bytes; the limit is {self.max_bytes}",
-                details={"size": size, "limit": self.max_bytes},
-            )
 
     def _tenant_dir(self, tenant_id: str) -> Path:
         return self.root / "tenants" / validate_tenant_id(tenant_id)

@@ -196,6 +196,21 @@ def upload_headers(content_type: str, metadata: Mapping[str, str], replaces: str
     )
 
 
+def too_large(size: int, limit: int, **details: str) -> PayloadTooLargeError:
+    """The error for a document of `size` bytes over the store's `limit`."""
+    return PayloadTooLargeError(
+        f"document is {size} bytes; the limit is {limit}", details={**details, "size": size, "limit": limit}
+    )
+
+
+def check_upload_size(size: int, limit: int) -> None:
+    """Refuse a write (or an upload URL) of `size` bytes unless it is 1 to `limit` bytes."""
+    if size < 1:
+        raise ValidationError("size must be at least 1 byte", details={"field": "size"})
+    if size > limit:
+        raise too_large(size, limit)
+
+
 def described_document(path: str) -> str:
     """The path of the document an object belongs to: a sidecar's document, or the object itself."""
     return validate_path(path.removesuffix(SIDECAR_SUFFIX)) if is_sidecar(path) else path
@@ -231,10 +246,7 @@ def stored_object(
         user = {key: value for key, value in metadata.items() if key not in (OWNER_KEY, VISIBILITY_KEY)}
         attributes = dict(validate_user_metadata(user))
         if size > max_bytes:
-            raise PayloadTooLargeError(
-                f"document is {size} bytes; the limit is {max_bytes}",
-                details={"path": path, "size": size, "limit": max_bytes},
-            )
+            raise too_large(size, max_bytes, path=path)
         if sidecar is not None:
             sidecar_owner = sidecar.metadata.get(OWNER_KEY) or DEFAULT_OWNER
             document = _Access(tenant_id, owner, visibility)

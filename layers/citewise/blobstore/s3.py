@@ -46,6 +46,7 @@ from citewise.blobstore.base import (
     DEFAULT_PREFIX,
     PresignedUpload,
     Sidecar,
+    check_upload_size,
     is_sidecar,
     object_key,
     object_metadata,
@@ -54,7 +55,7 @@ from citewise.blobstore.base import (
     upload_headers,
     validate_content_type,
 )
-from citewise.errors import CitewiseError, NotFoundError, PayloadTooLargeError, ValidationError
+from citewise.errors import CitewiseError, NotFoundError
 from citewise.metadata import SIDECAR_SUFFIX
 from citewise.models import Visibility
 from citewise.objects import SourceObject
@@ -165,7 +166,7 @@ class S3BlobStore:
         metadata: Mapping[str, str] | None = None,
     ) -> str:
         key = self.key(tenant_id, path)
-        self._check_size(len(data))
+        check_upload_size(len(data), self.max_bytes)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": key,
@@ -195,7 +196,7 @@ class S3BlobStore:
     ) -> PresignedUpload:
         key = self.key(tenant_id, path)
         validate_content_type(content_type)
-        self._check_size(size)
+        check_upload_size(size, self.max_bytes)
         stored_metadata = object_metadata(owner, visibility, metadata)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
@@ -220,15 +221,6 @@ class S3BlobStore:
             size=size,
             expires_at=self._clock() + timedelta(seconds=self.url_ttl),
         )
-
-    def _check_size(self, size: int) -> None:
-        if size < 1:
-            raise ValidationError("size must be at least 1 byte", details={"field": "size"})
-        if size > self.max_bytes:
-            raise PayloadTooLargeError(
-                f"document is {size} bytes; the limit is {self.max_bytes}",
-                details={"size": size, "limit": self.max_bytes},
-            )
 
     def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> SourceObject:
         key = self.key(tenant_id, path)
