@@ -3,7 +3,7 @@
 Both chunk the parsed text of the ingest-throughput inputs (~1 MB Markdown, ~1 MB HTML, the 1,000-page
 PDF); parsing is done before timing. Our budget is 400 tokens with 50 of overlap; the splitter counts
 characters, so its `chunk_size` and `chunk_overlap` are those budgets times the corpus's measured
-characters per token (`citewise.textutil.count_tokens`).
+characters per token (`citewise.domain.textutil.count_tokens`).
 
 The work is not the same: ours keeps headings and pages, cuts at sentences, records exact spans,
 hashes every chunk's embedded text and builds validated `Chunk` models; `split_text` returns strings.
@@ -16,8 +16,8 @@ import statistics
 
 from benchmarks import inputs
 from benchmarks.common import Section, log, ratios, timed
-from citewise.chunking import Chunker
-from citewise.textutil import count_tokens
+from citewise.domain.textutil import count_tokens
+from citewise.ingest.chunking import Chunker
 
 KINDS = ("md", "html", "pdf")
 

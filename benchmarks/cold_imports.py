@@ -3,7 +3,7 @@
 A handler's figure is what its Lambda's init phase pays. A fresh `python -I` loads
 `functions/<name>/handler.py` by file path (`spec_from_file_location`, as the runtime imports `handler`).
 That imports the library and Powertools, validates the settings, wires the services with
-`citewise.factory.build_services` (each adapter is built on a request's first use, not at init: a
+`citewise.runtime.services.build_services` (each adapter is built on a request's first use, not at init: a
 client a function never needs is never built) and sets up the Powertools stack. The process gets a
 deployed function's environment on the AWS backend and nothing else (`lambda_environment`): fake
 credentials, no AWS config files, instance metadata disabled. Init contacts nothing; an untimed probe of

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from benchmarks import inputs
 from benchmarks.common import Section, log, timed
-from citewise.config import Settings
-from citewise.factory import build_services
-from citewise.ingestion import IngestResult, Outcome
-from citewise.objects import SourceObject
+from citewise.domain.objects import SourceObject
+from citewise.ingest.pipeline import IngestResult, Outcome
+from citewise.runtime.services import build_services
+from citewise.runtime.settings import Settings
 
 
 def ingest_once(data: bytes, path: str) -> tuple[IngestResult, float, float]:

@@ -1,6 +1,6 @@
 """Ingest throughput: parse + chunk + embed, per format, without the index and registry.
 
-The same steps as `citewise.ingestion.Ingestor` (parse, `Chunker.split`, `embedding_text`, embedding in
+The same steps as `citewise.ingest.pipeline.Ingestor` (parse, `Chunker.split`, `embedding_text`, embedding in
 batches of `embed_batch_size`), timed stage by stage. With the hashing embedder the embedding costs
 little, so the figures show what our own parsing and chunking cost; the same pipeline with the local
 MiniLM model, on smaller inputs, shows what a real model adds.
@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 from benchmarks import inputs
 from benchmarks.common import Section, log, timed
-from citewise.chunking import Chunker, embedding_text
-from citewise.config import Settings
-from citewise.embeddings.base import Embedder
-from citewise.embeddings.hashing import HashingEmbedder
-from citewise.errors import EmbeddingServiceError
-from citewise.parsing import parse
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.errors import EmbeddingServiceError
+from citewise.domain.textutil import embedding_text
+from citewise.ingest.chunking import Chunker
+from citewise.ingest.parsing import parse
+from citewise.ports.embedder import Embedder
+from citewise.runtime.settings import Settings
 
 EMBED_BATCH = int(Settings.model_fields["embed_batch_size"].default)
 KINDS = ("pdf", "md", "html")  # pdf first: its characters per page define the others' pages

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from types import ModuleType
 
 from benchmarks.common import REPO
-from citewise.models import DocumentMetadata, ParsedDocument, Visibility
-from citewise.parsing import parse
+from citewise.domain.models import DocumentMetadata, ParsedDocument, Visibility
+from citewise.ingest.parsing import parse
 
 CORPUS = REPO / "samples" / "corpus"
 MARKDOWN_COPIES = 70  # ~1 MB

@@ -28,9 +28,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.common import Section, log
-from citewise.embeddings.hashing import HashingEmbedder
-from citewise.models import Caller, Chunk, DocumentMetadata, SearchRequest, Visibility
-from citewise.retrieval import Retriever
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchRequest, Visibility
+from citewise.query.retrieval import Retriever
 from citewise_local.index import LocalIndex
 
 DIMENSION = 384

@@ -10,8 +10,8 @@ from xml.sax.saxutils import escape
 from fpdf import FPDF
 from pypdf import PdfWriter
 
-from citewise.models import ParsedDocument
-from citewise.parsing import SEPARATOR
+from citewise.domain.models import ParsedDocument
+from citewise.ingest.parsing import SEPARATOR
 
 _CONTENT_TYPES_XML = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 <Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">
@@ -83,7 +83,7 @@ def _docx_paragraph(style: str | None, text: str) -> str:
 
 
 def assert_block_contract(document: ParsedDocument) -> None:
-    """Assert the block contract every parser promises the chunker (see `citewise.parsing`)."""
+    """Assert the block contract every parser promises the chunker (see `citewise.ingest.parsing`)."""
     text = document.text
     position = 0
     for block in document.blocks:

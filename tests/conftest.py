@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from citewise.config import Settings
-from citewise.factory import Services, build_services
+from citewise.runtime.services import Services, build_services
+from citewise.runtime.settings import Settings
 
 
 @pytest.fixture(autouse=True)

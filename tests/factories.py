@@ -6,9 +6,9 @@ import hashlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from citewise.embeddings.hashing import HashingEmbedder
-from citewise.models import AttributeValue, Chunk, DocumentMetadata, SearchHit, Vector, Visibility
-from citewise.objects import SourceObject
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.models import AttributeValue, Chunk, DocumentMetadata, SearchHit, Vector, Visibility
+from citewise.domain.objects import SourceObject
 
 
 class CountingEmbedder(HashingEmbedder):

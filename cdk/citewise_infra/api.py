@@ -23,7 +23,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from citewise.api.routes import ROUTES, Route
-from citewise.errors import (
+from citewise.domain.errors import (
     CitewiseError,
     ForbiddenError,
     NotFoundError,
@@ -161,7 +161,7 @@ class Api(Construct):
             ),
             custom_attributes={
                 # Immutable: set at creation, never changed by anyone afterwards, so a user cannot move
-                # between tenants; 1-64 characters as `citewise.models.TENANT_ID_PATTERN` allows.
+                # between tenants; 1-64 characters as `citewise.domain.models.TENANT_ID_PATTERN` allows.
                 COGNITO_TENANT_ATTRIBUTE: cognito.StringAttribute(min_len=1, max_len=64, mutable=False),
             },
             password_policy=cognito.PasswordPolicy(

@@ -15,8 +15,8 @@ from typing import Any, Literal, Self
 from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from citewise.embeddings.bedrock import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
-from citewise.models import TENANT_ID_PATTERN
+from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
+from citewise.domain.models import TENANT_ID_PATTERN
 
 # Retention periods CloudWatch Logs accepts, in days, and their names in CDK's RetentionDays.
 LOG_RETENTION_DAYS: dict[int, str] = {

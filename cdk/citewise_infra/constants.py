@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final, Literal
 
-from citewise.blobstore.base import DEFAULT_PREFIX
+from citewise.ports.blobstore import DEFAULT_PREFIX
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR: Final = REPO_ROOT / "functions"

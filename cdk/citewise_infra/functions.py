@@ -26,7 +26,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
-from citewise.config import BootstrapSettings, DocumentsSettings, IngestSettings, QuerySettings, Settings
+from citewise.runtime.settings import BootstrapSettings, DocumentsSettings, IngestSettings, QuerySettings, Settings
 from citewise_infra import bedrock
 from citewise_infra.config import EnvironmentConfig, FunctionConfig
 from citewise_infra.constants import (

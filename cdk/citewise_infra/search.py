@@ -1,6 +1,6 @@
 """Search: an OpenSearch Service domain (the default) or an OpenSearch Serverless vector collection.
 
-Both answer the same SigV4-signed requests of `citewise.index.opensearch`; what differs is how access
+Both answer the same SigV4-signed requests of `citewise.aws.opensearch`; what differs is how access
 is granted, and each backend grants the same four capabilities its own way:
 
 | capability | requests (`index.opensearch`)          | domain: IAM action on path      | Serverless permission |
@@ -24,7 +24,7 @@ only, and no principal outside the account can be allowed by the domain policy.
 
 Serverless: encryption policy (the stack's key), network policy (public endpoint, SigV4 only) and one
 data access policy per function role. Policies take a while to propagate after creation; the index
-bootstrap retries meanwhile (`citewise.bootstrap`).
+bootstrap retries meanwhile (`citewise.runtime.bootstrap`).
 """
 
 from __future__ import annotations

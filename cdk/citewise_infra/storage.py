@@ -2,7 +2,7 @@
 
 One customer managed key encrypts the documents, the registry, the queues, the alarm topic and the
 search data, so access to the data can be audited and revoked in one place (CloudTrail records every
-use of the key). The registry table is built from `citewise.registry.dynamodb.TABLE_SCHEMA`, the same
+use of the key). The registry table is built from `citewise.aws.dynamodb.TABLE_SCHEMA`, the same
 definition the adapter and its tests use, so the deployed keys and index cannot drift from the code.
 """
 
@@ -18,7 +18,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from citewise.registry.dynamodb import TABLE_SCHEMA
+from citewise.aws.dynamodb import TABLE_SCHEMA
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
 from citewise_infra.nag import acknowledge

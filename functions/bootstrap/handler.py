@@ -1,7 +1,7 @@
-"""The index bootstrap function: CloudFormation's custom resource requests -> `citewise.bootstrap`.
+"""The index bootstrap function: CloudFormation's custom resource requests -> `citewise.runtime.bootstrap`.
 
 Called by the CDK `custom_resources.Provider` framework at deploy time; it answers with the physical
-id and data of the resource, or raises to fail the deployment (see `citewise.bootstrap` for why Delete
+id and data of the resource, or raises to fail the deployment (see `citewise.runtime.bootstrap` for why Delete
 does nothing and which failures are retried).
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from citewise.bootstrap import handle_event
-from citewise.config import BootstrapSettings, load_settings
-from citewise.factory import Services, build_services
-from citewise.observability import logger
+from citewise.runtime.bootstrap import handle_event
+from citewise.runtime.observability import logger
+from citewise.runtime.services import Services, build_services
+from citewise.runtime.settings import BootstrapSettings, load_settings
 
 # Time kept back from the Lambda timeout to report a failure instead of being killed mid-retry.
 _REPORT_MARGIN_S = 20.0

@@ -8,6 +8,6 @@ correlation id), metrics and tracer wrap it, in `citewise.api.handler`.
 
 from citewise.api.documents import add_document_routes
 from citewise.api.handler import api_handler
-from citewise.config import DocumentsSettings
+from citewise.runtime.settings import DocumentsSettings
 
 lambda_handler = api_handler(DocumentsSettings, add_document_routes)

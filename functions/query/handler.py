@@ -8,6 +8,6 @@ tracer wrap it, in `citewise.api.handler`.
 
 from citewise.api.handler import api_handler
 from citewise.api.query import add_query_routes
-from citewise.config import QuerySettings
+from citewise.runtime.settings import QuerySettings
 
 lambda_handler = api_handler(QuerySettings, add_query_routes)

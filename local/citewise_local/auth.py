@@ -30,9 +30,9 @@ from typing import Any
 
 import pydantic
 
-from citewise.errors import CitewiseError, UnauthorizedError, ValidationError
-from citewise.models import UserId
-from citewise.tenancy import validate_tenant_id
+from citewise.domain.errors import CitewiseError, UnauthorizedError, ValidationError
+from citewise.domain.models import UserId
+from citewise.domain.tenancy import validate_tenant_id
 
 SECRET_FILE = "secret.key"  # noqa: S105 - a file name, not a secret
 SECRET_BYTES = 32

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from citewise.config import Settings
-from citewise.embeddings.base import Embedder
+from citewise.ports.embedder import Embedder
+from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from citewise_local.blobstore import LocalBlobStore
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class LocalBackend:
-    """The embedded adapters of one home (`citewise.factory.Backend`); `close` closes the databases opened."""
+    """The embedded adapters of one home (`citewise.runtime.services.Backend`); `close` closes the databases opened."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings

@@ -37,7 +37,18 @@ from typing import Any, NamedTuple
 
 import pydantic
 
-from citewise.blobstore.base import (
+from citewise.domain.errors import (
+    CitewiseError,
+    ForbiddenError,
+    NotFoundError,
+    PreconditionFailedError,
+    ValidationError,
+)
+from citewise.domain.metadata import SIDECAR_SUFFIX
+from citewise.domain.models import Frozen, Visibility
+from citewise.domain.objects import SourceObject
+from citewise.domain.tenancy import validate_path, validate_tenant_id
+from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
     META_HEADER_PREFIX,
     PresignedUpload,
@@ -50,17 +61,6 @@ from citewise.blobstore.base import (
     upload_headers,
     validate_content_type,
 )
-from citewise.errors import (
-    CitewiseError,
-    ForbiddenError,
-    NotFoundError,
-    PreconditionFailedError,
-    ValidationError,
-)
-from citewise.metadata import SIDECAR_SUFFIX
-from citewise.models import Frozen, Visibility
-from citewise.objects import SourceObject
-from citewise.tenancy import validate_path, validate_tenant_id
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 UPLOAD_ROUTE = "/local-upload/"

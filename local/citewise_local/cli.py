@@ -17,16 +17,16 @@ from typing import Any
 
 import pydantic
 
-from citewise.access import may_modify
-from citewise.answering import answer_question
-from citewise.config import Settings, load_settings
-from citewise.documents import delete_document, visible_document
-from citewise.errors import CitewiseError, ValidationError
-from citewise.factory import Services, build_services
-from citewise.ingestion import IngestResult, Outcome
-from citewise.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
-from citewise.objects import SourceObject
-from citewise.tenancy import document_id, validate_tenant_id
+from citewise.domain.access import may_modify
+from citewise.domain.errors import CitewiseError, ValidationError
+from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
+from citewise.domain.objects import SourceObject
+from citewise.domain.tenancy import document_id, validate_tenant_id
+from citewise.ingest.documents import delete_document, visible_document
+from citewise.ingest.pipeline import IngestResult, Outcome
+from citewise.query.answering import answer_question
+from citewise.runtime.services import Services, build_services
+from citewise.runtime.settings import Settings, load_settings
 from citewise_local.folders import FOLDER_SOURCE, scan
 from citewise_local.render import render_answer, render_documents, render_hits, render_summary
 

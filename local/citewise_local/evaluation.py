@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from citewise.errors import ValidationError
-from citewise.factory import Services
-from citewise.ingestion import IngestResult, Outcome
-from citewise.models import Caller
-from citewise.objects import SourceObject
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import Caller
+from citewise.domain.objects import SourceObject
+from citewise.ingest.pipeline import IngestResult, Outcome
+from citewise.runtime.services import Services
 
 EVAL_TENANT = "eval"
 CALLER = Caller(tenant_id=EVAL_TENANT, user_id="eval")

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from citewise.errors import ValidationError
-from citewise.metadata import SIDECAR_SUFFIX, parse_sidecar
-from citewise.models import AttributeValue, Visibility
-from citewise.objects import SourceObject
-from citewise.parsing import SUPPORTED_EXTENSIONS
+from citewise.domain.errors import ValidationError
+from citewise.domain.metadata import SIDECAR_SUFFIX, parse_sidecar
+from citewise.domain.models import AttributeValue, Visibility
+from citewise.domain.objects import SourceObject
+from citewise.ingest.parsing import SUPPORTED_EXTENSIONS
 
 FOLDER_SOURCE = "folder"
 """The `source` of documents ingested from local files and folders by `citewise ingest`."""

@@ -32,13 +32,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from citewise.batching import batched
-from citewise.chunking import embedding_text
-from citewise.errors import SearchBackendError
-from citewise.index.base import ScoredChunk
-from citewise.index.matching import matches, metadata_view
-from citewise.models import Caller, Chunk, Filter, Vector, Visibility
-from citewise.textutil import content_terms
+from citewise.domain.batching import batched
+from citewise.domain.errors import SearchBackendError
+from citewise.domain.matching import matches, metadata_view
+from citewise.domain.models import Caller, Chunk, Filter, Vector, Visibility
+from citewise.domain.textutil import content_terms, embedding_text
+from citewise.ports.index import ScoredChunk
 
 SCHEMA_VERSION = "2"
 _SCHEMA = """

@@ -30,7 +30,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from citewise.errors import CitewiseError
+from citewise.domain.errors import CitewiseError
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

@@ -31,8 +31,8 @@ from numpy.typing import NDArray
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from citewise.errors import EmbeddingServiceError
-from citewise.models import Vector
+from citewise.domain.errors import EmbeddingServiceError
+from citewise.domain.models import Vector
 
 F32 = NDArray[np.float32]
 

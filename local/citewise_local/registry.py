@@ -1,6 +1,6 @@
 """The local DocumentRegistry: one SQLite table beside the local index.
 
-`put` keeps the port's ordering rules (`citewise.registry.base.refused_write`) with a check and a write
+`put` keeps the port's ordering rules (`citewise.ports.registry.refused_write`) with a check and a write
 inside one `BEGIN IMMEDIATE` transaction: SQLite's write lock makes them atomic across threads and
 processes alike (`citewise serve` and the CLI may share a home), as DynamoDB's condition does on AWS.
 """
@@ -12,10 +12,10 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from citewise.errors import ValidationError
-from citewise.models import Document, DocumentStatus, Visibility
-from citewise.registry import cursors
-from citewise.registry.base import DocumentPage, refused_write
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.ports import cursors
+from citewise.ports.registry import DocumentPage, refused_write
 
 # Schema migrations, applied in order; `PRAGMA user_version` counts those a database has had. The first
 # is the original schema, so a registry.db created before versioning (version 0, table present) takes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from citewise.models import Answer, Chunk, Document, SearchHit
+from citewise.domain.models import Answer, Chunk, Document, SearchHit
 
 WIDTH = 100
 

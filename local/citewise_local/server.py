@@ -54,9 +54,7 @@ from xml.sax.saxutils import escape
 
 import citewise
 from citewise.api.routes import ROUTES, Route, allowed_methods, match_route
-from citewise.blobstore.base import is_sidecar, object_key
-from citewise.config import Settings
-from citewise.errors import (
+from citewise.domain.errors import (
     CitewiseError,
     ForbiddenError,
     MethodNotAllowedError,
@@ -67,9 +65,11 @@ from citewise.errors import (
     ValidationError,
     error_body,
 )
-from citewise.metadata import SIDECAR_SUFFIX
-from citewise.models import Document, DocumentStatus
-from citewise.tenancy import document_id
+from citewise.domain.metadata import SIDECAR_SUFFIX
+from citewise.domain.models import Document, DocumentStatus
+from citewise.domain.tenancy import document_id
+from citewise.ports.blobstore import is_sidecar, object_key
+from citewise.runtime.settings import Settings
 from citewise_local.auth import TOKEN_PURPOSE, local_key, verify_token
 from citewise_local.backend import local_blob_store
 from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject

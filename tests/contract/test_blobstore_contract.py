@@ -21,19 +21,19 @@ import pytest
 import requests
 from moto import mock_aws
 
-from citewise.blobstore.base import BlobStore, PresignedUpload
-from citewise.blobstore.s3 import S3BlobStore, s3_client
-from citewise.errors import (
+from citewise.aws.s3 import S3BlobStore, s3_client
+from citewise.domain.errors import (
     ForbiddenError,
     NotFoundError,
     PayloadTooLargeError,
     PreconditionFailedError,
     ValidationError,
 )
-from citewise.metadata import SIDECAR_SUFFIX
-from citewise.models import Visibility
-from citewise.objects import SourceObject
-from citewise.tenancy import document_id
+from citewise.domain.metadata import SIDECAR_SUFFIX
+from citewise.domain.models import Visibility
+from citewise.domain.objects import SourceObject
+from citewise.domain.tenancy import document_id
+from citewise.ports.blobstore import BlobStore, PresignedUpload
 from citewise_local.blobstore import UPLOAD_ROUTE, LocalBlobStore
 
 BUCKET = "citewise-documents"

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from botocore.response import StreamingBody
 
-from citewise.embeddings.base import Embedder
-from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
-from citewise.embeddings.hashing import HashingEmbedder
+from citewise.aws.bedrock_embeddings import CohereEmbedder, TitanEmbedder
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.ports.embedder import Embedder
 
 TEXTS = ["The grey heron nests in reedbeds.", "Deploy with cdk deploy.", "ünïcödé and 中文 text", "x"]
 

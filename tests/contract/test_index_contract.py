@@ -29,12 +29,12 @@ import pytest
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
-from citewise.embeddings.hashing import HashingEmbedder
-from citewise.errors import SearchBackendError, ThrottledError
-from citewise.index.base import ScoredChunk, VectorIndex
-from citewise.index.opensearch import OpenSearchIndex, connect
-from citewise.index.opensearch_queries import index_body
-from citewise.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, Visibility
+from citewise.aws.opensearch import OpenSearchIndex, connect
+from citewise.aws.opensearch_queries import index_body
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.errors import SearchBackendError, ThrottledError
+from citewise.domain.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, Visibility
+from citewise.ports.index import ScoredChunk, VectorIndex
 from citewise_local.index import LocalIndex
 from tests.doubles.opensearch_server import FakeOpenSearch, RunningServer, running
 from tests.unit.test_filters import CASES, POSITIVE_ON_MISSING, TYPE_MISMATCHES

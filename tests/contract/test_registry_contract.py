@@ -19,17 +19,17 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from citewise import aws
-from citewise.errors import CitewiseError, ThrottledError, ValidationError
-from citewise.models import Document, DocumentStatus, Visibility
-from citewise.registry import cursors
-from citewise.registry.base import DocumentRegistry, StaleVersionError
-from citewise.registry.dynamodb import (
+from citewise.aws import clients as aws
+from citewise.aws.dynamodb import (
     TABLE_SCHEMA,
     DynamoRegistry,
     update_request,
 )
-from citewise.tenancy import document_id
+from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
+from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.tenancy import document_id
+from citewise.ports import cursors
+from citewise.ports.registry import DocumentRegistry, StaleVersionError
 from citewise_local.registry import SCHEMA_VERSION, LocalRegistry
 
 TABLE = "citewise-documents"

@@ -8,7 +8,7 @@ version): index create/exists/get/mapping/delete, `_bulk` (index, create, delete
   types, vector dimensions, object vs value; errors carry OpenSearch's types and reasons;
 - queries: only the query types and search keys it knows (an unknown one is a 400, as in OpenSearch),
   the query vector's dimension, numeric terms on numeric fields.
-Search is exact: BM25 (k1 1.2, b 0.75) over `citewise.textutil.content_terms` standing in for the
+Search is exact: BM25 (k1 1.2, b 0.75) over `citewise.domain.textutil.content_terms` standing in for the
 `english` analyzer, and exact k-NN with OpenSearch's score transforms, honouring `filter` inside `knn`.
 Writes become searchable at a refresh (`_refresh`, or `?refresh=true|wait_for`), as on a domain; with
 `serverless=True` they are searchable at once, a client `_id` on index/create is refused per item and
@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from citewise.textutil import content_terms
+from citewise.domain.textutil import content_terms
 
 VERSION = "2.17.0"
 FIELD_TYPES = {"keyword", "text", "date", "integer", "long", "double", "float", "boolean", "object", "knn_vector"}

@@ -7,7 +7,7 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from citewise.models import DocumentStatus
+from citewise.domain.models import DocumentStatus
 from citewise_local.registry import LocalRegistry
 from tests.e2e.helpers import Api, serve, server_environment, upload, wait_for_status
 

@@ -9,7 +9,7 @@ import pytest
 from citewise_infra.constants import FUNCTION_KEYS, HANDLER, METRICS_NAMESPACE, SERVICE_NAMES, FunctionKey
 from citewise_infra.functions import settings_environment
 
-from citewise.config import (
+from citewise.runtime.settings import (
     ApiSettings,
     BootstrapSettings,
     DocumentsSettings,

@@ -187,7 +187,7 @@ def test_local_bundling_installs_copies_checks_and_reports_the_size(tmp_path: Pa
     assert bundling.try_bundle(str(tmp_path), image=DockerImage.from_registry("unused")) is True
     site = tmp_path / "python"
     assert "--platform" in pip.commands[0]
-    assert (site / "citewise" / "bootstrap.py").is_file() and (site / "citewise" / "api" / "routes.py").is_file()
+    assert (site / "citewise" / "runtime" / "bootstrap.py").is_file() and (site / "citewise" / "api" / "routes.py").is_file()
     assert not (site / "bin").exists()
     assert set(installed_distributions(site)) == set(pinned())
     (line,) = lines
@@ -208,7 +208,7 @@ def test_the_bundled_layer_holds_the_library_and_nothing_of_the_local_platform(t
     # When its files are listed
     files = {path.relative_to(site).as_posix() for path in site.rglob("*") if path.is_file()}
     # Then the library is there, and neither the moved modules nor the local package are
-    assert {"citewise/factory.py", "citewise/api/handler.py", "citewise/ingest_handler.py"} <= files
+    assert {"citewise/runtime/services.py", "citewise/api/handler.py", "citewise/runtime/ingest_handler.py"} <= files
     assert files.isdisjoint(f"citewise/{module}" for module in MOVED_TO_LOCAL)
     assert not [name for name in files if name.split("/", 1)[0].startswith("citewise_local")]
     # And no bundled module imports local-only code, even inside a function

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_cdk.assertions import Match
 
-from citewise.registry.dynamodb import TABLE_SCHEMA
+from citewise.aws.dynamodb import TABLE_SCHEMA
 
 from .conftest import Synth
 

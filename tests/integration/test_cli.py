@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from citewise.config import Settings
-from citewise.factory import build_services
+from citewise.runtime.services import build_services
+from citewise.runtime.settings import Settings
 from citewise_local.cli import main
 from tests.builders import make_blank_pdf, make_pdf
 from tests.factories import source
@@ -259,8 +259,8 @@ def test_docs_delete_follows_the_owner_or_admin_rule_and_removes_the_stored_obje
 ) -> None:
     # Given alice's shared document uploaded to the local blob store (as `citewise serve` stores uploads)
     monkeypatch.setenv("CITEWISE_HOME", str(tmp_path / "home"))
-    from citewise.config import load_settings
-    from citewise.factory import build_services
+    from citewise.runtime.services import build_services
+    from citewise.runtime.settings import load_settings
 
     services = build_services(load_settings())
     try:
@@ -306,8 +306,8 @@ def test_a_folder_sync_removes_only_what_it_put_there_and_may_change(
     (folder / "kept.md").write_text("Kestrels hover.")
     (folder / "gone.md").write_text("Gannets dive.")
     assert cli("ingest", str(folder), "--tenant", "acme", "--user", "alice")[0] == 0
-    from citewise.config import load_settings
-    from citewise.factory import build_services
+    from citewise.runtime.services import build_services
+    from citewise.runtime.settings import load_settings
 
     services = build_services(load_settings())
     try:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from citewise.config import Settings
-from citewise.factory import build_services
-from citewise.ingestion import Outcome
+from citewise.ingest.pipeline import Outcome
+from citewise.runtime.services import build_services
+from citewise.runtime.settings import Settings
 from citewise_local import evaluation
 from citewise_local.cli import main
 

@@ -8,9 +8,16 @@ from pathlib import Path
 import boto3
 import pytest
 
-from citewise import factory
-from citewise.blobstore.s3 import S3BlobStore
-from citewise.config import (
+from citewise.aws.bedrock_embeddings import CohereEmbedder, TitanEmbedder
+from citewise.aws.bedrock_synthesis import BedrockSynthesizer
+from citewise.aws.dynamodb import DynamoRegistry
+from citewise.aws.opensearch import OpenSearchIndex
+from citewise.aws.s3 import S3BlobStore
+from citewise.builtin.extractive import ExtractiveSynthesizer
+from citewise.domain.errors import ValidationError
+from citewise.runtime import services as factory
+from citewise.runtime.services import Services, build_embedder, build_services
+from citewise.runtime.settings import (
     BootstrapSettings,
     DocumentsSettings,
     IngestSettings,
@@ -18,13 +25,6 @@ from citewise.config import (
     Settings,
     load_settings,
 )
-from citewise.embeddings.bedrock import CohereEmbedder, TitanEmbedder
-from citewise.errors import ValidationError
-from citewise.factory import Services, build_embedder, build_services
-from citewise.index.opensearch import OpenSearchIndex
-from citewise.registry.dynamodb import DynamoRegistry
-from citewise.synthesis.bedrock import BedrockSynthesizer
-from citewise.synthesis.extractive import ExtractiveSynthesizer
 from citewise_local.blobstore import LocalBlobStore
 from citewise_local.index import LocalIndex
 from citewise_local.registry import LocalRegistry

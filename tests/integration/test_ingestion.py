@@ -14,13 +14,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from citewise.chunking import Chunker
-from citewise.errors import ConflictError, SearchBackendError, ThrottledError, ValidationError
-from citewise.factory import Services
-from citewise.ingestion import Ingestor, Limits, Outcome
-from citewise.models import Caller, Document, DocumentStatus, Filter, SearchRequest
-from citewise.registry.dynamodb import TABLE_SCHEMA, DynamoRegistry
-from citewise.tenancy import document_id
+from citewise.aws.dynamodb import TABLE_SCHEMA, DynamoRegistry
+from citewise.domain.errors import ConflictError, SearchBackendError, ThrottledError, ValidationError
+from citewise.domain.models import Caller, Document, DocumentStatus, Filter, SearchRequest
+from citewise.domain.tenancy import document_id
+from citewise.ingest.chunking import Chunker
+from citewise.ingest.pipeline import Ingestor, Limits, Outcome
+from citewise.runtime.services import Services
 from citewise_local.index import LocalIndex
 from citewise_local.registry import LocalRegistry
 from tests.builders import make_blank_pdf, make_pdf

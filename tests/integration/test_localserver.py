@@ -23,11 +23,11 @@ from urllib.parse import urlsplit
 import pytest
 from aws_lambda_powertools.utilities.parser.models import APIGatewayProxyEventModel, S3SqsEventNotificationModel
 
-from citewise.blobstore.base import key_to_location
-from citewise.config import Settings, load_settings
-from citewise.errors import CitewiseError
-from citewise.models import Document, DocumentStatus, Visibility
-from citewise.tenancy import document_id
+from citewise.domain.errors import CitewiseError
+from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.tenancy import document_id
+from citewise.ports.blobstore import key_to_location
+from citewise.runtime.settings import Settings, load_settings
 from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
 from citewise_local.backend import local_blob_store
 from citewise_local.blobstore import LocalBlobStore

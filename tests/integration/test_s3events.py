@@ -12,14 +12,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from citewise.blobstore.base import key_to_location
-from citewise.blobstore.s3 import S3BlobStore
-from citewise.chunking import Chunker
-from citewise.errors import ValidationError
-from citewise.ingestion import Ingestor, Outcome
-from citewise.models import Caller, DocumentStatus, SearchRequest
-from citewise.retrieval import Retriever
-from citewise.s3events import apply, parse_notification
+from citewise.aws.s3 import S3BlobStore
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import Caller, DocumentStatus, SearchRequest
+from citewise.ingest.chunking import Chunker
+from citewise.ingest.pipeline import Ingestor, Outcome
+from citewise.ingest.s3events import apply, parse_notification
+from citewise.ports.blobstore import key_to_location
+from citewise.query.retrieval import Retriever
 from citewise_local.index import LocalIndex
 from citewise_local.registry import LocalRegistry
 from tests.factories import CountingEmbedder, source

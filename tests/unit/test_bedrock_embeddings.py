@@ -18,8 +18,8 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from citewise import aws
-from citewise.embeddings.bedrock import (
+from citewise.aws import clients as aws
+from citewise.aws.bedrock_embeddings import (
     COHERE_MAX_CHARS,
     TITAN_MAX_CHARS,
     CohereEmbedder,
@@ -27,7 +27,7 @@ from citewise.embeddings.bedrock import (
     clip,
     split_for_titan,
 )
-from citewise.errors import EmbeddingServiceError, ThrottledError, ValidationError
+from citewise.domain.errors import EmbeddingServiceError, ThrottledError, ValidationError
 
 TITAN = "amazon.titan-embed-text-v2:0"
 COHERE = "cohere.embed-english-v3"
@@ -250,7 +250,7 @@ def test_titan_malformed_answers_are_embedding_service_errors(
 
 
 def test_the_default_client_is_made_on_first_use_with_the_region(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given citewise.aws.client records its calls
+    # Given citewise.aws.clients.client records its calls
     made: list[tuple[str, str | None]] = []
 
     class Client:

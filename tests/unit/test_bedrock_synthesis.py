@@ -18,11 +18,11 @@ from botocore.stub import ANY, Stubber
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citewise import aws
-from citewise.errors import GenerationError, ThrottledError
-from citewise.synthesis.base import NO_ANSWER
-from citewise.synthesis.bedrock import BLOCKED_ANSWER, SYSTEM_PROMPT, BedrockSynthesizer, ground, user_message
-from citewise.textutil import MAX_QUOTE_CHARS
+from citewise.aws import clients as aws
+from citewise.aws.bedrock_synthesis import BLOCKED_ANSWER, SYSTEM_PROMPT, BedrockSynthesizer, ground, user_message
+from citewise.domain.errors import GenerationError, ThrottledError
+from citewise.domain.textutil import MAX_QUOTE_CHARS
+from citewise.ports.synthesizer import NO_ANSWER
 from tests.factories import hit
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
@@ -175,7 +175,7 @@ def test_a_marker_for_a_source_not_given_is_dropped_and_logged_without_text(
     # Given the model cites [7] of three sources, next to a valid [3]
     stub.add_response("converse", converse_response("Uploads use presigned URLs [7][3]. Also quantum tunnelling [7]."))
     # When answered
-    with caplog.at_level(logging.WARNING, logger="citewise.synthesis.bedrock"):
+    with caplog.at_level(logging.WARNING, logger="citewise.aws.bedrock_synthesis"):
         answer = BedrockSynthesizer(MODEL, client=client).answer("How do uploads work?", HITS)
     # Then [7] is gone (with its space), [3] became [1]
     assert answer.answer == "Uploads use presigned URLs [1]. Also quantum tunnelling."

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 from opensearchpy.exceptions import AuthorizationException, ConnectionTimeout, NotFoundError, TransportError
 
-from citewise.bootstrap import Backoff, ensure_index, handle_event, is_transient
-from citewise.config import Settings
-from citewise.errors import (
+from citewise.aws import opensearch_queries as q
+from citewise.aws.opensearch import OpenSearchIndex
+from citewise.domain.errors import (
     CitewiseError,
     EmbeddingServiceError,
     SearchBackendError,
     ThrottledError,
     ValidationError,
 )
-from citewise.factory import Services, build_services
-from citewise.index import opensearch_queries as q
-from citewise.index.opensearch import OpenSearchIndex
+from citewise.runtime.bootstrap import Backoff, ensure_index, handle_event, is_transient
+from citewise.runtime.services import Services, build_services
+from citewise.runtime.settings import Settings
 
 
 class FakeClock:

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citewise.chunking import Chunker, content_hash, embedding_text
-from citewise.models import Block, DocumentMetadata, ParsedDocument
-from citewise.parsing import parse
-from citewise.textutil import count_tokens
+from citewise.domain.models import Block, DocumentMetadata, ParsedDocument
+from citewise.domain.textutil import count_tokens, embedding_text
+from citewise.ingest.chunking import Chunker, content_hash
+from citewise.ingest.parsing import parse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 META = DocumentMetadata(

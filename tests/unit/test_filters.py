@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError as PydanticValidationError
 
-from citewise.index.matching import MetadataView, matches, metadata_view
-from citewise.models import Chunk, DocumentMetadata, Filter, Visibility
+from citewise.domain.matching import MetadataView, matches, metadata_view
+from citewise.domain.models import Chunk, DocumentMetadata, Filter, Visibility
 
 CREATED = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
 UPDATED = datetime(2024, 6, 15, 12, 0, tzinfo=UTC)

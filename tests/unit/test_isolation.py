@@ -22,16 +22,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError as PydanticValidationError
 
-from citewise.chunking import embedding_text
-from citewise.config import Settings
-from citewise.embeddings.hashing import HashingEmbedder
-from citewise.errors import ValidationError
-from citewise.factory import Services, build_services
-from citewise.index.matching import matches, metadata_view
-from citewise.ingestion import Outcome
-from citewise.models import COMPARISON_OPERATORS, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
-from citewise.retrieval import MAX_KEYWORD_CHARS, Retriever
-from citewise.textutil import STOPWORDS, content_terms
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.errors import ValidationError
+from citewise.domain.matching import matches, metadata_view
+from citewise.domain.models import (
+    COMPARISON_OPERATORS,
+    Caller,
+    Chunk,
+    DocumentMetadata,
+    Filter,
+    SearchRequest,
+    Visibility,
+)
+from citewise.domain.textutil import STOPWORDS, content_terms, embedding_text
+from citewise.ingest.pipeline import Outcome
+from citewise.query.retrieval import MAX_KEYWORD_CHARS, Retriever
+from citewise.runtime.services import Services, build_services
+from citewise.runtime.settings import Settings
 from citewise_local import index as local_index
 from citewise_local.index import LocalIndex
 from tests.factories import source

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from citewise.errors import CitewiseError
+from citewise.domain.errors import CitewiseError
 from citewise_local.lambdaenv import (
     EnvironmentLostError,
     ExecutionEnvironment,

@@ -13,8 +13,8 @@ from pathlib import Path
 import jwt
 import pytest
 
-from citewise.errors import CitewiseError, UnauthorizedError, ValidationError
-from citewise.tenancy import caller_from_claims
+from citewise.domain.errors import CitewiseError, UnauthorizedError, ValidationError
+from citewise.domain.tenancy import caller_from_claims
 from citewise_local.auth import (
     ISSUER,
     SECRET_BYTES,

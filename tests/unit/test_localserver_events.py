@@ -15,9 +15,9 @@ from aws_lambda_powertools.utilities.parser.models import (
 )
 
 from citewise.api.routes import ROUTES, Route, allowed_methods
-from citewise.blobstore.base import key_to_location
-from citewise.errors import ValidationError
-from citewise.tenancy import caller_from_claims
+from citewise.domain.errors import ValidationError
+from citewise.domain.tenancy import caller_from_claims
+from citewise.ports.blobstore import key_to_location
 from citewise_local.server import (
     QueuedMessage,
     Sequencer,

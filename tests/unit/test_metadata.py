@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from citewise.errors import ValidationError
-from citewise.metadata import MAX_SIDECAR_BYTES, parse_sidecar
+from citewise.domain.errors import ValidationError
+from citewise.domain.metadata import MAX_SIDECAR_BYTES, parse_sidecar
 
 
 def _sidecar(value: str) -> bytes:

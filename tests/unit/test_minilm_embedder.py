@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from citewise.embeddings.base import Embedder
-from citewise.errors import EmbeddingServiceError
+from citewise.domain.errors import EmbeddingServiceError
+from citewise.ports.embedder import Embedder
 from citewise_local.minilm import DIMENSION, MiniLMEmbedder, _blas_threads, gelu
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"

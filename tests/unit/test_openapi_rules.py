@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from citewise.errors import ValidationError
-from citewise.models import MAX_FILTER_BRANCHES, SearchRequest
-from citewise.tenancy import MAX_PATH_BYTES, validate_path
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import MAX_FILTER_BRANCHES, SearchRequest
+from citewise.domain.tenancy import MAX_PATH_BYTES, validate_path
 
 DOCUMENT: dict[str, Any] = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from citewise.embeddings.hashing import HashingEmbedder
-from citewise.index import opensearch_queries as q
-from citewise.models import (
+from citewise.aws import opensearch_queries as q
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.models import (
     MAX_FILTER_BRANCHES,
     MAX_FILTER_LIST_VALUES,
     MAX_FILTER_NODES,
@@ -27,7 +27,7 @@ from citewise.models import (
     Filter,
     Visibility,
 )
-from citewise.retrieval import MAX_KEYWORD_CHARS, Retriever
+from citewise.query.retrieval import MAX_KEYWORD_CHARS, Retriever
 
 CALLER = Caller(tenant_id="acme", user_id="alice")
 ACCESS = {

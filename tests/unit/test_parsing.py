@@ -1,4 +1,4 @@
-"""citewise.parsing: format dispatch, errors, text decoding and plain text."""
+"""citewise.ingest.parsing: format dispatch, errors, text decoding and plain text."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from citewise.errors import ParseError, UnsupportedMediaTypeError
-from citewise.parsing import SUPPORTED_EXTENSIONS, parse
+from citewise.domain.errors import ParseError, UnsupportedMediaTypeError
+from citewise.ingest.parsing import SUPPORTED_EXTENSIONS, parse
 from tests.builders import assert_block_contract, blocks_of
 
 # --- format dispatch -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""citewise.parsing: PDF and DOCX structure, and how corrupt or oversized files fail."""
+"""citewise.ingest.parsing: PDF and DOCX structure, and how corrupt or oversized files fail."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from pypdf import PageObject, PdfReader, PdfWriter
 from pypdf.errors import DependencyError
 
-from citewise.errors import ParseError, PayloadTooLargeError
-from citewise.parsing import parse
+from citewise.domain.errors import ParseError, PayloadTooLargeError
+from citewise.ingest.parsing import parse
 from tests.builders import assert_block_contract, blocks_of, make_blank_pdf, make_docx, make_pdf
 
 # --- pdf -----------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""citewise.parsing: Markdown and HTML structure."""
+"""citewise.ingest.parsing: Markdown and HTML structure."""
 
 from __future__ import annotations
 
-from citewise.parsing import parse
+from citewise.ingest.parsing import parse
 from tests.builders import assert_block_contract, blocks_of
 
 # --- markdown ------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""citewise.parsing: the block contract holds for any text, not only for the examples we thought of."""
+"""citewise.ingest.parsing: the block contract holds for any text, not only for the examples we thought of."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citewise.errors import ParseError
-from citewise.parsing import parse
+from citewise.domain.errors import ParseError
+from citewise.ingest.parsing import parse
 from tests.builders import assert_block_contract
 
 _WORDS = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)

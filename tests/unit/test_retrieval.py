@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from citewise.factory import Services
-from citewise.index.base import ScoredChunk
-from citewise.ingestion import Outcome
-from citewise.models import Caller, Chunk, DocumentMetadata, SearchHit, SearchRequest
-from citewise.retrieval import Retriever, reciprocal_rank_fusion
+from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchHit, SearchRequest
+from citewise.ingest.pipeline import Outcome
+from citewise.ports.index import ScoredChunk
+from citewise.query.retrieval import Retriever, reciprocal_rank_fusion
+from citewise.runtime.services import Services
 from tests.factories import source
 
 K = 60

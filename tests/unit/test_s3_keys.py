@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from citewise.blobstore.base import key_to_location, object_key, parse_key
-from citewise.errors import ValidationError
-from citewise.models import TENANT_ID_PATTERN
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.ports.blobstore import key_to_location, object_key, parse_key
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citewise.answering import answer_question
-from citewise.models import Caller, SearchHit, SearchRequest
-from citewise.synthesis.base import NO_ANSWER
-from citewise.synthesis.extractive import ExtractiveSynthesizer
-from citewise.textutil import MAX_QUOTE_CHARS
+from citewise.builtin.extractive import ExtractiveSynthesizer
+from citewise.domain.models import Caller, SearchHit, SearchRequest
+from citewise.domain.textutil import MAX_QUOTE_CHARS
+from citewise.ports.synthesizer import NO_ANSWER
+from citewise.query.answering import answer_question
 from tests.factories import hit, source
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from citewise.errors import ForbiddenError, NotFoundError, UnauthorizedError, ValidationError, error_body
-from citewise.models import Caller
-from citewise.tenancy import caller_from_claims, caller_from_iam, validate_path, validate_tenant_id
+from citewise.domain.errors import ForbiddenError, NotFoundError, UnauthorizedError, ValidationError, error_body
+from citewise.domain.models import Caller
+from citewise.domain.tenancy import caller_from_claims, caller_from_iam, validate_path, validate_tenant_id
 
 ROLE = "arn:aws:iam::123456789012:role/acme-reader"
 SESSION = "arn:aws:sts::123456789012:assumed-role/acme-reader/ci-run-7"

@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from citewise import __version__
 from citewise.api.routes import allowed_methods
 from citewise.api.schemas import ErrorResponse
-from citewise.errors import (
+from citewise.domain.errors import (
     CitewiseError,
     MethodNotAllowedError,
     NotFoundError,
@@ -36,7 +36,7 @@ from citewise.errors import (
     ValidationError,
     error_body,
 )
-from citewise.observability import logger
+from citewise.runtime.observability import logger
 
 TITLE = "citewise API"
 SECURED: list[dict[str, list[str]]] = [{"bearer": []}]

@@ -12,15 +12,15 @@ from citewise import __version__
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
-from citewise.blobstore.base import CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
-from citewise.config import Settings
-from citewise.documents import UploadRequest, delete_document, request_upload, visible_document
-from citewise.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
-from citewise.models import Document, DocumentStatus
-from citewise.parsing import SUPPORTED_CONTENT_TYPES, SUPPORTED_EXTENSIONS
-from citewise.registry.base import DocumentPage
-from citewise.registry.cursors import MAX_CURSOR_CHARS
-from citewise.tenancy import MAX_PATH_BYTES
+from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
+from citewise.domain.models import Document, DocumentStatus
+from citewise.domain.tenancy import MAX_PATH_BYTES
+from citewise.ingest.documents import UploadRequest, delete_document, request_upload, visible_document
+from citewise.ingest.parsing import SUPPORTED_CONTENT_TYPES, SUPPORTED_EXTENSIONS
+from citewise.ports.blobstore import CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
+from citewise.ports.cursors import MAX_CURSOR_CHARS
+from citewise.ports.registry import DocumentPage
+from citewise.runtime.settings import Settings
 
 DocumentId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="The document id (32 hex digits).")]
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"

@@ -4,7 +4,7 @@ Each API `functions/<name>/handler.py` names its settings and routes and calls `
 decorator order (logger with the correlation id, metrics, tracer) and the error handling exist once.
 Settings are validated when the module loads: a misconfigured function fails its cold start with a
 message naming the variable, instead of failing every request. Adapters are built by the first request
-that needs them (`citewise.factory.Services`).
+that needs them (`citewise.runtime.services.Services`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.api.app import build_resolver
-from citewise.config import ApiSettings, load_settings
-from citewise.factory import build_services
-from citewise.observability import logger, metrics, tracer
+from citewise.runtime.observability import logger, metrics, tracer
+from citewise.runtime.services import build_services
+from citewise.runtime.settings import ApiSettings, load_settings
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 

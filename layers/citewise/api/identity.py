@@ -10,11 +10,11 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from citewise.config import ApiSettings
-from citewise.factory import Services
-from citewise.models import Caller
-from citewise.observability import logger
-from citewise.tenancy import caller_from_claims, caller_from_iam
+from citewise.domain.models import Caller
+from citewise.domain.tenancy import caller_from_claims, caller_from_iam
+from citewise.runtime.observability import logger
+from citewise.runtime.services import Services
+from citewise.runtime.settings import ApiSettings
 
 
 def caller_from_event(event: APIGatewayProxyEvent, settings: ApiSettings) -> Caller:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.metrics import MetricUnit
 
-from citewise.answering import answer_question
 from citewise.api.app import SECURED, request_id, responses
 from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
-from citewise.models import SearchRequest
-from citewise.observability import metrics, timed
+from citewise.domain.models import SearchRequest
+from citewise.query.answering import answer_question
+from citewise.runtime.observability import metrics, timed
 
 _RESPONSES = responses(400, 401, 403, 415, 429, 502)
 

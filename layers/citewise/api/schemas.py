@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from citewise.models import Answer, Frozen, SearchHit
+from citewise.domain.models import Answer, Frozen, SearchHit
 
 
 class QueryResponse(Answer):

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from citewise.registry.dynamodb import TABLE_SCHEMA
+from citewise.aws.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
 from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
 
@@ -29,9 +29,9 @@ def _logs_on_stdout(powertools: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Send the Powertools logger to the current stdout, so `capsys` sees logs beside the EMF metrics.
 
     Imported here, after `powertools` set the environment: the logger and metrics read their service
-    name and namespace once, when `citewise.observability` is first imported, as at a cold start.
+    name and namespace once, when `citewise.runtime.observability` is first imported, as at a cold start.
     """
-    from citewise.observability import logger
+    from citewise.runtime.observability import logger
 
     monkeypatch.setattr(logger.registered_handler, "stream", CurrentStdout())
 

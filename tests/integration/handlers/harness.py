@@ -21,9 +21,9 @@ from urllib.parse import quote_plus
 
 import requests
 
-from citewise.blobstore.base import parse_key
-from citewise.config import load_settings
-from citewise.errors import CitewiseError
+from citewise.domain.errors import CitewiseError
+from citewise.ports.blobstore import parse_key
+from citewise.runtime.settings import load_settings
 from citewise_local.backend import local_blob_store
 from tests.doubles.opensearch_server import FakeOpenSearch
 
@@ -186,7 +186,7 @@ def authorizer_claims(token_claims: dict[str, Any]) -> dict[str, str]:
 class CurrentStdout:
     """Writes to whatever `sys.stdout` is at the time of the write.
 
-    Powertools' Logger binds its stream once, when `citewise.observability` is first imported (by
+    Powertools' Logger binds its stream once, when `citewise.runtime.observability` is first imported (by
     whichever test loads a handler first); pointing it here lets a later test's `capsys` see the logs
     together with the EMF metrics, which Powertools prints to the current stdout, as Lambda would.
     """

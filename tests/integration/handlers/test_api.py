@@ -222,7 +222,7 @@ def test_bad_query_bodies_get_one_error_shape_with_the_request_id(
 def test_an_unexpected_failure_is_an_internal_error_that_reveals_nothing(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from citewise.retrieval import Retriever
+    from citewise.query.retrieval import Retriever
 
     def explode(*_: object) -> None:
         raise RuntimeError("secret connection string postgres://u:p@h")

@@ -15,9 +15,9 @@ from urllib.parse import quote_plus, unquote_plus
 import boto3
 import pytest
 
-from citewise.embeddings.hashing import HashingEmbedder
-from citewise.errors import EmbeddingServiceError
-from citewise.tenancy import document_id
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.errors import EmbeddingServiceError
+from citewise.domain.tenancy import document_id
 from tests.doubles.opensearch_server import FakeOpenSearch
 from tests.integration.handlers.conftest import TABLE
 from tests.integration.handlers.harness import (

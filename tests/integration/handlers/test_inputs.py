@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from citewise.models import MAX_FILTER_BRANCHES, MAX_FILTER_DEPTH, MAX_FILTER_LIST_VALUES, MAX_FILTER_NODES, Filter
+from citewise.domain.models import (
+    MAX_FILTER_BRANCHES,
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_LIST_VALUES,
+    MAX_FILTER_NODES,
+    Filter,
+)
 from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims
 
 ALICE = claims("acme", "alice")

@@ -1,0 +1,282 @@
+"""The DocumentRegistry on DynamoDB: one item per document, listed in path order through a GSI.
+
+Table design (`TABLE_SCHEMA`, shared by the tests and the CDK construct)
+--------------------------------------------------------------------------
+Base table, partition key `tenant_id` (S), sort key `doc_id` (S): every read and write names its tenant
+in the key, so no request can reach another tenant's items, and `get` is a strongly consistent point
+read (the pipeline's idempotency check must see its own last write).
+
+Attributes of an item:
+- `path` (S): the document path, the sort key of the `by_path` GSI.
+- `owner`, `visibility`, `status`, `source` (S): what listings filter on. Items written before `source`
+  became an attribute lack it until their next write; the source filter lets them through and the
+  listing checks their body instead, so old items are neither lost nor wrongly listed.
+- `version` (S): the object version the record describes; a terminal status must name the pending one.
+- `updated_us` (N): `updated_at` in microseconds since the epoch, the ordering key of `put`.
+- `body` (S): the whole Document as JSON. The pydantic model stays the one serialisation (shared with
+  the local registry) instead of a second attribute-by-attribute mapping that could drift from it.
+
+GSI `by_path`: partition key `tenant_id`, sort key `path`, projection ALL (filters need `status`,
+`source`, `owner` and `visibility`; listings need `body`). A GSI rather than an LSI: an LSI would make
+listings strongly consistent but caps a tenant's item collection at 10 GB and stops DynamoDB from
+splitting a busy tenant's partition; listings may lag a write by a moment, `get` never does.
+
+Listing pages through the GSI with `begins_with(path, prefix)` in the key condition and the status,
+source and visibility filters in a FilterExpression. DynamoDB's `Limit` counts items before filtering, so
+one page may take several queries; the cursor is built from the last item *returned* (not DynamoDB's
+LastEvaluatedKey, which may lie beyond items read but not returned) as base64url JSON of that
+ExclusiveStartKey, and is checked on input: it must decode, name the caller's tenant and lie inside
+the requested prefix, else ValidationError.
+
+Ordering: the port's rules (`citewise.ports.registry`) as one conditional UpdateItem, so the check and
+the write are atomic; when the condition fails, the stored item (returned with the failure) says which
+rule refused it. (No S3 event sequencer is needed: the ingest function reconciles every notification
+with the object's current state, see `citewise.ingest.s3events`.) Deletions leave no tombstone: after a
+delete, only the blob store (the object is gone) can tell a late create event from a real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from citewise.aws import clients as aws
+from citewise.domain.errors import CitewiseError, ValidationError
+from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.ports import cursors
+from citewise.ports.registry import TERMINAL, DocumentPage, StaleVersionError, microseconds, refused_write
+
+PATH_INDEX: Final = "by_path"
+TABLE_SCHEMA: Final[dict[str, Any]] = {
+    "KeySchema": [
+        {"AttributeName": "tenant_id", "KeyType": "HASH"},
+        {"AttributeName": "doc_id", "KeyType": "RANGE"},
+    ],
+    "AttributeDefinitions": [
+        {"AttributeName": "tenant_id", "AttributeType": "S"},
+        {"AttributeName": "doc_id", "AttributeType": "S"},
+        {"AttributeName": "path", "AttributeType": "S"},
+    ],
+    "GlobalSecondaryIndexes": [
+        {
+            "IndexName": PATH_INDEX,
+            "KeySchema": [
+                {"AttributeName": "tenant_id", "KeyType": "HASH"},
+                {"AttributeName": "path", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        }
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+"""Keyword arguments of `CreateTable` (add `TableName`); the CDK construct mirrors them."""
+
+MAX_LIMIT = 1000
+MAX_PATH_BYTES = 1024  # DynamoDB's limit on a sort key value, here the `by_path` index key
+# Placeholders of the attributes a write sets; the value placeholder is the same name with ':'.
+_NAMES: Final = {
+    "#path": "path",
+    "#owner": "owner",
+    "#visibility": "visibility",
+    "#status": "status",
+    "#source": "source",
+    "#version": "version",
+    "#updated": "updated_us",
+    "#body": "body",
+}
+
+
+class DynamoRegistry:
+    """A `DocumentRegistry` in one DynamoDB table (see the module docstring for the design)."""
+
+    def __init__(self, table_name: str, *, client: Any | None = None) -> None:
+        self.table_name = table_name
+        self._client = client if client is not None else aws.client("dynamodb")
+
+    def get(self, tenant_id: str, doc_id: str) -> Document | None:
+        response = self._call(
+            "GetItem",
+            self._client.get_item,
+            TableName=self.table_name,
+            Key=_key(tenant_id, doc_id),
+            ConsistentRead=True,
+            ProjectionExpression="#body",
+            ExpressionAttributeNames={"#body": "body"},
+        )
+        item = response.get("Item")
+        return _document(item) if item else None
+
+    def put(self, document: Document) -> None:
+        """Create or replace the record unless the stored one is newer (by `updated_at`) or the status
+        change is not allowed; raises StaleVersionError then."""
+        if len(document.path.encode()) > MAX_PATH_BYTES:
+            raise ValidationError(
+                f"path is longer than {MAX_PATH_BYTES} UTF-8 bytes, the limit of an index sort key",
+                details={"field": "path"},
+            )
+        try:
+            self._client.update_item(**update_request(self.table_name, document))
+        except ClientError as exc:
+            if aws.error_code(exc) == "ConditionalCheckFailedException":
+                raise _conflict(document, exc.response.get("Item")) from exc
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+
+    def delete(self, tenant_id: str, doc_id: str) -> None:
+        self._call("DeleteItem", self._client.delete_item, TableName=self.table_name, Key=_key(tenant_id, doc_id))
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        visible_to: str | None = None,
+        status: DocumentStatus | None = None,
+        source: str | None = None,
+        path_prefix: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}", details={"field": "limit"})
+        request = query_request(
+            self.table_name,
+            tenant_id,
+            visible_to=visible_to,
+            status=status,
+            source=source,
+            path_prefix=path_prefix or None,
+            limit=limit,
+        )
+        if cursor is not None:
+            request["ExclusiveStartKey"] = decode_cursor(cursor, tenant_id, path_prefix or None)
+        documents: list[Document] = []
+        # Filters apply after `Limit`, so keep reading until one item beyond the page shows there is more.
+        while True:
+            response = self._call("Query", self._client.query, **request)
+            found = (_document(item) for item in response.get("Items", []))
+            # Items written before `source` was an attribute pass the filter; their body decides.
+            documents.extend(d for d in found if source is None or d.source == source)
+            last_key = response.get("LastEvaluatedKey")
+            if len(documents) > limit or last_key is None:
+                break
+            request["ExclusiveStartKey"] = last_key
+        next_cursor = cursors.encode(documents[limit - 1]) if len(documents) > limit else None
+        return DocumentPage(items=documents[:limit], next_cursor=next_cursor)
+
+    @staticmethod
+    def _call(action: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        # No REGISTRY error code exists and none is needed: a failing registry is an internal fault
+        # (INTERNAL_ERROR, retried by the queue); throttling still becomes ThrottledError.
+        try:
+            return operation(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise aws.translate(exc, CitewiseError, f"DynamoDB {action}") from exc
+
+
+# --- request builders: pure functions, checked as plain dicts by the tests ----------------------------
+
+
+def update_request(table_name: str, document: Document) -> dict[str, Any]:
+    """The conditional UpdateItem that writes `document` (see the module docstring for the rules)."""
+    values: dict[str, Any] = {
+        ":path": {"S": document.path},
+        ":owner": {"S": document.owner},
+        ":visibility": {"S": document.visibility.value},
+        ":status": {"S": document.status.value},
+        ":source": {"S": document.source},
+        ":version": {"S": document.version},
+        ":updated": {"N": str(microseconds(document.updated_at))},
+        ":body": {"S": document.model_dump_json()},
+    }
+    assignments = ["#path", "#owner", "#visibility", "#status", "#source", "#version", "#updated", "#body"]
+    conditions = ["(attribute_not_exists(#updated) OR #updated <= :updated)"]
+    if document.status in TERMINAL:
+        # A comparison with a missing attribute is false, so this also refuses a record that is gone.
+        values[":pending"] = {"S": DocumentStatus.PENDING.value}
+        conditions.append("#version = :version AND #status IN (:pending, :status)")
+    names = {name: _NAMES[name] for name in assignments}
+    return {
+        "TableName": table_name,
+        "Key": _key(document.tenant_id, document.doc_id),
+        "UpdateExpression": "SET " + ", ".join(f"{name} = :{name[1:]}" for name in assignments),
+        "ConditionExpression": " AND ".join(conditions),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def query_request(
+    table_name: str,
+    tenant_id: str,
+    *,
+    visible_to: str | None,
+    status: DocumentStatus | None,
+    source: str | None,
+    path_prefix: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """The first Query of a listing: the tenant (and prefix) in the key condition, the rest filtered."""
+    names = {"#tenant": "tenant_id", "#body": "body"}
+    values: dict[str, Any] = {":tenant": {"S": tenant_id}}
+    key_condition = "#tenant = :tenant"
+    if path_prefix is not None:
+        names["#path"] = "path"
+        values[":prefix"] = {"S": path_prefix}
+        key_condition += " AND begins_with(#path, :prefix)"
+    filters = []
+    if visible_to is not None:
+        names |= {"#visibility": "visibility", "#owner": "owner"}
+        values |= {":shared": {"S": Visibility.SHARED.value}, ":user": {"S": visible_to}}
+        filters.append("(#visibility = :shared OR #owner = :user)")
+    if status is not None:
+        names["#status"] = "status"
+        values[":status"] = {"S": status.value}
+        filters.append("#status = :status")
+    if source is not None:
+        # attribute_not_exists: items written before `source` was stored; `list` checks their body.
+        names["#source"] = "source"
+        values[":source"] = {"S": source}
+        filters.append("(#source = :source OR attribute_not_exists(#source))")
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "IndexName": PATH_INDEX,
+        "KeyConditionExpression": key_condition,
+        "ProjectionExpression": "#body",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ScanIndexForward": True,
+        "Limit": limit + 1,
+    }
+    if filters:
+        request["FilterExpression"] = " AND ".join(filters)
+    return request
+
+
+# --- cursors, timestamps -------------------------------------------------------------------------
+
+
+def decode_cursor(cursor: str, tenant_id: str, path_prefix: str | None) -> dict[str, Any]:
+    """The ExclusiveStartKey in the `by_path` index that a cursor from `cursors.encode` stands for."""
+    position = cursors.decode(cursor, tenant_id, path_prefix)
+    return {"tenant_id": {"S": tenant_id}, "doc_id": {"S": position.doc_id}, "path": {"S": position.path}}
+
+
+def _key(tenant_id: str, doc_id: str) -> dict[str, Any]:
+    return {"tenant_id": {"S": tenant_id}, "doc_id": {"S": doc_id}}
+
+
+def _document(item: dict[str, Any]) -> Document:
+    return Document.model_validate_json(item["body"]["S"])
+
+
+def _conflict(document: Document, stored_item: dict[str, Any] | None) -> StaleVersionError:
+    stored = _document(stored_item) if stored_item is not None else None
+    refusal = refused_write(stored, document)
+    # The item may have changed again since the condition failed; it did refuse the write then.
+    return refusal or StaleVersionError(
+        "a newer write of this document is already stored", details={"doc_id": document.doc_id, "reason": "stale"}
+    )

@@ -1,0 +1,346 @@
+"""The OpenSearch adapter of the VectorIndex port: an Amazon OpenSearch Service domain or a Serverless
+vector collection, through opensearch-py signed with SigV4.
+
+Request bodies come from `opensearch_queries` (pure, unit-tested); this module sends them, reads the
+answers and turns every failure into a `CitewiseError`: HTTP 429 (and a bulk item rejected with
+`es_rejected_execution_exception`) becomes `ThrottledError`, so the ingest queue retries later; anything
+else `SearchBackendError`, chained with `from` so the original stays in the logs.
+
+`replace_document` cannot be atomic here: OpenSearch has no multi-document transactions. It is made
+safe instead, in three steps:
+1. write the new chunks, all tagged with a fresh `generation` (on a domain the `_id` is
+   `<tenant>/<chunk_id>`, so a chunk that still exists is overwritten in place; a Serverless vector
+   collection assigns its own ids, so every chunk is a new document there);
+2. find the document's chunks of any other generation, and not among the ids just written, and
+   delete them in bulk (by `_id`, which works on Serverless; `_delete_by_query` does not);
+3. refresh, on a domain (Serverless refreshes on its own and has no refresh API).
+What a reader sees meanwhile: the old version; then, once the index refreshes (every second on a
+domain, every few seconds on Serverless), the new chunks *beside* the old chunks not yet deleted; then
+the new version alone. On Serverless an old and a new chunk can share a `chunk_id` in that window:
+searches return each `chunk_id` once (the better scored). Nothing is deleted before every new chunk is
+written, so a failure half-way leaves old and new chunks side by side, never a document emptied;
+running the replace again converges (the ingest queue retries it). On Serverless, a chunk written less
+than a refresh interval before a replace may be invisible to its stale-chunk search; the next replace
+or delete of the document removes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from opensearchpy import OpenSearch, Urllib3AWSV4SignerAuth, Urllib3HttpConnection
+from opensearchpy.exceptions import (
+    ConnectionError as OpenSearchConnectionError,
+)
+from opensearchpy.exceptions import (
+    OpenSearchException,
+    RequestError,
+    SerializationError,
+    TransportError,
+)
+
+from citewise.aws import opensearch_queries as q
+from citewise.domain.access import may_read
+from citewise.domain.errors import CitewiseError, SearchBackendError, ThrottledError
+from citewise.domain.models import Caller, Chunk, Filter, Vector
+from citewise.ports.index import ScoredChunk
+
+logger = logging.getLogger(__name__)
+
+_HASH_BATCH = 500
+_THROTTLED_TYPES = frozenset({"es_rejected_execution_exception", "rejected_execution_exception"})
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class OpenSearchIndex:
+    """A `VectorIndex` in one OpenSearch index (shared by tenants; every read filters by tenant).
+
+    `client` is an `opensearchpy.OpenSearch` (see `connect`); `serverless` says whether it talks to a
+    Serverless vector collection, which assigns document ids itself and has no refresh API.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        index_name: str,
+        *,
+        serverless: bool,
+        max_bulk_bytes: int = q.MAX_BULK_BYTES,
+        page_size: int = q.PAGE_SIZE,
+    ) -> None:
+        self._client = client
+        self._index = index_name
+        self._serverless = serverless
+        self._max_bulk_bytes = max_bulk_bytes
+        self._page_size = page_size
+        self._dimension: int | None = None
+
+    # --- the index -------------------------------------------------------------------------------
+
+    def ensure(self, embedder_name: str, dimension: int) -> None:
+        body = q.index_body(dimension, embedder=embedder_name)
+        with _translated("create or check the index"):
+            if not self._client.indices.exists(index=self._index):
+                try:
+                    self._client.indices.create(index=self._index, body=body)
+                except RequestError as exc:
+                    if exc.error != "resource_already_exists_exception":  # another writer won the race
+                        raise
+            answer = self._client.indices.get_mapping(index=self._index)
+        with _malformed("read the index mapping"):
+            mappings = next(iter(answer.values()))["mappings"]
+            stored_embedder = mappings.get("_meta", {}).get("embedder")
+            stored_dimension = mappings.get("properties", {}).get(q.VECTOR_FIELD, {}).get("dimension")
+        if (stored_embedder, stored_dimension) != (embedder_name, dimension):
+            raise SearchBackendError(
+                f"the OpenSearch index '{self._index}' holds vectors of embedder '{stored_embedder}' "
+                f"({stored_dimension} dimensions) but '{embedder_name}' ({dimension}) is configured; use "
+                "the same embedder, or a new index name and re-ingest",
+                details={"index": self._index, "indexed_embedder": stored_embedder, "embedder": embedder_name},
+            )
+        self._dimension = dimension
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def replace_document(self, tenant_id: str, doc_id: str, chunks: Sequence[Chunk], vectors: Sequence[Vector]) -> None:
+        """Make `chunks` the document's chunks: write them, then delete the others (see module doc)."""
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk is required")
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            if chunk.document.tenant_id != tenant_id or chunk.document.doc_id != doc_id:
+                raise ValueError("every chunk must belong to the document being replaced")
+            self._check_dimension(len(vector), "a chunk vector")
+        generation = uuid.uuid4().hex
+        actions = q.bulk_actions(self._index, chunks, vectors, generation=generation, serverless=self._serverless)
+        written = set(self._bulk(actions, [chunk.chunk_id for chunk in chunks]))
+        # Excluding the written ids as well as the generation matters on a domain: before a refresh the
+        # search still sees the old version of an overwritten id, which must not be deleted.
+        stale = [i for i in self._chunk_ids(tenant_id, doc_id, keep_generation=generation) if i not in written]
+        self._bulk(q.delete_actions(self._index, stale), stale)
+        self._refresh()
+
+    def delete_document(self, tenant_id: str, doc_id: str) -> int:
+        ids = list(self._chunk_ids(tenant_id, doc_id))
+        deleted = self._bulk(q.delete_actions(self._index, ids), ids)
+        self._refresh()
+        return len(deleted)
+
+    def _bulk(self, actions: Sequence[tuple[q.Body, q.Body | None]], labels: Sequence[str]) -> list[str]:
+        """Send `actions` in payloads of at most `max_bulk_bytes`; the `_id`s indexed or deleted.
+
+        `labels[i]` names action i in errors (a chunk id). A delete of a missing document is not an
+        error. Permanent item failures win over throttled ones: retrying would not fix them.
+        """
+        done: list[str] = []
+        for body, positions in q.bulk_payloads(actions, self._max_bulk_bytes):
+            with _translated("bulk write"):
+                answer = self._client.bulk(body=body, index=self._index)
+            with _malformed("bulk write"):
+                items = answer["items"]
+                if len(items) != len(positions):
+                    raise ValueError(f"{len(items)} items for {len(positions)} actions")
+                throttled: list[str] = []
+                for position, item in zip(positions, items, strict=True):
+                    ((operation, result),) = item.items()
+                    error = result.get("error")
+                    if error is None:
+                        if result.get("result") != "not_found":
+                            done.append(str(result["_id"]))
+                        continue
+                    if result.get("status") == 429 or error.get("type") in _THROTTLED_TYPES:
+                        throttled.append(labels[position])
+                        continue
+                    raise _item_error(operation, labels[position], result)
+            if throttled:
+                raise ThrottledError(
+                    f"OpenSearch rejected {len(throttled)} of {len(positions)} bulk actions as too many "
+                    "requests; retry later",
+                    details={"index": self._index, "rejected": len(throttled), "first": throttled[0]},
+                )
+        return done
+
+    def _chunk_ids(self, tenant_id: str, doc_id: str, *, keep_generation: str | None = None) -> Iterator[str]:
+        """The `_id` of every chunk of the document, except those of `keep_generation`."""
+        search_after: list[str] | None = None
+        while True:
+            body = q.document_chunks_query(
+                tenant_id, doc_id, keep_generation=keep_generation, search_after=search_after, size=self._page_size
+            )
+            hits = self._search(body, "list a document's chunks")
+            with _malformed("list a document's chunks"):
+                for hit in hits:
+                    yield str(hit["_id"])
+                if len(hits) < body["size"]:
+                    return
+                search_after = list(hits[-1]["sort"])
+
+    def _refresh(self) -> None:
+        if not self._serverless:
+            with _translated("refresh"):
+                self._client.indices.refresh(index=self._index)
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    def vectors_by_hash(self, tenant_id: str, hashes: Collection[str]) -> dict[str, Vector]:
+        found: dict[str, Vector] = {}
+        unique = sorted(set(hashes))
+        for start in range(0, len(unique), _HASH_BATCH):
+            hits = self._search(
+                q.vectors_by_hash_query(tenant_id, unique[start : start + _HASH_BATCH]), "reuse vectors"
+            )
+            with _malformed("reuse vectors"):
+                for hit in hits:
+                    source = hit["_source"]
+                    found[str(source["content_hash"])] = [float(x) for x in source[q.VECTOR_FIELD]]
+        return found
+
+    def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:
+        if limit < 1:
+            return []
+        hits = self._search(q.bm25_query(query, limit, caller, filters), "keyword search")
+        return self._scored(caller, hits, lambda score: score)
+
+    def vector_search(self, caller: Caller, vector: Vector, filters: Filter | None, limit: int) -> list[ScoredChunk]:
+        if limit < 1:
+            return []
+        self._check_dimension(len(vector), "the query vector")
+        hits = self._search(q.knn_query(vector, limit, caller, filters), "vector search")
+        return self._scored(caller, hits, q.knn_score_to_cosine)
+
+    def _search(self, body: q.Body, action: str) -> list[dict[str, Any]]:
+        with _translated(action):
+            answer = self._client.search(index=self._index, body=body)
+        with _malformed(action):
+            hits = answer["hits"]["hits"]
+            if not isinstance(hits, list):
+                raise TypeError("hits.hits is not a list")
+            return hits
+
+    def _scored(self, caller: Caller, hits: list[dict[str, Any]], score: Callable[[float], float]) -> list[ScoredChunk]:
+        """Hits as ScoredChunks, best first, each chunk_id once, re-checked against the caller's access."""
+        results: list[ScoredChunk] = []
+        seen: set[str] = set()
+        with _malformed("read search results"):
+            for hit in hits:
+                chunk = Chunk.model_validate(hit["_source"]["chunk"])
+                if chunk.chunk_id in seen:
+                    continue  # an old and a new version of a chunk during a replace on Serverless
+                if not may_read(caller, chunk.document):
+                    # The query filters by access; this is defence in depth against a wrong mapping.
+                    logger.error("search returned a chunk outside the caller's access; dropped it")
+                    continue
+                seen.add(chunk.chunk_id)
+                results.append(ScoredChunk(chunk=chunk, score=score(float(hit["_score"]))))
+        return results
+
+    def _check_dimension(self, size: int, what: str) -> None:
+        if self._dimension is not None and size != self._dimension:
+            raise SearchBackendError(f"{what} has {size} dimensions, the index {self._dimension}")
+
+
+def connect(endpoint: str, region: str, service: str = "es", *, timeout: float = 30.0) -> Any:
+    """An opensearch-py client for a domain (`service="es"`) or a Serverless collection (`"aoss"`),
+    signing every request with SigV4 and the credentials of the default boto3 session.
+
+    `endpoint` is a host name or an `https://` URL; plain `http://` is accepted only for a loopback host
+    (a local test cluster). Nothing is contacted here: credentials are resolved on the first request
+    and refreshed by botocore before they expire, so a Lambda can build the client at cold start.
+    Urllib3 rather than requests: it is opensearch-py's default connection, pools connections, and
+    opensearch-py signs it natively.
+    """
+    if service not in ("es", "aoss"):
+        raise ValueError("service must be 'es' (a domain) or 'aoss' (Serverless)")
+    parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    host = parts.hostname or ""
+    if parts.scheme != "https" and not (parts.scheme == "http" and host in _LOOPBACK_HOSTS):
+        raise ValueError(f"OpenSearch endpoint must use https: {endpoint}")
+    use_ssl = parts.scheme == "https"
+    return OpenSearch(
+        hosts=[{"host": host, "port": parts.port or (443 if use_ssl else 80)}],
+        http_auth=Urllib3AWSV4SignerAuth(_SessionCredentials(), region, service),
+        use_ssl=use_ssl,
+        verify_certs=use_ssl,
+        ssl_show_warn=use_ssl,
+        connection_class=Urllib3HttpConnection,
+        timeout=timeout,
+        pool_maxsize=10,
+    )
+
+
+class _SessionCredentials:
+    """The default boto3 session's credentials, looked up on first use instead of at construction."""
+
+    def __init__(self) -> None:
+        self._credentials: Any = None
+
+    def get_frozen_credentials(self) -> Any:
+        if self._credentials is None:
+            import boto3
+
+            self._credentials = boto3.Session().get_credentials()
+            if self._credentials is None:
+                raise SearchBackendError("no AWS credentials found to sign OpenSearch requests")
+        return self._credentials.get_frozen_credentials()
+
+
+def _item_error(operation: str, label: str, result: dict[str, Any]) -> SearchBackendError:
+    """A failed bulk item as an error naming the chunk; reasons are cut before any preview of a value,
+    which could be document text."""
+    error = result.get("error") or {}
+    kind = error.get("type", "unknown")
+    reason = str(error.get("reason", "")).split(" Preview of field's value", 1)[0]
+    cause = error.get("caused_by") or {}
+    if cause:
+        reason += f" (caused by {cause.get('type')}: {cause.get('reason')})"
+    return SearchBackendError(
+        f"OpenSearch refused to {operation} chunk '{label}': {kind}: {reason}",
+        details={"chunk_id": label, "error_type": kind, "status": result.get("status")},
+    )
+
+
+class _translated:  # noqa: N801 - used like a function: `with _translated("search"):`
+    """Turn opensearch-py's exceptions raised inside the block into CitewiseErrors."""
+
+    def __init__(self, action: str) -> None:
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _: object) -> None:
+        if exc is None or isinstance(exc, CitewiseError) or not isinstance(exc, OpenSearchException):
+            return
+        raise translate(exc, self._action) from exc
+
+
+class _malformed(_translated):  # noqa: N801
+    """Turn a response of an unexpected shape (missing key, wrong type) into a SearchBackendError."""
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _: object) -> None:
+        if isinstance(exc, LookupError | TypeError | ValueError | AttributeError | StopIteration) and not isinstance(
+            exc, CitewiseError
+        ):
+            raise SearchBackendError(
+                f"{self._action}: OpenSearch answered a malformed response ({type(exc).__name__}: {exc})",
+                details={"action": self._action},
+            ) from exc
+
+
+def translate(exc: OpenSearchException, action: str) -> CitewiseError:
+    """The CitewiseError for a failed opensearch-py call: ThrottledError for HTTP 429, else
+    SearchBackendError (unreachable cluster, HTTP error, unreadable answer)."""
+    details: dict[str, Any] = {"action": action}
+    if isinstance(exc, OpenSearchConnectionError):
+        return SearchBackendError(f"{action} failed: OpenSearch is unreachable: {exc.error}", details=details)
+    if isinstance(exc, TransportError):
+        details.update(status=exc.status_code, error_type=exc.error)
+        if exc.status_code == 429:
+            return ThrottledError(f"{action} was throttled by OpenSearch; retry later", details=details)
+        return SearchBackendError(f"{action} failed: HTTP {exc.status_code}: {exc.error}", details=details)
+    if isinstance(exc, SerializationError):
+        return SearchBackendError(f"{action}: OpenSearch answered an unreadable response: {exc}", details=details)
+    return SearchBackendError(f"{action} failed: {type(exc).__name__}: {exc}", details=details)

@@ -1,0 +1,446 @@
+"""Request bodies for the OpenSearch adapter, as plain dicts built by pure functions.
+
+Nothing here talks to a cluster, so unit tests check every body exactly. The same bodies work on an
+Amazon OpenSearch Service domain and on an OpenSearch Serverless vector collection; where the two differ
+(document ids) the caller says which it targets.
+
+Decisions:
+- Vectors: `knn_vector` with HNSW on Faiss and `innerproduct`. Every embedder here returns unit-length
+  vectors, so the inner product *is* the cosine similarity; Faiss supports `innerproduct` on every
+  OpenSearch 2.x (and so on Serverless, which runs 2.17), while Faiss `cosinesimil` needs OpenSearch
+  2.19. Faiss HNSW filters efficiently inside the `knn` clause (2.9+) and is available on Serverless.
+  `knn_score_to_cosine` undoes OpenSearch's score transform so the port returns a cosine, as the local
+  index does.
+- Filters: the user's filter grammar is evaluated against a *typed copy* of the chunk's filterable
+  metadata (`index.matching.metadata_view`: custom attributes overlaid by the system fields) under
+  `attributes`, one sub-object per JSON type: `attributes.str.<key>` (keyword; a list attribute indexes
+  each element), `attributes.num.<key>` (double), `attributes.bool.<key>` (boolean) and
+  `attributes.list.<key>` (keyword holding the canonical JSON of a list, which also marks the key as a
+  list). Because the field is chosen by the type of the *filter value*, a string never matches a number
+  (`"2023"` vs `2023`) and `true` never matches `1`, exactly as `index.matching` decides; and one
+  tenant's `year: 2023` cannot fix the mapping type of another tenant's `year: "2023"` (with one field
+  per key, the first document to arrive would, and the other tenant's writes would fail). Dates are
+  compared as ISO-8601 strings, as the local index does. Keys are encoded (`field_key`) so a key with a
+  dot cannot create an object path. The price: every distinct key costs one to three mapped fields
+  (the index's `mapping.total_fields.limit` applies), and strings longer than 8191 characters are not
+  indexed for filtering (`ignore_above`; Lucene's term limit is 32766 bytes).
+- The system fields (tenant_id, doc_id, owner, visibility, ...) are also top-level keyword/date/integer
+  fields: the access filter, document operations and aggregations use those.
+- `text` holds `textutil.embedding_text(...)` (title and headings, then the chunk) analysed with the
+  built-in `english` analyzer for BM25; `chunk` is the whole `Chunk` as JSON, stored but not indexed
+  (`enabled: false`), from which results are rebuilt.
+- `generation` marks every chunk written by one `replace_document` call, so the chunks of older
+  versions are found with one `must_not` term, whatever their ids (Serverless assigns its own).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any
+
+from citewise.domain.matching import metadata_view
+from citewise.domain.models import Caller, Chunk, Comparison, Filter, Vector, Visibility
+from citewise.domain.textutil import embedding_text
+
+SCHEMA_VERSION = "1"
+VECTOR_FIELD = "vector"
+TEXT_FIELD = "text"
+KEYWORD_LIMIT = 8191  # characters: 4 bytes each stays under Lucene's 32766-byte term limit
+MAX_BULK_BYTES = 10 * 1024 * 1024  # the smallest HTTP payload limit of an OpenSearch Service domain
+STR, NUM, BOOL, LIST = "str", "num", "bool", "list"
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_WILDCARD_SPECIAL = re.compile(r"([\\*?])")
+
+Body = dict[str, Any]
+
+
+# --- the index -----------------------------------------------------------------------------------
+
+
+def index_body(
+    dimension: int,
+    *,
+    embedder: str,
+    engine: str = "faiss",
+    space_type: str = "innerproduct",
+    m: int = 16,
+    ef_construction: int = 512,
+    ef_search: int = 512,
+) -> Body:
+    """Settings and mappings of a chunk index for vectors of `dimension` from `embedder`.
+
+    `_meta` records the vector space so `ensure` can refuse an index built for another embedder.
+    No shard or replica settings: Serverless rejects them, and a domain's defaults are set per domain.
+    """
+    keyword = {"type": "keyword"}
+    typed = [(STR, {"type": "keyword", "ignore_above": KEYWORD_LIMIT})]
+    typed += [(NUM, {"type": "double"}), (BOOL, {"type": "boolean"})]
+    typed += [(LIST, {"type": "keyword", "ignore_above": KEYWORD_LIMIT})]
+    return {
+        "settings": {"index": {"knn": True}},
+        "mappings": {
+            "_meta": {"embedder": embedder, "dimension": dimension, "schema": SCHEMA_VERSION},
+            "dynamic": "strict",
+            "date_detection": False,
+            "numeric_detection": False,
+            "dynamic_templates": [
+                {f"attributes_{kind}": {"path_match": f"attributes.{kind}.*", "mapping": mapping}}
+                for kind, mapping in typed
+            ],
+            "properties": {
+                "tenant_id": keyword,
+                "doc_id": keyword,
+                "chunk_id": keyword,
+                "generation": keyword,
+                "owner": keyword,
+                "visibility": keyword,
+                "source": keyword,
+                "path": keyword,
+                "tags": keyword,
+                "content_hash": keyword,
+                "created_at": {"type": "date"},
+                "updated_at": {"type": "date"},
+                "page": {"type": "integer"},
+                "attributes": {
+                    "type": "object",
+                    "properties": {kind: {"type": "object", "dynamic": True} for kind, _ in typed},
+                },
+                TEXT_FIELD: {"type": "text", "analyzer": "english"},
+                "chunk": {"type": "object", "enabled": False},
+                VECTOR_FIELD: {
+                    "type": "knn_vector",
+                    "dimension": dimension,
+                    "method": {
+                        "name": "hnsw",
+                        "engine": engine,
+                        "space_type": space_type,
+                        "parameters": {"m": m, "ef_construction": ef_construction, "ef_search": ef_search},
+                    },
+                },
+            },
+        },
+    }
+
+
+def knn_score_to_cosine(score: float) -> float:
+    """The inner product (= cosine of unit vectors) behind a Faiss `innerproduct` k-NN score.
+
+    OpenSearch turns the distance d = -x.y into a score: 1 - d when d < 0, else 1 / (1 + d).
+    """
+    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+
+
+# --- documents -----------------------------------------------------------------------------------
+
+
+def field_key(key: str) -> str:
+    """The field name of a metadata key: the key itself when plain, else `_` + its UTF-8 in hex.
+
+    Plain keys start with a letter or digit, so an encoded key (starting with `_`) never collides.
+    """
+    return key if _PLAIN_KEY.fullmatch(key) else "_" + key.encode().hex()
+
+
+def filterable_fields(chunk: Chunk) -> dict[str, dict[str, Any]]:
+    """The typed copy of the chunk's filterable metadata stored under `attributes` (see module doc)."""
+    typed: dict[str, dict[str, Any]] = {STR: {}, NUM: {}, BOOL: {}, LIST: {}}
+    for key, value in metadata_view(chunk).items():
+        name = field_key(key)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            typed[BOOL][name] = value
+        elif isinstance(value, int | float):
+            typed[NUM][name] = value
+        elif isinstance(value, str):
+            typed[STR][name] = value
+        else:
+            typed[STR][name] = list(value)
+            typed[LIST][name] = _canonical_list(value)
+    return {kind: fields for kind, fields in typed.items() if fields}
+
+
+def document_source(chunk: Chunk, vector: Vector, *, generation: str) -> Body:
+    """The `_source` of one chunk: system fields, typed filter fields, BM25 text, the chunk, its vector."""
+    doc = chunk.document
+    return {
+        "tenant_id": doc.tenant_id,
+        "doc_id": doc.doc_id,
+        "chunk_id": chunk.chunk_id,
+        "generation": generation,
+        "owner": doc.owner,
+        "visibility": doc.visibility.value,
+        "source": doc.source,
+        "path": doc.path,
+        "tags": list(doc.tags),
+        "content_hash": chunk.content_hash,
+        "created_at": doc.created_at.isoformat(),
+        "updated_at": doc.updated_at.isoformat(),
+        "page": chunk.page,
+        "attributes": filterable_fields(chunk),
+        TEXT_FIELD: embedding_text(doc.title, chunk.heading_path, chunk.text),
+        "chunk": chunk.model_dump(mode="json"),
+        VECTOR_FIELD: list(vector),
+    }
+
+
+def document_id(tenant_id: str, chunk_id: str) -> str:
+    """The `_id` of a chunk on a managed domain: tenant-qualified, so equal chunk ids of two tenants
+    can never overwrite each other."""
+    return f"{tenant_id}/{chunk_id}"
+
+
+def bulk_actions(
+    index: str, chunks: Sequence[Chunk], vectors: Sequence[Vector], *, generation: str, serverless: bool
+) -> list[tuple[Body, Body]]:
+    """(action, source) pairs indexing each chunk. Serverless vector collections refuse a client `_id`,
+    so there the id is left to the service and the chunk is found by its fields."""
+    pairs: list[tuple[Body, Body]] = []
+    for chunk, vector in zip(chunks, vectors, strict=True):
+        action: Body = {"_index": index}
+        if not serverless:
+            action["_id"] = document_id(chunk.document.tenant_id, chunk.chunk_id)
+        pairs.append(({"index": action}, document_source(chunk, vector, generation=generation)))
+    return pairs
+
+
+def delete_actions(index: str, ids: Sequence[str]) -> list[tuple[Body, None]]:
+    """Bulk actions deleting documents by `_id` (no source line)."""
+    return [({"delete": {"_index": index, "_id": doc_id}}, None) for doc_id in ids]
+
+
+def bulk_payloads(
+    actions: Sequence[tuple[Body, Body | None]], max_bytes: int = MAX_BULK_BYTES
+) -> Iterator[tuple[str, list[int]]]:
+    """NDJSON bodies of at most `max_bytes` each, with the positions of the actions each one holds.
+
+    An action too large on its own is sent alone (OpenSearch then answers 413, which names the cause).
+    """
+    lines: list[str] = []
+    positions: list[int] = []
+    size = 0
+    for position, (action, source) in enumerate(actions):
+        entry = json.dumps(action, separators=(",", ":")) + "\n"
+        if source is not None:
+            entry += json.dumps(source, separators=(",", ":"), ensure_ascii=False) + "\n"
+        entry_size = len(entry.encode())
+        if lines and size + entry_size > max_bytes:
+            yield "".join(lines), positions
+            lines, positions, size = [], [], 0
+        lines.append(entry)
+        positions.append(position)
+        size += entry_size
+    if lines:
+        yield "".join(lines), positions
+
+
+# --- access and filters --------------------------------------------------------------------------
+
+
+def access_filter(caller: Caller) -> Body:
+    """`tenant_id = caller.tenant AND (visibility = shared OR owner = caller.user)`."""
+    return {
+        "bool": {
+            "filter": [
+                {"term": {"tenant_id": caller.tenant_id}},
+                {
+                    "bool": {
+                        "should": [
+                            {"term": {"visibility": Visibility.SHARED.value}},
+                            {"term": {"owner": caller.user_id}},
+                        ],
+                        "minimum_should_match": 1,
+                    }
+                },
+            ]
+        }
+    }
+
+
+def search_filter(caller: Caller, filters: Filter | None) -> Body:
+    """The access filter with the user's filter ANDed inside it: the user's part can only narrow."""
+    clauses = [access_filter(caller)]
+    if filters is not None:
+        clauses.append(translate_filter(filters))
+    return {"bool": {"filter": clauses}}
+
+
+MATCH_NONE: Body = {"match_none": {}}
+
+
+def translate_filter(flt: Filter) -> Body:
+    """The Bedrock-KB filter grammar as query DSL, with the semantics of `index.matching.matches`.
+
+    A missing key never matches a positive operator (no value in the field) and always matches a
+    negated one (`must_not`); a value of another type looks in another typed field, so never matches.
+    """
+    operator, operand = flt.operator, flt.operand
+    if operator == "andAll":
+        return {"bool": {"filter": [translate_filter(child) for child in operand]}}
+    if operator == "orAll":
+        return {"bool": {"should": [translate_filter(child) for child in operand], "minimum_should_match": 1}}
+    comparison: Comparison = operand
+    if operator == "notEquals":
+        return {"bool": {"must_not": [_equals(comparison.key, comparison.value)]}}
+    if operator == "notIn":
+        return {"bool": {"must_not": [_in(comparison.key, comparison.value)]}}
+    return _POSITIVE[operator](comparison.key, comparison.value)
+
+
+def _field(kind: str, key: str) -> str:
+    return f"attributes.{kind}.{field_key(key)}"
+
+
+def _kind_of(value: Any) -> str | None:
+    """The typed field a scalar filter value is compared in (None: no stored scalar can equal it)."""
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int | float):
+        return NUM
+    if isinstance(value, str):
+        return STR
+    return None
+
+
+def _equals(key: str, value: Any) -> Body:
+    if isinstance(value, list):  # a list equals only the same list, in order
+        return {"term": {_field(LIST, key): _canonical_list(value)}}
+    kind = _kind_of(value)
+    # A string also equals a list attribute that contains it: the list's elements are in the str field.
+    return {"term": {_field(kind, key): value}} if kind else MATCH_NONE
+
+
+def _in(key: str, value: Any) -> Body:
+    options = value if isinstance(value, list) else [value]
+    if all(isinstance(option, str) for option in options):
+        return {"terms": {_field(STR, key): options}}
+    return {"bool": {"should": [_equals(key, option) for option in options], "minimum_should_match": 1}}
+
+
+def _scalar(key: str, clause: Body) -> Body:
+    """`clause`, on keys holding a single value: ordered comparisons and prefixes never look in lists."""
+    return {"bool": {"filter": [clause], "must_not": [{"exists": {"field": _field(LIST, key)}}]}}
+
+
+def _range(bound: str) -> Callable[[str, Any], Body]:
+    def build(key: str, value: Any) -> Body:
+        kind = _kind_of(value)
+        if kind not in (NUM, STR):
+            return MATCH_NONE
+        return _scalar(key, {"range": {_field(kind, key): {bound: value}}})
+
+    return build
+
+
+def _starts_with(key: str, value: Any) -> Body:
+    if not isinstance(value, str):
+        return MATCH_NONE
+    return _scalar(key, {"prefix": {_field(STR, key): {"value": value}}})
+
+
+def _string_contains(key: str, value: Any) -> Body:
+    if not isinstance(value, str):
+        return MATCH_NONE
+    pattern = "*" + _WILDCARD_SPECIAL.sub(r"\\\1", value) + "*"
+    return {"wildcard": {_field(STR, key): {"value": pattern}}}
+
+
+def _list_contains(key: str, value: Any) -> Body:
+    if not isinstance(value, str):
+        return MATCH_NONE  # list attributes hold strings only
+    return {"bool": {"filter": [{"term": {_field(STR, key): value}}, {"exists": {"field": _field(LIST, key)}}]}}
+
+
+_POSITIVE: dict[str, Callable[[str, Any], Body]] = {
+    "equals": _equals,
+    "greaterThan": _range("gt"),
+    "greaterThanOrEquals": _range("gte"),
+    "lessThan": _range("lt"),
+    "lessThanOrEquals": _range("lte"),
+    "in": _in,
+    "startsWith": _starts_with,
+    "stringContains": _string_contains,
+    "listContains": _list_contains,
+}
+
+
+def _canonical_list(values: Sequence[Any]) -> str:
+    return json.dumps(list(values), separators=(",", ":"), ensure_ascii=False)
+
+
+# --- searches ------------------------------------------------------------------------------------
+
+_RESULT_SOURCE = {"includes": ["chunk"]}
+
+
+def knn_query(vector: Vector, k: int, caller: Caller, filters: Filter | None) -> Body:
+    """The `k` nearest chunks the caller may read that match `filters`.
+
+    The access and user filters sit inside the `knn` clause (efficient filtering): the graph search
+    itself skips other documents, so `k` readable results come back whenever `k` exist. A filter
+    outside (`post_filter` or a bool around the knn) would cut the top k afterwards and lose results.
+    """
+    return {
+        "size": k,
+        "_source": _RESULT_SOURCE,
+        "track_total_hits": False,
+        "query": {"knn": {VECTOR_FIELD: {"vector": list(vector), "k": k, "filter": search_filter(caller, filters)}}},
+    }
+
+
+def bm25_query(text: str, k: int, caller: Caller, filters: Filter | None) -> Body:
+    """The `k` best BM25 matches of `text` among the chunks the caller may read that match `filters`."""
+    return {
+        "size": k,
+        "_source": _RESULT_SOURCE,
+        "track_total_hits": False,
+        "query": {
+            "bool": {
+                "must": [{"match": {TEXT_FIELD: {"query": text}}}],
+                "filter": [search_filter(caller, filters)],
+            }
+        },
+    }
+
+
+PAGE_SIZE = 1000
+_DOCUMENT_ORDER = [{"chunk_id": "asc"}, {"generation": "asc"}]
+
+
+def document_chunks_query(
+    tenant_id: str,
+    doc_id: str,
+    *,
+    keep_generation: str | None = None,
+    search_after: list[str] | None = None,
+    size: int = PAGE_SIZE,
+) -> Body:
+    """One page of a document's chunks (ids only), optionally leaving out one generation.
+
+    Sorted on (chunk_id, generation), unique per written chunk, so `search_after` pages without
+    skipping or repeating; no scroll or point-in-time, which Serverless may not offer. (Only a bulk
+    resent whole by a transport retry on Serverless writes a chunk twice with one generation; paging
+    may skip such a twin, and the next replace or delete removes it.)
+    """
+    query: Body = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"term": {"doc_id": doc_id}}]}}
+    if keep_generation is not None:
+        query["bool"]["must_not"] = [{"term": {"generation": keep_generation}}]
+    body: Body = {"size": size, "_source": False, "track_total_hits": False, "query": query, "sort": _DOCUMENT_ORDER}
+    if search_after is not None:
+        body["search_after"] = search_after
+    return body
+
+
+def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
+    """One stored vector per content hash among the tenant's chunks (collapsed on the hash)."""
+    return {
+        "size": len(hashes),
+        "_source": ["content_hash", VECTOR_FIELD],
+        "track_total_hits": False,
+        "query": {
+            "bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"content_hash": sorted(hashes)}}]}
+        },
+        "collapse": {"field": "content_hash"},
+    }

@@ -1,0 +1,102 @@
+"""Evaluate a Bedrock-KB-grammar filter against a chunk's metadata, for the embedded local index.
+
+Semantics follow OpenSearch's translation of the same filter, so the local and AWS modes agree: a
+missing key never matches a positive operator and always matches a negated one (`notEquals`,
+`notIn`); comparing values of different types (a string with a number) does not match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from citewise.domain.models import Chunk, Comparison, Filter
+
+MetadataView = dict[str, Any]
+
+
+def metadata_view(chunk: Chunk) -> MetadataView:
+    """The filterable fields of a chunk: custom attributes, overridden by the system fields."""
+    doc = chunk.document
+    return {
+        **doc.attributes,
+        "doc_id": doc.doc_id,
+        "owner": doc.owner,
+        "visibility": doc.visibility.value,
+        "source": doc.source,
+        "path": doc.path,
+        "title": doc.title,
+        "tags": list(doc.tags),
+        "created_at": doc.created_at.isoformat(),
+        "updated_at": doc.updated_at.isoformat(),
+        "page": chunk.page,
+    }
+
+
+def matches(flt: Filter, metadata: MetadataView) -> bool:
+    """True when `metadata` satisfies the whole filter tree."""
+    operator, operand = flt.operator, flt.operand
+    if operator == "andAll":
+        return all(matches(child, metadata) for child in operand)
+    if operator == "orAll":
+        return any(matches(child, metadata) for child in operand)
+    comparison: Comparison = operand
+    if operator in _NEGATED:
+        return not _POSITIVE[_NEGATED[operator]](metadata.get(comparison.key), comparison.value)
+    if comparison.key not in metadata or metadata[comparison.key] is None:
+        return False
+    return _POSITIVE[operator](metadata[comparison.key], comparison.value)
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    numeric = (int, float)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool)
+    return (isinstance(a, numeric) and isinstance(b, numeric)) or type(a) is type(b)
+
+
+def _equals(actual: Any, expected: Any) -> bool:
+    if isinstance(actual, list) and not isinstance(expected, list):
+        return expected in actual  # a list attribute equals a value it contains, as a keyword array does
+    return _same_kind(actual, expected) and actual == expected
+
+
+def _ordered(test: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def compare(actual: Any, expected: Any) -> bool:
+        return _same_kind(actual, expected) and not isinstance(actual, list | bool) and test(actual, expected)
+
+    return compare
+
+
+def _in(actual: Any, expected: Any) -> bool:
+    options = expected if isinstance(expected, list) else [expected]
+    return any(_equals(actual, option) for option in options)
+
+
+def _starts_with(actual: Any, expected: Any) -> bool:
+    return isinstance(actual, str) and isinstance(expected, str) and actual.startswith(expected)
+
+
+def _string_contains(actual: Any, expected: Any) -> bool:
+    if not isinstance(expected, str):
+        return False
+    values = actual if isinstance(actual, list) else [actual]
+    return any(isinstance(v, str) and expected in v for v in values)
+
+
+def _list_contains(actual: Any, expected: Any) -> bool:
+    return isinstance(actual, list) and expected in actual
+
+
+_POSITIVE: dict[str, Callable[[Any, Any], bool]] = {
+    "equals": _equals,
+    "greaterThan": _ordered(lambda a, b: a > b),
+    "greaterThanOrEquals": _ordered(lambda a, b: a >= b),
+    "lessThan": _ordered(lambda a, b: a < b),
+    "lessThanOrEquals": _ordered(lambda a, b: a <= b),
+    "in": _in,
+    "startsWith": _starts_with,
+    "stringContains": _string_contains,
+    "listContains": _list_contains,
+}
+_NEGATED = {"notEquals": "equals", "notIn": "in"}

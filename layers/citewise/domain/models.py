@@ -1,0 +1,380 @@
+"""Pydantic models shared by the API, the ingestion pipeline and every index adapter.
+
+One set of models keeps the local mode and AWS mode honest: a chunk indexed by the CLI has exactly the
+shape of a chunk indexed by the ingest Lambda, and the API schema is generated from the same classes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+TenantId = Annotated[str, StringConstraints(pattern=TENANT_ID_PATTERN)]
+UserId = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f]+$")]
+AttributeValue = str | int | float | bool | list[str]
+Vector = list[float]
+SearchMode = Literal["hybrid", "bm25", "vector"]
+"""Keyword (BM25) and vector retrieval fused, or one of them alone."""
+
+
+class Frozen(BaseModel):
+    """Immutable value object that rejects unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Visibility(StrEnum):
+    """Who inside a tenant may read a document."""
+
+    SHARED = "shared"
+    PRIVATE = "private"
+
+
+class DocumentStatus(StrEnum):
+    """Lifecycle of a document in the registry."""
+
+    PENDING = "PENDING"
+    INDEXED = "INDEXED"
+    FAILED = "FAILED"
+
+
+class Caller(Frozen):
+    """The authenticated principal. Built only from an identity, never from a request body."""
+
+    tenant_id: TenantId
+    user_id: UserId
+    groups: tuple[str, ...] = ()
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+class Block(Frozen):
+    """A structural unit of parsed text (heading, paragraph, list item, table row).
+
+    `start`/`end` index into `ParsedDocument.text`; blocks are ordered and never overlap.
+    """
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    heading_path: tuple[str, ...] = ()
+    page: int | None = Field(default=None, ge=1)
+    is_heading: bool = False
+
+
+class ParsedDocument(Frozen):
+    """Plain text plus the structure the chunker needs to keep chunks inside sections and pages."""
+
+    text: str
+    blocks: tuple[Block, ...]
+    title: str | None = None
+    page_count: int | None = None
+
+
+# --- documents and chunks ------------------------------------------------------------------------
+
+
+class DocumentMetadata(Frozen):
+    """Document-level fields denormalised onto every chunk so one filtered query needs no join."""
+
+    tenant_id: TenantId
+    doc_id: str
+    owner: str
+    visibility: Visibility = Visibility.SHARED
+    source: str
+    path: str
+    title: str
+    tags: tuple[str, ...] = ()
+    created_at: datetime
+    updated_at: datetime
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+
+
+class Chunk(Frozen):
+    """A retrievable span of a document with the structure it came from."""
+
+    chunk_id: str
+    ordinal: int = Field(ge=0)
+    text: str
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+    content_hash: str
+    document: DocumentMetadata
+
+    @property
+    def section(self) -> str | None:
+        """The heading path as one readable string, for citations."""
+        return " > ".join(self.heading_path) or None
+
+
+class Document(Frozen):
+    """A registry entry: where a document is in its lifecycle and what it produced."""
+
+    tenant_id: TenantId
+    doc_id: str
+    path: str
+    source: str
+    title: str | None = None
+    owner: str
+    visibility: Visibility = Visibility.SHARED
+    status: DocumentStatus
+    version: str
+    content_hash: str | None = None
+    chunk_count: int = 0
+    page_count: int | None = None
+    error: str | None = None
+    tags: tuple[str, ...] = ()
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+
+
+# --- retrieval -----------------------------------------------------------------------------------
+
+
+MAX_FILTER_BRANCHES = 20
+"""Filters in one `andAll` or `orAll`."""
+MAX_FILTER_DEPTH = 8
+"""Levels of a filter tree (a comparison alone is 1): the evaluators recurse once per level."""
+SCHEMA_GROUP_BRANCHES = 5
+"""Filters in an `andAll`/`orAll` nested in another, as the OpenAPI document spells the tree out (see
+`Filter.__get_pydantic_json_schema__`)."""
+MAX_FILTER_NODES = 1 + MAX_FILTER_BRANCHES + MAX_FILTER_BRANCHES * SCHEMA_GROUP_BRANCHES
+"""Filter objects in one tree, counting every level (121): exactly the largest tree the OpenAPI document's
+form allows. Each object becomes at most three query clauses on OpenSearch
+(`index.opensearch_queries.translate_filter`), so a whole tree stays far below
+`indices.query.bool.max_clause_count` (1024 by default) with the access filter added; and the local index
+evaluates a tree per candidate chunk, so its size is its cost."""
+MAX_FILTER_LIST_VALUES = 1000
+"""Strings in one list value (`in`, `notIn`, a list `equals`): far below OpenSearch's `index.max_terms_count`
+(65536 by default) for the one `terms` query a list becomes."""
+MAX_FILTER_STRING = 1024
+"""Characters of a string value: `stringContains` becomes a wildcard whose automaton grows with it (OpenSearch
+refuses one of more than 10000 states), and stored strings longer than 8191 characters are not filterable."""
+MAX_FILTER_NUMBER = 2**53
+"""Numbers in filters lie within +-2**53: OpenSearch compares them as doubles, which hold every integer up to
+here exactly, so a comparison decides the same on AWS as in the local index (which compares exactly)."""
+
+FilterString = Annotated[str, StringConstraints(max_length=MAX_FILTER_STRING)]
+FilterValue = (
+    FilterString
+    | Annotated[int, Field(ge=-MAX_FILTER_NUMBER, le=MAX_FILTER_NUMBER)]
+    | Annotated[float, Field(ge=-MAX_FILTER_NUMBER, le=MAX_FILTER_NUMBER), AllowInfNan(False)]
+    | bool
+    | Annotated[list[FilterString], Field(max_length=MAX_FILTER_LIST_VALUES)]
+)
+
+
+class Comparison(Frozen):
+    """One `{"key": ..., "value": ...}` operand of the Bedrock Knowledge Bases filter grammar."""
+
+    key: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    value: FilterValue
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _integer_within_range(cls, value: Any) -> Any:
+        # Checked before the union, whose float branch would otherwise take 2**53 + 1 as 2**53 rounded.
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FILTER_NUMBER:
+            raise ValueError(f"numbers in filters must lie within -2^53 and 2^53 ({MAX_FILTER_NUMBER})")
+        return value
+
+
+COMPARISON_OPERATORS = (
+    "equals",
+    "notEquals",
+    "greaterThan",
+    "greaterThanOrEquals",
+    "lessThan",
+    "lessThanOrEquals",
+    "in",
+    "notIn",
+    "startsWith",
+    "stringContains",
+    "listContains",
+)
+LOGICAL_OPERATORS = ("andAll", "orAll")
+
+
+class Filter(BaseModel):
+    """A metadata filter in the Bedrock Knowledge Bases grammar: exactly one operator per object.
+
+    Example: `{"andAll": [{"equals": {"key": "source", "value": "wiki"}},
+    {"greaterThan": {"key": "year", "value": 2020}}]}`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    equals: Comparison | None = None
+    notEquals: Comparison | None = None  # noqa: N815 - the wire names are Bedrock's
+    greaterThan: Comparison | None = None  # noqa: N815
+    greaterThanOrEquals: Comparison | None = None  # noqa: N815
+    lessThan: Comparison | None = None  # noqa: N815
+    lessThanOrEquals: Comparison | None = None  # noqa: N815
+    in_: Comparison | None = Field(default=None, alias="in")
+    notIn: Comparison | None = None  # noqa: N815
+    startsWith: Comparison | None = None  # noqa: N815
+    stringContains: Comparison | None = None  # noqa: N815
+    listContains: Comparison | None = None  # noqa: N815
+    andAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
+    orAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
+
+    @model_validator(mode="after")
+    def _exactly_one_operator_within_the_limits(self) -> Filter:
+        operators = [name for name in self.model_fields_set if getattr(self, name) is not None]
+        if len(operators) != 1 or len(self.model_fields_set) != 1:
+            raise ValueError(
+                "a filter object must have exactly one operator, one of: "
+                + ", ".join(COMPARISON_OPERATORS + LOGICAL_OPERATORS)
+            )
+        # Checked at every level as the tree is validated bottom-up, so an oversized tree is refused at the
+        # first subtree over a limit; both walks stop at the depth limit of the children.
+        if self.depth > MAX_FILTER_DEPTH:
+            raise ValueError(f"a filter may nest at most {MAX_FILTER_DEPTH} levels deep")
+        if self.node_count > MAX_FILTER_NODES:
+            raise ValueError(
+                f"a filter may hold at most {MAX_FILTER_NODES} filter objects in all (this one holds {self.node_count})"
+            )
+        return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """A schema whose every filter the validator accepts: one operator per object, never null, and a tree
+        spelled out level by level, since JSON Schema cannot count a tree's objects: a comparison, or an
+        andAll/orAll of up to MAX_FILTER_BRANCHES comparisons or groups, a group being an andAll/orAll of up
+        to SCHEMA_GROUP_BRANCHES comparisons. That form reaches MAX_FILTER_NODES exactly; the description
+        states the validator's own (wider) rule for clients that count.
+
+        Pydantic would describe thirteen optional, nullable properties, which reads as "any of them, in any
+        number, null allowed", and a recursion without end.
+        """
+        schema = handler.resolve_ref_schema(handler(core_schema))
+        operands = {
+            name: next(option for option in operand.get("anyOf", [operand]) if option.get("type") != "null")
+            for name, operand in schema.pop("properties").items()
+        }
+
+        def level(widths: tuple[int, ...]) -> JsonSchemaValue:
+            """Filters whose andAll/orAll hold up to widths[0] filters of the next level (none: comparisons).
+
+            One object of optional properties with exactly one present, rather than a oneOf of single-property
+            objects: the same rule, and a fraction of the cases a schema-driven generator derives from it."""
+            properties = {name: operand for name, operand in operands.items() if name not in LOGICAL_OPERATORS}
+            if widths:
+                children = {"type": "array", "items": level(widths[1:]), "minItems": 1, "maxItems": widths[0]}
+                properties |= dict.fromkeys(LOGICAL_OPERATORS, children)
+            return {
+                "type": "object",
+                "properties": properties,
+                "minProperties": 1,
+                "maxProperties": 1,
+                "additionalProperties": False,
+            }
+
+        schema.pop("additionalProperties", None)
+        schema.update(level((MAX_FILTER_BRANCHES, SCHEMA_GROUP_BRANCHES)))
+        schema["description"] = (
+            f"{schema.get('description', '')}\n\nLimits: at most {MAX_FILTER_NODES} filter objects in all, "
+            f"nested at most {MAX_FILTER_DEPTH} levels deep, {MAX_FILTER_BRANCHES} filters per andAll/orAll, "
+            f"{MAX_FILTER_LIST_VALUES} strings per list, {MAX_FILTER_STRING} characters per string, numbers within "
+            f"+-2^53. This schema spells out the part of that a schema can: groups (an andAll/orAll inside "
+            f"another) of at most {SCHEMA_GROUP_BRANCHES} comparisons; the API also takes deeper and wider groups "
+            "within the limits."
+        )
+        return schema
+
+    @property
+    def children(self) -> list[Filter]:
+        """The filters under an `andAll` or `orAll`; none under a comparison."""
+        operand = self.operand
+        return [] if isinstance(operand, Comparison) else list(operand)
+
+    @property
+    def node_count(self) -> int:
+        """Filter objects in this tree, this one included."""
+        return 1 + sum(child.node_count for child in self.children)
+
+    @property
+    def depth(self) -> int:
+        """Levels of this tree: 1 for a comparison."""
+        return 1 + max((child.depth for child in self.children), default=0)
+
+    @property
+    def operator(self) -> str:
+        """The wire name of the single operator this object holds."""
+        name = next(iter(self.model_fields_set))
+        return "in" if name == "in_" else name
+
+    @property
+    def operand(self) -> Any:
+        """The operator's argument: a Comparison or a list of Filters."""
+        return getattr(self, next(iter(self.model_fields_set)))
+
+    def keys(self) -> set[str]:
+        """Every metadata key this filter tree names."""
+        operand = self.operand
+        if isinstance(operand, Comparison):
+            return {operand.key}
+        return set().union(*(child.keys() for child in operand))
+
+
+class SearchRequest(Frozen):
+    """What a caller asks of retrieval. The tenant is deliberately absent: it comes from the Caller."""
+
+    query: Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
+    top_k: int = Field(default=5, ge=1, le=50)
+    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    max_sources: int | None = Field(default=None, ge=1, le=50)
+    filters: Filter | None = None
+
+
+class SearchHit(Frozen):
+    """A ranked chunk. `score` is the fused reciprocal-rank score scaled so 1.0 is rank 1 everywhere."""
+
+    chunk: Chunk
+    score: float
+    vector_score: float | None = None
+    keyword_score: float | None = None
+
+
+class Citation(Frozen):
+    """A quoted span backing one `[n]` marker; `quote` is verbatim text of the cited chunk."""
+
+    source: int = Field(ge=1, description="The n of the [n] marker; 1-based index into `sources`.")
+    doc_id: str
+    chunk_id: str
+    path: str
+    title: str
+    page: int | None = None
+    section: str | None = None
+    quote: str
+    score: float
+
+
+class Answer(Frozen):
+    """An answer whose every [n] marker resolves to a citation from the given sources."""
+
+    answer: str
+    citations: list[Citation]
+    sources: list[SearchHit]
+    grounded: bool = Field(description="False when no source was relevant enough to answer from.")
+    usage: dict[str, int] | None = Field(
+        default=None, description="Model token usage (input_tokens, output_tokens, total_tokens), if a model ran."
+    )

@@ -1,0 +1,124 @@
+"""Tenant ids, document keys and document ids: the identifiers isolation depends on.
+
+Everything that becomes part of a storage key or an index filter passes through here first, so a
+tenant id with `/` or `*`, or a key with `..`, is refused before it can reach S3, SQLite or OpenSearch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+
+from citewise.domain.errors import ForbiddenError, UnauthorizedError, ValidationError
+from citewise.domain.models import TENANT_ID_PATTERN, Caller
+
+_TENANT_RE = re.compile(TENANT_ID_PATTERN)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# S3 keys and DynamoDB sort keys are limited to 1,024 UTF-8 bytes; `tenants/{64-char tenant}/` takes 73.
+MAX_PATH_BYTES = 950
+
+
+def validate_tenant_id(tenant_id: str) -> str:
+    """Return `tenant_id` if it is 1-64 letters, digits, `_`, `-` or `.` starting alphanumerically."""
+    if not _TENANT_RE.fullmatch(tenant_id):
+        raise ValidationError(
+            "tenant id must be 1-64 characters of letters, digits, '_', '-' or '.', starting with a letter or digit",
+            details={"field": "tenant_id"},
+        )
+    return tenant_id
+
+
+def validate_path(path: str) -> str:
+    """Return a document path (relative, `/`-separated) or refuse one that could escape its prefix."""
+    problem = _path_problem(path)
+    if problem:
+        raise ValidationError(f"invalid document path: {problem}", details={"field": "path"})
+    return path
+
+
+def _path_problem(path: str) -> str | None:
+    if not path:
+        return "it is empty"
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        return f"it is longer than {MAX_PATH_BYTES} bytes of UTF-8"
+    if _CONTROL_RE.search(path):
+        return "it contains control characters"
+    if path.startswith("/") or "\\" in path:
+        return "it must be relative and use '/' separators"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "it must not contain empty, '.' or '..' segments"
+    return None
+
+
+def document_id(tenant_id: str, path: str) -> str:
+    """A stable id for the document at `path`: re-ingesting the same path updates the same document."""
+    return hashlib.sha256(f"{tenant_id}\x00{path}".encode()).hexdigest()[:32]
+
+
+def caller_from_claims(claims: Mapping[str, Any], *, tenant_claim: str = "custom:tenant_id") -> Caller:
+    """The Caller of a Cognito identity: `sub` is the user, `tenant_claim` the tenant, groups from
+    `cognito:groups` (see `_groups` for the forms it takes).
+
+    No `sub`, or one the models cannot hold as a user id (longer than 256 characters, control
+    characters), means no usable identity (401); a missing or malformed tenant means an identity that
+    belongs to no tenant (403). Nothing here ever reads a request body.
+    """
+    user = claims.get("sub")
+    if not isinstance(user, str) or not user:
+        raise UnauthorizedError("the request carries no authenticated identity")
+    tenant = claims.get(tenant_claim)
+    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+        raise ForbiddenError("the identity is not assigned to a tenant", details={"claim": tenant_claim})
+    return _caller(tenant, user, _groups(claims.get("cognito:groups")))
+
+
+def caller_from_iam(principal_arn: str | None, tenant_map: Mapping[str, str]) -> Caller:
+    """The Caller of an IAM principal, by a configured principal ARN -> tenant map.
+
+    An assumed-role session (`arn:aws:sts::A:assumed-role/R/S`) is looked up by its exact ARN, then by
+    its role (`arn:aws:iam::A:role/R`), so one mapping covers every session of a role; the user is the
+    exact principal ARN, so private documents stay private to one session name. An ARN the models cannot
+    hold as a user id (an IAM path can make it longer than 256 characters) is refused with 401.
+    """
+    if not principal_arn:
+        raise UnauthorizedError("the request carries no authenticated identity")
+    tenant = tenant_map.get(principal_arn) or tenant_map.get(_role_arn(principal_arn) or "")
+    if tenant is None:
+        raise ForbiddenError("this IAM principal is not mapped to a tenant")
+    return _caller(validate_tenant_id(tenant), principal_arn)
+
+
+def _caller(tenant_id: str, user_id: str, groups: tuple[str, ...] = ()) -> Caller:
+    """The Caller, or UnauthorizedError when the identity's user id breaks the model's rules (the tenant
+    was checked already): an identity citewise cannot record as an owner is no usable identity."""
+    try:
+        return Caller(tenant_id=tenant_id, user_id=user_id, groups=groups)
+    except pydantic.ValidationError as exc:
+        raise UnauthorizedError(
+            "the identity's user id is not usable: it must be 1-256 characters without control characters"
+        ) from exc
+
+
+def _role_arn(principal_arn: str) -> str | None:
+    match = re.fullmatch(r"arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/[^/]+", principal_arn)
+    return f"arn:{match[1]}:iam::{match[2]}:role/{match[3]}" if match else None
+
+
+def _groups(raw: Any) -> tuple[str, ...]:
+    """The group names of a `cognito:groups` claim, each exactly as Cognito has it.
+
+    Two forms only: a list of strings (a decoded ID token, as `citewise serve` and tests may pass) and
+    the string API Gateway's Cognito authorizer hands a REST integration, the names joined with commas
+    ("analysts" or "analysts,admin"). Nothing is stripped or split on spaces or brackets, so `ops admin`,
+    `[admin]` or `admin]` never make a caller an `admin`. A group whose own name holds a comma cannot be
+    told apart in the joined form; `citewise token` refuses such names (and Cognito pool admins should).
+    """
+    if isinstance(raw, list):
+        return tuple(group for group in raw if isinstance(group, str) and group)
+    if isinstance(raw, str):
+        return tuple(group for group in raw.split(",") if group)
+    return ()

@@ -1,0 +1,93 @@
+"""Small text primitives shared by chunking, the hashing embedder and the extractive synthesizer.
+
+Kept dependency-free and deterministic: the same input gives the same tokens on every machine, which
+is what makes content hashes and the hashing embedder stable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+WORD_RE = re.compile(r"[^\W_]+")  # letters and digits: underscores separate words, as in FTS5
+# A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace, or at a
+# blank line. A single newline is not a break: pdf and plain text wrap lines inside sentences.
+SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
+
+MAX_QUOTE_CHARS = 600
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers him his how i if in into is it its itself just me more most my no nor
+    not now of off on once only or other our ours out over own same she should so some such than that
+    the their theirs them then there these they this those through to too under until up very was we
+    were what when where which while who whom why will with would you your yours""".split()
+)
+
+
+def count_tokens(text: str) -> int:
+    """Approximate model tokens: words and punctuation marks, a close lower bound of word pieces."""
+    return sum(1 for _ in TOKEN_RE.finditer(text))
+
+
+def token_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Start/end offsets of each token, for cutting text at token boundaries."""
+    for match in TOKEN_RE.finditer(text):
+        yield match.start(), match.end()
+
+
+def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Offsets of the sentences in `text[start:end]`, stripped of surrounding whitespace."""
+    stop = len(text) if end is None else end
+    spans: list[tuple[int, int]] = []
+    cursor = start
+    for match in SENTENCE_END_RE.finditer(text, start, stop):
+        _append_stripped(text, cursor, match.start() + len(match.group(0).rstrip()), spans)
+        cursor = match.end()
+    _append_stripped(text, cursor, stop, spans)
+    return spans
+
+
+def _append_stripped(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if start < end:
+        spans.append((start, end))
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: enough to match `documents`/`document` without a dependency."""
+    word = word.casefold()
+    for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + replacement
+    return word
+
+
+def content_terms(text: str) -> list[str]:
+    """Stemmed, lower-cased words without stopwords or single characters, in order."""
+    # casefold, not lower: it folds as SQLite's unicode61 tokenizer does (final sigma, for one).
+    return [stem(w) for w in WORD_RE.findall(text.casefold()) if w not in STOPWORDS and len(w) > 1]
+
+
+def word_prefix(sentence: str, max_chars: int = MAX_QUOTE_CHARS) -> str:
+    """The sentence, or its longest prefix of whole words within `max_chars` (a quote stays verbatim)."""
+    if len(sentence) <= max_chars:
+        return sentence
+    cut = sentence.rfind(" ", 0, max_chars)
+    return sentence[: cut if cut > 0 else max_chars].rstrip()
+
+
+def embedding_text(title: str, heading_path: tuple[str, ...], text: str) -> str:
+    """The text that is embedded and indexed for BM25: a context header, then the chunk itself.
+
+    The header (document title and heading path) lets a chunk that never repeats its section's subject
+    still match questions about it.
+    """
+    path = [h for h in heading_path if h != title]
+    header = " > ".join([title, *path]) if title else " > ".join(path)
+    return f"{header}\n\n{text}" if header else text

@@ -1,5 +1,0 @@
-"""Embedder port and its adapters. See `base.Embedder`."""
-
-from citewise.embeddings.base import Embedder
-
-__all__ = ["Embedder"]

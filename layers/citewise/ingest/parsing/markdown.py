@@ -1,0 +1,112 @@
+"""Markdown: headings give structure; everything else is kept verbatim.
+
+Only heading markers are stripped. Emphasis, links and list markers stay as written: removing them
+safely needs a full CommonMark parser, and the text reads fine to both people and embedding models.
+"""
+
+from __future__ import annotations
+
+import re
+
+from citewise.domain.models import ParsedDocument
+from citewise.ingest.parsing.builder import DocumentBuilder
+
+_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_TABLE_ROW = re.compile(r"^ {0,3}\|")
+_TABLE_DELIMITER = re.compile(r"^[ \t|:-]*-[ \t|:-]*$")
+_FRONT_MATTER_FENCE = "---"
+_FRONT_MATTER_END = ("---", "...")
+
+
+def parse_markdown(text: str, filename: str) -> ParsedDocument:
+    """Parse decoded Markdown (CommonMark/GFM subset); the title is the first level-1 heading."""
+    builder = DocumentBuilder(filename)
+    _MarkdownReader(builder).read(text.split("\n"))
+    return builder.build(title=builder.first_heading(1))
+
+
+class _MarkdownReader:
+    def __init__(self, builder: DocumentBuilder) -> None:
+        self._builder = builder
+        self._pending: list[str] = []
+        self._pending_is_paragraph = False
+        self._fence: str | None = None
+        self._fenced: list[str] = []
+
+    def read(self, lines: list[str]) -> None:
+        for line in self._skip_front_matter(lines):
+            self._line(line)
+        if self._fence is not None:
+            # An unclosed fence runs to the end of the document, as in CommonMark.
+            self._builder.block("\n".join(self._fenced))
+        self._flush()
+
+    def _skip_front_matter(self, lines: list[str]) -> list[str]:
+        # YAML front matter would otherwise read as a thematic break plus a setext heading.
+        if not lines or lines[0].rstrip() != _FRONT_MATTER_FENCE:
+            return lines
+        for end, line in enumerate(lines[1:], start=1):
+            if line.rstrip() in _FRONT_MATTER_END:
+                self._builder.block("\n".join(lines[1:end]))
+                return lines[end + 1 :]
+        return lines
+
+    def _line(self, line: str) -> None:
+        if self._fence is not None:
+            self._fenced.append(line)
+            if _closes_fence(line, self._fence):
+                self._builder.block("\n".join(self._fenced))
+                self._fence = None
+            return
+        if not line.strip():
+            self._flush()
+            return
+        if fence := _FENCE_OPEN.match(line):
+            self._flush()
+            self._fence = fence.group(1)
+            self._fenced = [line]
+            return
+        if atx := _ATX_HEADING.match(line):
+            self._flush()
+            self._builder.heading(atx.group(2) or "", len(atx.group(1)))
+            return
+        if self._pending_is_paragraph and (setext := _SETEXT_UNDERLINE.match(line)):
+            level = 1 if setext.group(1).startswith("=") else 2
+            self._builder.heading(" ".join(self._pending), level)
+            self._pending = []
+            self._pending_is_paragraph = False
+            return
+        if _THEMATIC_BREAK.match(line):
+            self._flush()
+            return
+        if _TABLE_ROW.match(line):
+            self._flush()
+            if not _TABLE_DELIMITER.match(line):
+                self._builder.block(line)
+            return
+        if _LIST_ITEM.match(line):
+            self._flush()
+            self._pending = [line]
+            return
+        if not self._pending:
+            self._pending_is_paragraph = True
+        # A non-blank line continues the open paragraph or list item (CommonMark "lazy continuation").
+        self._pending.append(line)
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._builder.block("\n".join(self._pending))
+        self._pending = []
+        self._pending_is_paragraph = False
+
+
+def _closes_fence(line: str, fence: str) -> bool:
+    # A closing fence repeats the opening character at least as many times, and nothing else.
+    stripped = line.strip()
+    return (
+        len(line) - len(line.lstrip(" ")) <= 3 and stripped.startswith(fence) and stripped == fence[0] * len(stripped)
+    )

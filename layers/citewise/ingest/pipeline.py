@@ -1,0 +1,369 @@
+"""The ingestion pipeline: object -> registry PENDING -> parse -> chunk -> embed -> index -> INDEXED.
+
+Idempotent on (tenant, path, version): the same version with the same access metadata is skipped
+without being parsed. A changed document is re-chunked, but only chunks whose embedded text is new are
+embedded; the rest reuse their stored vectors. The index swaps a document's chunks in one atomic step,
+so no stale chunk survives an update and a crash never leaves half a document.
+
+Ownership: an object replaces a registered document only if it was written by someone who may modify
+that document (`citewise.domain.access.may_modify` of the owner the object was signed for); any other is
+REFUSED and the record, chunks and status stay exactly as they were.
+
+Failures are recorded, never lost: a document that cannot be indexed is FAILED in the registry with a
+reason and none of its chunks stay searchable. A FAILED record keeps the owner and visibility the object
+was written with: a failure never invents an owner or widens who can read it. Permanent problems (bad
+input) are returned as FAILED results; transient ones (a throttled or failing backend) are recorded and
+then re-raised, so a queue can retry the message.
+
+Concurrency: two workers may ingest two versions of one document at once (S3 notifications of a busy key
+arrive in parallel). The registry orders writes (`DocumentRegistry.put` refuses one older than the stored
+record), so the older worker's final write fails with ConflictError. If that happens after its chunks
+went into the index, they may have replaced the newer version's; the worker then flags the record
+PENDING and raises the conflict, so its message is redelivered and re-ingests the object as it is now.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from citewise.domain.access import may_modify, object_writer
+from citewise.domain.batching import batched
+from citewise.domain.errors import CitewiseError, ConflictError, PayloadTooLargeError, ValidationError
+from citewise.domain.models import (
+    AttributeValue,
+    Chunk,
+    Document,
+    DocumentMetadata,
+    DocumentStatus,
+    Vector,
+)
+from citewise.domain.objects import SourceObject
+from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
+from citewise.domain.textutil import embedding_text
+from citewise.ingest.chunking import Chunker
+from citewise.ingest.parsing import parse
+from citewise.ports.embedder import Embedder
+from citewise.ports.index import VectorIndex
+from citewise.ports.registry import DocumentRegistry
+
+logger = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    """What one ingest call did, as counted in the CLI's summary."""
+
+    NEW = "new"
+    MODIFIED = "modified"
+    UNCHANGED = "unchanged"
+    FAILED = "failed"
+    DELETED = "deleted"
+    SUPERSEDED = "superseded"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """The outcome and the registry record after it; `embedded`/`reused` count vectors; `reason` says
+    why an object was REFUSED."""
+
+    outcome: Outcome
+    document: Document
+    embedded: int = 0
+    reused: int = 0
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits that turn oversized documents into clear FAILED records instead of exhaustion."""
+
+    max_document_bytes: int = 50 * 1024 * 1024
+    max_pages: int = 2000
+
+
+@dataclass
+class _Work:
+    """One changed document on its way through the phases of `ingest_many`."""
+
+    obj: SourceObject
+    pending: Document
+    is_new: bool
+    chunks: list[Chunk] = field(default_factory=list)
+    vectors: list[Vector] = field(default_factory=list)
+    embedded: int = 0
+    indexed: Document | None = None
+    outcome: IngestResult | CitewiseError | None = None
+
+
+def _raiser(exc: Exception) -> Callable[[_Work], None]:
+    """A step that fails with `exc`, so a shared failure settles each document like its own would."""
+
+    def fail(_: _Work) -> None:
+        raise exc
+
+    return fail
+
+
+class Ingestor:
+    """Runs the pipeline against injected ports, for one object or a stream of them."""
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        registry: DocumentRegistry,
+        embedder: Embedder,
+        chunker: Chunker,
+        *,
+        limits: Limits | None = None,
+        embed_batch_size: int = 64,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.index = index
+        self.registry = registry
+        self.embedder = embedder
+        self.chunker = chunker
+        self.limits = limits or Limits()
+        self.embed_batch_size = embed_batch_size
+        self.clock = clock
+        self._index_ready = False
+
+    def ingest(self, obj: SourceObject) -> IngestResult:
+        """Bring the index and registry up to date with `obj`.
+
+        Raises `ValidationError` for an invalid tenant or path (nothing is recorded), and transient
+        errors (throttling, a failing backend) after recording the document as FAILED, so a queue
+        retries it; everything else is a result.
+        """
+        [(_, outcome)] = self.ingest_many([obj])
+        if isinstance(outcome, CitewiseError):
+            raise outcome
+        return outcome
+
+    def ingest_many(
+        self, objects: Iterable[SourceObject], *, group: int = 32
+    ) -> Iterator[tuple[SourceObject, IngestResult | CitewiseError]]:
+        """`ingest` for many objects, yielding each with its result or the error `ingest` would raise.
+
+        Objects are taken `group` at a time so the chunks of all changed documents in a group are
+        embedded together: one large batch keeps a model busy where one call per short document does not.
+        """
+        self.ensure_index()
+        for batch in batched(objects, group):
+            works: list[_Work] = []
+            for obj in batch:
+                started = self._start(obj)
+                if isinstance(started, _Work):
+                    works.append(started)
+                else:
+                    yield obj, started
+            prepared = [work for work in works if self._guarded(work, self._prepare)]
+            try:
+                self._embed(prepared)
+            except Exception as exc:  # noqa: BLE001 - each document records the failure its own way
+                for work in prepared:
+                    self._guarded(work, _raiser(exc))
+            for work in prepared:
+                if work.outcome is None:
+                    self._guarded(work, self._commit)
+            for work in works:
+                assert work.outcome is not None  # noqa: S101 - every path above sets it
+                yield work.obj, work.outcome
+
+    def delete(self, tenant_id: str, doc_id: str) -> bool:
+        """Remove the document's chunks and record; False if it was not registered."""
+        self.ensure_index()  # a removal may be the first event a fresh index sees (a sidecar before its file)
+        existed = self.registry.get(tenant_id, doc_id) is not None
+        self.index.delete_document(tenant_id, doc_id)
+        self.registry.delete(tenant_id, doc_id)
+        return existed
+
+    def ensure_index(self) -> None:
+        """Create the index for this embedder (or check it matches), once per process, on first use.
+
+        Not at construction: building the pipeline stays free of network calls at a Lambda's cold start.
+        """
+        if not self._index_ready:
+            self.index.ensure(self.embedder.name, self.embedder.dimension)
+            self._index_ready = True
+
+    def _start(self, obj: SourceObject) -> _Work | IngestResult | CitewiseError:
+        """Validate, skip an unchanged version, else record PENDING and hand back the work to do."""
+        try:
+            validate_tenant_id(obj.tenant_id)
+            validate_path(obj.path)
+            doc_id = document_id(obj.tenant_id, obj.path)
+            previous = self.registry.get(obj.tenant_id, doc_id)
+            if previous is not None and not may_modify(object_writer(obj), previous):
+                reason = f"written for '{obj.owner}', who may not modify this document of '{previous.owner}'"
+                return IngestResult(Outcome.REFUSED, previous, reason=reason)
+            if previous is not None and _unchanged(previous, obj):
+                return IngestResult(Outcome.UNCHANGED, previous)
+            pending = self._record_pending(obj, previous)
+        except CitewiseError as exc:
+            return exc
+        return _Work(obj, pending, is_new=previous is None)
+
+    def _record_pending(self, obj: SourceObject, previous: Document | None) -> Document:
+        """Record `obj`'s version PENDING, keeping what the previous record knew (title, creation)."""
+        now = self.clock()
+        pending = Document(
+            tenant_id=obj.tenant_id,
+            doc_id=document_id(obj.tenant_id, obj.path),
+            path=obj.path,
+            source=obj.source,
+            title=previous.title if previous else None,
+            owner=obj.owner,
+            visibility=obj.visibility,
+            status=DocumentStatus.PENDING,
+            version=obj.version,
+            tags=_tags(obj.attributes),
+            attributes=obj.attributes,
+            created_at=previous.created_at if previous else now,
+            updated_at=now,
+        )
+        self.registry.put(pending)
+        return pending
+
+    def _guarded(self, work: _Work, step: Callable[[_Work], None]) -> bool:
+        """Run one step; on failure settle the work's outcome as `ingest` promises. True if it went on."""
+        try:
+            step(work)
+            return True
+        except ConflictError as exc:
+            self._superseded(work, exc, touched_index=step == self._commit)
+        except CitewiseError as exc:
+            permanent = isinstance(exc, ValidationError | PayloadTooLargeError)
+            failed = self._settle_failure(work, f"{exc.code}: {exc.message}")
+            if failed is not None:
+                work.outcome = IngestResult(Outcome.FAILED, failed) if permanent else exc
+        except Exception as exc:  # noqa: BLE001 - a bug in one document must not lose the others
+            logger.exception("unexpected failure ingesting %s", work.pending.doc_id)
+            failed = self._settle_failure(work, f"INTERNAL_ERROR: {type(exc).__name__}")
+            if failed is not None:
+                work.outcome = IngestResult(Outcome.FAILED, failed)
+        return False
+
+    def _superseded(self, work: _Work, conflict: ConflictError, *, touched_index: bool) -> None:
+        """A newer version owns the record now: leave its status alone, unless this worker's index write
+        may have replaced (or removed) the newer version's chunks. Then flag the record so the redelivery
+        that the re-raised conflict asks for re-ingests the current object instead of skipping it."""
+        latest = self.registry.get(work.pending.tenant_id, work.pending.doc_id)
+        work.outcome = IngestResult(Outcome.SUPERSEDED, latest or work.pending)
+        if touched_index and latest is not None:
+            self._flag_for_reingest(latest)
+            work.outcome = conflict
+
+    def _settle_failure(self, work: _Work, reason: str) -> Document | None:
+        """Record FAILED; None (the work superseded) if a newer version took the record meanwhile."""
+        try:
+            return self._fail(work.pending, reason)
+        except ConflictError as exc:
+            self._superseded(work, exc, touched_index=True)  # `_fail` removed the document's chunks first
+            return None
+
+    def _prepare(self, work: _Work) -> None:
+        """Load, parse and chunk the object."""
+        obj, pending = work.obj, work.pending
+        if obj.defect is not None:
+            raise obj.defect
+        if obj.size > self.limits.max_document_bytes:
+            raise PayloadTooLargeError(
+                f"document is {obj.size} bytes; the limit is {self.limits.max_document_bytes}",
+                details={"size": obj.size, "limit": self.limits.max_document_bytes},
+            )
+        data = obj.load()
+        parsed = parse(data, obj.path, obj.content_type, max_pages=self.limits.max_pages)
+        title = parsed.title or obj.path.rsplit("/", 1)[-1]
+        metadata = DocumentMetadata(
+            tenant_id=obj.tenant_id,
+            doc_id=pending.doc_id,
+            owner=obj.owner,
+            visibility=obj.visibility,
+            source=obj.source,
+            path=obj.path,
+            title=title,
+            tags=pending.tags,
+            created_at=pending.created_at,
+            updated_at=pending.updated_at,
+            attributes=obj.attributes,
+        )
+        work.chunks = self.chunker.split(parsed, metadata)
+        work.indexed = pending.model_copy(
+            update={
+                "status": DocumentStatus.INDEXED,
+                "title": title,
+                "content_hash": hashlib.sha256(data).hexdigest(),
+                "chunk_count": len(work.chunks),
+                "page_count": parsed.page_count,
+                "error": None,
+            }
+        )
+
+    def _embed(self, works: list[_Work]) -> None:
+        """Give every chunk a vector: stored ones are reused, the rest embedded together in batches."""
+        vectors: dict[tuple[str, str], Vector] = {}
+        missing: dict[tuple[str, str], str] = {}
+        for tenant_id in {work.obj.tenant_id for work in works}:
+            chunks = [c for work in works if work.obj.tenant_id == tenant_id for c in work.chunks]
+            known = self.index.vectors_by_hash(tenant_id, {c.content_hash for c in chunks})
+            vectors.update(((tenant_id, h), v) for h, v in known.items())
+            for chunk in chunks:
+                if chunk.content_hash not in known:
+                    text = embedding_text(chunk.document.title, chunk.heading_path, chunk.text)
+                    missing[(tenant_id, chunk.content_hash)] = text
+        keys = list(missing)
+        for start in range(0, len(keys), self.embed_batch_size):
+            batch = keys[start : start + self.embed_batch_size]
+            vectors.update(zip(batch, self.embedder.embed_documents([missing[k] for k in batch]), strict=True))
+        for work in works:
+            keys_of_work = [(work.obj.tenant_id, c.content_hash) for c in work.chunks]
+            work.vectors = [vectors[key] for key in keys_of_work]
+            work.embedded = len({key for key in keys_of_work if key in missing})
+
+    def _commit(self, work: _Work) -> None:
+        """Swap the document's chunks in the index, then record it INDEXED."""
+        assert work.indexed is not None  # noqa: S101 - _prepare set it
+        self.index.replace_document(work.obj.tenant_id, work.pending.doc_id, work.chunks, work.vectors)
+        self.registry.put(work.indexed)
+        work.outcome = IngestResult(
+            Outcome.NEW if work.is_new else Outcome.MODIFIED,
+            work.indexed,
+            work.embedded,
+            len(work.chunks) - work.embedded,
+        )
+
+    def _flag_for_reingest(self, latest: Document) -> None:
+        """Mark `latest` PENDING (keeping its version) so the next delivery does not skip it as unchanged."""
+        try:
+            self.registry.put(latest.model_copy(update={"status": DocumentStatus.PENDING, "updated_at": self.clock()}))
+        except ConflictError:
+            pass  # a still newer write happened; its own commit or flag settles the record
+
+    def _fail(self, pending: Document, reason: str) -> Document:
+        """Record the failure and make sure none of the document's old chunks stay searchable."""
+        self.index.delete_document(pending.tenant_id, pending.doc_id)
+        failed = pending.model_copy(update={"status": DocumentStatus.FAILED, "error": reason, "chunk_count": 0})
+        self.registry.put(failed)
+        return failed
+
+
+def _unchanged(previous: Document, obj: SourceObject) -> bool:
+    return (
+        obj.defect is None
+        and previous.status is DocumentStatus.INDEXED
+        and previous.version == obj.version
+        and previous.owner == obj.owner
+        and previous.visibility == obj.visibility
+        and previous.attributes == obj.attributes
+        and previous.source == obj.source
+    )
+
+
+def _tags(attributes: dict[str, AttributeValue]) -> tuple[str, ...]:
+    tags = attributes.get("tags", [])
+    return tuple(tags) if isinstance(tags, list) else (str(tags),)

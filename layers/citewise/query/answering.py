@@ -1,0 +1,31 @@
+"""Question answering: retrieve inside the caller's access, then synthesize from what was found."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
+from citewise.domain.models import Answer, Caller, SearchRequest
+from citewise.ports.synthesizer import Synthesizer, unanswered
+from citewise.query.retrieval import Retriever
+
+Stage = Callable[[str], AbstractContextManager[object]]
+
+
+def _untimed(_: str) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
+def answer_question(
+    retriever: Retriever, synthesizer: Synthesizer, caller: Caller, request: SearchRequest, *, stage: Stage = _untimed
+) -> Answer:
+    """An answer citing only chunks the caller may read; with nothing above `min_score`, says so.
+
+    `stage(name)` wraps the `retrieval` and `synthesis` steps, so a handler can time each one.
+    """
+    with stage("retrieval"):
+        hits = retriever.search(caller, request)
+    if not hits:
+        return unanswered()
+    with stage("synthesis"):
+        return synthesizer.answer(request.query, hits)

@@ -1,0 +1,127 @@
+"""Hybrid retrieval: BM25 and vector rankings, each inside the caller's access, fused by reciprocal rank.
+
+The access filter is not built here from anything the user sends: the index port takes the `Caller`
+and applies `tenant AND (shared OR owner)` itself; the user's filter can only narrow that. Fusion runs
+in the client so it behaves the same on the local index, an OpenSearch domain and OpenSearch Serverless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import Caller, Filter, SearchHit, SearchMode, SearchRequest
+from citewise.domain.textutil import word_prefix
+from citewise.ports.embedder import Embedder
+from citewise.ports.index import ScoredChunk, VectorIndex
+
+# Keys that only the access filter may use: naming them in a user filter is refused outright, so a
+# client can never believe it chose a tenant.
+RESERVED_FILTER_KEYS = frozenset({"tenant_id", "tenant", "tenantId"})
+MAX_KEYWORD_CHARS = 600
+"""How much of the query text the BM25 ranking reads (whole words; the vector ranking reads it all).
+
+OpenSearch turns each analyzed term of a `match` query into a clause, and refuses a query of more than
+`indices.query.bool.max_clause_count` (1024) clauses: a 10,000-character question would be a 502 on AWS
+while the local index answered it. A term takes at least one character (the standard tokenizer makes one
+of each CJK ideograph), so 600 characters are at most 600 clauses, which leaves room for the largest
+filter (`models.MAX_FILTER_NODES`, about 370 clauses with the access filter). Both backends read the same
+prefix, so they rank alike. A question is rarely that long; a pasted passage still finds its matches.
+"""
+
+
+def validate_filter(filters: Filter | None) -> None:
+    """Refuse a user filter that names a reserved key."""
+    if filters is None:
+        return
+    reserved = sorted(filters.keys() & RESERVED_FILTER_KEYS)
+    if reserved:
+        raise ValidationError(
+            f"filter key '{reserved[0]}' is reserved: the tenant comes from your identity",
+            details={"field": "filters", "reserved_keys": reserved},
+        )
+
+
+def reciprocal_rank_fusion(
+    rankings: Mapping[str, Sequence[ScoredChunk]], weights: Mapping[str, float], k: int
+) -> list[tuple[ScoredChunk, float, dict[str, float]]]:
+    """Fuse named ranked lists: score(c) = sum_i w_i / (k + rank_i(c)), scaled so rank 1 everywhere is 1.0.
+
+    Returns each chunk once with its fused score and its raw score in each list it appears in, best
+    first; ties keep the order of first appearance.
+    """
+    best_possible = sum(weights[name] / (k + 1) for name in rankings)
+    fused: dict[str, tuple[ScoredChunk, float, dict[str, float]]] = {}
+    for name, ranking in rankings.items():
+        for rank, scored in enumerate(ranking, start=1):
+            first, total, raw = fused.get(scored.chunk.chunk_id) or (scored, 0.0, {})
+            raw[name] = scored.score
+            fused[scored.chunk.chunk_id] = (first, total + weights[name] / (k + rank), raw)
+    ordered = sorted(fused.values(), key=lambda entry: -entry[1])
+    return [(scored, total / best_possible, raw) for scored, total, raw in ordered]
+
+
+class Retriever:
+    """Runs a `SearchRequest` for a `Caller` against an index with an embedder."""
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        embedder: Embedder,
+        *,
+        mode: SearchMode = "hybrid",
+        rrf_k: int = 5,
+        candidates: int = 50,
+        keyword_weight: float = 1.0,
+        vector_weight: float = 1.0,
+    ) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.mode = mode
+        self.rrf_k = rrf_k
+        self.candidates = candidates
+        self.weights = {"keyword": keyword_weight, "vector": vector_weight}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keyword-search")
+
+    def search(self, caller: Caller, request: SearchRequest) -> list[SearchHit]:
+        """The best chunks for the request, at most `top_k`, from at most `max_sources` documents."""
+        validate_filter(request.filters)
+        hits: list[SearchHit] = []
+        documents: set[str] = set()
+        for hit in self.rank(caller, request.query, request.filters, max(self.candidates, request.top_k)):
+            if hit.score < request.min_score:
+                break
+            doc_id = hit.chunk.document.doc_id
+            if doc_id not in documents and len(documents) == (request.max_sources or request.top_k):
+                continue
+            documents.add(doc_id)
+            hits.append(hit)
+            if len(hits) == request.top_k:
+                break
+        return hits
+
+    def rank(self, caller: Caller, query: str, filters: Filter | None, depth: int) -> list[SearchHit]:
+        """Every chunk of the top `depth` of each ranking, fused, best first (no cut-offs applied).
+
+        `search` is the API's view of this; evaluation reads the whole fused list.
+        """
+        rankings: dict[str, list[ScoredChunk]] = {}
+        keyword = None
+        if self.mode in ("hybrid", "bm25"):
+            # The keyword half runs beside the vector half (embedding + scan): latency is the slower one.
+            keyword_text = word_prefix(query, MAX_KEYWORD_CHARS)
+            keyword = self._pool.submit(self.index.keyword_search, caller, keyword_text, filters, depth)
+        if self.mode in ("hybrid", "vector"):
+            rankings["vector"] = self.index.vector_search(caller, self.embedder.embed_query(query), filters, depth)
+        if keyword is not None:
+            rankings["keyword"] = keyword.result()
+        return [
+            SearchHit(
+                chunk=scored.chunk,
+                score=round(score, 6),
+                vector_score=raw.get("vector"),
+                keyword_score=raw.get("keyword"),
+            )
+            for scored, score, raw in reciprocal_rank_fusion(rankings, self.weights, self.rrf_k)
+        ]

@@ -1,0 +1,42 @@
+"""The Powertools logger, tracer and metrics of every function, created once.
+
+Logs are structured JSON with the request id as correlation id and the tenant id appended per request;
+document text, questions and tokens are never logged. Library modules log through stdlib loggers named
+for their module (`citewise.ingest.s3events` ...), which need nothing of Powertools; their records go through
+this logger's handler and formatter, so they carry the same correlation id, tenant and function keys.
+Metrics go out as EMF in namespace `Citewise` (POWERTOOLS_METRICS_NAMESPACE) with the function's service
+name as dimension.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+# The module loggers' parent must exist for Powertools to find it. (A service named `citewise` is that
+# parent already, and Powertools leaves it alone.)
+logging.getLogger("citewise")
+copy_config_to_registered_loggers(source_logger=logger, include={"citewise"})
+# Requests that record no metric (health checks, listings) are normal here; Powertools would write a
+# warning to the function's log for every one of them.
+warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
+
+
+@contextmanager
+def timed(metric: str) -> Iterator[None]:
+    """Record how long the block took as `metric` in milliseconds (also when it raises)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        metrics.add_metric(name=metric, unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000)

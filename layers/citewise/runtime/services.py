@@ -1,0 +1,248 @@
+"""Builds the adapters the settings ask for (AWS services, or a backend installed beside the library),
+each once per process, lazily.
+
+The logic modules never choose adapters: they receive ports. This is the one place that maps
+`CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` to classes, importing each AWS
+adapter only when it is chosen so a Lambda loads no client it does not use. Each adapter is built on
+first use: a function builds only what its requests touch (the query function never creates a DynamoDB
+or S3 client), and a cold start pays for no client it does not need.
+
+The library ships the AWS backend and the embedders Lambda runs. Any other backend or embedder (the
+local platform's folder, SQLite and MiniLM adapters) is found through a Python entry point, in the
+groups `citewise.backends` and `citewise.embedders`, registered by the package that provides it. So the
+library never imports that package, the Lambda layer does not contain it, and on Lambda
+`CITEWISE_BACKEND=local` fails at cold start saying what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from importlib.metadata import entry_points
+from typing import Protocol, cast
+
+from citewise.builtin.extractive import ExtractiveSynthesizer
+from citewise.builtin.hashing import HashingEmbedder
+from citewise.domain.errors import ValidationError
+from citewise.ingest.chunking import Chunker
+from citewise.ingest.pipeline import Ingestor, Limits
+from citewise.ports.blobstore import BlobStore
+from citewise.ports.embedder import Embedder
+from citewise.ports.index import VectorIndex
+from citewise.ports.registry import DocumentRegistry
+from citewise.ports.synthesizer import Synthesizer
+from citewise.query.retrieval import Retriever
+from citewise.runtime.settings import Settings
+
+BACKENDS_GROUP = "citewise.backends"
+EMBEDDERS_GROUP = "citewise.embedders"
+
+
+class Backend(Protocol):
+    """The storage adapters of one backend for one `Settings`, each built when first asked for.
+
+    A backend the library does not ship registers a callable `(Settings) -> Backend` in the entry-point
+    group `citewise.backends` under its `CITEWISE_BACKEND` name.
+    """
+
+    def index(self) -> VectorIndex: ...
+
+    def registry(self) -> DocumentRegistry: ...
+
+    def blobs(self) -> BlobStore: ...
+
+    def close(self) -> None:
+        """Release what the adapters built so far hold open (database connections)."""
+        ...
+
+
+class Services:
+    """The wired pipeline, what the CLI, the local server and the handlers call: each adapter is built on
+    first use and kept. Adapters passed in are used as they are (a test's doubles)."""
+
+    def __init__(self, settings: Settings, **adapters: object) -> None:
+        self.settings = settings
+        unknown = set(adapters) - _ADAPTERS
+        if unknown:
+            raise TypeError(f"no such adapter: {', '.join(sorted(unknown))}")
+        self.__dict__.update(adapters)  # what `cached_property` would have built
+        # Found now, not on first use: a backend or embedder that is not installed fails the cold start.
+        self._backend = backend_for(settings)
+        self.closers: list[Callable[[], None]] = [self._backend.close]
+        """What `close` calls, in order."""
+        if "embedder" not in adapters:
+            self._embedder_factory = embedder_factory(settings)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return self._embedder_factory()
+
+    @cached_property
+    def index(self) -> VectorIndex:
+        index = self._backend.index()
+        if self.settings.backend != "aws":
+            # Cheap on an embedded index, and it makes a query against an index of another embedder fail
+            # loudly instead of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns
+            # this check.
+            index.ensure(self.embedder.name, self.embedder.dimension)
+        return index
+
+    @cached_property
+    def registry(self) -> DocumentRegistry:
+        return self._backend.registry()
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        return self._backend.blobs()
+
+    @cached_property
+    def ingestor(self) -> Ingestor:
+        settings = self.settings
+        return Ingestor(
+            self.index,
+            self.registry,
+            self.embedder,
+            Chunker(settings.chunk_tokens, settings.chunk_overlap),
+            limits=Limits(max_document_bytes=settings.max_document_bytes, max_pages=settings.max_pages),
+            embed_batch_size=settings.embed_batch_size,
+        )
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        settings = self.settings
+        return Retriever(
+            self.index,
+            self.embedder,
+            mode=settings.search_mode,
+            rrf_k=settings.rrf_k,
+            candidates=settings.candidates,
+            keyword_weight=settings.keyword_weight,
+            vector_weight=settings.vector_weight,
+        )
+
+    @cached_property
+    def synthesizer(self) -> Synthesizer:
+        return build_synthesizer(self.settings)
+
+    def close(self) -> None:
+        """Release what the adapters built so far hold open (the local database connections)."""
+        for close in self.closers:
+            close()
+
+
+_ADAPTERS = frozenset({"embedder", "index", "registry", "blobs", "ingestor", "retriever", "synthesizer"})
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """The configured embedder."""
+    return embedder_factory(settings)()
+
+
+def embedder_factory(settings: Settings) -> Callable[[], Embedder]:
+    """What builds the configured embedder: the library's own, or a callable `(Settings) -> Embedder`
+    registered in the entry-point group `citewise.embedders` under its `CITEWISE_EMBEDDER` name.
+
+    Each model's module is imported only when it is built.
+    """
+    if settings.embedder == "hashing":
+        return lambda: HashingEmbedder(settings.hashing_dimension)
+    if settings.embedder in ("titan", "cohere-english", "cohere-multilingual"):
+        return lambda: _bedrock_embedder(settings)
+    make = cast(Callable[[Settings], Embedder], _plugin(EMBEDDERS_GROUP, settings.embedder, "CITEWISE_EMBEDDER"))
+    return lambda: make(settings)
+
+
+def _bedrock_embedder(settings: Settings) -> Embedder:
+    from citewise.aws.bedrock_embeddings import CohereEmbedder, TitanEmbedder
+
+    if settings.embedder == "titan":
+        return TitanEmbedder(dimension=settings.embedding_dimension, region=settings.aws_region)
+    language = settings.embedder.removeprefix("cohere-")
+    return CohereEmbedder(model_id=f"cohere.embed-{language}-v3", region=settings.aws_region)
+
+
+def build_synthesizer(settings: Settings) -> Synthesizer:
+    """The extractive synthesizer, or Bedrock Converse with the configured model and guardrail."""
+    if settings.synthesizer == "extractive":
+        return ExtractiveSynthesizer()
+    from citewise.aws.bedrock_synthesis import BedrockSynthesizer
+
+    return BedrockSynthesizer(
+        settings.generation_model_id,
+        region=settings.aws_region,
+        max_tokens=settings.generation_max_tokens,
+        temperature=settings.generation_temperature,
+        guardrail_identifier=settings.guardrail_id,
+        guardrail_version=settings.guardrail_version,
+    )
+
+
+def backend_for(settings: Settings) -> Backend:
+    """The adapters of `settings.backend`: the AWS services, or a backend registered in `citewise.backends`."""
+    if settings.backend == "aws":
+        return AwsBackend(settings)
+    make = cast(Callable[[Settings], Backend], _plugin(BACKENDS_GROUP, settings.backend, "CITEWISE_BACKEND"))
+    return make(settings)
+
+
+def _plugin(group: str, name: str, variable: str) -> object:
+    """The object registered as `name` in the entry-point `group`; a clear error when none is installed."""
+    found = entry_points(group=group, name=name)
+    if not found:
+        raise ValidationError(
+            f"{variable}={name} is not installed here: it comes with the citewise_local package "
+            "(pip install 'citewise[local]'), which the Lambda layer does not ship"
+        )
+    (entry,) = found  # one distribution provides each name
+    loaded: object = entry.load()
+    return loaded
+
+
+class AwsBackend:
+    """The managed services: OpenSearch, DynamoDB and S3, from the settings of a deployed function."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def index(self) -> VectorIndex:
+        from citewise.aws import clients as aws
+        from citewise.aws.opensearch import OpenSearchIndex, connect
+
+        settings = self._settings
+        endpoint = _required(settings.opensearch_endpoint)
+        client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
+        return OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
+
+    def registry(self) -> DocumentRegistry:
+        from citewise.aws import clients as aws
+        from citewise.aws.dynamodb import DynamoRegistry
+
+        settings = self._settings
+        return DynamoRegistry(
+            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+        )
+
+    def blobs(self) -> BlobStore:
+        from citewise.aws.s3 import S3BlobStore, s3_client
+
+        settings = self._settings
+        return S3BlobStore(
+            _required(settings.documents_bucket),
+            client=s3_client(settings.aws_region),
+            max_bytes=settings.max_document_bytes,
+            url_ttl=settings.upload_url_ttl,
+        )
+
+    def close(self) -> None:
+        """The AWS clients hold nothing that needs closing."""
+
+
+def _required(value: str | None) -> str:
+    if value is None:  # the settings validator refuses this already
+        raise ValidationError("CITEWISE_BACKEND=aws needs the endpoint, table and bucket settings")
+    return value
+
+
+def build_services(settings: Settings) -> Services:
+    """The pipeline for `settings.backend` (the AWS adapters or an installed backend), built on use."""
+    return Services(settings)
