@@ -21,6 +21,7 @@ from citewise.aws.bedrock_synthesis import BedrockSynthesizer
 from citewise.domain.errors import GenerationError, ThrottledError
 from citewise.ports.grounding import BLOCKED_ANSWER, SYSTEM_PROMPT, system_prompt, user_message
 from citewise.ports.synthesizer import NO_ANSWER
+from tests.doubles.models import converse_response
 from tests.factories import hit
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
@@ -32,19 +33,6 @@ HITS = [
     hit(2, "Every tenant has its own prefix. Tenants are isolated by a mandatory filter on tenant_id."),
     hit(3, "Uploads use presigned URLs.", heading=("Guide", "Uploads")),
 ]
-
-
-def converse_response(
-    text: str | None, *, stop_reason: str = "end_turn", usage: tuple[int, int] = (1200, 80)
-) -> dict[str, Any]:
-    """A Converse response as botocore parses it."""
-    content = [] if text is None else [{"text": text}]
-    return {
-        "output": {"message": {"role": "assistant", "content": content}},
-        "stopReason": stop_reason,
-        "usage": {"inputTokens": usage[0], "outputTokens": usage[1], "totalTokens": sum(usage)},
-        "metrics": {"latencyMs": 850},
-    }
 
 
 class Captured:
