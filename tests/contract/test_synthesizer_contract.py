@@ -14,7 +14,6 @@ the logs carries document text.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
@@ -24,11 +23,10 @@ from hypothesis import strategies as st
 
 from citewise.aws.bedrock_synthesis import BedrockSynthesizer
 from citewise.builtin.extractive import ExtractiveSynthesizer
-from citewise.domain.models import Answer, SearchHit
-from citewise.domain.textutil import MAX_QUOTE_CHARS
 from citewise.ports.grounding import SYSTEM_PROMPT, user_message
 from citewise.ports.synthesizer import NO_ANSWER, Synthesizer
 from citewise_local.openai_synthesis import OpenAIChatSynthesizer
+from tests.contract.synthesis_rules import assert_keeps_the_contract
 from tests.doubles.chat_server import chat_server
 from tests.doubles.models import FakeConverse, ScriptedModel
 from tests.factories import hit
@@ -68,27 +66,6 @@ def pair(request: pytest.FixtureRequest) -> Iterator[tuple[Synthesizer, Scripted
     model = ScriptedModel()
     with ExitStack() as stack:
         yield ADAPTERS[request.param](model, stack), model
-
-
-def assert_keeps_the_contract(answer: Answer, hits: list[SearchHit]) -> None:
-    """The promises of every answer, whatever the model wrote."""
-    markers = [int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)]
-    # Every marker is a source of the answer, numbered in order of first citation, and has a citation
-    assert all(1 <= n <= len(answer.sources) for n in markers)
-    assert list(dict.fromkeys(markers)) == list(range(1, len(set(markers)) + 1))
-    assert set(markers) == {c.source for c in answer.citations}
-    # Every citation quotes its own chunk verbatim
-    for citation in answer.citations:
-        cited = answer.sources[citation.source - 1].chunk
-        assert citation.chunk_id == cited.chunk_id and citation.doc_id == cited.document.doc_id
-        assert citation.quote and citation.quote in cited.text
-        assert len(citation.quote) <= MAX_QUOTE_CHARS
-    if answer.grounded:
-        # The sources are the given hits, reordered
-        assert sorted(h.chunk.chunk_id for h in answer.sources) == sorted(h.chunk.chunk_id for h in hits)
-        assert answer.citations
-    else:
-        assert (answer.answer, answer.citations, answer.sources) == (NO_ANSWER, [], [])
 
 
 def test_it_answers_from_the_hits_and_numbers_sources_in_order_of_citation(

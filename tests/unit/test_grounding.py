@@ -7,14 +7,12 @@ source it was not given" is enforced for Bedrock and for any OpenAI-compatible e
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citewise.domain.textutil import MAX_QUOTE_CHARS
 from citewise.ports.grounding import OPERATOR_PREAMBLE, SYSTEM_PROMPT, ground, system_prompt, user_message
 from citewise.ports.synthesizer import NO_ANSWER
+from tests.contract.synthesis_rules import assert_keeps_the_contract
 from tests.factories import hit
 
 HITS = [
@@ -81,19 +79,6 @@ def test_every_remaining_marker_maps_to_a_given_source_and_every_quote_is_verbat
     hits = [hit(i, chunk) for i, chunk in enumerate(texts, start=1)]
     # When grounded
     answer = ground(text, hits)
-    # Then every marker left is a source of the answer, numbered in order of first appearance
-    markers = [int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)]
-    assert all(1 <= n <= len(answer.sources) for n in markers)
-    assert list(dict.fromkeys(markers)) == list(range(1, len(set(markers)) + 1))
-    assert set(markers) == {c.source for c in answer.citations}
-    # And every citation quotes its own chunk verbatim
-    for citation in answer.citations:
-        cited = answer.sources[citation.source - 1].chunk
-        assert citation.chunk_id == cited.chunk_id and citation.doc_id == cited.document.doc_id
-        assert citation.quote and citation.quote in cited.text
-        assert len(citation.quote) <= MAX_QUOTE_CHARS
-    # And sources are the given hits, reordered; an uncited answer is the honest NO_ANSWER
-    if answer.grounded:
-        assert sorted(h.chunk.chunk_id for h in answer.sources) == sorted(h.chunk.chunk_id for h in hits)
-    else:
-        assert (answer.answer, answer.citations, answer.sources) == (NO_ANSWER, [], [])
+    # Then every marker left is a source of the answer, numbered in order of first appearance, every
+    # citation quotes its own chunk verbatim, and an uncited answer is the honest NO_ANSWER
+    assert_keeps_the_contract(answer, hits)

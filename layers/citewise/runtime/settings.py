@@ -90,9 +90,7 @@ class Settings(BaseSettings):
     @field_validator("public_url")
     @classmethod
     def _http_base_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError("must be an http(s) URL such as http://127.0.0.1:8080")
+        _require_http_url(value, "http://127.0.0.1:8080")
         if value.endswith("/"):
             raise ValueError("must not end with '/'")
         return value
@@ -100,9 +98,7 @@ class Settings(BaseSettings):
     @field_validator("openai_base_url")
     @classmethod
     def _api_base_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError("must be an http(s) URL such as http://localhost:11434/v1")
+        _require_http_url(value, "http://localhost:11434/v1")
         return value.rstrip("/")
 
     @model_validator(mode="after")
@@ -131,6 +127,12 @@ class Settings(BaseSettings):
     def home_dir(self) -> Path:
         """`home` with `~` expanded."""
         return self.home.expanduser()
+
+
+def _require_http_url(value: str, example: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"must be an http(s) URL such as {example}")
 
 
 class ApiSettings(Settings):
