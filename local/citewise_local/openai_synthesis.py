@@ -219,7 +219,7 @@ class OpenAIChatSynthesizer:
             if not isinstance(chunk, dict):
                 raise self._unusable("a chunk is not a JSON object")
             usage = _usage(chunk.get("usage")) or usage
-            if chunk.get("choices") == [] and "error" not in chunk:  # the usage-only chunk some servers send
+            if chunk.get("choices") == [] and chunk.get("error") is None:  # the usage-only chunk some servers send
                 continue
             choice = self._choice(chunk)
             delta = choice.get("delta")
@@ -236,7 +236,7 @@ class OpenAIChatSynthesizer:
         """`choices[0]` of a completion or chunk; an `error` object in a 200 body is the server's failure."""
         if not isinstance(body, dict):
             raise self._unusable("the body is not a JSON object")
-        if "error" in body:
+        if body.get("error") is not None:
             raise GenerationError(
                 f"{ACTION} at {self.endpoint} failed: {_error_message(body)}", details=self._details()
             )

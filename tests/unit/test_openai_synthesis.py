@@ -140,6 +140,12 @@ def test_any_well_formed_event_stream_is_read(server: ChatServer) -> None:
     assert answer.usage == {"input_tokens": 9, "output_tokens": 4}
 
 
+def test_a_null_error_field_is_no_error(server: ChatServer) -> None:
+    body = {"choices": [{"message": {"content": REPLY}, "finish_reason": "stop"}], "error": None}
+    server.respond_next(200, "application/json", json.dumps(body).encode())
+    assert synthesizer(server).answer(QUESTION, HITS).grounded
+
+
 def test_thinking_is_not_part_of_the_answer(server: ChatServer) -> None:
     server.model.reply = "<think>Source 1 is about alarms [1].</think>\nRotate the signing key every ninety days [2]."
     answer = synthesizer(server).answer(QUESTION, HITS)
