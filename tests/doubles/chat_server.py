@@ -110,10 +110,9 @@ class ChatServer:
         def trickle(handler: _Handler) -> None:
             handler.start_stream()
             event = f"data: {json.dumps(self._chunk('Rotate the signing key'))}\n\n".encode()
-            while not handler.close_connection:
+            while True:
                 for byte in event:
-                    handler.send_chunk(bytes([byte]))
-                    if self._released.wait(0.05) or handler.close_connection:
+                    if not handler.send_chunk(bytes([byte])) or self._released.wait(0.05):
                         return
 
         self._faults.append(trickle)
@@ -175,6 +174,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         chat: ChatServer = self.server.chat  # type: ignore[attr-defined]
+        # One request per connection, as the synthesizer makes them: the client closes after `[DONE]`, so
+        # waiting for a next request on the connection would only read its reset.
+        self.close_connection = True
         length = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(length)
         if self.path != PATH:
@@ -213,13 +215,14 @@ class _Handler(BaseHTTPRequestHandler):
     def send_event(self, body: Any) -> None:
         self.send_chunk(f"data: {json.dumps(body)}\n\n".encode())
 
-    def send_chunk(self, data: bytes) -> None:
-        """One chunk of the chunked body (an empty one ends it)."""
+    def send_chunk(self, data: bytes) -> bool:
+        """Send one chunk of the chunked body (an empty one ends it); False if the client has gone."""
         try:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
         except OSError:  # the client gave up (its deadline): nothing to send it
-            self.close_connection = True
+            return False
+        return True
 
 
 def _problem(request: Any) -> str:
