@@ -16,7 +16,7 @@ from typing import ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.domain.errors import ValidationError
@@ -24,7 +24,8 @@ from citewise.domain.models import SearchMode
 
 Backend = Literal["local", "aws"]
 EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-multilingual"]
-SynthesizerName = Literal["extractive", "bedrock"]
+SynthesizerName = Literal["extractive", "bedrock", "openai"]
+GenerationFallback = Literal["none", "extractive"]
 OpenSearchService = Literal["es", "aoss"]
 AuthMode = Literal["cognito", "iam"]
 
@@ -39,7 +40,23 @@ class Settings(BaseSettings):
     backend: Backend = Field(default="local", description="`local` (embedded files) or `aws` (managed services).")
     home: Path = Field(default=Path("~/.citewise"), description="Where the local index and registry live.")
     embedder: EmbedderName = "minilm"
-    synthesizer: SynthesizerName = "extractive"
+    synthesizer: SynthesizerName = Field(
+        default="extractive",
+        description="`extractive` (quotes, no model), `bedrock` (Converse) or `openai` (a chat-completions endpoint).",
+    )
+    generation_fallback: GenerationFallback = Field(
+        default="none",
+        description="`extractive`: when the model fails (GENERATION_ERROR, THROTTLED), answer by quoting instead.",
+    )
+    # --- an OpenAI-compatible chat-completions endpoint (CITEWISE_SYNTHESIZER=openai; docs/generation.md)
+    openai_base_url: str = Field(
+        default="http://localhost:11434/v1", description="The API base, up to `/v1` (Ollama's by default)."
+    )
+    openai_model: str = Field(default="", description="The model name the endpoint serves, e.g. llama3.2.")
+    openai_api_key: SecretStr | None = Field(default=None, description="Sent as a bearer token; never logged.")
+    openai_timeout: float = Field(
+        default=60.0, gt=0, le=900, description="Seconds one answer may take in all (connect to last token)."
+    )
     hashing_dimension: int = Field(default=384, ge=16, le=4096)
     chunk_tokens: int = Field(default=400, ge=32, le=4000)
     chunk_overlap: int = Field(default=50, ge=0, le=1000)
@@ -73,12 +90,22 @@ class Settings(BaseSettings):
     @field_validator("public_url")
     @classmethod
     def _http_base_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError("must be an http(s) URL such as http://127.0.0.1:8080")
+        _require_http_url(value, "http://127.0.0.1:8080")
         if value.endswith("/"):
             raise ValueError("must not end with '/'")
         return value
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _api_base_url(cls, value: str) -> str:
+        _require_http_url(value, "http://localhost:11434/v1")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _openai_has_a_model(self) -> Settings:
+        if self.synthesizer == "openai" and not self.openai_model:
+            raise ValueError("CITEWISE_SYNTHESIZER=openai needs CITEWISE_OPENAI_MODEL (the endpoint's model name)")
+        return self
 
     @model_validator(mode="after")
     def _overlap_below_budget(self) -> Settings:
@@ -100,6 +127,12 @@ class Settings(BaseSettings):
     def home_dir(self) -> Path:
         """`home` with `~` expanded."""
         return self.home.expanduser()
+
+
+def _require_http_url(value: str, example: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"must be an http(s) URL such as {example}")
 
 
 class ApiSettings(Settings):
