@@ -21,13 +21,14 @@ from citewise.domain.access import may_modify
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
 from citewise.domain.objects import SourceObject
+from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.query.answering import answer_question
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings, load_settings
-from citewise_local.folders import FOLDER_SOURCE, scan
+from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.render import render_answer, render_documents, render_hits, render_summary
 
 EXIT_ERROR = 2
@@ -85,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     _identity(listing)
     listing.add_argument("--status", choices=[s.value for s in DocumentStatus])
     listing.add_argument("--prefix", help="only paths starting with this")
-    listing.add_argument("--source", help="only documents from this source (exact: local, s3, ...)")
+    listing.add_argument(
+        "--source", help="only documents from this source, the content's origin (exact: jira, confluence, ...)"
+    )
     listing.add_argument("--limit", type=int, default=100)
     listing.add_argument("--cursor")
     listing.add_argument("--json", action="store_true")
@@ -169,7 +172,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
         for document in _all_documents(services, caller.tenant_id, prefix):
             # Only what a folder sync put there, and only what this caller may change: never a document
             # that came through the API or the bucket, never a colleague's.
-            gone = document.path not in seen and document.source == FOLDER_SOURCE
+            gone = document.path not in seen and channel_of(document) == FOLDER_CHANNEL
             if gone and may_modify(caller, document):
                 services.ingestor.delete(caller.tenant_id, document.doc_id)
                 results.append(IngestResult(Outcome.DELETED, document))

@@ -32,13 +32,22 @@ def render_answer(answer: Answer) -> str:
 
 
 def render_hits(hits: Sequence[SearchHit]) -> str:
-    """One block per hit: rank, score, location, and the start of the chunk."""
+    """One block per hit: rank, score, location, source and date, and the start of the chunk."""
     if not hits:
         return "No matching chunks."
     return "\n".join(
-        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}\n    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
+        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n"
+        f"    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
         for rank, hit in enumerate(hits, start=1)
     )
+
+
+def _provenance(chunk: Chunk) -> str:
+    """`  (source jira, 2026-03-03)`: the content's origin and date, where known."""
+    doc = chunk.document
+    facts = [f"source {doc.source}"] if doc.source else []
+    facts += [doc.source_date.date().isoformat()] if doc.source_date else []
+    return f"  ({', '.join(facts)})" if facts else ""
 
 
 def _chunk_location(chunk: Chunk) -> str:

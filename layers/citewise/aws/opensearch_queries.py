@@ -42,6 +42,7 @@ from typing import Any
 
 from citewise.domain.matching import metadata_view
 from citewise.domain.models import Caller, Chunk, Comparison, Filter, Vector, Visibility
+from citewise.domain.provenance import iso
 from citewise.domain.textutil import embedding_text
 
 SCHEMA_VERSION = "1"
@@ -97,6 +98,8 @@ def index_body(
                 "owner": keyword,
                 "visibility": keyword,
                 "source": keyword,
+                "channel": keyword,
+                "source_date": {"type": "date"},
                 "path": keyword,
                 "tags": keyword,
                 "content_hash": keyword,
@@ -173,6 +176,8 @@ def document_source(chunk: Chunk, vector: Vector, *, generation: str) -> Body:
         "owner": doc.owner,
         "visibility": doc.visibility.value,
         "source": doc.source,
+        "channel": doc.channel,
+        "source_date": iso(doc.source_date) if doc.source_date is not None else None,
         "path": doc.path,
         "tags": list(doc.tags),
         "content_hash": chunk.content_hash,

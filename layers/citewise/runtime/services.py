@@ -24,6 +24,7 @@ from typing import Protocol, cast
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import ValidationError
+from citewise.domain.provenance import ProvenanceKeys
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.pipeline import Ingestor, Limits
 from citewise.ports.blobstore import BlobStore
@@ -105,6 +106,7 @@ class Services:
             Chunker(settings.chunk_tokens, settings.chunk_overlap),
             limits=Limits(max_document_bytes=settings.max_document_bytes, max_pages=settings.max_pages),
             embed_batch_size=settings.embed_batch_size,
+            provenance_keys=ProvenanceKeys(source=settings.source_key, date=settings.source_date_key),
         )
 
     @cached_property

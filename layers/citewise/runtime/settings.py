@@ -51,6 +51,16 @@ class Settings(BaseSettings):
     vector_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of vector ranks in the fusion.")
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
+    source_key: str = Field(
+        default="source",
+        pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
+        description="The metadata (sidecar or object metadata) key naming a document's source, e.g. `jira`.",
+    )
+    source_date_key: str = Field(
+        default="updated_at",
+        pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
+        description="The metadata key holding when a document's content last changed (ISO 8601).",
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
         description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
