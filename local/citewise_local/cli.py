@@ -29,7 +29,7 @@ from citewise.query.answering import answer_question
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings, load_settings
 from citewise_local.folders import FOLDER_CHANNEL, scan
-from citewise_local.render import render_answer, render_documents, render_hits, render_summary
+from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
 
 EXIT_ERROR = 2
 
@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--min-score", type=float, default=0.0)
         sub.add_argument("--max-sources", type=int)
         sub.add_argument("--filter", type=_json_arg, help="Bedrock Knowledge Bases filter as JSON")
+        sub.add_argument(
+            "--no-route", action="store_true", help="search the whole text: no dates, sources or ids taken as filters"
+        )
         sub.add_argument("--json", action="store_true")
         sub.set_defaults(run=run)
 
@@ -157,6 +160,7 @@ def _request(args: argparse.Namespace) -> SearchRequest:
         min_score=args.min_score,
         max_sources=args.max_sources,
         filters=Filter.model_validate(args.filter) if args.filter is not None else None,
+        route=not args.no_route,
     )
 
 
@@ -230,16 +234,18 @@ def _all_documents(services: Services, tenant_id: str, prefix: str) -> list[Docu
 
 def _query(args: argparse.Namespace, services: Services) -> int:
     answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
-    print(answer.model_dump_json(indent=2) if args.json else render_answer(answer))
+    routed = render_routing(answer.routing) if answer.routing else ""
+    print(answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)])))
     return 0
 
 
 def _search(args: argparse.Namespace, services: Services) -> int:
-    hits = services.retriever.search(_caller(args), _request(args))
+    retrieval = services.retriever.retrieve(_caller(args), _request(args))
     if args.json:
-        print(json.dumps({"hits": [hit.model_dump(mode="json") for hit in hits]}, indent=2))
+        hits = [hit.model_dump(mode="json") for hit in retrieval.hits]
+        print(json.dumps({"hits": hits, "routing": retrieval.routing.model_dump(mode="json")}, indent=2))
     else:
-        print(render_hits(hits))
+        print("\n".join(filter(None, [render_routing(retrieval.routing), render_hits(retrieval.hits)])))
     return 0
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from citewise.domain.models import Answer, Chunk, Document, SearchHit
+from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 
 WIDTH = 100
 
@@ -71,6 +72,19 @@ def render_documents(documents: Sequence[Document], next_cursor: str | None, *, 
     if next_cursor:
         rows.append(f"(more: --cursor {next_cursor})")
     return "\n".join(rows)
+
+
+def render_routing(routing: Routing) -> str:
+    """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed."""
+    if not (routing.consumed_phrases or routing.pinned_documents):
+        return ""
+    phrases = ", ".join(f'"{phrase}"' for phrase in routing.consumed_phrases)
+    line = f"routed ({routing.router}): {phrases or 'no phrase'}"
+    if routing.applied_filters is not None:
+        line += f" -> {json.dumps(routing.applied_filters)}"
+    if routing.pinned_documents:
+        line += f"; pinned {', '.join(routing.pinned_documents)}"
+    return line + " (--no-route to search the whole text)"
 
 
 def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, str]]) -> str:

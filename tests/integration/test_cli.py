@@ -331,3 +331,23 @@ def test_a_folder_sync_removes_only_what_it_put_there_and_may_change(
         ("notes/bobs.md", "folder", "notes"),
         ("notes/uploaded.md", "local", "notes"),
     ]
+
+
+def test_search_reports_routing_and_no_route_turns_it_off(cli: Any, tmp_path: Path) -> None:
+    # Given notes in two folders (their sources)
+    for folder in ("jira", "wiki"):
+        (tmp_path / "docs" / folder).mkdir(parents=True)
+        (tmp_path / "docs" / folder / "retries.md").write_text("Queue retries back off exponentially.")
+    assert cli("ingest", str(tmp_path / "docs" / "jira"), str(tmp_path / "docs" / "wiki"), "--tenant", "acme")[0] == 0
+    # When a search names a source / Then only its documents come back, and the routing is reported
+    status, out, _ = cli("search", "queue retries in jira", "--tenant", "acme", "--json")
+    body = _json(out)
+    assert status == 0 and {h["chunk"]["document"]["source"] for h in body["hits"]} == {"jira"}
+    assert body["routing"]["consumed_phrases"] == ["in jira"] and body["routing"]["router"] == "deterministic"
+    status, out, _ = cli("search", "queue retries in jira", "--tenant", "acme")
+    assert status == 0 and out.startswith('routed (deterministic): "in jira" -> ')
+    # And --no-route searches everything
+    status, out, _ = cli("search", "queue retries in jira", "--tenant", "acme", "--json", "--no-route")
+    body = _json(out)
+    assert {h["chunk"]["document"]["source"] for h in body["hits"]} == {"jira", "wiki"}
+    assert body["routing"]["router"] == "off"

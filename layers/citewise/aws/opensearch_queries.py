@@ -449,3 +449,13 @@ def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
         },
         "collapse": {"field": "content_hash"},
     }
+
+
+def sources_query(caller: Caller, size: int = 1000) -> Body:
+    """The distinct `source` values (up to `size`) of the chunks the caller may read: a terms aggregation."""
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [access_filter(caller)]}},
+        "aggs": {"sources": {"terms": {"field": "source", "size": size}}},
+    }

@@ -370,6 +370,28 @@ class SearchRequest(Frozen):
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
     max_sources: int | None = Field(default=None, ge=1, le=50)
     filters: Filter | None = None
+    route: bool = Field(
+        default=True,
+        description="Let the router turn constraint phrases of the query (dates, sources, ids) into filters; "
+        "false searches the whole text with your filters only. See `routing` in the response.",
+    )
+
+
+class Routing(Frozen):
+    """What the router did with the query: it can only narrow (its filters are ANDed inside yours)."""
+
+    applied_filters: dict[str, Any] | None = Field(
+        default=None,
+        description="The filter the router added, in the filter grammar (dates ANDed, sources ORed); it is ANDed "
+        "with your `filters` inside your access.",
+    )
+    consumed_phrases: list[str] = Field(
+        default_factory=list, description="Phrases taken out of the searched text because they became filters."
+    )
+    pinned_documents: list[str] = Field(
+        default_factory=list, description="Ids of documents carrying an identifier of the query, ranked first."
+    )
+    router: str = Field(description="`deterministic`, `llm`, or `off` (routing disabled by the request or settings).")
 
 
 class SearchHit(Frozen):
@@ -405,3 +427,4 @@ class Answer(Frozen):
     usage: dict[str, int] | None = Field(
         default=None, description="Model token usage (input_tokens, output_tokens, total_tokens), if a model ran."
     )
+    routing: Routing | None = None

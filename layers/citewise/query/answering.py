@@ -24,8 +24,9 @@ def answer_question(
     `stage(name)` wraps the `retrieval` and `synthesis` steps, so a handler can time each one.
     """
     with stage("retrieval"):
-        hits = retriever.search(caller, request)
-    if not hits:
-        return unanswered()
+        retrieval = retriever.retrieve(caller, request)
+    if not retrieval.hits:
+        return unanswered().model_copy(update={"routing": retrieval.routing})
     with stage("synthesis"):
-        return synthesizer.answer(request.query, hits)
+        answer = synthesizer.answer(request.query, retrieval.hits)
+    return answer.model_copy(update={"routing": retrieval.routing})

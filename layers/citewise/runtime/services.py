@@ -32,7 +32,8 @@ from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.synthesizer import Synthesizer
-from citewise.query.retrieval import Retriever
+from citewise.query.retrieval import Retriever, RoutingOptions
+from citewise.query.routing import DeterministicRouter
 from citewise.runtime.settings import Settings
 
 BACKENDS_GROUP = "citewise.backends"
@@ -120,6 +121,12 @@ class Services:
             candidates=settings.candidates,
             keyword_weight=settings.keyword_weight,
             vector_weight=settings.vector_weight,
+            routing=RoutingOptions(
+                router=DeterministicRouter() if settings.route else None,
+                time_zone=settings.routing_time_zone,
+                id_patterns=tuple(settings.routing_id_patterns),
+                aliases=settings.routing_aliases,
+            ),
         )
 
     @cached_property

@@ -11,11 +11,13 @@ gives each function only its own.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
+from dateutil import tz
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -61,6 +63,16 @@ class Settings(BaseSettings):
         pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
         description="The metadata key holding when a document's content last changed (ISO 8601).",
     )
+    route: bool = Field(default=True, description="Route queries: constraint phrases become filters (docs/routing.md).")
+    routing_time_zone: str = Field(default="UTC", description="IANA time zone that dates in queries are read in.")
+    routing_id_patterns: list[str] = Field(
+        default_factory=lambda: [r"[A-Z][A-Z0-9]+-\d+"],
+        description="Regular expressions of identifiers whose documents a query pins (JSON list).",
+    )
+    routing_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        description='Phrase -> source, as a JSON object: {"tickets": "jira", "wiki": "confluence"}.',
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
         description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
@@ -88,6 +100,23 @@ class Settings(BaseSettings):
             raise ValueError("must be an http(s) URL such as http://127.0.0.1:8080")
         if value.endswith("/"):
             raise ValueError("must not end with '/'")
+        return value
+
+    @field_validator("routing_time_zone")
+    @classmethod
+    def _known_time_zone(cls, value: str) -> str:
+        if tz.gettz(value) is None:
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Europe/Berlin or UTC")
+        return value
+
+    @field_validator("routing_id_patterns")
+    @classmethod
+    def _compiling_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from exc
         return value
 
     @model_validator(mode="after")

@@ -228,7 +228,7 @@ def test_an_unexpected_failure_is_an_internal_error_that_reveals_nothing(
     def explode(*_: object) -> None:
         raise RuntimeError("secret connection string postgres://u:p@h")
 
-    monkeypatch.setattr(Retriever, "search", explode)
+    monkeypatch.setattr(Retriever, "retrieve", explode)
     status, error = stack.api("POST", "/v1/search", body={"query": "x"}, identity=ALICE)
     assert status == 500 and error["error"]["code"] == "INTERNAL_ERROR"
     assert "postgres" not in json.dumps(error) and "Traceback" not in json.dumps(error)
