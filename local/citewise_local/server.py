@@ -67,6 +67,7 @@ from citewise.domain.errors import (
 )
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Document, DocumentStatus
+from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
 from citewise.ports.blobstore import is_sidecar, object_key
 from citewise.runtime.settings import Settings
@@ -569,7 +570,8 @@ class LocalServer(ThreadingHTTPServer):
             held = [
                 record
                 for tenant_id in registry.tenants()
-                for record in _records(registry, tenant_id, source=self.blobs.source)
+                for record in _records(registry, tenant_id)
+                if channel_of(record) == self.blobs.channel
             ]
             to_ingest, gone = reconciliation(
                 self.blobs.walk(),
@@ -633,10 +635,10 @@ class LocalServer(ThreadingHTTPServer):
             pool.close()
 
 
-def _records(registry: LocalRegistry, tenant_id: str, *, source: str) -> Iterator[Document]:
+def _records(registry: LocalRegistry, tenant_id: str) -> Iterator[Document]:
     cursor = None
     while True:
-        page = registry.list(tenant_id, source=source, limit=1000, cursor=cursor)
+        page = registry.list(tenant_id, limit=1000, cursor=cursor)
         yield from page.items
         if page.next_cursor is None:
             return

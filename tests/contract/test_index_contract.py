@@ -446,6 +446,34 @@ def test_the_other_tenant_never_matches_even_when_its_values_would(example_index
     assert keyword(example_index, FILTER_CALLER, "rotate keys walnuts", flt) == ["acme-doc-2-00000"]
 
 
+def test_source_and_source_date_filter_alike_on_every_adapter(index: VectorIndex) -> None:
+    # Given documents from two sources, written at three dates
+    dated = [
+        ("jira-1", "jira", datetime(2025, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("jira-2", "jira", datetime(2026, 1, 1, tzinfo=UTC)),
+        ("wiki-1", "confluence", datetime(2026, 3, 1, 8, tzinfo=UTC)),
+    ]
+    for doc_id, origin, moment in dated:
+        chunk = make_chunk("acme", doc_id, 0, "Queue retries and backoff.")
+        document = chunk.document.model_copy(update={"source": origin, "channel": "s3", "source_date": moment})
+        put(index, chunk.model_copy(update={"document": document}))
+    since = {"greaterThanOrEquals": {"key": "source_date", "value": "2026-01-01T00:00:00+00:00"}}
+    in_jira = {"in": {"key": "source", "value": ["jira"]}}
+    # When filtered on the date, on the source, and on both / Then every adapter keeps the same documents
+    for raw, expected in (
+        (since, ["acme-jira-2-00000", "acme-wiki-1-00000"]),
+        (in_jira, ["acme-jira-1-00000", "acme-jira-2-00000"]),
+        ({"andAll": [since, in_jira]}, ["acme-jira-2-00000"]),
+        (
+            {"equals": {"key": "channel", "value": "s3"}},
+            ["acme-jira-1-00000", "acme-jira-2-00000", "acme-wiki-1-00000"],
+        ),
+    ):
+        flt = Filter.model_validate(raw)
+        assert sorted(keyword(index, ALICE, "queue retries", flt)) == expected, raw
+        assert sorted(vector(index, ALICE, "queue retries", flt)) == expected, raw
+
+
 # --- the OpenSearch adapter: faults and extras ---------------------------------------------------------
 
 

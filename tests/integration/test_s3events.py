@@ -144,7 +144,7 @@ def test_a_removal_for_a_path_the_store_never_held_leaves_a_folder_document_alon
     # Given a document ingested from a local folder (not from this bucket) at acme's notes.md
     _, ingestor, blobs = pipeline
     folder_doc = source("acme", "notes.md", b"# Notes\n\nThe heron nests by the river.")
-    ingestor.ingest(dataclasses.replace(folder_doc, source="folder"))
+    ingestor.ingest(dataclasses.replace(folder_doc, channel="folder"))
     # When the bucket reports notes.md (or its sidecar) gone
     for key in ("tenants/acme/notes.md", "tenants/acme/notes.md.metadata.json"):
         [event] = parse_notification(notification("Removed", key))

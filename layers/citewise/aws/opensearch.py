@@ -211,6 +211,14 @@ class OpenSearchIndex:
         hits = self._search(q.knn_query(vector, limit, caller, filters), "vector search")
         return self._scored(caller, hits, q.knn_score_to_cosine)
 
+    def sources(self, caller: Caller) -> list[str]:
+        with _translated("list sources"):
+            answer = self._client.search(index=self._index, body=q.sources_query(caller))
+        with _malformed("list sources"):
+            return sorted(
+                str(bucket["key"]) for bucket in answer["aggregations"]["sources"]["buckets"] if bucket["key"]
+            )
+
     def _search(self, body: q.Body, action: str) -> list[dict[str, Any]]:
         with _translated(action):
             answer = self._client.search(index=self._index, body=body)

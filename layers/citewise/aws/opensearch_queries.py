@@ -42,6 +42,7 @@ from typing import Any
 
 from citewise.domain.matching import metadata_view
 from citewise.domain.models import Caller, Chunk, Comparison, Filter, Vector, Visibility
+from citewise.domain.provenance import iso
 from citewise.domain.textutil import embedding_text
 
 SCHEMA_VERSION = "1"
@@ -97,6 +98,8 @@ def index_body(
                 "owner": keyword,
                 "visibility": keyword,
                 "source": keyword,
+                "channel": keyword,
+                "source_date": {"type": "date"},
                 "path": keyword,
                 "tags": keyword,
                 "content_hash": keyword,
@@ -173,6 +176,8 @@ def document_source(chunk: Chunk, vector: Vector, *, generation: str) -> Body:
         "owner": doc.owner,
         "visibility": doc.visibility.value,
         "source": doc.source,
+        "channel": doc.channel,
+        "source_date": iso(doc.source_date) if doc.source_date is not None else None,
         "path": doc.path,
         "tags": list(doc.tags),
         "content_hash": chunk.content_hash,
@@ -443,4 +448,14 @@ def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
             "bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"content_hash": sorted(hashes)}}]}
         },
         "collapse": {"field": "content_hash"},
+    }
+
+
+def sources_query(caller: Caller, size: int = 1000) -> Body:
+    """The distinct `source` values (up to `size`) of the chunks the caller may read: a terms aggregation."""
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [access_filter(caller)]}},
+        "aggs": {"sources": {"terms": {"field": "source", "size": size}}},
     }

@@ -1,8 +1,10 @@
 """Per-document metadata from a sidecar `<file>.metadata.json`, the Bedrock Knowledge Bases convention.
 
 `{"metadataAttributes": {"team": "platform", "year": 2026, "tags": ["design"]}}`: values are strings,
-numbers, booleans or lists of strings. A `tags` list becomes the document's tags. Keys the system owns
-(tenant, owner, visibility, path...) are refused so a sidecar can never forge access metadata.
+numbers, booleans or lists of strings. A `tags` list becomes the document's tags; `source` and
+`updated_at` (the keys are settings) become the document's source and source date
+(`citewise.domain.provenance`). Keys the system owns (tenant, owner, visibility, path, channel...) are
+refused so a sidecar can never forge access metadata.
 
 Numbers must be finite and integers must fit a signed 64-bit long: NaN or Infinity cannot be stored in
 DynamoDB or written into an OpenSearch bulk line, and a larger integer overflows OpenSearch's `long`.
@@ -29,11 +31,11 @@ SYSTEM_KEYS = frozenset(
         "doc_id",
         "owner",
         "visibility",
-        "source",
+        "channel",
+        "source_date",
         "path",
         "title",
         "created_at",
-        "updated_at",
         "page",
         "chunk_id",
     }

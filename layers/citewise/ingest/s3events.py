@@ -25,6 +25,7 @@ from pydantic import ValidationError as PydanticValidationError
 from citewise.domain.errors import NotFoundError, ValidationError
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Frozen
+from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
 from citewise.ingest.pipeline import Ingestor, IngestResult, Outcome
 from citewise.ports.blobstore import BlobStore, described_document
@@ -91,7 +92,7 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
     except NotFoundError:
         doc_id = document_id(tenant_id, path)
         existing = ingestor.registry.get(tenant_id, doc_id)
-        if existing is not None and existing.source != blobs.source:
+        if existing is not None and channel_of(existing) != blobs.channel:
             return None  # a document from elsewhere (a local folder) that this store never held
         ingestor.delete(tenant_id, doc_id)  # chunks go even if the record is already gone
         return IngestResult(Outcome.DELETED, existing) if existing is not None else None

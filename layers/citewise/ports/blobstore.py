@@ -82,8 +82,9 @@ class BlobStore(Protocol):
     """Document objects under `tenants/{tenant_id}/{path}`; every path passes `validate_path` first."""
 
     max_bytes: int
-    source: str
-    """What documents from this store record as their `source` (`s3`, `local`): listings filter on it."""
+    channel: str
+    """What documents from this store record as their `channel` (`s3`, `local`): a removal or a
+    reconciliation only touches records of its own channel."""
 
     def get(self, tenant_id: str, path: str) -> SourceObject:
         """The object's facts, its sidecar's attributes, and a loader for its bytes.
@@ -232,8 +233,9 @@ def stored_object(
     metadata: Mapping[str, str],
     sidecar: Sidecar | None,
     load: Callable[[], bytes],
-    source: str,
+    channel: str,
     max_bytes: int,
+    last_modified: datetime | None = None,
 ) -> SourceObject:
     """A SourceObject from what an adapter read: owner and visibility from the metadata, attributes from
     the remaining metadata and from the sidecar (whose keys win) if it was signed for this owner."""
@@ -266,7 +268,8 @@ def stored_object(
         owner=owner,
         visibility=visibility,
         load=load,
-        source=source,
+        channel=channel,
+        last_modified=last_modified,
         metadata=dict(metadata),
         attributes=attributes,
         defect=defect,

@@ -32,8 +32,9 @@ def answer_question(
     it never comes from the caller, and it cannot lift the citation rules (`Synthesizer.answer`).
     """
     with stage("retrieval"):
-        hits = retriever.search(caller, request)
-    if not hits:
-        return unanswered()
+        retrieval = retriever.retrieve(caller, request)
+    if not retrieval.hits:
+        return unanswered().model_copy(update={"routing": retrieval.routing})
     with stage("synthesis"):
-        return synthesizer.answer(request.query, hits, instructions=instructions)
+        answer = synthesizer.answer(request.query, retrieval.hits, instructions=instructions)
+    return answer.model_copy(update={"routing": retrieval.routing})

@@ -25,6 +25,7 @@ from typing import Protocol, cast
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import ValidationError
+from citewise.domain.provenance import ProvenanceKeys
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.pipeline import Ingestor, Limits
 from citewise.ports.blobstore import BlobStore
@@ -33,7 +34,8 @@ from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.synthesizer import Synthesizer
 from citewise.query.fallback import FallbackSynthesizer
-from citewise.query.retrieval import Retriever
+from citewise.query.retrieval import Retriever, RoutingOptions
+from citewise.query.routing import DeterministicRouter
 from citewise.runtime.settings import Settings
 
 BACKENDS_GROUP = "citewise.backends"
@@ -110,6 +112,7 @@ class Services:
             Chunker(settings.chunk_tokens, settings.chunk_overlap),
             limits=Limits(max_document_bytes=settings.max_document_bytes, max_pages=settings.max_pages),
             embed_batch_size=settings.embed_batch_size,
+            provenance_keys=ProvenanceKeys(source=settings.source_key, date=settings.source_date_key),
         )
 
     @cached_property
@@ -123,6 +126,12 @@ class Services:
             candidates=settings.candidates,
             keyword_weight=settings.keyword_weight,
             vector_weight=settings.vector_weight,
+            routing=RoutingOptions(
+                router=DeterministicRouter() if settings.route else None,
+                time_zone=settings.routing_time_zone,
+                id_patterns=tuple(settings.routing_id_patterns),
+                aliases=settings.routing_aliases,
+            ),
         )
 
     @cached_property

@@ -11,11 +11,13 @@ gives each function only its own.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
+from dateutil import tz
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -68,6 +70,26 @@ class Settings(BaseSettings):
     vector_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of vector ranks in the fusion.")
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
+    source_key: str = Field(
+        default="source",
+        pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
+        description="The metadata (sidecar or object metadata) key naming a document's source, e.g. `jira`.",
+    )
+    source_date_key: str = Field(
+        default="updated_at",
+        pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
+        description="The metadata key holding when a document's content last changed (ISO 8601).",
+    )
+    route: bool = Field(default=True, description="Route queries: constraint phrases become filters (docs/routing.md).")
+    routing_time_zone: str = Field(default="UTC", description="IANA time zone that dates in queries are read in.")
+    routing_id_patterns: list[str] = Field(
+        default_factory=lambda: [r"[A-Z][A-Z0-9]+-\d+"],
+        description="Regular expressions of identifiers whose documents a query pins (JSON list).",
+    )
+    routing_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        description='Phrase -> source, as a JSON object: {"tickets": "jira", "wiki": "confluence"}.',
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
         description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
@@ -106,6 +128,23 @@ class Settings(BaseSettings):
         if self.synthesizer == "openai" and not self.openai_model:
             raise ValueError("CITEWISE_SYNTHESIZER=openai needs CITEWISE_OPENAI_MODEL (the endpoint's model name)")
         return self
+
+    @field_validator("routing_time_zone")
+    @classmethod
+    def _known_time_zone(cls, value: str) -> str:
+        if tz.gettz(value) is None:
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Europe/Berlin or UTC")
+        return value
+
+    @field_validator("routing_id_patterns")
+    @classmethod
+    def _compiling_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from exc
+        return value
 
     @model_validator(mode="after")
     def _overlap_below_budget(self) -> Settings:
