@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
+from citewise.ports.registry import TOMBSTONE_RETENTION
 
 Backend = Literal["local", "aws"]
 EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-multilingual"]
@@ -51,6 +52,12 @@ class Settings(BaseSettings):
     vector_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of vector ranks in the fusion.")
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
+    tombstone_retention_days: int = Field(
+        default=TOMBSTONE_RETENTION.days,
+        ge=15,
+        le=3650,
+        description="How long a delete refuses older writes of the document: longer than SQS keeps a message (14 d).",
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
         description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
