@@ -192,6 +192,8 @@ class DataConfig(_Block):
     noncurrent_version_days: int = Field(default=30, ge=1)
     access_log_days: int = Field(default=90, ge=1)
     queue_retention_days: int = Field(default=14, ge=1, le=14)
+    # Longer than any queue keeps a message (14 days at most), so no event a delete must refuse outlives it.
+    tombstone_retention_days: int = Field(default=90, ge=15, le=3650)
 
     @field_validator("log_retention_days")
     @classmethod

@@ -48,7 +48,8 @@ RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Graviton: cheaper per GB-second than x86; the layer is bundled for the same architecture.
 ARCHITECTURE = lambda_.Architecture.ARM_64
 LAYER_ARCHITECTURE: Architecture = "arm64"
-DYNAMODB_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# No DeleteItem: a delete leaves a tombstone (an UpdateItem), and only the table's TTL removes items.
+DYNAMODB_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem")
 
 
 def settings_environment(settings: type[Settings], values: Mapping[str, str]) -> dict[str, str]:
@@ -208,6 +209,7 @@ class FunctionsFactory(Construct):
             "registry_table": self._storage.table.table_name,
             "documents_bucket": self._storage.bucket.bucket_name,
             "max_document_bytes": str(self._config.ingest.max_document_bytes),
+            "tombstone_retention_days": str(self._config.data.tombstone_retention_days),
         }
 
     def _identity_values(self) -> dict[str, str]:

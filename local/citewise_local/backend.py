@@ -9,6 +9,7 @@ The adapter modules are imported when an adapter is first built, so looking the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from citewise.ports.embedder import Embedder
@@ -38,7 +39,10 @@ class LocalBackend:
     def registry(self) -> LocalRegistry:
         from citewise_local.registry import LocalRegistry
 
-        registry = LocalRegistry(self._settings.home_dir / "registry.db")
+        registry = LocalRegistry(
+            self._settings.home_dir / "registry.db",
+            tombstone_retention=timedelta(days=self._settings.tombstone_retention_days),
+        )
         self._closers.append(registry.close)
         return registry
 

@@ -37,7 +37,9 @@ class SourceObject:
     size limit, invalid metadata or sidecar): the pipeline records it FAILED under the object's own owner.
     `refused_sidecar` is a sidecar ignored for not being signed for the document's owner. `channel` is how
     the object arrived (`citewise.domain.provenance`); `last_modified` the store's time of the object,
-    the last resort for the document's `source_date`.
+    the last resort for the document's `source_date`. `read_at` is when a caller with a clock (the S3
+    event handler) read these facts: the registry orders the document's writes by it, so a worker that
+    read the object before a delete cannot record it after.
     """
 
     tenant_id: str
@@ -55,3 +57,4 @@ class SourceObject:
     etag: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     refused_sidecar: RefusedSidecar | None = None
+    read_at: datetime | None = None

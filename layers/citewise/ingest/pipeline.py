@@ -50,7 +50,7 @@ from citewise.ingest.chunking import Chunker
 from citewise.ingest.parsing import parse
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
-from citewise.ports.registry import DocumentRegistry
+from citewise.ports.registry import DeletedDocumentError, DocumentRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -178,11 +178,15 @@ class Ingestor:
                 yield work.obj, work.outcome
 
     def delete(self, tenant_id: str, doc_id: str) -> bool:
-        """Remove the document's chunks and record; False if it was not registered."""
+        """Remove the document's chunks and record; False if it was not registered.
+
+        The registry keeps a tombstone of the delete, so a worker still ingesting an older state of the
+        document cannot record it again (see `_superseded` for the chunks such a worker wrote).
+        """
         self.ensure_index()  # a removal may be the first event a fresh index sees (a sidecar before its file)
         existed = self.registry.get(tenant_id, doc_id) is not None
         self.index.delete_document(tenant_id, doc_id)
-        self.registry.delete(tenant_id, doc_id)
+        self.registry.delete(tenant_id, doc_id, deleted_at=self.clock())
         return existed
 
     def ensure_index(self) -> None:
@@ -207,7 +211,13 @@ class Ingestor:
             described = self._described(obj)
             if previous is not None and described is not None and _unchanged(previous, obj, described):
                 return IngestResult(Outcome.UNCHANGED, previous)
-            pending = self._record_pending(obj, previous, described)
+            pending = self._pending(obj, previous, described)
+        except CitewiseError as exc:
+            return exc
+        try:
+            self.registry.put(pending)
+        except DeletedDocumentError as exc:  # what this worker read was deleted since: nothing to do or retry
+            return IngestResult(Outcome.SUPERSEDED, pending, reason=exc.message)
         except CitewiseError as exc:
             return exc
         return _Work(obj, pending, is_new=previous is None)
@@ -220,11 +230,11 @@ class Ingestor:
         except ValidationError:
             return None
 
-    def _record_pending(self, obj: SourceObject, previous: Document | None, described: Provenance | None) -> Document:
-        """Record `obj`'s version PENDING, keeping what the previous record knew (title, creation)."""
+    def _pending(self, obj: SourceObject, previous: Document | None, described: Provenance | None) -> Document:
+        """The PENDING record of `obj`'s version, keeping what the previous record knew (title, creation)."""
         now = self.clock()
         attributes = described.attributes if described else obj.attributes
-        pending = Document(
+        return Document(
             tenant_id=obj.tenant_id,
             doc_id=document_id(obj.tenant_id, obj.path),
             path=obj.path,
@@ -240,10 +250,9 @@ class Ingestor:
             tags=_tags(attributes),
             attributes=attributes,
             created_at=previous.created_at if previous else now,
-            updated_at=now,
+            # Ordered by when the object was seen: a worker that saw it before a delete writes too late.
+            updated_at=obj.read_at or now,
         )
-        self.registry.put(pending)
-        return pending
 
     def _guarded(self, work: _Work, step: Callable[[_Work], None]) -> bool:
         """Run one step; on failure settle the work's outcome as `ingest` promises. True if it went on."""
@@ -267,10 +276,16 @@ class Ingestor:
     def _superseded(self, work: _Work, conflict: ConflictError, *, touched_index: bool) -> None:
         """A newer version owns the record now: leave its status alone, unless this worker's index write
         may have replaced (or removed) the newer version's chunks. Then flag the record so the redelivery
-        that the re-raised conflict asks for re-ingests the current object instead of skipping it."""
-        latest = self.registry.get(work.pending.tenant_id, work.pending.doc_id)
+        that the re-raised conflict asks for re-ingests the current object instead of skipping it. If a
+        delete took the record instead, the chunks this worker wrote go too: the document stays deleted."""
+        tenant_id, doc_id = work.pending.tenant_id, work.pending.doc_id
+        latest = self.registry.get(tenant_id, doc_id)
         work.outcome = IngestResult(Outcome.SUPERSEDED, latest or work.pending)
-        if touched_index and latest is not None:
+        if not touched_index:
+            return
+        if latest is None:
+            self.index.delete_document(tenant_id, doc_id)
+        else:
             self._flag_for_reingest(latest)
             work.outcome = conflict
 

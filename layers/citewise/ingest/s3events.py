@@ -14,6 +14,7 @@ logged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -87,6 +88,7 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
     tenant_id, key_path = key_to_location(event.key)
     # Metadata of a document changed (or went away): the document itself is what gets re-ingested.
     path = described_document(key_path)
+    read_at = ingestor.clock()  # before the read: a delete after it makes this worker's writes stale
     try:
         stored = blobs.get(tenant_id, path)
     except NotFoundError:
@@ -105,7 +107,7 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
         )
         if restored:
             stored = blobs.get(tenant_id, path)
-    result = ingestor.ingest(stored)
+    result = ingestor.ingest(dataclasses.replace(stored, read_at=read_at))
     if result.outcome is Outcome.REFUSED:
         restored = blobs.restore_previous(tenant_id, path, stored.version)
         logger.warning(

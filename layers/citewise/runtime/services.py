@@ -18,6 +18,7 @@ library never imports that package, the Lambda layer does not contain it, and on
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from functools import cached_property
 from importlib.metadata import entry_points
 from typing import Protocol, cast
@@ -254,7 +255,9 @@ class AwsBackend:
 
         settings = self._settings
         return DynamoRegistry(
-            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+            _required(settings.registry_table),
+            client=aws.client("dynamodb", region=settings.aws_region),
+            tombstone_retention=timedelta(days=settings.tombstone_retention_days),
         )
 
     def blobs(self) -> BlobStore:

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
+from citewise.ports.registry import TOMBSTONE_RETENTION
 
 Backend = Literal["local", "aws"]
 EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-multilingual"]
@@ -89,6 +90,12 @@ class Settings(BaseSettings):
     routing_aliases: dict[str, str] = Field(
         default_factory=dict,
         description='Phrase -> source, as a JSON object: {"tickets": "jira", "wiki": "confluence"}.',
+    )
+    tombstone_retention_days: int = Field(
+        default=TOMBSTONE_RETENTION.days,
+        ge=15,
+        le=3650,
+        description="How long a delete refuses older writes of the document: longer than SQS keeps a message (14 d).",
     )
     public_url: str = Field(
         default="http://127.0.0.1:8080",

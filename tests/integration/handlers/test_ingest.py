@@ -239,6 +239,31 @@ def test_a_removal_while_the_object_still_exists_leaves_the_document_indexed(sta
     assert found(stack, "heron", ALICE) == ["birds/heron guide.md"]
 
 
+def test_replaying_the_old_created_event_after_an_api_delete_keeps_the_document_deleted(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a document uploaded and ingested, then deleted through the API
+    doc_id = stack.upload_and_ingest(ALICE, "birds/heron guide.md", GUIDE)
+    assert found(stack, "zanzibar", ALICE) == ["birds/heron guide.md"]
+    status, _ = stack.api("DELETE", f"/v1/documents/{doc_id}", identity=ALICE)
+    assert status == 204
+    capsys.readouterr()
+    # When SQS redelivers the upload's old ObjectCreated event, twice
+    for _ in range(2):
+        assert stack.ingest(created(GUIDE_KEY)) == NO_FAILURES
+    # Then the document stays deleted: no record, no listing, no chunk, and nothing failed
+    assert get_document(stack, GUIDE_KEY) is None
+    assert listed(stack, ALICE) == []
+    assert found(stack, "zanzibar heron", ALICE) == []
+    output = Output.parse(capsys.readouterr().out)
+    assert output.metric("IngestFailures") == [] and output.metric("DocumentsIndexed") == []
+    # And uploading it again afterwards brings it back as a new document
+    assert stack.upload_and_ingest(ALICE, "birds/heron guide.md", GUIDE) == doc_id
+    document = get_document(stack, GUIDE_KEY)
+    assert document is not None and document["status"] == "INDEXED"
+    assert found(stack, "zanzibar", ALICE) == ["birds/heron guide.md"]
+
+
 # --- transient failures, retries and the DLQ --------------------------------------------------------------
 
 
