@@ -663,6 +663,21 @@ def test_serverless_gets_no_client_ids_and_no_refresh_a_domain_both(double: Doub
         assert stored_ids == ["acme/acme-doc-00000"]
 
 
+def test_bulk_writes_go_to_the_index_path_without_naming_an_index(double: Double) -> None:
+    # Given a double hardened with `rest.action.multi.allow_explicit_index: false` (the fixture's)
+    # When a document is written, replaced and deleted
+    put(double.index, make_chunk("acme", "doc", 0, "ginger"), make_chunk("acme", "doc", 1, "pepper"))
+    put(double.index, make_chunk("acme", "doc", 0, "ginger"))
+    assert double.index.delete_document("acme", "doc") == 1
+
+    # Then every bulk request was a POST to /chunks/_bulk, and an action naming its index is refused whole
+    bulks = [(method, path) for method, path, _, _ in double.fake.requests if path.endswith("/_bulk")]
+    assert bulks and set(bulks) == {("POST", "/chunks/_bulk")}
+    with pytest.raises(RequestError) as raised:
+        double.index._client.bulk(body=[{"delete": {"_index": "chunks", "_id": "x"}}], index="chunks")
+    assert raised.value.info["error"]["reason"] == "explicit index in bulk is not allowed"
+
+
 def test_connect_signs_requests_with_sigv4_for_the_given_service(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given fake credentials in the environment (never a real profile) and the double on loopback
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
@@ -709,7 +724,7 @@ def test_the_double_answers_mistakes_as_opensearch_does(double: Double) -> None:
     source = {"tenant_id": "acme", "surprise": "field"}
 
     # When a document has a field the strict mapping lacks / Then its bulk item fails with OpenSearch's error
-    answer = client.bulk(body=[{"index": {"_index": "chunks"}}, source], index="chunks")
+    answer = client.bulk(body=[{"index": {}}, source], index="chunks")
     item = answer["items"][0]["index"]
     assert answer["errors"] is True
     assert (item["status"], item["error"]["type"]) == (400, "strict_dynamic_mapping_exception")

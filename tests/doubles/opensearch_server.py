@@ -93,8 +93,11 @@ class _ItemFault:
 class FakeOpenSearch:
     """The state and behaviour behind the HTTP server; thread-safe."""
 
-    def __init__(self, *, serverless: bool = False) -> None:
+    def __init__(self, *, serverless: bool = False, allow_explicit_index: bool = False) -> None:
         self.serverless = serverless
+        # `rest.action.multi.allow_explicit_index`: true by default in OpenSearch, false on a hardened
+        # domain; citewise must work with it off, so the double starts hardened.
+        self.allow_explicit_index = allow_explicit_index
         self.indices: dict[str, Index] = {}
         self.requests: list[tuple[str, str, dict[str, str], int]] = []
         self._lock = threading.Lock()
@@ -206,7 +209,11 @@ class FakeOpenSearch:
         for line in lines:
             ((operation, meta),) = json.loads(line).items()
             source = json.loads(next(lines)) if operation in ("index", "create") else None
+            if "_index" in meta and not self.allow_explicit_index:
+                raise ApiError(400, "illegal_argument_exception", "explicit index in bulk is not allowed")
             name = meta.get("_index", default_index)
+            if name is None:
+                raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
             try:
                 fault = next((f for f in faults if f.match(operation, source)), None)
                 if fault is not None:

@@ -268,21 +268,17 @@ def test_bulk_actions_use_tenant_qualified_ids_on_a_domain_and_none_on_serverles
     chunk = _chunk()
 
     # When bulk actions are built for each target
-    domain = q.bulk_actions("chunks", [chunk], [[1.0]], generation="g", serverless=False)
-    serverless = q.bulk_actions("chunks", [chunk], [[1.0]], generation="g", serverless=True)
+    domain = q.bulk_actions([chunk], [[1.0]], generation="g", serverless=False)
+    serverless = q.bulk_actions([chunk], [[1.0]], generation="g", serverless=True)
 
-    # Then the domain gets `<tenant>/<chunk_id>`, Serverless lets the service choose
-    assert domain == [
-        ({"index": {"_index": "chunks", "_id": "acme/doc-1-00000"}}, q.document_source(chunk, [1.0], generation="g"))
-    ]
-    assert serverless == [({"index": {"_index": "chunks"}}, q.document_source(chunk, [1.0], generation="g"))]
+    # Then the domain gets `<tenant>/<chunk_id>`, Serverless lets the service choose; neither names an
+    # index (the request path does)
+    assert domain == [({"index": {"_id": "acme/doc-1-00000"}}, q.document_source(chunk, [1.0], generation="g"))]
+    assert serverless == [({"index": {}}, q.document_source(chunk, [1.0], generation="g"))]
 
 
 def test_delete_actions_have_no_source_line() -> None:
-    assert q.delete_actions("chunks", ["a", "b"]) == [
-        ({"delete": {"_index": "chunks", "_id": "a"}}, None),
-        ({"delete": {"_index": "chunks", "_id": "b"}}, None),
-    ]
+    assert q.delete_actions(["a", "b"]) == [({"delete": {"_id": "a"}}, None), ({"delete": {"_id": "b"}}, None)]
 
 
 def test_bulk_payloads_are_ndjson_split_under_the_byte_limit() -> None:
@@ -290,7 +286,7 @@ def test_bulk_payloads_are_ndjson_split_under_the_byte_limit() -> None:
     actions: list[tuple[dict[str, Any], dict[str, Any] | None]] = [
         ({"index": {"_id": str(i)}}, {"text": "x" * 30}) for i in range(5)
     ]
-    actions += q.delete_actions("chunks", ["a", "b"])
+    actions += q.delete_actions(["a", "b"])
 
     # When split into payloads of at most 150 bytes
     payloads = list(q.bulk_payloads(actions, max_bytes=150))
@@ -300,7 +296,7 @@ def test_bulk_payloads_are_ndjson_split_under_the_byte_limit() -> None:
     assert [p for _, positions in payloads for p in positions] == list(range(7))
     lines = [json.loads(line) for body, _ in payloads for line in body.splitlines()]
     assert lines[:2] == [{"index": {"_id": "0"}}, {"text": "x" * 30}]
-    assert lines[-1] == {"delete": {"_index": "chunks", "_id": "b"}}
+    assert lines[-1] == {"delete": {"_id": "b"}}
     assert len(payloads) > 2
 
 

@@ -115,17 +115,17 @@ class OpenSearchIndex:
                 raise ValueError("every chunk must belong to the document being replaced")
             self._check_dimension(len(vector), "a chunk vector")
         generation = uuid.uuid4().hex
-        actions = q.bulk_actions(self._index, chunks, vectors, generation=generation, serverless=self._serverless)
+        actions = q.bulk_actions(chunks, vectors, generation=generation, serverless=self._serverless)
         written = set(self._bulk(actions, [chunk.chunk_id for chunk in chunks]))
         # Excluding the written ids as well as the generation matters on a domain: before a refresh the
         # search still sees the old version of an overwritten id, which must not be deleted.
         stale = [i for i in self._chunk_ids(tenant_id, doc_id, keep_generation=generation) if i not in written]
-        self._bulk(q.delete_actions(self._index, stale), stale)
+        self._bulk(q.delete_actions(stale), stale)
         self._refresh()
 
     def delete_document(self, tenant_id: str, doc_id: str) -> int:
         ids = list(self._chunk_ids(tenant_id, doc_id))
-        deleted = self._bulk(q.delete_actions(self._index, ids), ids)
+        deleted = self._bulk(q.delete_actions(ids), ids)
         self._refresh()
         return len(deleted)
 

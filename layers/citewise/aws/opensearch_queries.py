@@ -193,22 +193,26 @@ def document_id(tenant_id: str, chunk_id: str) -> str:
 
 
 def bulk_actions(
-    index: str, chunks: Sequence[Chunk], vectors: Sequence[Vector], *, generation: str, serverless: bool
+    chunks: Sequence[Chunk], vectors: Sequence[Vector], *, generation: str, serverless: bool
 ) -> list[tuple[Body, Body]]:
     """(action, source) pairs indexing each chunk. Serverless vector collections refuse a client `_id`,
-    so there the id is left to the service and the chunk is found by its fields."""
+    so there the id is left to the service and the chunk is found by its fields.
+
+    No action names its `_index`: the payload goes to `/<index>/_bulk`, so the IAM policy scoped to
+    that path holds, and a domain hardened with `rest.action.multi.allow_explicit_index: false`
+    accepts it."""
     pairs: list[tuple[Body, Body]] = []
     for chunk, vector in zip(chunks, vectors, strict=True):
-        action: Body = {"_index": index}
+        action: Body = {}
         if not serverless:
             action["_id"] = document_id(chunk.document.tenant_id, chunk.chunk_id)
         pairs.append(({"index": action}, document_source(chunk, vector, generation=generation)))
     return pairs
 
 
-def delete_actions(index: str, ids: Sequence[str]) -> list[tuple[Body, None]]:
-    """Bulk actions deleting documents by `_id` (no source line)."""
-    return [({"delete": {"_index": index, "_id": doc_id}}, None) for doc_id in ids]
+def delete_actions(ids: Sequence[str]) -> list[tuple[Body, None]]:
+    """Bulk actions deleting documents by `_id` (no source line; the index is in the request path)."""
+    return [({"delete": {"_id": doc_id}}, None) for doc_id in ids]
 
 
 def bulk_payloads(
