@@ -15,7 +15,8 @@ Writes become searchable at a refresh (`_refresh`, or `?refresh=true|wait_for`),
 `_refresh` does not exist, as on a Serverless vector collection.
 
 Faults on demand: `fail_next_request` (a whole-request error, e.g. 429), `respond_next_raw` (a
-malformed answer) and `fail_bulk_items` (per-item failures inside a 200 bulk answer).
+malformed answer), `stall_next_request` (a slow answer) and `fail_bulk_items` (per-item failures
+inside a 200 bulk answer).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import math
 import re
 import secrets
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -103,6 +105,7 @@ class FakeOpenSearch:
         self._lock = threading.Lock()
         self._request_faults: list[tuple[str | None, str | None, Response]] = []
         self._item_faults: list[_ItemFault] = []
+        self._stalls: list[tuple[str, float]] = []
 
     # --- fault injection ---------------------------------------------------------------------------
 
@@ -118,6 +121,10 @@ class FakeOpenSearch:
         """Answer the next request (whose path contains `path`, if given) with these raw bytes."""
         self._request_faults.append((path, None, (status, body, content_type)))
 
+    def stall_next_request(self, seconds: float, *, path: str) -> None:
+        """Answer the next request whose path contains `path` only after `seconds` (a slow cluster)."""
+        self._stalls.append((path, seconds))
+
     def fail_bulk_items(
         self, match: Callable[[str, Json | None], bool], *, status: int, kind: str, reason: str = "injected"
     ) -> None:
@@ -130,6 +137,12 @@ class FakeOpenSearch:
         url = urlsplit(target)
         params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         parts = [unquote(p) for p in url.path.split("/") if p]
+        with self._lock:
+            stall = next((s for s in self._stalls if s[0] in url.path), None)
+            if stall is not None:
+                self._stalls.remove(stall)
+        if stall is not None:
+            time.sleep(stall[1])  # outside the lock: other requests go on meanwhile
         with self._lock:
             self.requests.append((method, url.path, params, len(body)))
             for position, (path, verb, response) in enumerate(self._request_faults):

@@ -44,6 +44,7 @@ from opensearchpy.exceptions import (
 )
 
 from citewise.aws import opensearch_queries as q
+from citewise.domain import deadline
 from citewise.domain.access import may_read
 from citewise.domain.errors import CitewiseError, SearchBackendError, ThrottledError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
@@ -60,7 +61,8 @@ class OpenSearchIndex:
     """A `VectorIndex` in one OpenSearch index (shared by tenants; every read filters by tenant).
 
     `client` is an `opensearchpy.OpenSearch` (see `connect`); `serverless` says whether it talks to a
-    Serverless vector collection, which assigns document ids itself and has no refresh API.
+    Serverless vector collection, which assigns document ids itself and has no refresh API. `timeout`
+    bounds each request, cut shorter to the invocation's budget (`citewise.domain.deadline`).
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class OpenSearchIndex:
         serverless: bool,
         max_bulk_bytes: int = q.MAX_BULK_BYTES,
         page_size: int = q.PAGE_SIZE,
+        timeout: float = 30.0,
     ) -> None:
         self._client = client
+        self._timeout = timeout
         self._index = index_name
         self._serverless = serverless
         self._max_bulk_bytes = max_bulk_bytes
@@ -84,13 +88,13 @@ class OpenSearchIndex:
     def ensure(self, embedder_name: str, dimension: int) -> None:
         body = q.index_body(dimension, embedder=embedder_name)
         with _translated("create or check the index"):
-            if not self._client.indices.exists(index=self._index):
+            if not self._client.indices.exists(index=self._index, **self._budget("check the index")):
                 try:
-                    self._client.indices.create(index=self._index, body=body)
+                    self._client.indices.create(index=self._index, body=body, **self._budget("create the index"))
                 except RequestError as exc:
                     if exc.error != "resource_already_exists_exception":  # another writer won the race
                         raise
-            answer = self._client.indices.get_mapping(index=self._index)
+            answer = self._client.indices.get_mapping(index=self._index, **self._budget("read the index mapping"))
         with _malformed("read the index mapping"):
             mappings = next(iter(answer.values()))["mappings"]
             stored_embedder = mappings.get("_meta", {}).get("embedder")
@@ -138,7 +142,7 @@ class OpenSearchIndex:
         done: list[str] = []
         for body, positions in q.bulk_payloads(actions, self._max_bulk_bytes):
             with _translated("bulk write"):
-                answer = self._client.bulk(body=body, index=self._index)
+                answer = self._client.bulk(body=body, index=self._index, **self._budget("bulk write"))
             with _malformed("bulk write"):
                 items = answer["items"]
                 if len(items) != len(positions):
@@ -181,7 +185,7 @@ class OpenSearchIndex:
     def _refresh(self) -> None:
         if not self._serverless:
             with _translated("refresh"):
-                self._client.indices.refresh(index=self._index)
+                self._client.indices.refresh(index=self._index, **self._budget("refresh"))
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -213,7 +217,7 @@ class OpenSearchIndex:
 
     def _search(self, body: q.Body, action: str) -> list[dict[str, Any]]:
         with _translated(action):
-            answer = self._client.search(index=self._index, body=body)
+            answer = self._client.search(index=self._index, body=body, **self._budget(action))
         with _malformed(action):
             hits = answer["hits"]["hits"]
             if not isinstance(hits, list):
@@ -236,6 +240,19 @@ class OpenSearchIndex:
                 seen.add(chunk.chunk_id)
                 results.append(ScoredChunk(chunk=chunk, score=score(float(hit["_score"]))))
         return results
+
+    def _budget(self, action: str) -> dict[str, float]:
+        """The request's timeout, cut to the time the invocation has left; refused when too little is
+        left, so the function answers SEARCH_BACKEND_ERROR instead of being killed. Outside a budget
+        the client's own timeout applies."""
+        left = deadline.remaining()
+        if left is None:
+            return {}
+        if left < deadline.MIN_CALL_SECONDS:
+            raise SearchBackendError(
+                f"{action}: no time left in the function's budget for OpenSearch", details={"action": action}
+            )
+        return {"request_timeout": deadline.bounded(self._timeout)}
 
     def _check_dimension(self, size: int, what: str) -> None:
         if self._dimension is not None and size != self._dimension:
