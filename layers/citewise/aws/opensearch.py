@@ -98,6 +98,7 @@ class OpenSearchIndex:
         with _malformed("read the index mapping"):
             mappings = next(iter(answer.values()))["mappings"]
             stored_embedder = mappings.get("_meta", {}).get("embedder")
+            stored_schema = mappings.get("_meta", {}).get("schema")
             stored_dimension = mappings.get("properties", {}).get(q.VECTOR_FIELD, {}).get("dimension")
         if (stored_embedder, stored_dimension) != (embedder_name, dimension):
             raise SearchBackendError(
@@ -105,6 +106,13 @@ class OpenSearchIndex:
                 f"({stored_dimension} dimensions) but '{embedder_name}' ({dimension}) is configured; use "
                 "the same embedder, or a new index name and re-ingest",
                 details={"index": self._index, "indexed_embedder": stored_embedder, "embedder": embedder_name},
+            )
+        if stored_schema != q.SCHEMA_VERSION:
+            raise SearchBackendError(
+                f"the OpenSearch index '{self._index}' has citewise's mapping schema {stored_schema}, this version "
+                f"writes schema {q.SCHEMA_VERSION} (filterable attributes as nested key/value entries); create "
+                "the index under a new name and re-ingest, as docs/aws.md ('Migrating an index') describes",
+                details={"index": self._index, "indexed_schema": stored_schema, "schema": q.SCHEMA_VERSION},
             )
         self._dimension = dimension
 

@@ -436,3 +436,27 @@ def test_an_object_over_the_size_limit_is_recorded_failed_without_retries(
     document = get_document(stack, "tenants/acme/big.md")
     assert document is not None and document["status"] == "FAILED"
     assert document["error"].startswith("PAYLOAD_TOO_LARGE")
+
+
+@pytest.mark.parametrize(
+    ("attributes", "reason"),
+    [
+        ({f"k{n}": n for n in range(51)}, "at most 50 metadata attributes; this one has 51"),
+        ({"regions": [f"r{n}" for n in range(101)]}, "'regions' is a list of 101 values; at most 100"),
+        ({"summary": "x" * 2049}, "'summary' has a value longer than 2048 characters"),
+    ],
+    ids=["too many keys", "too long a list", "too long a value"],
+)
+def test_a_document_over_the_attribute_caps_is_failed_with_the_reason(
+    stack: Stack, attributes: dict[str, object], reason: str
+) -> None:
+    # Given a document whose sidecar exceeds one of the caps
+    sidecar = json.dumps({"metadataAttributes": attributes}).encode()
+    stack.put_object(GUIDE_KEY + ".metadata.json", sidecar, content_type="application/json")
+    stack.put_object(GUIDE_KEY, GUIDE)
+    # When it is ingested / Then it is FAILED naming the cap, and nothing of it is searchable
+    assert stack.ingest(created(GUIDE_KEY)) == NO_FAILURES
+    document = get_document(stack, GUIDE_KEY)
+    assert document is not None and document["status"] == "FAILED" and reason in document["error"]
+    status, body = stack.api("POST", "/v1/search", body={"query": "zanzibar reedbeds"}, identity=ALICE)
+    assert status == 200 and body["hits"] == []
