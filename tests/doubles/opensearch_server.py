@@ -876,12 +876,15 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         self.server.headers_seen.append(dict(self.headers))
         status, payload, content_type = self.server.fake.handle(self.command, self.path, body)
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client stopped waiting (a stalled answer past its timeout)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _serve  # noqa: N815
 
