@@ -214,6 +214,24 @@ def test_an_answer_cut_at_max_tokens_keeps_its_valid_citations(client: Any, stub
     assert answer.grounded and answer.answer == "Uploads use presigned URLs [1]. Tenants are"
 
 
+def test_an_answer_cut_by_the_context_window_keeps_its_citations_and_none_at_all_says_why(
+    client: Any, stub: Stubber
+) -> None:
+    # Given the model stopped at its context window, once after some text and once before any
+    stub.add_response(
+        "converse",
+        converse_response("Uploads use presigned URLs [3]. Tenants", stop_reason="model_context_window_exceeded"),
+    )
+    stub.add_response("converse", converse_response(None, stop_reason="model_context_window_exceeded"))
+    synthesizer = BedrockSynthesizer(MODEL, client=client)
+
+    # When each is answered / Then the text is kept, grounded; no text is a GENERATION_ERROR naming the cause
+    assert synthesizer.answer("q", HITS).answer == "Uploads use presigned URLs [1]. Tenants"
+    with pytest.raises(GenerationError, match="context window") as raised:
+        synthesizer.answer("q", HITS)
+    assert raised.value.details["stop_reason"] == "model_context_window_exceeded"
+
+
 def test_the_default_client_is_made_on_first_answer_with_the_region(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[tuple[str, str | None]] = []
 

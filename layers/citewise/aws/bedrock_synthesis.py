@@ -30,6 +30,8 @@ ACTION = "bedrock:Converse"
 # Converse stop reasons meaning no usable answer was produced on purpose: a Bedrock guardrail, or the
 # model provider's own content filter.
 BLOCKED_STOP_REASONS = frozenset({"guardrail_intervened", "content_filtered"})
+# Stop reasons of an answer cut short: what was written is kept (and grounded) if there is any.
+CUT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 
 class BedrockSynthesizer:
@@ -93,8 +95,8 @@ class BedrockSynthesizer:
         if stop_reason == "malformed_model_output":
             raise self._malformed("the model's output was malformed", stop_reason)
         text = self._text(response, stop_reason)
-        if stop_reason == "max_tokens":
-            logger.warning("the answer was cut at max_tokens=%d", self._max_tokens)
+        if stop_reason in CUT_STOP_REASONS:
+            logger.warning("the answer was cut (stopReason %s, maxTokens %d)", stop_reason, self._max_tokens)
         return ground(text, hits).model_copy(update={"usage": usage})
 
     def _runtime(self) -> Any:
@@ -125,6 +127,12 @@ class BedrockSynthesizer:
             block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)
         )
         if not text.strip():
+            if stop_reason == "model_context_window_exceeded":
+                raise self._malformed(
+                    "the question and its sources filled the model's context window before any answer; "
+                    "use a model with a larger window, or fewer or smaller chunks",
+                    stop_reason,
+                )
             raise self._malformed("the output message has no text", stop_reason)
         return text
 

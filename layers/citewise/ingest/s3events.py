@@ -64,7 +64,9 @@ def parse_notification(body: str) -> list[S3Event]:
 
 def _event(record: dict[str, Any]) -> S3Event:
     name = str(record["eventName"])
-    if not name.startswith(("ObjectCreated:", "ObjectRemoved:")):
+    # An S3 Lifecycle expiration removes an object (or a version) as a client's delete does; `apply`
+    # reconciles with what the bucket holds either way, so it is a removal too.
+    if not name.startswith(("ObjectCreated:", "ObjectRemoved:", "LifecycleExpiration:")):
         raise ValidationError(f"unexpected S3 event {name!r}")
     s3 = record["s3"]
     return S3Event(

@@ -31,7 +31,7 @@ from urllib.parse import unquote_plus
 
 from citewise.domain.access import may_modify, object_writer
 from citewise.domain.errors import CitewiseError, PayloadTooLargeError, ValidationError
-from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, parse_sidecar
+from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, check_limits, parse_sidecar
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
 from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
@@ -256,6 +256,7 @@ def stored_object(
                 attributes |= _sidecar_attributes(sidecar, path)
             else:
                 refused_sidecar = RefusedSidecar(sidecar_owner, sidecar.version)
+        check_limits(attributes)
     except (ValidationError, PayloadTooLargeError) as exc:
         defect = defect or exc
     return SourceObject(

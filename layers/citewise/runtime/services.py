@@ -79,6 +79,7 @@ class Services:
         if "embedder" not in adapters:
             self._embedder_factory = embedder_factory(settings)
         if "synthesizer" not in adapters:
+            check_synthesizer(settings)
             self._synthesizer_factory = synthesizer_factory(settings)
 
     @cached_property
@@ -211,6 +212,15 @@ def _bedrock_synthesizer(settings: Settings) -> Synthesizer:
         guardrail_identifier=settings.guardrail_id,
         guardrail_version=settings.guardrail_version,
     )
+
+
+def check_synthesizer(settings: Settings) -> None:
+    """Refuse, at cold start, a Bedrock generation model lacking a Converse feature the configuration
+    needs (`citewise.aws.bedrock_models`): every question would fail otherwise."""
+    if settings.synthesizer == "bedrock":
+        from citewise.aws import bedrock_models
+
+        bedrock_models.require(settings.generation_model_id, guardrail=settings.guardrail_id is not None)
 
 
 def backend_for(settings: Settings) -> Backend:

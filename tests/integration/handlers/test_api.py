@@ -271,3 +271,25 @@ def test_bodies_that_cannot_be_decoded_are_client_errors(
     # When it reaches the handler, then the answer is a client error in the one error shape
     response = stack.handler("documents")(event, LambdaContext())
     assert (response["statusCode"], json.loads(response["body"])["error"]["code"]) == (status, code)
+
+
+def test_a_query_with_no_time_left_answers_a_search_backend_error_not_a_timeout(stack: Stack) -> None:
+    # Given the AWS stack, and an invocation that has only 1.2 s left (the reserve takes 1 s of it)
+    if stack.opensearch is None:
+        pytest.skip("the local adapters call no service")
+    opensearch = stack.opensearch
+    stack.upload_and_ingest(ALICE, "keys.md", RUNBOOK)
+
+    class AlmostOut(LambdaContext):
+        def get_remaining_time_in_millis(self) -> int:
+            return 1200
+
+    # When a search runs in that invocation
+    sent = len(opensearch.requests)
+    event = api_event("POST", "/v1/search", body={"query": "signing keys"}, identity=BOB)
+    response = stack.handler("query")(event, AlmostOut())
+
+    # Then the function answers the structured error itself, and no search was sent to OpenSearch
+    assert response["statusCode"] == 502, response
+    assert json.loads(response["body"])["error"]["code"] == "SEARCH_BACKEND_ERROR"
+    assert len(opensearch.requests) == sent
