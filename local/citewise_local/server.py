@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.resources
 import json
 import os
 import queue
@@ -108,22 +109,35 @@ DOCS_PATH = "/v1/docs"
 OPENAPI_PATH = "/v1/openapi.json"
 _HOP_BY_HOP = frozenset({"connection", "content-length", "keep-alive", "transfer-encoding", "upgrade"})
 
+# Swagger UI from the copy aws-lambda-powertools ships (its own docs page serves the same files), so the
+# page works offline and loads nothing from a CDN.
+_SWAGGER_PACKAGE = "aws_lambda_powertools.event_handler.openapi.swagger_ui"
+DOCS_ASSETS = {
+    f"{DOCS_PATH}/swagger-ui-bundle.min.js": ("swagger-ui-bundle.min.js", "text/javascript; charset=utf-8"),
+    f"{DOCS_PATH}/swagger-ui.min.css": ("swagger-ui.min.css", "text/css; charset=utf-8"),
+}
 SWAGGER_UI = f"""<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <title>citewise API</title>
-  <link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css">
+  <link rel="stylesheet" href="{DOCS_PATH}/swagger-ui.min.css">
 </head>
 <body>
   <div id="swagger-ui"></div>
-  <script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
+  <script src="{DOCS_PATH}/swagger-ui-bundle.min.js"></script>
   <script>
     window.ui = SwaggerUIBundle({{url: "{OPENAPI_PATH}", dom_id: "#swagger-ui", persistAuthorization: true}});
   </script>
 </body>
 </html>
 """
+
+
+@functools.cache
+def docs_asset(name: str) -> bytes:
+    """One of Swagger UI's files, read once from the installed aws-lambda-powertools."""
+    return importlib.resources.files(_SWAGGER_PACKAGE).joinpath(name).read_bytes()
 
 
 # --- routes and events ------------------------------------------------------------------------------
@@ -579,6 +593,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return self._send_error(exc, request_id, close=True)
         if self.command == "GET" and raw_path == DOCS_PATH:
             return self._send(200, SWAGGER_UI.encode(), [("Content-Type", "text/html; charset=utf-8")], request_id)
+        if self.command == "GET" and raw_path in DOCS_ASSETS:
+            name, content_type = DOCS_ASSETS[raw_path]
+            cached = [("Content-Type", content_type), ("Cache-Control", "public, max-age=86400")]
+            return self._send(200, docs_asset(name), cached, request_id)
         matched = match_route(self.command, raw_path)
         if matched is None:
             allowed = allowed_methods(raw_path)

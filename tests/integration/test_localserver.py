@@ -474,6 +474,21 @@ def test_the_docs_page_loads_swagger_ui_on_the_openapi_document(api: Running) ->
     assert "SwaggerUIBundle" in page and '"/v1/openapi.json"' in page
 
 
+def test_the_docs_page_loads_nothing_from_the_network(api: Running) -> None:
+    """Swagger UI's script and style come from the server itself, so the page works offline."""
+    page = call(api.url, "GET", "/v1/docs").body.decode()
+    assert "http://" not in page and "https://" not in page
+    referenced = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert sorted(referenced) == ["/v1/docs/swagger-ui-bundle.min.js", "/v1/docs/swagger-ui.min.css"]
+    script = call(api.url, "GET", "/v1/docs/swagger-ui-bundle.min.js")
+    style = call(api.url, "GET", "/v1/docs/swagger-ui.min.css")
+    assert script.status == style.status == 200
+    assert script.headers["Content-Type"].startswith("text/javascript")
+    assert style.headers["Content-Type"].startswith("text/css")
+    assert b"SwaggerUIBundle" in script.body and len(script.body) > 100_000
+    assert b".swagger-ui" in style.body
+
+
 def test_each_request_is_one_log_line_without_bodies_or_tokens(api: Running, token: Callable[..., str]) -> None:
     secret_token = token()
     call(api.url, "POST", "/v1/query", body=b'{"query": "confidential question"}', headers=bearer(secret_token))
