@@ -144,3 +144,11 @@ def test_the_cursor_parameter_has_the_form_of_an_issued_cursor() -> None:
     cursor = next(parameter for parameter in parameters if parameter["name"] == "cursor")["schema"]["anyOf"][0]
     assert re.fullmatch(cursor["pattern"], "eyJ0IjoiYWNtZSJ9") and not re.search(cursor["pattern"], "eyJ0=")
     assert cursor["maxLength"] == 8192
+
+
+def test_every_operation_has_a_chosen_readable_unique_id() -> None:
+    """A generated client names its methods after the operationIds: `listDocuments`, not the resolver's
+    `list_documents_v1_documents_get`."""
+    ids = [operation["operationId"] for item in DOCUMENT["paths"].values() for operation in item.values()]
+    assert len(ids) == len(set(ids))
+    assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z]+)*", operation_id) for operation_id in ids), ids

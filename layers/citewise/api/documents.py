@@ -93,6 +93,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
 
     @app.get(
         "/v1/documents",
+        operation_id="listDocuments",
         summary="List the documents you can read, by path",
         tags=["documents"],
         security=SECURED,
@@ -125,6 +126,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
 
     @app.get(
         "/v1/documents/<id>",
+        operation_id="getDocument",
         summary="One document: status, counts, metadata, last error",
         tags=["documents"],
         security=SECURED,
@@ -136,6 +138,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
 
     @app.delete(
         "/v1/documents/<id>",
+        operation_id="deleteDocument",
         summary="Delete a document: its stored object, its chunks and its record",
         description="Allowed to the document's owner and to members of the tenant's `admin` group.",
         tags=["documents"],
@@ -150,6 +153,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
 
     @app.post(
         "/v1/uploads",
+        operation_id="createUpload",
         summary="A presigned PUT URL for a new document in your tenant",
         description=(
             "PUT the file to `url` with exactly the returned `headers` and `size` bytes before `expires_at`. "
@@ -163,11 +167,23 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
         services, caller = request_scope(app)
         return request_upload(services.registry, services.blobs, caller, request)
 
-    @app.get("/v1/health", summary="Liveness (no authentication)", tags=["service"], responses=responses())
+    @app.get(
+        "/v1/health",
+        operation_id="health",
+        summary="Liveness (no authentication)",
+        tags=["service"],
+        responses=responses(),
+    )
     def health() -> Health:
         return Health(version=__version__)
 
-    @app.get("/v1/openapi.json", summary="This document (no authentication)", tags=["service"], responses=responses())
+    @app.get(
+        "/v1/openapi.json",
+        operation_id="openapi",
+        summary="This document (no authentication)",
+        tags=["service"],
+        responses=responses(),
+    )
     def openapi() -> dict[str, Any]:
         from citewise.api.openapi import full_document  # it imports this module
 

@@ -20,6 +20,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
 
     @app.post(
         "/v1/query",
+        operation_id="query",
         summary="Answer a question with citations",
         description=(
             "Retrieves chunks inside your access (your tenant's shared documents and your own private "
@@ -47,6 +48,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
 
     @app.post(
         "/v1/search",
+        operation_id="search",
         summary="Rank chunks for a query (retrieval only)",
         description=(
             "The same request as /v1/query; returns the ranked chunks with the fused score and the separate "
