@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import MAX_FILTER_BRANCHES, SearchRequest
 from citewise.domain.tenancy import MAX_PATH_BYTES, validate_path
+from citewise.ingest.documents import UploadRequest
 
 DOCUMENT: dict[str, Any] = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
 
@@ -152,3 +153,21 @@ def test_every_operation_has_a_chosen_readable_unique_id() -> None:
     ids = [operation["operationId"] for item in DOCUMENT["paths"].values() for operation in item.values()]
     assert len(ids) == len(set(ids))
     assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z]+)*", operation_id) for operation_id in ids), ids
+
+
+@pytest.mark.parametrize("component", ["SearchRequest", "UploadRequest"])
+def test_the_request_examples_are_valid_requests(component: str) -> None:
+    """Swagger UI pre-fills "Try it out" with the schema's example: it must be a request the API accepts."""
+    examples = DOCUMENT["components"]["schemas"][component]["examples"]
+    assert examples
+    for example in examples:
+        _validator(component).validate(example)
+    model = SearchRequest if component == "SearchRequest" else UploadRequest
+    assert all(model.model_validate(example) for example in examples)
+
+
+def test_every_request_field_is_described() -> None:
+    """The explorer shows each field's description next to it."""
+    for component in ("SearchRequest", "UploadRequest"):
+        properties = DOCUMENT["components"]["schemas"][component]["properties"]
+        assert [name for name, schema in properties.items() if not schema.get("description")] == [], component

@@ -365,11 +365,35 @@ class Filter(BaseModel):
 class SearchRequest(Frozen):
     """What a caller asks of retrieval. The tenant is deliberately absent: it comes from the Caller."""
 
-    query: Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
-    top_k: int = Field(default=5, ge=1, le=50)
-    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
-    max_sources: int | None = Field(default=None, ge=1, le=50)
-    filters: Filter | None = None
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        # What Swagger UI's "Try it out" pre-fills: a request that runs as it is.
+        json_schema_extra={
+            "examples": [
+                {
+                    "query": "How is tenant isolation enforced?",
+                    "top_k": 5,
+                    "filters": {"equals": {"key": "source", "value": "handbook"}},
+                }
+            ]
+        },
+    )
+
+    query: Annotated[str, StringConstraints(min_length=1, max_length=10_000)] = Field(
+        description="The question (or search text). The router may take constraint phrases out of it."
+    )
+    top_k: int = Field(default=5, ge=1, le=50, description="How many chunks to retrieve at most.")
+    min_score: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Leave out chunks whose fused score is below this."
+    )
+    max_sources: int | None = Field(
+        default=None, ge=1, le=50, description="Chunks from at most this many documents (default: `top_k`)."
+    )
+    filters: Filter | None = Field(
+        default=None,
+        description="Metadata conditions ANDed inside your access; they only narrow what you can read.",
+    )
     route: bool = Field(
         default=True,
         description="Let the router turn constraint phrases of the query (dates, sources, ids) into filters; "

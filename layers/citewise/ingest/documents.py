@@ -17,7 +17,7 @@ The rules (`citewise.domain.access`), applied here for the API and the CLI:
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from citewise.domain.access import Owned, may_modify, may_read
 from citewise.domain.errors import ConflictError, ForbiddenError, NotFoundError
@@ -31,6 +31,16 @@ from citewise.ports.registry import DocumentRegistry
 
 class UploadRequest(Frozen):
     """A request for a presigned PUT. The tenant and owner come from the caller, never from here."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"filename": "handbook/onboarding.md", "content_type": "text/markdown", "size": 2048, "metadata": {}}
+            ]
+        },
+    )
 
     filename: str = Field(
         min_length=1,
