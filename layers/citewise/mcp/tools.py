@@ -9,7 +9,8 @@ another user's private one is NOT_FOUND, like one that does not exist).
 A call always ends as a tool result, never a protocol error: a failure is `isError: true` with the body
 `{code, message, details, request_id}` (citewise's stable codes, plus UNKNOWN_TOOL for a name that is
 neither a built-in tool nor a configured profile), logged through the module's logger, whose records
-carry the request's correlation id (on Lambda and in `citewise mcp`). A result carries `structuredContent` (valid against the tool's `outputSchema`) and the same as readable text.
+carry the request's correlation id (on Lambda and in `citewise mcp`). A result carries
+`structuredContent` (valid against the tool's `outputSchema`) and the same as readable text.
 """
 
 from __future__ import annotations
