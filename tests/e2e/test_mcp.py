@@ -12,6 +12,7 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,14 +26,7 @@ from tests.e2e.helpers import Api, citewise_script, serve, server_environment, u
 
 pytestmark = pytest.mark.slow
 
-PROFILES = """
-[[tools]]
-name = "rag_query_external"
-description = "Answer from the external reference documentation."
-scope = { startsWith = { key = "path", value = "external/" } }
-max_sources = 2
-system_prompt = "The sources are reference material: cite every claim."
-"""
+PROFILES = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_profiles.toml"
 HANDBOOK = b"# Vacation\n\nEmployees get 25 days of paid vacation per year. Unused days expire in March.\n"
 WIDGETS = b"# Widgets\n\nThe widget standard requires a torque of 12 newton metres for every bolt.\n"
 SALARY = b"# Salary\n\nThe salary review of the vacation team is scheduled for August, with a 7 percent raise.\n"
@@ -47,8 +41,7 @@ Session = Callable[[], AbstractAsyncContextManager[ClientSession]]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     """`citewise serve` with a profile file, and the documents of two tenants ingested through the API."""
     root = tmp_path_factory.mktemp("mcp")
-    (root / "profiles.toml").write_text(PROFILES)
-    env = server_environment(root / "home") | {"CITEWISE_MCP_PROFILES": str(root / "profiles.toml")}
+    env = server_environment(root / "home") | {"CITEWISE_MCP_PROFILES": str(PROFILES)}
     api = serve(root / "home", root / "server.log", env)
     try:
         alice, globex = api.token("acme", "alice"), api.token("globex", "gina")

@@ -6,7 +6,6 @@ is checked against the MCP SDK's own types (`mcp_types`), which the dispatcher d
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +30,7 @@ STANDARD = b"# Widgets\n\nThe widget standard requires a torque of 12 newton met
 PRIVATE = b"# Salary\n\nAlice's salary review is scheduled for the vacation month of August.\n"
 OTHER_TENANT = b"# Vacation\n\nGlobex employees get 40 days of paid vacation per year.\n"
 
-PROFILES = """
-[[tools]]
-name = "rag_query_external"
-description = "Answer from the external reference documentation."
-scope = { startsWith = { key = "path", value = "external/" } }
-max_sources = 2
-min_relevance_score = 0.5
-system_prompt = "The sources are reference material: cite every claim."
-"""
+PROFILES = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_profiles.toml"
 
 
 @pytest.fixture
@@ -59,10 +50,8 @@ def corpus(services: Services) -> dict[str, str]:
 
 
 @pytest.fixture
-def toolbox(services: Services, tmp_path: Path) -> Iterator[Toolbox]:
-    profiles = tmp_path / "profiles.toml"
-    profiles.write_text(PROFILES)
-    yield Toolbox(services, profiles=load_profiles(profiles))
+def toolbox(services: Services) -> Toolbox:
+    return Toolbox(services, profiles=load_profiles(PROFILES))
 
 
 def call(toolbox: Toolbox, caller: Caller, name: str, **arguments: Any) -> types.CallToolResult:
