@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from citewise.domain.models import Block, DocumentMetadata, ParsedDocument
-from citewise.domain.textutil import count_tokens, embedding_text
+from citewise.domain.textutil import TOKEN_RE, TokenCounter, count_tokens, embedding_text
 from citewise.ingest.chunking import Chunker, content_hash
 from citewise.ingest.parsing import parse
 
@@ -133,3 +133,23 @@ def test_content_hash_covers_the_context_header() -> None:
 def test_overlap_must_be_smaller_than_the_budget() -> None:
     with pytest.raises(ValueError, match="overlap"):
         Chunker(50, 50)
+
+
+# Every ASCII character (controls and the separators Python counts as spaces included) and a few that
+# are not, so both counting paths run.
+_CHARS = st.sampled_from([chr(code) for code in range(128)] + ["é", "—", "字", "\u00a0", "\u2028", "_"])
+
+
+@given(st.text(_CHARS, max_size=60))
+@settings(max_examples=400, deadline=None)
+def test_count_tokens_is_the_token_pattern_count(text: str) -> None:
+    """The fast ASCII path counts exactly what the token pattern finds (chunk bounds depend on it)."""
+    assert count_tokens(text) == len(TOKEN_RE.findall(text))
+
+
+@given(st.text(_CHARS, max_size=60), st.integers(0, 60), st.integers(0, 60))
+@settings(max_examples=400, deadline=None)
+def test_token_counter_counts_a_span_as_its_slice(text: str, a: int, b: int) -> None:
+    """A span counted in place has the tokens of the same text cut out, whatever its bounds."""
+    start, end = sorted((min(a, len(text)), min(b, len(text))))
+    assert TokenCounter(text).count(start, end) == len(TOKEN_RE.findall(text[start:end]))

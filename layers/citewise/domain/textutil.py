@@ -27,9 +27,40 @@ STOPWORDS = frozenset(
 )
 
 
+# Counting without the regular expression, for ASCII text: `bytes.translate` classes every character
+# as a word character (w), a space ( ) or a mark (m: neither, so a token of its own), and a token is a
+# mark or a run of word characters. Same count as `TOKEN_RE`, about 25 times faster; chunking counts
+# every character of every upload.
+_WORD, _SPACE, _MARK = b"w", b" ", b"m"
+_CLASSES = bytes(
+    (_WORD if re.fullmatch(r"\w", chr(code)) else _SPACE if re.fullmatch(r"\s", chr(code)) else _MARK)[0]
+    if code < 128
+    else _MARK[0]
+    for code in range(256)
+)
+
+
 def count_tokens(text: str) -> int:
     """Approximate model tokens: words and punctuation marks, a close lower bound of word pieces."""
-    return sum(1 for _ in TOKEN_RE.finditer(text))
+    return TokenCounter(text).count(0, len(text))
+
+
+class TokenCounter:
+    """Counts the tokens of spans of one text, classifying the text once rather than once a span."""
+
+    __slots__ = ("_classes", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._classes = text.encode("ascii").translate(_CLASSES) if text.isascii() else None
+
+    def count(self, start: int, end: int) -> int:
+        """The tokens of `text[start:end]`: `count_tokens` of that slice, without making it."""
+        classes = self._classes
+        if classes is None:
+            return len(TOKEN_RE.findall(self._text, start, end))
+        runs_after = classes.count(b" w", start, end) + classes.count(b"mw", start, end)
+        return classes.count(_MARK, start, end) + runs_after + (start < end and classes[start] == _WORD[0])
 
 
 def token_spans(text: str) -> Iterator[tuple[int, int]]:

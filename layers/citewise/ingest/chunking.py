@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from citewise.domain.models import Block, Chunk, DocumentMetadata, ParsedDocument
-from citewise.domain.textutil import count_tokens, embedding_text, sentence_spans, token_spans
+from citewise.domain.textutil import TokenCounter, embedding_text, sentence_spans, token_spans
 
 
 def chunk_id(doc_id: str, ordinal: int) -> str:
@@ -23,9 +23,8 @@ def chunk_id(doc_id: str, ordinal: int) -> str:
     return f"{doc_id}-{ordinal:05d}"
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """An indivisible run of text that fits the budget."""
+class _Piece(NamedTuple):
+    """An indivisible run of text that fits the budget (a tuple: a document has thousands)."""
 
     start: int
     end: int
@@ -96,13 +95,14 @@ class Chunker:
 
     def _pieces(self, parsed: ParsedDocument) -> Iterator[_Piece]:
         text = parsed.text
+        counter = TokenCounter(text)
         for block in parsed.blocks:
-            tokens = count_tokens(text[block.start : block.end])
+            tokens = counter.count(block.start, block.end)
             if tokens <= self.max_tokens:
                 yield _Piece(block.start, block.end, tokens, block)
                 continue
             for start, end in sentence_spans(text, block.start, block.end):
-                sentence_tokens = count_tokens(text[start:end])
+                sentence_tokens = counter.count(start, end)
                 if sentence_tokens <= self.max_tokens:
                     yield _Piece(start, end, sentence_tokens, block)
                 else:
