@@ -22,6 +22,9 @@ class Route:
     path: str
     function: FunctionName
     authenticated: bool = True
+    openapi: bool = True
+    """Whether the route is an operation of the REST API's OpenAPI document; the MCP endpoint speaks
+    JSON-RPC and is described in docs/mcp.md instead."""
 
 
 ROUTES: tuple[Route, ...] = (
@@ -35,8 +38,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
     # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event
     # stream, is declared so that the function answers it 405 rather than the gateway 404.
-    Route("POST", "/mcp", "mcp"),
-    Route("GET", "/mcp", "mcp"),
+    Route("POST", "/mcp", "mcp", openapi=False),
+    Route("GET", "/mcp", "mcp", openapi=False),
 )
 
 
