@@ -15,7 +15,9 @@ from typing import Any, Literal, Self
 from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from citewise.aws import bedrock_models
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
+from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
 
 # Retention periods CloudWatch Logs accepts, in days, and their names in CDK's RetentionDays.
@@ -113,6 +115,10 @@ class ModelsConfig(_Block):
             raise ValueError(f"Cohere embed v3 embeds in {COHERE_DIMENSION} dimensions")
         if (self.guardrail_id is None) != (self.guardrail_version is None):
             raise ValueError("guardrail_id and guardrail_version go together")
+        try:  # the query function would refuse it at cold start; refuse it at synth already
+            bedrock_models.require(self.generation_model_id, guardrail=self.guardrail_id is not None)
+        except CitewiseError as exc:
+            raise ValueError(exc.message) from exc
         return self
 
 
@@ -192,6 +198,8 @@ class DataConfig(_Block):
     noncurrent_version_days: int = Field(default=30, ge=1)
     access_log_days: int = Field(default=90, ge=1)
     queue_retention_days: int = Field(default=14, ge=1, le=14)
+    # Longer than any queue keeps a message (14 days at most), so no event a delete must refuse outlives it.
+    tombstone_retention_days: int = Field(default=90, ge=15, le=3650)
 
     @field_validator("log_retention_days")
     @classmethod

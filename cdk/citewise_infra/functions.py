@@ -60,7 +60,8 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 LAYER_ARCHITECTURE: Architecture = "arm64"
 MCP_PROFILES = "profiles.toml"
 """The MCP function's tool profiles (`citewise.mcp.profiles`), if an operator puts them beside its handler."""
-DYNAMODB_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# No DeleteItem: a delete leaves a tombstone (an UpdateItem), and only the table's TTL removes items.
+DYNAMODB_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem")
 
 
 def settings_environment(settings: type[Settings], values: Mapping[str, str]) -> dict[str, str]:
@@ -222,6 +223,7 @@ class FunctionsFactory(Construct):
             "registry_table": self._storage.table.table_name,
             "documents_bucket": self._storage.bucket.bucket_name,
             "max_document_bytes": str(self._config.ingest.max_document_bytes),
+            "tombstone_retention_days": str(self._config.data.tombstone_retention_days),
         }
 
     def _identity_values(self) -> dict[str, str]:

@@ -92,6 +92,8 @@ class Ingestion(Construct):
         prefix = s3.NotificationKeyFilter(prefix=DOCUMENTS_PREFIX)
         storage.bucket.add_event_notification(s3.EventType.OBJECT_CREATED, destination, prefix)
         storage.bucket.add_event_notification(s3.EventType.OBJECT_REMOVED, destination, prefix)
+        # An expiration rule (an operator's, or the versions rule) removes objects without an ObjectRemoved event.
+        storage.bucket.add_event_notification(s3.EventType.LIFECYCLE_EXPIRATION, destination, prefix)
         self._acknowledge_notifications_handler()
         self.queue.grant_consume_messages(function.role)
         self.event_source_mapping = lambda_.EventSourceMapping(

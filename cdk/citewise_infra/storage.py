@@ -18,7 +18,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from citewise.aws.dynamodb import TABLE_SCHEMA
+from citewise.aws.dynamodb import TABLE_SCHEMA, TTL_ATTRIBUTE
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
 from citewise_infra.nag import acknowledge
@@ -143,6 +143,7 @@ class Storage(Construct):
             ),
             deletion_protection=not self._config.destroy_on_delete,
             removal_policy=self._removal,
+            time_to_live_attribute=TTL_ATTRIBUTE,  # delete tombstones expire; records never carry it
         )
         for index in schema.get("GlobalSecondaryIndexes", []):
             index_partition, index_sort = _keys(schema, index["KeySchema"])

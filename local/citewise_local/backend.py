@@ -1,6 +1,6 @@
-"""The local backend and embedder, as the library's entry points `citewise.backends` and
-`citewise.embedders` find them: the index and registry are SQLite files and the blob store is a folder,
-all under `settings.home`.
+"""The local backend, embedder and synthesizer, as the library's entry points `citewise.backends`,
+`citewise.embedders` and `citewise.synthesizers` find them: the index and registry are SQLite files and
+the blob store is a folder, all under `settings.home`; answers may come from a local LLM endpoint.
 
 The adapter modules are imported when an adapter is first built, so looking the backend up (which every
 `Services` does when it is created) loads neither numpy nor the model runtime.
@@ -9,9 +9,11 @@ The adapter modules are imported when an adapter is first built, so looking the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from citewise.ports.embedder import Embedder
+from citewise.ports.synthesizer import Synthesizer
 from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -37,7 +39,10 @@ class LocalBackend:
     def registry(self) -> LocalRegistry:
         from citewise_local.registry import LocalRegistry
 
-        registry = LocalRegistry(self._settings.home_dir / "registry.db")
+        registry = LocalRegistry(
+            self._settings.home_dir / "registry.db",
+            tombstone_retention=timedelta(days=self._settings.tombstone_retention_days),
+        )
         self._closers.append(registry.close)
         return registry
 
@@ -73,3 +78,17 @@ def minilm_embedder(settings: Settings) -> Embedder:
     from citewise_local.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder()
+
+
+def openai_synthesizer(settings: Settings) -> Synthesizer:
+    """An OpenAI-compatible chat-completions endpoint (`CITEWISE_SYNTHESIZER=openai`; docs/generation.md)."""
+    from citewise_local.openai_synthesis import OpenAIChatSynthesizer
+
+    return OpenAIChatSynthesizer(
+        settings.openai_base_url,
+        settings.openai_model,
+        api_key=settings.openai_api_key,
+        timeout=settings.openai_timeout,
+        max_tokens=settings.generation_max_tokens,
+        temperature=settings.generation_temperature,
+    )

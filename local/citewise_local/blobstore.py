@@ -110,7 +110,7 @@ class UploadGrant(Frozen):
 class LocalBlobStore:
     """A `BlobStore` in a local folder (see the module docstring for the layout and uploads)."""
 
-    source = "local"
+    channel = "local"
 
     def __init__(
         self,
@@ -166,8 +166,9 @@ class LocalBlobStore:
             metadata=recorded.get("metadata", {}),
             sidecar=sidecar,
             load=load,
-            source=self.source,
+            channel=self.channel,
             max_bytes=self.max_bytes,
+            last_modified=datetime.fromtimestamp(facts.st_mtime, UTC),
         )
 
     def restore_previous(self, tenant_id: str, path: str, version: str) -> bool:

@@ -21,14 +21,15 @@ from citewise.domain.access import may_modify
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
 from citewise.domain.objects import SourceObject
+from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.query.answering import answer_question
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
-from citewise_local.folders import FOLDER_SOURCE, scan
-from citewise_local.render import render_answer, render_documents, render_hits, render_summary
+from citewise_local.folders import FOLDER_CHANNEL, scan
+from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
 
 EXIT_ERROR = 2
 
@@ -77,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--min-score", type=float, default=0.0)
         sub.add_argument("--max-sources", type=int)
         sub.add_argument("--filter", type=_json_arg, help="Bedrock Knowledge Bases filter as JSON")
+        sub.add_argument(
+            "--no-route", action="store_true", help="search the whole text: no dates, sources or ids taken as filters"
+        )
         sub.add_argument("--json", action="store_true")
         sub.set_defaults(run=run)
 
@@ -85,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     _identity(listing)
     listing.add_argument("--status", choices=[s.value for s in DocumentStatus])
     listing.add_argument("--prefix", help="only paths starting with this")
-    listing.add_argument("--source", help="only documents from this source (exact: local, s3, ...)")
+    listing.add_argument(
+        "--source", help="only documents from this source, the content's origin (exact: jira, confluence, ...)"
+    )
     listing.add_argument("--limit", type=int, default=100)
     listing.add_argument("--cursor")
     listing.add_argument("--json", action="store_true")
@@ -159,6 +165,7 @@ def _request(args: argparse.Namespace) -> SearchRequest:
         min_score=args.min_score,
         max_sources=args.max_sources,
         filters=Filter.model_validate(args.filter) if args.filter is not None else None,
+        route=not args.no_route,
     )
 
 
@@ -174,7 +181,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
         for document in _all_documents(services, caller.tenant_id, prefix):
             # Only what a folder sync put there, and only what this caller may change: never a document
             # that came through the API or the bucket, never a colleague's.
-            gone = document.path not in seen and document.source == FOLDER_SOURCE
+            gone = document.path not in seen and channel_of(document) == FOLDER_CHANNEL
             if gone and may_modify(caller, document):
                 services.ingestor.delete(caller.tenant_id, document.doc_id)
                 results.append(IngestResult(Outcome.DELETED, document))
@@ -232,16 +239,18 @@ def _all_documents(services: Services, tenant_id: str, prefix: str) -> list[Docu
 
 def _query(args: argparse.Namespace, services: Services) -> int:
     answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
-    print(answer.model_dump_json(indent=2) if args.json else render_answer(answer))
+    routed = render_routing(answer.routing) if answer.routing else ""
+    print(answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)])))
     return 0
 
 
 def _search(args: argparse.Namespace, services: Services) -> int:
-    hits = services.retriever.search(_caller(args), _request(args))
+    retrieval = services.retriever.retrieve(_caller(args), _request(args))
     if args.json:
-        print(json.dumps({"hits": [hit.model_dump(mode="json") for hit in hits]}, indent=2))
+        hits = [hit.model_dump(mode="json") for hit in retrieval.hits]
+        print(json.dumps({"hits": hits, "routing": retrieval.routing.model_dump(mode="json")}, indent=2))
     else:
-        print(render_hits(hits))
+        print("\n".join(filter(None, [render_routing(retrieval.routing), render_hits(retrieval.hits)])))
     return 0
 
 

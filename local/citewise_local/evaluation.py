@@ -188,7 +188,7 @@ def _sources(dataset: Dataset) -> Iterator[SourceObject]:
             size=len(body),
             version=hashlib.sha256(body).hexdigest(),
             load=lambda body=body: body,  # type: ignore[misc]
-            source="eval",
+            channel="eval",
             owner=CALLER.user_id,
         )
 

@@ -5,8 +5,9 @@ A file's document path is its path relative to the parent of the argument it was
 directory. A sidecar `<file>.metadata.json` is read with its file and is part of its version, so editing
 the sidecar alone re-indexes the document.
 
-Documents read from folders record the source `folder`, apart from those that arrived through the API
-or the bucket (`local`, `s3`): a folder sync removes only documents it put there itself.
+Documents read from folders record the channel `folder`, apart from those that arrived through the API
+or the bucket (`local`, `s3`): a folder sync removes only documents it put there itself. Their `source`
+(the content's origin) is derived like any other document's (`citewise.domain.provenance`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from citewise.domain.errors import ValidationError
@@ -22,8 +24,8 @@ from citewise.domain.models import AttributeValue, Visibility
 from citewise.domain.objects import SourceObject
 from citewise.ingest.parsing import SUPPORTED_EXTENSIONS
 
-FOLDER_SOURCE = "folder"
-"""The `source` of documents ingested from local files and folders by `citewise ingest`."""
+FOLDER_CHANNEL = "folder"
+"""The `channel` of documents ingested from local files and folders by `citewise ingest`."""
 
 
 @dataclass
@@ -85,7 +87,8 @@ def _source(file: Path, key: str, tenant_id: str, owner: str, visibility: Visibi
         size=file.stat().st_size,
         version=digest.hexdigest(),
         load=file.read_bytes,
-        source=FOLDER_SOURCE,
+        channel=FOLDER_CHANNEL,
+        last_modified=datetime.fromtimestamp(file.stat().st_mtime, UTC),
         owner=owner,
         visibility=visibility,
         attributes=attributes,

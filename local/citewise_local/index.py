@@ -94,6 +94,7 @@ class LocalIndex:
         self._matrix: _Matrix | None = None
         self._matrix_version: int | None = None
         self._dimension: int | None = None
+        self._sources_cache: dict[tuple[int, str, str], list[str]] = {}
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
@@ -263,6 +264,28 @@ class LocalIndex:
             order = np.argsort(-scores, kind="stable")[:visible]
         ranked = ((int(matrix.ids[lo + i]), float(scores[i])) for i in order)
         return self._take(self._reader(), caller, ranked, filters, limit)
+
+    def sources(self, caller: Caller) -> list[str]:
+        """One chunk body per readable document, read for its `source`: a scan of the tenant's documents
+        (not chunks), which is cheap at laptop scale; the answer is kept until the index changes."""
+        version = self._watch_version()
+        key = (version, caller.tenant_id, caller.user_id)
+        cached = self._sources_cache.get(key)
+        if cached is not None:
+            return cached
+        sql = (
+            "SELECT body FROM chunks WHERE id IN (SELECT MIN(id) FROM chunks WHERE tenant_id = ?"
+            " AND (visibility = ? OR owner = ?) GROUP BY doc_id)"
+        )
+        params = (caller.tenant_id, Visibility.SHARED.value, caller.user_id)
+        found = {Chunk.model_validate_json(body).document.source for (body,) in self._reader().execute(sql, params)}
+        answer = sorted(source for source in found if source)
+        self._sources_cache = {key: answer}  # one entry: the latest version, for the latest caller
+        return answer
+
+    def _watch_version(self) -> int:
+        with self._matrix_lock:
+            return int(self._watch.execute("PRAGMA data_version").fetchone()[0])
 
     def _take(
         self,

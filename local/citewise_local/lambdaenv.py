@@ -9,8 +9,8 @@ even read each other's request. So the local server does as Lambda does: a pool 
 function, each a spawned process that loads `functions/<name>/handler.py` once (its cold start) and then
 runs one invocation at a time; a request that finds every environment busy gets a new one, up to a limit.
 
-This module imports only the standard library and the error hierarchy, so an environment's own start
-costs no more than the handler it loads.
+This module imports only the standard library, the error hierarchy and the emulator's `LambdaContext`
+(itself standard library only), so an environment's own start costs no more than the handler it loads.
 """
 
 from __future__ import annotations
@@ -20,52 +20,19 @@ import multiprocessing
 import signal
 import sys
 import threading
-import time
 import traceback
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from citewise.domain.errors import CitewiseError
+from citewise_local.emulator import LambdaContext
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
-REGION = "us-east-1"
-ACCOUNT_ID = "123456789012"
-MEMORY_MB = 1024
 _CLOSE_TIMEOUT_S = 10
-
-
-@dataclass
-class LambdaContext:
-    """What a handler (and Powertools) reads from the Lambda context object."""
-
-    function_name: str
-    aws_request_id: str
-    timeout_s: float
-    memory_limit_in_mb: int = MEMORY_MB
-    function_version: str = "$LATEST"
-    identity: None = None
-    client_context: None = None
-    invoked_function_arn: str = field(init=False)
-    log_group_name: str = field(init=False)
-    log_stream_name: str = field(init=False)
-    _deadline: float = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{self.function_name}"
-        self.log_group_name = f"/aws/lambda/{self.function_name}"
-        self.log_stream_name = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
-        # The monotonic clock is the machine's, so the deadline holds in the environment's process too.
-        self._deadline = time.monotonic() + self.timeout_s
-
-    def get_remaining_time_in_millis(self) -> int:
-        """Milliseconds left before the function's timeout (not enforced locally)."""
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 class HandlerError(Exception):

@@ -1,8 +1,10 @@
-"""The local DocumentRegistry: one SQLite table beside the local index.
+"""The local DocumentRegistry: SQLite tables beside the local index, one of records, one of tombstones.
 
 `put` keeps the port's ordering rules (`citewise.ports.registry.refused_write`) with a check and a write
 inside one `BEGIN IMMEDIATE` transaction: SQLite's write lock makes them atomic across threads and
 processes alike (`citewise serve` and the CLI may share a home), as DynamoDB's condition does on AWS.
+`delete` moves a record to `tombstones` in the same way. Tombstones live in their own table so that no
+read of `documents` can ever return one; each delete purges those older than the retention.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.ports import cursors
-from citewise.ports.registry import DocumentPage, refused_write
+from citewise.ports.registry import TOMBSTONE_RETENTION, DocumentPage, Tombstone, microseconds, moment, refused_write
 
 # Schema migrations, applied in order; `PRAGMA user_version` counts those a database has had. The first
 # is the original schema, so a registry.db created before versioning (version 0, table present) takes
@@ -40,6 +45,19 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE documents ADD COLUMN source TEXT NOT NULL DEFAULT ''",
         "UPDATE documents SET source = citewise_body_source(body)",
     ),
+    # Delete tombstones (see `citewise.ports.registry`): the deleted record's version and ordering key
+    # (NULL when nothing was registered) and the latest delete's time, in microseconds since the epoch.
+    (
+        """CREATE TABLE IF NOT EXISTS tombstones (
+            tenant_id TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            version TEXT,
+            updated_us INTEGER,
+            deleted_us INTEGER NOT NULL,
+            PRIMARY KEY (tenant_id, doc_id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS tombstones_by_age ON tombstones (deleted_us)",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -47,7 +65,8 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 class LocalRegistry:
     """A `DocumentRegistry` in a SQLite file; paging cursors as in `registry.cursors`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, tombstone_retention: timedelta = TOMBSTONE_RETENTION) -> None:
+        self._retention_us = tombstone_retention // timedelta(microseconds=1)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
@@ -89,40 +108,85 @@ class LocalRegistry:
         return Document.model_validate_json(row[0]) if row else None
 
     def put(self, document: Document) -> None:
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT body FROM documents WHERE tenant_id = ? AND doc_id = ?",
+                (document.tenant_id, document.doc_id),
+            ).fetchone()
+            stored = Document.model_validate_json(row[0]) if row else self._tombstone(document)
+            refusal = refused_write(stored, document)
+            if refusal is not None:
+                raise refusal
+            conn.execute(
+                "INSERT INTO documents (tenant_id, doc_id, path, owner, visibility, status, source, body)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, doc_id) DO UPDATE SET"
+                " path = excluded.path, owner = excluded.owner, visibility = excluded.visibility,"
+                " status = excluded.status, source = excluded.source, body = excluded.body",
+                (
+                    document.tenant_id,
+                    document.doc_id,
+                    document.path,
+                    document.owner,
+                    document.visibility.value,
+                    document.status.value,
+                    document.source,
+                    document.model_dump_json(),
+                ),
+            )
+            conn.execute(
+                "DELETE FROM tombstones WHERE tenant_id = ? AND doc_id = ?", (document.tenant_id, document.doc_id)
+            )
+
+    def delete(self, tenant_id: str, doc_id: str, *, deleted_at: datetime) -> None:
+        deleted_us = microseconds(deleted_at)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT body FROM documents WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id)
+            ).fetchone()
+            if row is not None:
+                conn.execute("DELETE FROM documents WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id))
+                deleted = Document.model_validate_json(row[0])
+                conn.execute(
+                    "INSERT OR REPLACE INTO tombstones (tenant_id, doc_id, version, updated_us, deleted_us)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (tenant_id, doc_id, deleted.version, microseconds(deleted.updated_at), deleted_us),
+                )
+            else:  # deleted again, or never registered: keep what the tombstone knows, at the latest time
+                conn.execute(
+                    "INSERT INTO tombstones (tenant_id, doc_id, deleted_us) VALUES (?, ?, ?)"
+                    " ON CONFLICT (tenant_id, doc_id) DO UPDATE SET deleted_us = max(deleted_us, excluded.deleted_us)",
+                    (tenant_id, doc_id, deleted_us),
+                )
+            conn.execute("DELETE FROM tombstones WHERE deleted_us < ?", (deleted_us - self._retention_us,))
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: the check and the write it guards see no other writer in between."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                row = self._conn.execute(
-                    "SELECT body FROM documents WHERE tenant_id = ? AND doc_id = ?",
-                    (document.tenant_id, document.doc_id),
-                ).fetchone()
-                refusal = refused_write(Document.model_validate_json(row[0]) if row else None, document)
-                if refusal is not None:
-                    raise refusal
-                self._conn.execute(
-                    "INSERT INTO documents (tenant_id, doc_id, path, owner, visibility, status, source, body)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, doc_id) DO UPDATE SET"
-                    " path = excluded.path, owner = excluded.owner, visibility = excluded.visibility,"
-                    " status = excluded.status, source = excluded.source, body = excluded.body",
-                    (
-                        document.tenant_id,
-                        document.doc_id,
-                        document.path,
-                        document.owner,
-                        document.visibility.value,
-                        document.status.value,
-                        document.source,
-                        document.model_dump_json(),
-                    ),
-                )
+                yield self._conn
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
 
-    def delete(self, tenant_id: str, doc_id: str) -> None:
-        with self._lock:
-            self._conn.execute("DELETE FROM documents WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id))
+    def _tombstone(self, document: Document) -> Tombstone | None:
+        """The tombstone `document` would replace, if its last record was deleted (and not purged)."""
+        row = self._conn.execute(
+            "SELECT version, updated_us, deleted_us FROM tombstones WHERE tenant_id = ? AND doc_id = ?",
+            (document.tenant_id, document.doc_id),
+        ).fetchone()
+        if row is None:
+            return None
+        version, updated_us, deleted_us = row
+        return Tombstone(
+            tenant_id=document.tenant_id,
+            doc_id=document.doc_id,
+            version=version,
+            updated_at=moment(updated_us) if updated_us is not None else None,
+            deleted_at=moment(deleted_us),
+        )
 
     def list(
         self,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from citewise.domain.models import Answer, Chunk, Document, SearchHit
+from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 
 WIDTH = 100
 
@@ -32,13 +33,22 @@ def render_answer(answer: Answer) -> str:
 
 
 def render_hits(hits: Sequence[SearchHit]) -> str:
-    """One block per hit: rank, score, location, and the start of the chunk."""
+    """One block per hit: rank, score, location, source and date, and the start of the chunk."""
     if not hits:
         return "No matching chunks."
     return "\n".join(
-        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}\n    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
+        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n"
+        f"    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
         for rank, hit in enumerate(hits, start=1)
     )
+
+
+def _provenance(chunk: Chunk) -> str:
+    """`  (source jira, 2026-03-03)`: the content's origin and date, where known."""
+    doc = chunk.document
+    facts = [f"source {doc.source}"] if doc.source else []
+    facts += [doc.source_date.date().isoformat()] if doc.source_date else []
+    return f"  ({', '.join(facts)})" if facts else ""
 
 
 def _chunk_location(chunk: Chunk) -> str:
@@ -62,6 +72,19 @@ def render_documents(documents: Sequence[Document], next_cursor: str | None, *, 
     if next_cursor:
         rows.append(f"(more: --cursor {next_cursor})")
     return "\n".join(rows)
+
+
+def render_routing(routing: Routing) -> str:
+    """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed."""
+    if not (routing.consumed_phrases or routing.pinned_documents):
+        return ""
+    phrases = ", ".join(f'"{phrase}"' for phrase in routing.consumed_phrases)
+    line = f"routed ({routing.router}): {phrases or 'no phrase'}"
+    if routing.applied_filters is not None:
+        line += f" -> {json.dumps(routing.applied_filters)}"
+    if routing.pinned_documents:
+        line += f"; pinned {', '.join(routing.pinned_documents)}"
+    return line + " (--no-route to search the whole text)"
 
 
 def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, str]]) -> str:

@@ -25,12 +25,12 @@ Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built fr
   connection that sends nothing for `idle_timeout` seconds is closed.
 - Logs: one line per request on stderr (method, path, status, milliseconds), never bodies or tokens.
 
-The event and message builders are pure functions so tests check them as plain dicts.
+The events come from the Lambda emulator (`citewise_local.emulator`), the one the tests drive the
+handlers with.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import json
@@ -41,19 +41,18 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socket import socket
 from typing import Any, Literal, TextIO
-from urllib.parse import parse_qsl, quote_plus, urlsplit
+from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
 import citewise
-from citewise.api.routes import ROUTES, Route, allowed_methods, match_route
+from citewise.api.routes import ROUTES, allowed_methods, match_route
 from citewise.domain.errors import (
     CitewiseError,
     ForbiddenError,
@@ -67,19 +66,28 @@ from citewise.domain.errors import (
 )
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Document, DocumentStatus
+from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
 from citewise.ports.blobstore import is_sidecar, object_key
 from citewise.runtime.settings import Settings
 from citewise_local.auth import TOKEN_PURPOSE, local_key, verify_token
 from citewise_local.backend import local_blob_store
 from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
-from citewise_local.lambdaenv import ACCOUNT_ID, REGION, ExecutionEnvironment, FunctionPool, LambdaContext
+from citewise_local.emulator import (
+    LambdaContext,
+    MalformedProxyResponseError,
+    QueuedMessage,
+    Sequencer,
+    authorizer_claims,
+    http_response,
+    rest_event,
+    s3_record,
+    sqs_event,
+    sqs_record,
+)
+from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool
 from citewise_local.registry import LocalRegistry
 
-STAGE = "local"
-API_ID = "citewise-local"
-BUCKET = "local"
-QUEUE_NAME = "citewise-local-ingest"
 INGEST_FUNCTION = "ingest"
 FUNCTIONS: tuple[str, ...] = tuple(sorted({route.function for route in ROUTES} | {INGEST_FUNCTION}))
 MAX_RECEIVES = 3
@@ -98,11 +106,6 @@ MAX_HEADER_BYTES = 10 * 1024
 """All header lines together, API Gateway's limit; more is a 431 (as is a 101st header: http.server's)."""
 DOCS_PATH = "/v1/docs"
 OPENAPI_PATH = "/v1/openapi.json"
-# Claims API Gateway renders as dates (`Fri Jul 29 18:52:53 UTC 2016`) rather than epoch seconds.
-_DATE_CLAIMS = ("exp", "iat", "auth_time")
-# The seconds a date claim can hold and still be a date (years 1 to 9999); a value outside stays a number.
-_MIN_EPOCH = datetime.min.replace(tzinfo=UTC).timestamp()
-_MAX_EPOCH = datetime.max.replace(tzinfo=UTC).timestamp()
 _HOP_BY_HOP = frozenset({"connection", "content-length", "keep-alive", "transfer-encoding", "upgrade"})
 
 SWAGGER_UI = f"""<!doctype html>
@@ -124,150 +127,6 @@ SWAGGER_UI = f"""<!doctype html>
 
 
 # --- routes and events ------------------------------------------------------------------------------
-
-
-def apigateway_claims(claims: Mapping[str, Any]) -> dict[str, str]:
-    """Token claims as API Gateway's Cognito authorizer hands them to a REST integration: every value
-    a string, lists comma-joined, time claims as dates."""
-    rendered: dict[str, str] = {}
-    for name, value in claims.items():
-        if name in _DATE_CLAIMS and isinstance(value, int | float) and _MIN_EPOCH <= value <= _MAX_EPOCH:
-            rendered[name] = datetime.fromtimestamp(value, UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
-        elif isinstance(value, list):
-            rendered[name] = ",".join(str(item) for item in value)
-        elif isinstance(value, bool):
-            rendered[name] = "true" if value else "false"
-        else:
-            rendered[name] = str(value)
-    return rendered
-
-
-def rest_event(
-    route: Route,
-    *,
-    raw_path: str,
-    query: str,
-    headers: Sequence[tuple[str, str]],
-    body: bytes,
-    path_parameters: Mapping[str, str],
-    claims: Mapping[str, str] | None,
-    source_ip: str,
-    request_id: str,
-    received: datetime,
-    domain_name: str,
-) -> dict[str, Any]:
-    """The API Gateway REST proxy event (payload v1) of one request.
-
-    As API Gateway does: `path` stays percent-encoded while path and query parameters are decoded;
-    `headers` and `queryStringParameters` keep the last of repeated values, the `multiValue` forms all;
-    absent parts are null; a body that is not UTF-8 travels base64-encoded.
-    """
-    single_headers: dict[str, str] = {}
-    multi_headers: dict[str, list[str]] = {}
-    for name, value in headers:
-        single_headers[name] = value
-        multi_headers.setdefault(name, []).append(value)
-    pairs = parse_qsl(query, keep_blank_values=True)
-    multi_query: dict[str, list[str]] = {}
-    for name, value in pairs:
-        multi_query.setdefault(name, []).append(value)
-    try:
-        text: str | None = body.decode("utf-8") if body else None
-        encoded = False
-    except UnicodeDecodeError:
-        text, encoded = base64.b64encode(body).decode("ascii"), True
-    epoch_ms = int(received.timestamp() * 1000)
-    request_context: dict[str, Any] = {
-        "accountId": ACCOUNT_ID,
-        "apiId": API_ID,
-        "domainName": domain_name,
-        "domainPrefix": domain_name.split(".", 1)[0],
-        "extendedRequestId": request_id,
-        "httpMethod": route.method,
-        "identity": {
-            "accessKey": None,
-            "accountId": None,
-            "caller": None,
-            "cognitoAuthenticationProvider": None,
-            "cognitoAuthenticationType": None,
-            "cognitoIdentityId": None,
-            "cognitoIdentityPoolId": None,
-            "principalOrgId": None,
-            "sourceIp": source_ip,
-            "user": None,
-            "userAgent": next((value for name, value in headers if name.lower() == "user-agent"), None),
-            "userArn": None,
-        },
-        "path": f"/{STAGE}{raw_path}",
-        "protocol": "HTTP/1.1",
-        "requestId": request_id,
-        "requestTime": received.strftime("%d/%b/%Y:%H:%M:%S +0000"),
-        "requestTimeEpoch": epoch_ms,
-        "resourceId": hashlib.sha256(route.path.encode()).hexdigest()[:6],
-        "resourcePath": route.path,
-        "stage": STAGE,
-    }
-    if claims is not None:
-        request_context["authorizer"] = {"claims": dict(claims)}
-    return {
-        "resource": route.path,
-        "path": raw_path,
-        "httpMethod": route.method,
-        "headers": single_headers,
-        "multiValueHeaders": multi_headers,
-        "queryStringParameters": dict(pairs) or None,
-        "multiValueQueryStringParameters": multi_query or None,
-        "pathParameters": dict(path_parameters) or None,
-        "stageVariables": None,
-        "requestContext": request_context,
-        "body": text,
-        "isBase64Encoded": encoded,
-    }
-
-
-def s3_object_record(
-    event_name: Literal["ObjectCreated:Put", "ObjectRemoved:Delete"],
-    *,
-    tenant_id: str,
-    path: str,
-    sequencer: str,
-    event_time: datetime,
-    source_ip: str,
-    request_id: str,
-    size: int | None = None,
-    etag: str | None = None,
-    bucket: str = BUCKET,
-) -> dict[str, Any]:
-    """One record of an S3 event notification, with the key URL-encoded as S3 sends it (`quote_plus`,
-    `/` kept) and no `versionId` (the local bucket is unversioned). A created object's record has its
-    `size` and `eTag`; a removed object's has neither, as S3's has not."""
-    created = event_name.startswith("ObjectCreated:")
-    if created and (size is None or etag is None):
-        raise ValueError("the record of a created object needs its size and ETag")
-    return {
-        "eventVersion": "2.1",
-        "eventSource": "aws:s3",
-        "awsRegion": REGION,
-        "eventTime": event_time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{event_time.microsecond // 1000:03d}Z",
-        "eventName": event_name,
-        "userIdentity": {"principalId": "citewise-local"},
-        "requestParameters": {"sourceIPAddress": source_ip},
-        "responseElements": {"x-amz-request-id": request_id, "x-amz-id-2": _b64(request_id.encode())},
-        "s3": {
-            "s3SchemaVersion": "1.0",
-            "configurationId": "citewise-ingest",
-            "bucket": {
-                "name": bucket,
-                "ownerIdentity": {"principalId": "citewise-local"},
-                "arn": f"arn:aws:s3:::{bucket}",
-            },
-            "object": {
-                "key": quote_plus(object_key(tenant_id, path), safe="/"),
-                **({"size": size, "eTag": etag} if created else {}),
-                "sequencer": sequencer,
-            },
-        },
-    }
 
 
 def reconciliation(
@@ -301,59 +160,6 @@ def reconciliation(
             to_ingest.append(obj)
     gone = [record for record in held if (record.tenant_id, record.path) not in documents]
     return to_ingest, gone
-
-
-@dataclass(frozen=True)
-class QueuedMessage:
-    """A message on the local ingest queue: its id, body (an S3 notification as JSON) and send time."""
-
-    message_id: str
-    body: str
-    sent_ms: int
-
-
-def sqs_event(message: QueuedMessage, *, receive_count: int, first_receive_ms: int) -> dict[str, Any]:
-    """The SQS event (batch of one record) of the `receive_count`-th receive of `message`."""
-    return {
-        "Records": [
-            {
-                "messageId": message.message_id,
-                # A new receipt handle per receive, as SQS gives.
-                "receiptHandle": _b64(f"{message.message_id}/{receive_count}".encode()),
-                "body": message.body,
-                "attributes": {
-                    "ApproximateReceiveCount": str(receive_count),
-                    "SentTimestamp": str(message.sent_ms),
-                    "SenderId": "AROACITEWISELOCALS3",
-                    "ApproximateFirstReceiveTimestamp": str(first_receive_ms),
-                },
-                "messageAttributes": {},
-                "md5OfBody": hashlib.md5(message.body.encode(), usedforsecurity=False).hexdigest(),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{QUEUE_NAME}",
-                "awsRegion": REGION,
-            }
-        ]
-    }
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-class Sequencer:
-    """S3-like event sequencers: fixed-width upper-case hex that only increases, also across restarts
-    (they start from the clock), so the registry's newest-event-wins check keeps working."""
-
-    def __init__(self, clock: Callable[[], int] = time.time_ns) -> None:
-        self._clock = clock
-        self._last = 0
-        self._lock = threading.Lock()
-
-    def next(self) -> str:
-        with self._lock:
-            self._last = max(self._last + 1, self._clock())
-            return f"{self._last:018X}"
 
 
 # --- the Lambda side ----------------------------------------------------------------------------------
@@ -445,7 +251,7 @@ class IngestWorker:
     def _deliver(self, message: QueuedMessage) -> None:
         first_receive_ms = int(time.time() * 1000)
         for receive in range(1, self.max_receives + 1):
-            event = sqs_event(message, receive_count=receive, first_receive_ms=first_receive_ms)
+            event = sqs_event([sqs_record(message, receive_count=receive, first_receive_ms=first_receive_ms)])
             if self._delivered(message, event):
                 return
             if receive < self.max_receives:
@@ -569,7 +375,8 @@ class LocalServer(ThreadingHTTPServer):
             held = [
                 record
                 for tenant_id in registry.tenants()
-                for record in _records(registry, tenant_id, source=self.blobs.source)
+                for record in _records(registry, tenant_id)
+                if channel_of(record) == self.blobs.channel
             ]
             to_ingest, gone = reconciliation(
                 self.blobs.walk(),
@@ -594,10 +401,9 @@ class LocalServer(ThreadingHTTPServer):
         size: int | None = None,
         etag: str | None = None,
     ) -> dict[str, Any]:
-        return s3_object_record(
+        return s3_record(
             event_name,
-            tenant_id=tenant_id,
-            path=path,
+            object_key(tenant_id, path),
             size=size,
             etag=etag,
             sequencer=self.sequencer.next(),
@@ -633,10 +439,10 @@ class LocalServer(ThreadingHTTPServer):
             pool.close()
 
 
-def _records(registry: LocalRegistry, tenant_id: str, *, source: str) -> Iterator[Document]:
+def _records(registry: LocalRegistry, tenant_id: str) -> Iterator[Document]:
     cursor = None
     while True:
-        page = registry.list(tenant_id, source=source, limit=1000, cursor=cursor)
+        page = registry.list(tenant_id, limit=1000, cursor=cursor)
         yield from page.items
         if page.next_cursor is None:
             return
@@ -788,7 +594,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except UnauthorizedError as exc:
             return self._send_error(exc, request_id)
         event = rest_event(
-            route,
+            route.method,
+            route.path,
             raw_path=raw_path,
             query=urlsplit(self.path).query,
             headers=list(self.headers.items()),
@@ -812,23 +619,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
         elif scheme.lower() != "bearer":
             raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
         claims = verify_token(self.server.token_key, token.strip())
-        return apigateway_claims(claims)
+        return authorizer_claims(claims)
 
     def _send_proxy_response(self, response: Any, request_id: str) -> int:
         """The HTTP response of a Lambda proxy response; a malformed one is a 502, as API Gateway gives."""
-        if not isinstance(response, dict) or not isinstance(response.get("statusCode"), int):
+        try:
+            mapped = http_response(response)
+        except MalformedProxyResponseError:
             self.server.log(f"malformed Lambda proxy response (request {request_id})")
             _, body = error_body(Exception(), request_id)
             return self._send_json(502, body, request_id)
-        text = response.get("body") or ""
-        data = base64.b64decode(text) if response.get("isBase64Encoded") else str(text).encode()
-        # API Gateway merges `headers` into `multiValueHeaders`; a name in both keeps the multi values.
-        multi: dict[str, list[str]] = response.get("multiValueHeaders") or {}
-        multi_names = {name.lower() for name in multi}
-        headers = [(name, str(value)) for name, value in (response.get("headers") or {}).items()]
-        headers = [(name, value) for name, value in headers if name.lower() not in multi_names]
-        headers += [(name, str(value)) for name, values in multi.items() for value in values]
-        return self._send(response["statusCode"], data, headers, request_id)
+        return self._send(mapped.status, mapped.body, mapped.headers, request_id)
 
     # --- uploads ------------------------------------------------------------------------------------
 
@@ -843,10 +644,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except CitewiseError as exc:
             return self._send_s3_error(exc, request_id, close=isinstance(exc, PayloadTooLargeError))
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
-        record = s3_object_record(
+        record = s3_record(
             "ObjectCreated:Put",
-            tenant_id=grant.tenant_id,
-            path=grant.path,
+            object_key(grant.tenant_id, grant.path),
             size=len(data),
             etag=etag,
             sequencer=self.server.sequencer.next(),

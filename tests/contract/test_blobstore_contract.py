@@ -158,7 +158,8 @@ def test_put_get_with_metadata_and_sidecar(adapter: Adapter) -> None:
     assert (stored.defect, stored.refused_sidecar) == (None, None)
     assert stored.load() == data
     # And it is the pipeline's input as it is (one model: no conversion can drop a fact), from this store
-    assert isinstance(stored, SourceObject) and stored.source == store.source
+    assert isinstance(stored, SourceObject) and stored.channel == store.channel
+    assert stored.last_modified is not None
 
 
 def test_an_object_without_metadata_is_shared_and_owned_by_system(adapter: Adapter) -> None:

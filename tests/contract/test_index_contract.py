@@ -16,6 +16,7 @@ and deletes it afterwards. Without the variable the `opensearch-real` cases are 
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -446,6 +447,34 @@ def test_the_other_tenant_never_matches_even_when_its_values_would(example_index
     assert keyword(example_index, FILTER_CALLER, "rotate keys walnuts", flt) == ["acme-doc-2-00000"]
 
 
+def test_source_and_source_date_filter_alike_on_every_adapter(index: VectorIndex) -> None:
+    # Given documents from two sources, written at three dates
+    dated = [
+        ("jira-1", "jira", datetime(2025, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("jira-2", "jira", datetime(2026, 1, 1, tzinfo=UTC)),
+        ("wiki-1", "confluence", datetime(2026, 3, 1, 8, tzinfo=UTC)),
+    ]
+    for doc_id, origin, moment in dated:
+        chunk = make_chunk("acme", doc_id, 0, "Queue retries and backoff.")
+        document = chunk.document.model_copy(update={"source": origin, "channel": "s3", "source_date": moment})
+        put(index, chunk.model_copy(update={"document": document}))
+    since = {"greaterThanOrEquals": {"key": "source_date", "value": "2026-01-01T00:00:00+00:00"}}
+    in_jira = {"in": {"key": "source", "value": ["jira"]}}
+    # When filtered on the date, on the source, and on both / Then every adapter keeps the same documents
+    for raw, expected in (
+        (since, ["acme-jira-2-00000", "acme-wiki-1-00000"]),
+        (in_jira, ["acme-jira-1-00000", "acme-jira-2-00000"]),
+        ({"andAll": [since, in_jira]}, ["acme-jira-2-00000"]),
+        (
+            {"equals": {"key": "channel", "value": "s3"}},
+            ["acme-jira-1-00000", "acme-jira-2-00000", "acme-wiki-1-00000"],
+        ),
+    ):
+        flt = Filter.model_validate(raw)
+        assert sorted(keyword(index, ALICE, "queue retries", flt)) == expected, raw
+        assert sorted(vector(index, ALICE, "queue retries", flt)) == expected, raw
+
+
 # --- the OpenSearch adapter: faults and extras ---------------------------------------------------------
 
 
@@ -590,6 +619,41 @@ def test_ensure_refuses_an_index_it_did_not_create(double: Double) -> None:
         double.index.ensure(EMBEDDER.name, DIMENSION)
 
 
+def test_ensure_refuses_an_index_of_the_older_attribute_schema(double: Double) -> None:
+    # Given an index created by an earlier citewise, whose attributes were one field per key (schema 1)
+    double.fake.indices.clear()
+    older = _index_body()
+    older["mappings"]["_meta"]["schema"] = "1"
+    older["mappings"]["properties"]["attributes"] = {"type": "object", "dynamic": True}
+    double.index._client.indices.create(index="chunks", body=older)
+
+    # When ensured / Then it is refused, saying how to migrate
+    with pytest.raises(SearchBackendError) as raised:
+        double.index.ensure(EMBEDDER.name, DIMENSION)
+    assert raised.value.details["indexed_schema"] == "1"
+    assert "re-ingest" in raised.value.message
+
+
+def test_any_number_of_distinct_keys_across_tenants_costs_no_mapped_field(double: Double) -> None:
+    # Given the engine's total-fields limit of 1,000 (the double enforces it) and the mapping as created
+    fields_before = json.dumps(double.fake.indices["chunks"].mappings, sort_keys=True)
+
+    # When 30 tenants each write documents with 40 keys of their own (1,200 distinct keys in all)
+    for tenant in range(30):
+        attributes: dict[str, AttributeValue] = {f"t{tenant}_key_{k}": k for k in range(40)}
+        put(double.index, make_chunk(f"tenant-{tenant}", "doc", 0, "pepper", attributes=attributes))
+
+    # Then every write succeeded, the mapping did not grow, and a tenant's key filters as before
+    assert json.dumps(double.fake.indices["chunks"].mappings, sort_keys=True) == fields_before
+    caller = Caller(tenant_id="tenant-29", user_id="alice")
+    assert keyword(double.index, caller, "pepper", _flt_num("t29_key_39", 39)) == ["tenant-29-doc-00000"]
+    assert keyword(double.index, caller, "pepper", _flt_num("t29_key_39", 38)) == []
+
+
+def _flt_num(key: str, value: int) -> Filter:
+    return Filter.model_validate({"equals": {"key": key, "value": value}})
+
+
 def test_ensure_survives_losing_the_creation_race(double: Double) -> None:
     # Given an index that another writer creates between our existence check and our create
     double.fake.indices.clear()
@@ -663,6 +727,30 @@ def test_serverless_gets_no_client_ids_and_no_refresh_a_domain_both(double: Doub
         assert stored_ids == ["acme/acme-doc-00000"]
 
 
+def test_bulk_writes_go_to_the_index_path_without_naming_an_index(double: Double) -> None:
+    # Given a double hardened with `rest.action.multi.allow_explicit_index: false` (the fixture's)
+    # When a document is written, replaced and deleted
+    put(double.index, make_chunk("acme", "doc", 0, "ginger"), make_chunk("acme", "doc", 1, "pepper"))
+    put(double.index, make_chunk("acme", "doc", 0, "ginger"))
+    assert double.index.delete_document("acme", "doc") == 1
+
+    # Then every bulk request was a POST to /chunks/_bulk, and an action naming its index is refused whole
+    bulks = [(method, path) for method, path, _, _ in double.fake.requests if path.endswith("/_bulk")]
+    assert bulks and set(bulks) == {("POST", "/chunks/_bulk")}
+    with pytest.raises(RequestError) as raised:
+        double.index._client.bulk(body=[{"delete": {"_index": "chunks", "_id": "x"}}], index="chunks")
+    assert raised.value.info["error"]["reason"] == "explicit index in bulk is not allowed"
+
+
+def test_the_double_refuses_a_query_past_max_clause_count_as_opensearch_does(double: Double) -> None:
+    # Given a filter of 1,025 leaf clauses (no request model would let one through; a raw body can)
+    too_many = {"bool": {"should": [{"term": {"doc_id": f"d{n}"}} for n in range(1025)]}}
+    # When searched / Then the engine's own limit answers 400 too_many_clauses
+    with pytest.raises(RequestError) as raised:
+        double.index._client.search(index="chunks", body={"query": too_many})
+    assert raised.value.error == "too_many_clauses"
+
+
 def test_connect_signs_requests_with_sigv4_for_the_given_service(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given fake credentials in the environment (never a real profile) and the double on loopback
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
@@ -709,7 +797,7 @@ def test_the_double_answers_mistakes_as_opensearch_does(double: Double) -> None:
     source = {"tenant_id": "acme", "surprise": "field"}
 
     # When a document has a field the strict mapping lacks / Then its bulk item fails with OpenSearch's error
-    answer = client.bulk(body=[{"index": {"_index": "chunks"}}, source], index="chunks")
+    answer = client.bulk(body=[{"index": {}}, source], index="chunks")
     item = answer["items"][0]["index"]
     assert answer["errors"] is True
     assert (item["status"], item["error"]["type"]) == (400, "strict_dynamic_mapping_exception")

@@ -22,14 +22,16 @@ from moto import mock_aws
 from citewise.aws import clients as aws
 from citewise.aws.dynamodb import (
     TABLE_SCHEMA,
+    TTL_ATTRIBUTE,
     DynamoRegistry,
+    delete_request,
     update_request,
 )
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.domain.tenancy import document_id
 from citewise.ports import cursors
-from citewise.ports.registry import DocumentRegistry, StaleVersionError
+from citewise.ports.registry import DeletedDocumentError, DocumentRegistry, StaleVersionError, microseconds
 from citewise_local.registry import SCHEMA_VERSION, LocalRegistry
 
 TABLE = "citewise-documents"
@@ -108,8 +110,8 @@ def test_put_get_delete_round_trip(registry: DocumentRegistry) -> None:
     assert registry.get("acme", document.doc_id) == document
     assert registry.get("acme", "no-such-doc") is None
     # When it is deleted (twice: deleting nothing is fine)
-    registry.delete("acme", document.doc_id)
-    registry.delete("acme", document.doc_id)
+    registry.delete("acme", document.doc_id, deleted_at=T0 + timedelta(minutes=1))
+    registry.delete("acme", document.doc_id, deleted_at=T0 + timedelta(minutes=2))
     # Then it is gone
     assert registry.get("acme", document.doc_id) is None
 
@@ -211,8 +213,8 @@ def test_tenants_are_isolated(registry: DocumentRegistry) -> None:
     assert [d.tenant_id for d in registry.list("beta").items] == ["beta"]
     assert {d.tenant_id for d in registry.list("acme").items} == {"acme"}
     # And deleting in one tenant never touches the other
-    registry.delete("beta", acme.doc_id)
-    registry.delete("acme", beta.doc_id)
+    registry.delete("beta", acme.doc_id, deleted_at=T0 + timedelta(minutes=1))
+    registry.delete("acme", beta.doc_id, deleted_at=T0 + timedelta(minutes=1))
     assert registry.get("acme", acme.doc_id) == acme
     assert registry.get("beta", beta.doc_id) == beta
 
@@ -476,9 +478,209 @@ def test_update_request_is_conditional() -> None:
     assert request["Key"] == {"tenant_id": {"S": "acme"}, "doc_id": {"S": document_id("acme", "a.md")}}
     assert request["ConditionExpression"] == (
         "(attribute_not_exists(#updated) OR #updated <= :updated)"
+        " AND (attribute_not_exists(#deleted) OR #deleted < :updated)"
         " AND #version = :version AND #status IN (:pending, :status)"
     )
+    # A write replaces a tombstone: it removes the delete's time and the expiry with it
+    assert request["UpdateExpression"].endswith(" REMOVE #deleted, #expires")
+    assert request["ExpressionAttributeNames"]["#expires"] == TTL_ATTRIBUTE
     assert request["ExpressionAttributeValues"][":updated"] == {"N": str(int(T0.timestamp()) * 1_000_000)}
+
+
+# --- the shared contract: delete tombstones ----------------------------------------------------------
+
+
+def minutes(n: float) -> datetime:
+    return T0 + timedelta(minutes=n)
+
+
+def test_a_delete_refuses_every_write_that_began_before_it(registry: DocumentRegistry) -> None:
+    # Given a document indexed at T0 and deleted at T0 + 10 minutes
+    indexed = register(registry, make_document("acme", "a.md", status=DocumentStatus.INDEXED))
+    registry.delete("acme", indexed.doc_id, deleted_at=minutes(10))
+    late_writes = [
+        indexed,  # the INDEXED write of the ingest that was running when the delete came
+        indexed.model_copy(update={"status": DocumentStatus.FAILED, "error": "late"}),
+        make_document("acme", "a.md", updated_at=minutes(5)),  # a PENDING of an older event's redelivery
+        make_document("acme", "a.md", version="v2", updated_at=minutes(10)),  # not newer: as old as the delete
+    ]
+    for late in late_writes:
+        # When a write that began before the delete arrives
+        with pytest.raises(DeletedDocumentError) as caught:
+            registry.put(late)
+        # Then it is refused as stale (a conflict: superseded, not failed), naming the deleted version
+        assert isinstance(caught.value, StaleVersionError) and caught.value.http_status == 409
+        assert caught.value.details["reason"] == "deleted"
+        assert caught.value.details["deleted_version"] == "v1"
+        # And the document stays deleted
+        assert registry.get("acme", indexed.doc_id) is None
+        assert registry.list("acme").items == []
+
+
+def test_a_newer_write_after_a_delete_replaces_the_tombstone(registry: DocumentRegistry) -> None:
+    # Given a deleted document
+    first = register(registry, make_document("acme", "a.md", status=DocumentStatus.INDEXED))
+    registry.delete("acme", first.doc_id, deleted_at=minutes(10))
+    # When it is uploaded again after the delete and ingested
+    again = register(
+        registry, make_document("acme", "a.md", version="v2", status=DocumentStatus.INDEXED, updated_at=minutes(11))
+    )
+    # Then it is recorded and listed like any document
+    assert registry.get("acme", first.doc_id) == again
+    assert registry.list("acme").items == [again]
+    # And the tombstone is gone: the record's own ordering rules apply again
+    registry.put(again)  # a retried write of the same outcome
+    with pytest.raises(StaleVersionError) as caught:
+        registry.put(make_document("acme", "a.md", version="v3", updated_at=minutes(10.5)))
+    assert not isinstance(caught.value, DeletedDocumentError) and caught.value.details["reason"] == "stale"
+    # And a second delete leaves a new tombstone at its own time
+    registry.delete("acme", first.doc_id, deleted_at=minutes(20))
+    with pytest.raises(DeletedDocumentError):
+        registry.put(make_document("acme", "a.md", version="v3", updated_at=minutes(15)))
+    assert registry.get("acme", first.doc_id) is None
+
+
+def test_tombstones_are_invisible_to_get_and_list(registry: DocumentRegistry) -> None:
+    # Given ten documents of which every other one is deleted
+    documents = [
+        register(registry, make_document("acme", f"docs/{n}.md", status=DocumentStatus.INDEXED, source="s3"))
+        for n in range(10)
+    ]
+    for document in documents[::2]:
+        registry.delete("acme", document.doc_id, deleted_at=minutes(1))
+    live = documents[1::2]
+    # Then no read returns a tombstone: by id, listed whole or filtered, or page by page
+    assert [registry.get("acme", d.doc_id) for d in documents[::2]] == [None] * 5
+    assert registry.list("acme").items == live
+    assert registry.list("acme", visible_to="carol", status=DocumentStatus.INDEXED, source="s3").items == live
+    assert registry.list("acme", path_prefix="docs/").items == live
+    assert [d for page in all_pages(registry, "acme", limit=2) for d in page] == live
+    assert [len(page) for page in all_pages(registry, "acme", limit=2)] == [2, 2, 1]
+
+
+def test_deleting_twice_keeps_the_later_delete(registry: DocumentRegistry) -> None:
+    # Given a document deleted at T0 + 10 minutes, and a slower delete from T0 + 5 minutes arriving last
+    document = register(registry, make_document("acme", "a.md", status=DocumentStatus.INDEXED))
+    registry.delete("acme", document.doc_id, deleted_at=minutes(10))
+    registry.delete("acme", document.doc_id, deleted_at=minutes(5))
+    # Then the tombstone still refuses writes up to the later delete, and still knows the deleted version
+    with pytest.raises(DeletedDocumentError) as caught:
+        registry.put(make_document("acme", "a.md", version="v2", updated_at=minutes(7)))
+    assert caught.value.details["deleted_version"] == "v1"
+    # And accepts the first write after it
+    registry.put(make_document("acme", "a.md", version="v2", updated_at=minutes(10.001)))
+    assert registry.get("acme", document.doc_id) is not None
+
+
+def test_deleting_an_unknown_document_leaves_a_tombstone(registry: DocumentRegistry) -> None:
+    # Given the removal of a document never registered (its removal event overtook its creation event)
+    doc_id = document_id("acme", "a.md")
+    registry.delete("acme", doc_id, deleted_at=minutes(10))
+    assert registry.get("acme", doc_id) is None
+    assert registry.list("acme").items == []
+    # Then the creation, older than the removal, cannot record it, but a later upload can
+    with pytest.raises(DeletedDocumentError) as caught:
+        registry.put(make_document("acme", "a.md", updated_at=minutes(9)))
+    assert caught.value.details["deleted_version"] is None
+    registry.put(make_document("acme", "a.md", updated_at=minutes(11)))
+    assert [d.path for d in registry.list("acme").items] == ["a.md"]
+
+
+def test_a_tombstone_keeps_the_deleted_records_ordering_key(registry: DocumentRegistry) -> None:
+    # Given a record written at T0 + 10 minutes and deleted by a caller whose clock says T0 + 5 minutes
+    document = register(registry, make_document("acme", "a.md", updated_at=minutes(10)))
+    registry.delete("acme", document.doc_id, deleted_at=minutes(5))
+    # Then a write older than the deleted record is refused, as it was while the record was there
+    with pytest.raises(DeletedDocumentError):
+        registry.put(make_document("acme", "a.md", version="v2", updated_at=minutes(8)))
+    # And one newer than both is accepted
+    registry.put(make_document("acme", "a.md", version="v2", updated_at=minutes(12)))
+    assert registry.get("acme", document.doc_id) is not None
+
+
+def test_a_delete_touches_only_its_own_tenant_and_document(registry: DocumentRegistry) -> None:
+    # Given the same path in two tenants, and a deleted neighbour
+    acme = register(registry, make_document("acme", "a.md"))
+    register(registry, make_document("beta", "a.md", owner="bea"))
+    registry.delete("acme", acme.doc_id, deleted_at=minutes(10))
+    # Then beta's document and acme's other documents take writes of any age as before
+    registry.put(make_document("beta", "a.md", owner="bea", version="v2", updated_at=minutes(1)))
+    registry.put(make_document("acme", "b.md", updated_at=minutes(1)))
+    assert [d.version for d in registry.list("beta").items] == ["v2"]
+    assert [d.path for d in registry.list("acme").items] == ["b.md"]
+
+
+# --- tombstone storage and expiry ---------------------------------------------------------------------
+
+
+def test_local_tombstones_are_purged_after_the_retention(tmp_path: Path) -> None:
+    # Given a local registry that keeps tombstones for a day, and a document deleted at T0
+    registry = LocalRegistry(tmp_path / "registry.db", tombstone_retention=timedelta(days=1))
+    try:
+        old = register(registry, make_document("acme", "old.md"))
+        registry.delete("acme", old.doc_id, deleted_at=T0)
+        with pytest.raises(DeletedDocumentError):
+            registry.put(make_document("acme", "old.md", updated_at=T0 - timedelta(hours=1)))
+        # When another delete happens two days later
+        registry.delete("acme", document_id("acme", "other.md"), deleted_at=T0 + timedelta(days=2))
+        # Then the expired tombstone is gone (a write that old could only come from outside any queue)
+        registry.put(make_document("acme", "old.md", updated_at=T0 - timedelta(hours=1)))
+        assert registry.get("acme", old.doc_id) is not None
+        # And the recent one still holds
+        with pytest.raises(DeletedDocumentError):
+            registry.put(make_document("acme", "other.md", updated_at=T0 + timedelta(days=1)))
+    finally:
+        registry.close()
+
+
+def test_a_local_write_after_a_delete_removes_the_tombstone(tmp_path: Path) -> None:
+    registry = LocalRegistry(tmp_path / "registry.db")
+    try:
+        document = register(registry, make_document("acme", "a.md"))
+        registry.delete("acme", document.doc_id, deleted_at=minutes(10))
+        registry.delete("acme", document_id("acme", "b.md"), deleted_at=minutes(10))
+        registry.put(make_document("acme", "a.md", version="v2", updated_at=minutes(11)))
+    finally:
+        registry.close()
+    with sqlite3.connect(tmp_path / "registry.db") as conn:
+        assert conn.execute("SELECT doc_id FROM tombstones").fetchall() == [(document_id("acme", "b.md"),)]
+    conn.close()
+
+
+def test_a_dynamodb_tombstone_keeps_only_the_key_ordering_and_expiry(aws_credentials: None) -> None:
+    with mock_aws():
+        boto3.client("dynamodb").create_table(TableName=TABLE, **TABLE_SCHEMA)
+        registry = DynamoRegistry(TABLE, tombstone_retention=timedelta(days=30))
+        # Given an indexed document, deleted
+        document = register(registry, make_document("acme", "a.md", status=DocumentStatus.INDEXED))
+        assert TTL_ATTRIBUTE not in _raw_item(registry, document)  # a record never expires
+        registry.delete("acme", document.doc_id, deleted_at=minutes(10))
+        # Then the item holds the key, the deleted version's ordering key, the delete's time and its expiry
+        assert _raw_item(registry, document) == {
+            "tenant_id": {"S": "acme"},
+            "doc_id": {"S": document.doc_id},
+            "version": {"S": "v1"},
+            "updated_us": {"N": str(microseconds(T0))},
+            "deleted_us": {"N": str(microseconds(minutes(10)))},
+            TTL_ATTRIBUTE: {"N": str(int((minutes(10) + timedelta(days=30)).timestamp()))},
+        }
+        # And the next write turns it back into a record that never expires
+        register(registry, make_document("acme", "a.md", version="v2", updated_at=minutes(11)))
+        item = _raw_item(registry, document)
+        assert "deleted_us" not in item and TTL_ATTRIBUTE not in item and item["version"] == {"S": "v2"}
+
+
+def test_delete_request_is_conditional_and_never_deletes_the_item() -> None:
+    request = delete_request(TABLE, "acme", "d1", minutes(10), timedelta(days=90))
+    assert request["Key"] == {"tenant_id": {"S": "acme"}, "doc_id": {"S": "d1"}}
+    assert request["ConditionExpression"] == "attribute_not_exists(#deleted) OR #deleted < :deleted"
+    assert request["UpdateExpression"] == (
+        "SET #deleted = :deleted, #expires = :expires REMOVE #path, #owner, #visibility, #status, #source, #body"
+    )
+    assert request["ExpressionAttributeValues"] == {
+        ":deleted": {"N": str(microseconds(minutes(10)))},
+        ":expires": {"N": str(int((minutes(10) + timedelta(days=90)).timestamp()))},
+    }
 
 
 # --- DynamoDB: cursors --------------------------------------------------------------------------------

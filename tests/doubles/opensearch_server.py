@@ -15,7 +15,8 @@ Writes become searchable at a refresh (`_refresh`, or `?refresh=true|wait_for`),
 `_refresh` does not exist, as on a Serverless vector collection.
 
 Faults on demand: `fail_next_request` (a whole-request error, e.g. 429), `respond_next_raw` (a
-malformed answer) and `fail_bulk_items` (per-item failures inside a 200 bulk answer).
+malformed answer), `stall_next_request` (a slow answer) and `fail_bulk_items` (per-item failures
+inside a 200 bulk answer).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import math
 import re
 import secrets
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,7 +41,24 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from citewise.domain.textutil import content_terms
 
 VERSION = "2.17.0"
-FIELD_TYPES = {"keyword", "text", "date", "integer", "long", "double", "float", "boolean", "object", "knn_vector"}
+FIELD_TYPES = {
+    "keyword",
+    "text",
+    "date",
+    "integer",
+    "long",
+    "double",
+    "float",
+    "boolean",
+    "object",
+    "nested",
+    "knn_vector",
+}
+OBJECT_TYPES = {"object", "nested"}
+TOTAL_FIELDS_LIMIT = 1000  # index.mapping.total_fields.limit's default
+MAX_CLAUSE_COUNT = 1024  # indices.query.bool.max_clause_count's default
+# Leaf queries, as Lucene 9's IndexSearcher counts them against max_clause_count (compound ones are not).
+LEAF_QUERIES = {"term", "terms", "range", "prefix", "wildcard", "exists", "match_none", "match_all", "ids", "knn"}
 FAISS_SPACES = {"l2", "innerproduct"}  # cosinesimil on Faiss arrives in 2.19
 FAISS_HNSW_PARAMETERS = {"m", "ef_construction", "ef_search", "encoder"}
 SEARCH_KEYS = {
@@ -93,13 +112,17 @@ class _ItemFault:
 class FakeOpenSearch:
     """The state and behaviour behind the HTTP server; thread-safe."""
 
-    def __init__(self, *, serverless: bool = False) -> None:
+    def __init__(self, *, serverless: bool = False, allow_explicit_index: bool = False) -> None:
         self.serverless = serverless
+        # `rest.action.multi.allow_explicit_index`: true by default in OpenSearch, false on a hardened
+        # domain; citewise must work with it off, so the double starts hardened.
+        self.allow_explicit_index = allow_explicit_index
         self.indices: dict[str, Index] = {}
         self.requests: list[tuple[str, str, dict[str, str], int]] = []
         self._lock = threading.Lock()
         self._request_faults: list[tuple[str | None, str | None, Response]] = []
         self._item_faults: list[_ItemFault] = []
+        self._stalls: list[tuple[str, float]] = []
 
     # --- fault injection ---------------------------------------------------------------------------
 
@@ -115,6 +138,10 @@ class FakeOpenSearch:
         """Answer the next request (whose path contains `path`, if given) with these raw bytes."""
         self._request_faults.append((path, None, (status, body, content_type)))
 
+    def stall_next_request(self, seconds: float, *, path: str) -> None:
+        """Answer the next request whose path contains `path` only after `seconds` (a slow cluster)."""
+        self._stalls.append((path, seconds))
+
     def fail_bulk_items(
         self, match: Callable[[str, Json | None], bool], *, status: int, kind: str, reason: str = "injected"
     ) -> None:
@@ -127,6 +154,12 @@ class FakeOpenSearch:
         url = urlsplit(target)
         params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         parts = [unquote(p) for p in url.path.split("/") if p]
+        with self._lock:
+            stall = next((s for s in self._stalls if s[0] in url.path), None)
+            if stall is not None:
+                self._stalls.remove(stall)
+        if stall is not None:
+            time.sleep(stall[1])  # outside the lock: other requests go on meanwhile
         with self._lock:
             self.requests.append((method, url.path, params, len(body)))
             for position, (path, verb, response) in enumerate(self._request_faults):
@@ -206,7 +239,11 @@ class FakeOpenSearch:
         for line in lines:
             ((operation, meta),) = json.loads(line).items()
             source = json.loads(next(lines)) if operation in ("index", "create") else None
+            if "_index" in meta and not self.allow_explicit_index:
+                raise ApiError(400, "illegal_argument_exception", "explicit index in bulk is not allowed")
             name = meta.get("_index", default_index)
+            if name is None:
+                raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
             try:
                 fault = next((f for f in faults if f.match(operation, source)), None)
                 if fault is not None:
@@ -270,8 +307,11 @@ class FakeOpenSearch:
         unknown = set(body) - SEARCH_KEYS
         if unknown:
             raise ApiError(400, "parsing_exception", f"Unknown key for a START_OBJECT in [{sorted(unknown)[0]}].")
+        query = body.get("query", {"match_all": {}})
+        if _leaf_clauses(query) > MAX_CLAUSE_COUNT:
+            raise ApiError(400, "too_many_clauses", f"maxClauseCount is set to {MAX_CLAUSE_COUNT}")
         searcher = _Searcher(index)
-        scored = searcher.run(body.get("query", {"match_all": {}}))
+        scored = searcher.run(query)
         sort = [_sort_spec(spec) for spec in body.get("sort", [])]
         if sort:
             scored.sort(key=lambda hit: tuple(searcher.sort_value(hit[0], f) for f, _ in sort))
@@ -320,9 +360,9 @@ class FakeOpenSearch:
 class _Searcher:
     """Evaluates query DSL over an index's searchable documents: [(id, score)] of the matching ones."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, docs: dict[str, Json] | None = None) -> None:
         self.index = index
-        self.docs = index.searchable
+        self.docs = index.searchable if docs is None else docs
         self._values: dict[tuple[str, str], list[Any]] = {}
 
     def run(self, query: Json) -> list[tuple[str, float]]:
@@ -369,6 +409,27 @@ class _Searcher:
                     scores[doc_id] += score
             alive = {d for d in alive if counts[d] >= needed}
         return {doc_id: scores[doc_id] for doc_id in alive}
+
+    def q_nested(self, spec: Json, candidates: set[str]) -> dict[str, float]:
+        """Documents having one entry under `path` that matches `query` on its own."""
+        unknown = set(spec) - {"path", "query", "score_mode", "ignore_unmapped"}
+        if unknown:
+            raise ApiError(400, "parsing_exception", f"[nested] query does not support [{sorted(unknown)[0]}]")
+        path = spec["path"]
+        node = self.mapping(path)
+        if node is None or node["type"] != "nested":
+            raise ApiError(
+                400, "query_shard_exception", f"[nested] nested object under path [{path}] is not of nested type"
+            )
+        entries: dict[str, Json] = {}
+        owners: dict[str, str] = {}
+        for doc_id in candidates:
+            for position, entry in enumerate(_as_list(_get_path(self.docs[doc_id], path))):
+                entry_id = f"{doc_id}#{position}"
+                entries[entry_id] = _set_path(path, entry)
+                owners[entry_id] = doc_id
+        matched = _Searcher(self.index, entries).query(spec["query"], set(entries))
+        return {owners[entry_id]: 1.0 for entry_id in matched}
 
     def q_term(self, spec: Json, candidates: set[str]) -> dict[str, float]:
         ((name, value),) = spec.items()
@@ -537,7 +598,7 @@ def _check_properties(properties: Json, knn_enabled: bool) -> None:
         kind = mapping.get("type", "object" if "properties" in mapping else None)
         if kind not in FIELD_TYPES:
             raise ApiError(400, "mapper_parsing_exception", f"No handler for type [{kind}] declared on field [{name}]")
-        if kind == "object":
+        if kind in OBJECT_TYPES:
             _check_properties(mapping.get("properties", {}), knn_enabled)
         if kind == "knn_vector":
             _check_vector(name, mapping, knn_enabled)
@@ -573,7 +634,16 @@ def _check_document(index: Index, doc_id: str, source: Json) -> None:
     """Validate (and dynamically map) a document, raising OpenSearch's errors for a bad one."""
     mappings = copy.deepcopy(index.mappings)  # dynamic fields are added only if the whole document is valid
     _check_object(mappings, mappings.setdefault("properties", {}), source, "", mappings.get("dynamic", True), doc_id)
+    if _count_fields(mappings["properties"]) > TOTAL_FIELDS_LIMIT:
+        raise ApiError(
+            400, "illegal_argument_exception", f"Limit of total fields [{TOTAL_FIELDS_LIMIT}] has been exceeded"
+        )
     index.mappings = mappings
+
+
+def _count_fields(properties: Json) -> int:
+    """Mapped fields as `index.mapping.total_fields.limit` counts them (object fields included)."""
+    return sum(1 + _count_fields(m.get("properties", {})) for m in properties.values())
 
 
 def _check_object(root: Json, properties: Json, value: Json, path: str, dynamic: Any, doc_id: str) -> None:
@@ -594,18 +664,21 @@ def _check_object(root: Json, properties: Json, value: Json, path: str, dynamic:
                 continue
             mapping = properties[name] = _dynamic_mapping(root, full, item)
         kind = mapping.get("type", "object")
-        if kind == "object":
+        if kind in OBJECT_TYPES:
             if mapping.get("enabled", True) is False or item is None:
                 continue
-            if not isinstance(item, dict):
-                raise ApiError(
-                    400,
-                    "mapper_parsing_exception",
-                    f"object mapping for [{full}] tried to parse field [{name}] as object, but found a concrete value",
+            # An object field takes an array of objects too (each flattened into it; nested: each its own entry).
+            for one in item if isinstance(item, list) else [item]:
+                if not isinstance(one, dict):
+                    raise ApiError(
+                        400,
+                        "mapper_parsing_exception",
+                        f"object mapping for [{full}] tried to parse field [{name}] as object, "
+                        "but found a concrete value",
+                    )
+                _check_object(
+                    root, mapping.setdefault("properties", {}), one, full + ".", mapping.get("dynamic", dynamic), doc_id
                 )
-            _check_object(
-                root, mapping.setdefault("properties", {}), item, full + ".", mapping.get("dynamic", dynamic), doc_id
-            )
         elif kind == "knn_vector":
             if not isinstance(item, list) or not all(isinstance(x, int | float) for x in item):
                 raise _field_error(
@@ -744,6 +817,33 @@ def _get_path(source: Json, name: str) -> Any:
     return node
 
 
+def _leaf_clauses(query: Any) -> int:
+    """Leaf clauses of a query tree; a `match` counts one per analysed term of its text."""
+    if isinstance(query, list):
+        return sum(_leaf_clauses(item) for item in query)
+    if not isinstance(query, dict):
+        return 0
+    count = 0
+    for key, value in query.items():
+        if key == "match":
+            ((_, spec),) = value.items()
+            count += len(set(content_terms(str(spec["query"] if isinstance(spec, dict) else spec))))
+        elif key in LEAF_QUERIES:
+            count += 1
+            if key == "knn":
+                count += _leaf_clauses(value)  # its filter
+        else:
+            count += _leaf_clauses(value)
+    return count
+
+
+def _set_path(name: str, value: Any) -> Json:
+    """`value` placed at the dotted path `name` of a new document."""
+    for part in reversed(name.split(".")):
+        value = {part: value}
+    return value
+
+
 def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
@@ -776,12 +876,15 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         self.server.headers_seen.append(dict(self.headers))
         status, payload, content_type = self.server.fake.handle(self.command, self.path, body)
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client stopped waiting (a stalled answer past its timeout)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _serve  # noqa: N815
 

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack
 from citewise_infra.bedrock import guardrail_statement, invoke_statements, split_profile
+from citewise_infra.config import ModelsConfig
+from pydantic import ValidationError
 
 from .templates import flat
 
@@ -61,3 +63,13 @@ def test_a_guardrail_is_applied_by_arn() -> None:
     (statement,) = resolved([guardrail_statement("gr1")])
     assert statement["Action"] == "bedrock:ApplyGuardrail"
     assert statement["Resource"] == "arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:guardrail/gr1"
+
+
+def test_the_cdk_config_refuses_such_a_model_at_synth() -> None:
+    with pytest.raises(ValidationError, match="does not support guardrails"):
+        ModelsConfig(
+            generation_model_id="us.anthropic.claude-3-5-haiku-20241022-v1:0",
+            guardrail_id="gr0abc123",
+            guardrail_version="1",
+        )
+    assert ModelsConfig(generation_model_id="us.anthropic.claude-3-haiku-20240307-v1:0").guardrail_id is None

@@ -39,7 +39,12 @@ SEARCH = {
     "CITEWISE_EMBEDDING_DIMENSION",
 }
 # ... where documents and records are for those that read or write them, and nothing else.
-DOCUMENTS = {"CITEWISE_REGISTRY_TABLE", "CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_MAX_DOCUMENT_BYTES"}
+DOCUMENTS = {
+    "CITEWISE_REGISTRY_TABLE",
+    "CITEWISE_DOCUMENTS_BUCKET",
+    "CITEWISE_MAX_DOCUMENT_BYTES",
+    "CITEWISE_TOMBSTONE_RETENTION_DAYS",
+}
 REQUIRED: dict[FunctionKey, set[str]] = {
     "ingest": SEARCH | DOCUMENTS,
     "query": SEARCH | {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
@@ -127,6 +132,8 @@ def test_the_environment_validates_as_the_functions_settings(
         config.models.embedding_dimension,
     )
     assert settings.index_name == config.search.index_name
+    if key in ("ingest", "documents"):
+        assert settings.tombstone_retention_days == config.data.tombstone_retention_days
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map

@@ -93,8 +93,9 @@ def test_ingest_reads_documents_writes_the_index_and_cannot_create_it(dev: Synth
     # HEAD on the index itself (does it exist?), never PUT (create) or DELETE
     index_only = {a for s in ingest for r in s.resources if r.endswith("/citewise-chunks") for a in s.actions}
     assert index_only == {"es:ESHttpHead"}
-    assert {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= granted
+    assert {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"} <= granted
     assert "dynamodb:Scan" not in granted
+    assert "dynamodb:DeleteItem" not in granted  # a delete leaves a tombstone: only the table's TTL removes items
 
 
 def test_documents_manages_objects_under_tenants_and_calls_no_model(dev: Synth) -> None:

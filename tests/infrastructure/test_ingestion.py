@@ -37,13 +37,17 @@ def test_both_queues_refuse_plain_http(synth: Synth) -> None:
         )
 
 
-def test_object_created_and_removed_under_tenants_are_sent_to_the_queue(synth: Synth) -> None:
+def test_object_created_removed_and_expired_under_tenants_are_sent_to_the_queue(synth: Synth) -> None:
     (notifications,) = synth.of_type("Custom::S3BucketNotifications").values()
     properties = notifications["Properties"]
     assert properties["BucketName"] == {"Ref": synth.logical_id(synth.stack.storage.bucket)}
     queue_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.ingestion.queue), "Arn"]}
     configurations = properties["NotificationConfiguration"]["QueueConfigurations"]
-    assert sorted(c["Events"][0] for c in configurations) == ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
+    assert sorted(c["Events"][0] for c in configurations) == [
+        "s3:LifecycleExpiration:*",
+        "s3:ObjectCreated:*",
+        "s3:ObjectRemoved:*",
+    ]
     for configuration in configurations:
         assert configuration["QueueArn"] == queue_arn
         assert configuration["Filter"] == {"Key": {"FilterRules": [{"Name": "prefix", "Value": "tenants/"}]}}

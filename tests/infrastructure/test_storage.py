@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_cdk.assertions import Match
 
-from citewise.aws.dynamodb import TABLE_SCHEMA
+from citewise.aws.dynamodb import TABLE_SCHEMA, TTL_ATTRIBUTE
 
 from .conftest import Synth
 
@@ -108,6 +108,14 @@ def test_registry_table_is_the_adapters_schema(synth: Synth) -> None:
     assert [
         {k: index[k] for k in ("IndexName", "KeySchema", "Projection")} for index in table["GlobalSecondaryIndexes"]
     ] == TABLE_SCHEMA["GlobalSecondaryIndexes"]
+
+
+def test_registry_tombstones_expire_through_the_tables_ttl(synth: Synth) -> None:
+    table = synth.resources[synth.logical_id(synth.stack.storage.table)]["Properties"]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    # The retention the functions are given outlives every message of the ingest queue and its DLQ
+    data = synth.stack.config.data
+    assert data.tombstone_retention_days > data.queue_retention_days
 
 
 def test_registry_table_is_encrypted_with_the_key_and_recoverable(synth: Synth) -> None:

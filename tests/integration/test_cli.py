@@ -61,7 +61,7 @@ def test_ingest_reports_new_unchanged_modified_and_deleted(cli: Any, tmp_path: P
 
 
 def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
-    # Given two files ingested by the CLI (source `folder`), and two from S3 (one empty, so it fails)
+    # Given two files ingested by the CLI (channel `folder`), and two from S3 (one empty, so it fails)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("Aardvarks eat ants.")
@@ -70,7 +70,7 @@ def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
     services = build_services(Settings(home=tmp_path / "home", embedder="hashing"))
     try:
         for path, data in (("uploads/c.md", b"Cormorants dive."), ("uploads/empty.md", b"")):
-            services.ingestor.ingest(dataclasses.replace(source("acme", path, data), source="s3"))
+            services.ingestor.ingest(dataclasses.replace(source("acme", path, data), channel="s3"))
     finally:
         services.close()
 
@@ -79,13 +79,15 @@ def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
         assert status == 0
         return [d["path"] for d in _json(out)["items"]]
 
-    # Then --source keeps that source's documents only, alone and with the other filters
+    # Then --source (the content's origin: here the first folder) keeps that source's documents only,
+    # alone and with the other filters, whichever channel brought them
     assert listed() == ["docs/a.md", "docs/b.md", "uploads/c.md", "uploads/empty.md"]
-    assert listed("--source", "s3") == ["uploads/c.md", "uploads/empty.md"]
-    assert listed("--source", "folder") == ["docs/a.md", "docs/b.md"]
-    assert listed("--source", "folder", "--prefix", "docs/b") == ["docs/b.md"]
-    assert listed("--source", "s3", "--status", "INDEXED") == ["uploads/c.md"]
-    assert listed("--source", "s3", "--status", "FAILED") == ["uploads/empty.md"]
+    assert listed("--source", "uploads") == ["uploads/c.md", "uploads/empty.md"]
+    assert listed("--source", "docs") == ["docs/a.md", "docs/b.md"]
+    assert listed("--source", "docs", "--prefix", "docs/b") == ["docs/b.md"]
+    assert listed("--source", "uploads", "--status", "INDEXED") == ["uploads/c.md"]
+    assert listed("--source", "uploads", "--status", "FAILED") == ["uploads/empty.md"]
+    assert listed("--source", "s3") == listed("--source", "folder") == []
     assert listed("--source", "folder", "--status", "FAILED") == []
     assert listed("--source", "nowhere") == []
 
@@ -325,7 +327,27 @@ def test_a_folder_sync_removes_only_what_it_put_there_and_may_change(
     status, out, _ = cli("ingest", str(folder), "--tenant", "acme", "--user", "alice", "--json")
     assert status == 0 and _json(out)["deleted"] == 2
     listed = _json(cli("docs", "list", "--tenant", "acme", "--user", "alice", "--json")[1])["items"]
-    assert sorted((d["path"], d["source"]) for d in listed) == [
-        ("notes/bobs.md", "folder"),
-        ("notes/uploaded.md", "local"),
+    assert sorted((d["path"], d["channel"], d["source"]) for d in listed) == [
+        ("notes/bobs.md", "folder", "notes"),
+        ("notes/uploaded.md", "local", "notes"),
     ]
+
+
+def test_search_reports_routing_and_no_route_turns_it_off(cli: Any, tmp_path: Path) -> None:
+    # Given notes in two folders (their sources)
+    for folder in ("jira", "wiki"):
+        (tmp_path / "docs" / folder).mkdir(parents=True)
+        (tmp_path / "docs" / folder / "retries.md").write_text("Queue retries back off exponentially.")
+    assert cli("ingest", str(tmp_path / "docs" / "jira"), str(tmp_path / "docs" / "wiki"), "--tenant", "acme")[0] == 0
+    # When a search names a source / Then only its documents come back, and the routing is reported
+    status, out, _ = cli("search", "queue retries in jira", "--tenant", "acme", "--json")
+    body = _json(out)
+    assert status == 0 and {h["chunk"]["document"]["source"] for h in body["hits"]} == {"jira"}
+    assert body["routing"]["consumed_phrases"] == ["in jira"] and body["routing"]["router"] == "deterministic"
+    status, out, _ = cli("search", "queue retries in jira", "--tenant", "acme")
+    assert status == 0 and out.startswith('routed (deterministic): "in jira" -> ')
+    # And --no-route searches everything
+    status, out, _ = cli("search", "queue retries in jira", "--tenant", "acme", "--json", "--no-route")
+    body = _json(out)
+    assert {h["chunk"]["document"]["source"] for h in body["hits"]} == {"jira", "wiki"}
+    assert body["routing"]["router"] == "off"

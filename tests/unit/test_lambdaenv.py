@@ -9,12 +9,12 @@ from typing import Any, cast
 import pytest
 
 from citewise.domain.errors import CitewiseError
+from citewise_local.emulator import LambdaContext
 from citewise_local.lambdaenv import (
     EnvironmentLostError,
     ExecutionEnvironment,
     FunctionPool,
     HandlerError,
-    LambdaContext,
 )
 
 WAIT_S = 30

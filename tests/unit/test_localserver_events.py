@@ -1,12 +1,15 @@
-"""The local server's pure parts: route matching, claims as API Gateway renders them, and the S3 / SQS /
-API Gateway events, checked against Powertools' models of the real events."""
+"""The local server's route matching, and the Lambda emulator it shares with the tests: claims as API
+Gateway renders them, and the S3 / SQS / API Gateway events, checked against Powertools' models of the
+real events and against the recorded ones in tests/events."""
 
 from __future__ import annotations
 
 import json
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote_plus
 
 import pytest
 from aws_lambda_powertools.utilities.parser.models import (
@@ -17,16 +20,19 @@ from aws_lambda_powertools.utilities.parser.models import (
 from citewise.api.routes import ROUTES, Route, allowed_methods
 from citewise.domain.errors import ValidationError
 from citewise.domain.tenancy import caller_from_claims
-from citewise.ports.blobstore import key_to_location
-from citewise_local.server import (
+from citewise.ports.blobstore import key_to_location, object_key
+from citewise_local.emulator import (
+    MalformedProxyResponseError,
     QueuedMessage,
     Sequencer,
-    apigateway_claims,
-    match_route,
+    authorizer_claims,
+    http_response,
     rest_event,
-    s3_object_record,
+    s3_record,
     sqs_event,
+    sqs_record,
 )
+from citewise_local.server import match_route
 
 
 @pytest.mark.parametrize(
@@ -94,7 +100,7 @@ def test_claims_are_rendered_as_api_gateway_renders_them() -> None:
         "iat": 1469814773,
         "exp": 1469818373,
     }
-    rendered = apigateway_claims(claims)
+    rendered = authorizer_claims(claims)
     # Then every value is a string, groups comma-joined and times as dates
     assert rendered == {
         "sub": "alice",
@@ -111,7 +117,7 @@ def test_claims_are_rendered_as_api_gateway_renders_them() -> None:
 
 @pytest.mark.parametrize("exp", [10**20, -(10**20), 1e300])
 def test_a_time_claim_that_is_no_date_stays_a_number_instead_of_overflowing(exp: float) -> None:
-    rendered = apigateway_claims({"sub": "alice", "exp": exp, "iat": 1469814773})
+    rendered = authorizer_claims({"sub": "alice", "exp": exp, "iat": 1469814773})
     assert rendered["exp"] == str(exp)
     assert rendered["iat"] == "Fri Jul 29 17:52:53 UTC 2016"
 
@@ -129,7 +135,8 @@ def _event(**overrides: object) -> dict[str, object]:
         "received": datetime(2026, 3, 4, 19, 15, 17, 135000, tzinfo=UTC),
         "domain_name": "127.0.0.1",
     }
-    return rest_event(Route("GET", "/v1/documents/{id}", "documents"), **(arguments | overrides))  # type: ignore[arg-type]
+    route = Route("GET", "/v1/documents/{id}", "documents")
+    return rest_event(route.method, route.path, **(arguments | overrides))  # type: ignore[arg-type]
 
 
 def test_the_rest_event_has_the_shape_api_gateway_sends() -> None:
@@ -178,10 +185,9 @@ def test_a_body_travels_as_text_or_else_base64() -> None:
 
 def test_the_s3_notification_in_an_sqs_message_has_the_real_shape() -> None:
     # Given the record of an upload whose path needs URL-encoding
-    record = s3_object_record(
+    record = s3_record(
         "ObjectCreated:Put",
-        tenant_id="acme",
-        path="reports/Q1 plan+notes.pdf",
+        object_key("acme", "reports/Q1 plan+notes.pdf"),
         size=1234,
         etag="0cc175b9c0f1b6a831c399e269772661",
         sequencer="0000000000000000AB",
@@ -190,11 +196,11 @@ def test_the_s3_notification_in_an_sqs_message_has_the_real_shape() -> None:
         request_id="req-1",
     )
     message = QueuedMessage("m-1", json.dumps({"Records": [record]}), 1_700_000_000_000)
-    event = sqs_event(message, receive_count=2, first_receive_ms=1_700_000_000_500)
+    event = sqs_event([sqs_record(message, receive_count=2, first_receive_ms=1_700_000_000_500)])
     # Then Powertools' model of S3 notifications delivered by SQS accepts it
     parsed = S3SqsEventNotificationModel.model_validate(event)
-    sqs_record = parsed.Records[0]
-    s3 = sqs_record.body.Records[0]
+    delivered = parsed.Records[0]
+    s3 = delivered.body.Records[0]
     assert s3.eventName == "ObjectCreated:Put"
     assert s3.s3.bucket.name == "local"
     assert s3.s3.object is not None
@@ -203,18 +209,17 @@ def test_the_s3_notification_in_an_sqs_message_has_the_real_shape() -> None:
     assert s3.s3.object.eTag == "0cc175b9c0f1b6a831c399e269772661"
     assert s3.s3.object.versionId is None
     assert s3.eventTime == datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
-    assert sqs_record.attributes.ApproximateReceiveCount == "2"
-    assert sqs_record.messageId == "m-1"
+    assert delivered.attributes.ApproximateReceiveCount == "2"
+    assert delivered.messageId == "m-1"
     # And the key decodes back to the tenant and path, as the ingest handler reads it
     assert key_to_location(s3.s3.object.key) == ("acme", "reports/Q1 plan+notes.pdf")
 
 
 def test_an_s3_record_refuses_a_path_outside_the_layout() -> None:
     with pytest.raises(ValidationError):
-        s3_object_record(
+        s3_record(
             "ObjectCreated:Put",
-            tenant_id="acme",
-            path="../escape",
+            object_key("acme", "../escape"),
             size=1,
             etag="x",
             sequencer="1",
@@ -226,10 +231,9 @@ def test_an_s3_record_refuses_a_path_outside_the_layout() -> None:
 
 def test_a_removed_object_s_record_has_no_size_or_etag_and_a_created_one_needs_both() -> None:
     def record(event_name: Literal["ObjectCreated:Put", "ObjectRemoved:Delete"], size: int | None) -> dict[str, Any]:
-        return s3_object_record(
+        return s3_record(
             event_name,
-            tenant_id="acme",
-            path="it.md",
+            object_key("acme", "it.md"),
             size=size,
             sequencer="1",
             event_time=datetime.now(UTC),
@@ -240,7 +244,9 @@ def test_a_removed_object_s_record_has_no_size_or_etag_and_a_created_one_needs_b
     removed = record("ObjectRemoved:Delete", None)
     assert removed["s3"]["object"] == {"key": "tenants/acme/it.md", "sequencer": "1"}
     message = QueuedMessage("m-1", json.dumps({"Records": [removed]}), 1_700_000_000_000)
-    parsed = S3SqsEventNotificationModel.model_validate(sqs_event(message, receive_count=1, first_receive_ms=1))
+    parsed = S3SqsEventNotificationModel.model_validate(
+        sqs_event([sqs_record(message, receive_count=1, first_receive_ms=1)])
+    )
     assert parsed.Records[0].body.Records[0].eventName == "ObjectRemoved:Delete"
     with pytest.raises(ValueError, match="size and ETag"):
         record("ObjectCreated:Put", 1)
@@ -248,7 +254,7 @@ def test_a_removed_object_s_record_has_no_size_or_etag_and_a_created_one_needs_b
 
 def test_each_receive_has_its_own_receipt_handle_and_count() -> None:
     message = QueuedMessage("m-1", "{}", 1)
-    first, second = (sqs_event(message, receive_count=n, first_receive_ms=2)["Records"][0] for n in (1, 2))
+    first, second = (sqs_record(message, receive_count=n, first_receive_ms=2) for n in (1, 2))
     assert first["receiptHandle"] != second["receiptHandle"]
     assert (first["attributes"]["ApproximateReceiveCount"], second["attributes"]["ApproximateReceiveCount"]) == (
         "1",
@@ -268,3 +274,117 @@ def test_sequencers_are_fixed_width_and_increase_even_when_the_clock_does_not() 
     # A restarted server starts from the clock, after what an earlier one issued
     time.sleep(0.001)
     assert Sequencer().next() > later[-1]
+
+
+# --- the emulator against the recorded events --------------------------------------------------------
+
+EVENTS = Path(__file__).resolve().parents[1] / "events"
+
+
+def recorded(name: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return event
+
+
+def shape(value: Any) -> Any:
+    """The keys of `value` at every level of nesting (what a handler could look up), without the values."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    return type(value).__name__ if value is not None else None
+
+
+def replayed(real: dict[str, Any], **identity: Any) -> dict[str, Any]:
+    """The emulator's event for the request of the recorded event `real`, from the caller `identity`."""
+    return rest_event(
+        real["httpMethod"],
+        real["resource"],
+        raw_path=real["path"],
+        headers=list(real["headers"].items()),
+        body=real["body"].encode(),
+        stage=real["requestContext"]["stage"],
+        **identity,
+    )
+
+
+def test_a_cognito_request_has_the_recorded_events_parts_where_it_has_them() -> None:
+    # Given the recorded event of a Cognito-authenticated POST /v1/query and the emulator's for the same
+    real = recorded("apigw_cognito.json")
+    emulated = replayed(real, claims=real["requestContext"]["authorizer"]["claims"])
+    # Then both have the same parts at every level (values aside), and the same request
+    assert shape(emulated) == shape(real)
+    for part in ("resource", "path", "httpMethod", "headers", "multiValueHeaders", "body", "isBase64Encoded"):
+        assert emulated[part] == real[part], part
+    assert emulated["requestContext"]["authorizer"] == real["requestContext"]["authorizer"]
+    assert emulated["requestContext"]["path"] == real["requestContext"]["path"]
+
+
+def test_an_iam_request_names_its_sigv4_caller_as_the_recorded_event_does() -> None:
+    # Given the recorded event of a SigV4-signed POST /v1/search and the emulator's for the same caller
+    real = recorded("apigw_iam.json")
+    emulated = replayed(real, iam_arn=real["requestContext"]["identity"]["userArn"])
+    # Then the parts match the recording (an IAM request has no authorizer), and so does who called
+    assert shape(emulated) == shape(real)
+    assert "authorizer" not in emulated["requestContext"]
+    identity, real_identity = emulated["requestContext"]["identity"], real["requestContext"]["identity"]
+    assert (identity["userArn"], identity["accountId"]) == (real_identity["userArn"], real_identity["accountId"])
+    assert identity["cognitoIdentityId"] is None and identity["accessKey"] is not None
+    APIGatewayProxyEventModel.model_validate(emulated)
+    # And without a caller there is no identity at all
+    anonymous = rest_event("GET", "/v1/health", raw_path="/v1/health")["requestContext"]["identity"]
+    assert (anonymous["userArn"], anonymous["accountId"], anonymous["accessKey"]) == (None, None, None)
+
+
+def test_an_s3_notification_through_sqs_has_the_recorded_events_parts() -> None:
+    # Given the recorded SQS delivery of an ObjectCreated:Put on a versioned bucket, and the emulator's
+    real = recorded("sqs_s3_put.json")
+    [real_s3] = json.loads(real["Records"][0]["body"])["Records"]
+    obj = real_s3["s3"]["object"]
+    record = s3_record(
+        real_s3["eventName"],
+        unquote_plus(obj["key"]),
+        size=obj["size"],
+        etag=obj["eTag"],
+        version_id=obj["versionId"],
+        sequencer=obj["sequencer"],
+        bucket=real_s3["s3"]["bucket"]["name"],
+    )
+    message = QueuedMessage("m-1", json.dumps({"Records": [record]}), 1_795_439_126_223)
+    event = sqs_event([sqs_record(message, queue_arn=real["Records"][0]["eventSourceARN"])])
+    # Then the SQS record, the S3 record and the object carry the same parts as the recording
+    [delivered] = event["Records"]
+    assert shape({k: v for k, v in delivered.items() if k != "body"}) == shape(
+        {k: v for k, v in real["Records"][0].items() if k != "body"}
+    )
+    assert shape(record) == shape(real_s3)
+    assert record["s3"]["object"] == obj
+    assert delivered["eventSourceARN"] == real["Records"][0]["eventSourceARN"]
+
+
+def test_a_proxy_response_becomes_the_http_response_api_gateway_sends() -> None:
+    # Given a proxy response with a base64 body and a header both single and multi-valued
+    response = {
+        "statusCode": 201,
+        "headers": {"Content-Type": "application/octet-stream", "Allow": "GET"},
+        "multiValueHeaders": {"allow": ["GET", "DELETE"], "Set-Cookie": ["a=1", "b=2"]},
+        "body": "//4A",
+        "isBase64Encoded": True,
+    }
+    mapped = http_response(response)
+    # Then the body is decoded and a name in both header forms keeps the multi values
+    assert (mapped.status, mapped.body) == (201, b"\xff\xfe\x00")
+    assert mapped.headers == [
+        ("Content-Type", "application/octet-stream"),
+        ("allow", "GET"),
+        ("allow", "DELETE"),
+        ("Set-Cookie", "a=1"),
+        ("Set-Cookie", "b=2"),
+    ]
+    # And a JSON body reads back as JSON, an empty one as None
+    assert http_response({"statusCode": 200, "body": '{"ok": true}'}).json() == {"ok": True}
+    assert http_response({"statusCode": 204, "body": None}).json() is None
+
+
+@pytest.mark.parametrize("response", [None, "text", {"body": "{}"}, {"statusCode": "200"}])
+def test_an_answer_that_is_no_proxy_response_is_malformed(response: Any) -> None:
+    with pytest.raises(MalformedProxyResponseError):
+        http_response(response)

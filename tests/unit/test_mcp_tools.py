@@ -6,19 +6,22 @@ is checked against the MCP SDK's own types (`mcp_types`), which the dispatcher d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
 
+from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.domain.errors import ValidationError
-from citewise.domain.models import Caller, Visibility
+from citewise.domain.models import Answer, Caller, SearchHit, Visibility
 from citewise.ingest.pipeline import Outcome
 from citewise.mcp.profiles import ToolProfile, load_profiles
 from citewise.mcp.protocol import dispatch
 from citewise.mcp.tools import Toolbox
 from citewise.runtime.services import Services
+from citewise.runtime.settings import Settings
 from tests.factories import source
 
 ALICE = Caller(tenant_id="acme", user_id="alice")
@@ -334,3 +337,25 @@ def test_the_dispatcher_speaks_the_handshake_and_refuses_what_it_does_not_know(t
     ):
         answer = dispatch(toolbox, ALICE, message, "r")
         assert answer is not None and answer["error"]["code"] == code, message
+
+
+def test_a_profiles_system_prompt_reaches_the_synthesizer(settings: Settings) -> None:
+    class Recording(ExtractiveSynthesizer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.instructions: list[str | None] = []
+
+        def answer(self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None) -> Answer:
+            self.instructions.append(instructions)
+            return super().answer(question, hits, instructions=instructions)
+
+    synthesizer = Recording()
+    services = Services(settings, synthesizer=synthesizer)
+    try:
+        services.ingestor.ingest(source("acme", "external/widgets.md", STANDARD))
+        toolbox = Toolbox(services, profiles=load_profiles(PROFILES))
+        assert call(toolbox, ALICE, "rag_query_external", query="widget torque").is_error is False
+        assert call(toolbox, ALICE, "rag_query", query="widget torque").is_error is False
+    finally:
+        services.close()
+    assert synthesizer.instructions == ["The sources are reference material: cite every claim.", None]

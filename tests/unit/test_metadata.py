@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from citewise.domain.errors import ValidationError
-from citewise.domain.metadata import MAX_SIDECAR_BYTES, parse_sidecar
+from citewise.domain.metadata import (
+    MAX_ATTRIBUTES,
+    MAX_LIST_ITEMS,
+    MAX_SIDECAR_BYTES,
+    MAX_VALUE_CHARS,
+    check_limits,
+    parse_sidecar,
+)
 
 
 def _sidecar(value: str) -> bytes:
@@ -53,3 +60,13 @@ def test_json_nested_past_the_parser_is_a_validation_error() -> None:
     assert len(data) <= MAX_SIDECAR_BYTES
     with pytest.raises(ValidationError, match="nested too deeply"):
         parse_sidecar(data, "s")
+
+
+def test_the_attribute_caps_are_inclusive() -> None:
+    # Exactly at each cap is accepted; one past it is refused with the limit in the details
+    at_caps = {f"k{n}": n for n in range(MAX_ATTRIBUTES - 2)}
+    at_caps |= {"list": ["x" * MAX_VALUE_CHARS] * MAX_LIST_ITEMS, "text": "y" * MAX_VALUE_CHARS}
+    check_limits(at_caps)
+    with pytest.raises(ValidationError) as raised:
+        check_limits(at_caps | {"one_more": True})
+    assert raised.value.details == {"limit": MAX_ATTRIBUTES, "count": MAX_ATTRIBUTES + 1}

@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from citewise.aws import opensearch_queries as q
 from citewise.builtin.hashing import HashingEmbedder
@@ -43,12 +41,24 @@ ACCESS = {
         ]
     }
 }
-LIST_GUARD = {"exists": {"field": "attributes.list.k"}}
+LIST_GUARD = {"exists": {"field": "attributes.list"}}
 
 
-def _scalar(clause: dict[str, Any]) -> dict[str, Any]:
+def _on(key: str, *clauses: dict[str, Any], must_not: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`clauses` on the nested `attributes` entry of `key`."""
+    inner: dict[str, Any] = {"filter": [{"term": {"attributes.key": key}}, *clauses]}
+    if must_not:
+        inner["must_not"] = must_not
+    return {"nested": {"path": "attributes", "query": {"bool": inner}}}
+
+
+def _k(*clauses: dict[str, Any]) -> dict[str, Any]:
+    return _on("k", *clauses)
+
+
+def _scalar(clause: dict[str, Any], key: str = "k") -> dict[str, Any]:
     """`clause` on a key holding one value (never a list), as ordered comparisons and prefixes need."""
-    return {"bool": {"filter": [clause], "must_not": [LIST_GUARD]}}
+    return _on(key, clause, must_not=[LIST_GUARD])
 
 
 def _chunk(**attributes: Any) -> Chunk:
@@ -58,6 +68,8 @@ def _chunk(**attributes: Any) -> Chunk:
         owner="alice",
         visibility=Visibility.PRIVATE,
         source="wiki",
+        channel="s3",
+        source_date=datetime(2024, 6, 1, tzinfo=UTC),
         path="handbook/policy.md",
         title="Security Policy",
         tags=("security", "onboarding"),
@@ -93,26 +105,11 @@ def test_index_body_maps_every_field_and_the_vector_space() -> None:
     # Then it enables k-NN without shard settings (Serverless refuses them) and maps each field
     assert body["settings"] == {"index": {"knn": True}}
     mappings = body["mappings"]
-    assert mappings["_meta"] == {"embedder": "hashing-384", "dimension": 384, "schema": "1"}
+    assert mappings["_meta"] == {"embedder": "hashing-384", "dimension": 384, "schema": "2"}
     assert mappings["dynamic"] == "strict"
     assert mappings["date_detection"] is False
     assert mappings["numeric_detection"] is False
-    assert mappings["dynamic_templates"] == [
-        {
-            "attributes_str": {
-                "path_match": "attributes.str.*",
-                "mapping": {"type": "keyword", "ignore_above": 8191},
-            }
-        },
-        {"attributes_num": {"path_match": "attributes.num.*", "mapping": {"type": "double"}}},
-        {"attributes_bool": {"path_match": "attributes.bool.*", "mapping": {"type": "boolean"}}},
-        {
-            "attributes_list": {
-                "path_match": "attributes.list.*",
-                "mapping": {"type": "keyword", "ignore_above": 8191},
-            }
-        },
-    ]
+    assert "dynamic_templates" not in mappings
     keyword = {"type": "keyword"}
     assert mappings["properties"] == {
         "tenant_id": keyword,
@@ -122,6 +119,8 @@ def test_index_body_maps_every_field_and_the_vector_space() -> None:
         "owner": keyword,
         "visibility": keyword,
         "source": keyword,
+        "channel": keyword,
+        "source_date": {"type": "date"},
         "path": keyword,
         "tags": keyword,
         "content_hash": keyword,
@@ -129,12 +128,13 @@ def test_index_body_maps_every_field_and_the_vector_space() -> None:
         "updated_at": {"type": "date"},
         "page": {"type": "integer"},
         "attributes": {
-            "type": "object",
+            "type": "nested",
             "properties": {
-                "str": {"type": "object", "dynamic": True},
-                "num": {"type": "object", "dynamic": True},
-                "bool": {"type": "object", "dynamic": True},
-                "list": {"type": "object", "dynamic": True},
+                "key": keyword,
+                "str": {"type": "keyword", "ignore_above": 8191},
+                "num": {"type": "double"},
+                "bool": {"type": "boolean"},
+                "list": {"type": "keyword", "ignore_above": 8191},
             },
         },
         "text": {"type": "text", "analyzer": "english"},
@@ -177,28 +177,6 @@ def test_knn_score_to_cosine_undoes_the_faiss_innerproduct_transform(dot: float)
 # --- documents ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("key", "field"),
-    [
-        ("dept", "dept"),
-        ("fiscal_year", "fiscal_year"),
-        ("x-1", "x-1"),
-        ("a.b", "_612e62"),
-        ("_private", "_5f70726976617465"),
-        ("Größe", "_4772c3b6c39f65"),
-        ("with space", "_77697468207370616365"),
-    ],
-)
-def test_field_key_keeps_plain_keys_and_hex_encodes_the_rest(key: str, field: str) -> None:
-    assert q.field_key(key) == field
-
-
-@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20))
-def test_field_key_never_maps_two_keys_to_one_field_nor_makes_a_path(a: str, b: str) -> None:
-    assert "." not in q.field_key(a)
-    assert (q.field_key(a) == q.field_key(b)) == (a == b)
-
-
 def test_filterable_fields_type_the_metadata_view_with_system_fields_winning() -> None:
     # Given a chunk with custom attributes of every type, one trying to shadow the owner
     chunk = _chunk(dept="eng", year=2023, rating=4.5, public=True, regions=["eu", "us"], owner="mallory")
@@ -206,30 +184,33 @@ def test_filterable_fields_type_the_metadata_view_with_system_fields_winning() -
     # When its filterable fields are built
     fields = q.filterable_fields(chunk)
 
-    # Then each value sits under its JSON type, lists also as canonical JSON, the real owner wins
-    assert fields == {
-        "str": {
-            "dept": "eng",
-            "regions": ["eu", "us"],
-            "owner": "alice",
-            "doc_id": "doc-1",
-            "visibility": "private",
-            "source": "wiki",
-            "path": "handbook/policy.md",
-            "title": "Security Policy",
-            "tags": ["security", "onboarding"],
-            "created_at": "2024-03-01T09:30:00+00:00",
-            "updated_at": "2024-06-15T12:00:00+00:00",
-        },
-        "num": {"year": 2023, "rating": 4.5, "page": 3},
-        "bool": {"public": True},
-        "list": {"regions": '["eu","us"]', "tags": '["security","onboarding"]'},
+    # Then each key is one entry with its value under its JSON type, lists also as canonical JSON, and
+    # the real owner wins
+    assert {entry["key"]: entry for entry in fields} == {
+        "dept": {"key": "dept", "str": "eng"},
+        "year": {"key": "year", "num": 2023},
+        "rating": {"key": "rating", "num": 4.5},
+        "public": {"key": "public", "bool": True},
+        "regions": {"key": "regions", "str": ["eu", "us"], "list": '["eu","us"]'},
+        "owner": {"key": "owner", "str": "alice"},
+        "doc_id": {"key": "doc_id", "str": "doc-1"},
+        "visibility": {"key": "visibility", "str": "private"},
+        "source": {"key": "source", "str": "wiki"},
+        "channel": {"key": "channel", "str": "s3"},
+        "source_date": {"key": "source_date", "str": "2024-06-01T00:00:00+00:00"},
+        "path": {"key": "path", "str": "handbook/policy.md"},
+        "title": {"key": "title", "str": "Security Policy"},
+        "tags": {"key": "tags", "str": ["security", "onboarding"], "list": '["security","onboarding"]'},
+        "created_at": {"key": "created_at", "str": "2024-03-01T09:30:00+00:00"},
+        "updated_at": {"key": "updated_at", "str": "2024-06-15T12:00:00+00:00"},
+        "page": {"key": "page", "num": 3},
     }
+    assert len(fields) == 17  # one entry per key, never two
 
 
 def test_a_missing_page_is_no_field_at_all() -> None:
     chunk = _chunk().model_copy(update={"page": None})
-    assert "page" not in q.filterable_fields(chunk).get("num", {})
+    assert "page" not in {entry["key"] for entry in q.filterable_fields(chunk)}
 
 
 def test_document_source_holds_system_fields_bm25_text_the_chunk_and_its_vector() -> None:
@@ -248,6 +229,8 @@ def test_document_source_holds_system_fields_bm25_text_the_chunk_and_its_vector(
         "owner": "alice",
         "visibility": "private",
         "source": "wiki",
+        "channel": "s3",
+        "source_date": "2024-06-01T00:00:00+00:00",
         "path": "handbook/policy.md",
         "tags": ["security", "onboarding"],
         "content_hash": "hash-0",
@@ -268,21 +251,17 @@ def test_bulk_actions_use_tenant_qualified_ids_on_a_domain_and_none_on_serverles
     chunk = _chunk()
 
     # When bulk actions are built for each target
-    domain = q.bulk_actions("chunks", [chunk], [[1.0]], generation="g", serverless=False)
-    serverless = q.bulk_actions("chunks", [chunk], [[1.0]], generation="g", serverless=True)
+    domain = q.bulk_actions([chunk], [[1.0]], generation="g", serverless=False)
+    serverless = q.bulk_actions([chunk], [[1.0]], generation="g", serverless=True)
 
-    # Then the domain gets `<tenant>/<chunk_id>`, Serverless lets the service choose
-    assert domain == [
-        ({"index": {"_index": "chunks", "_id": "acme/doc-1-00000"}}, q.document_source(chunk, [1.0], generation="g"))
-    ]
-    assert serverless == [({"index": {"_index": "chunks"}}, q.document_source(chunk, [1.0], generation="g"))]
+    # Then the domain gets `<tenant>/<chunk_id>`, Serverless lets the service choose; neither names an
+    # index (the request path does)
+    assert domain == [({"index": {"_id": "acme/doc-1-00000"}}, q.document_source(chunk, [1.0], generation="g"))]
+    assert serverless == [({"index": {}}, q.document_source(chunk, [1.0], generation="g"))]
 
 
 def test_delete_actions_have_no_source_line() -> None:
-    assert q.delete_actions("chunks", ["a", "b"]) == [
-        ({"delete": {"_index": "chunks", "_id": "a"}}, None),
-        ({"delete": {"_index": "chunks", "_id": "b"}}, None),
-    ]
+    assert q.delete_actions(["a", "b"]) == [({"delete": {"_id": "a"}}, None), ({"delete": {"_id": "b"}}, None)]
 
 
 def test_bulk_payloads_are_ndjson_split_under_the_byte_limit() -> None:
@@ -290,7 +269,7 @@ def test_bulk_payloads_are_ndjson_split_under_the_byte_limit() -> None:
     actions: list[tuple[dict[str, Any], dict[str, Any] | None]] = [
         ({"index": {"_id": str(i)}}, {"text": "x" * 30}) for i in range(5)
     ]
-    actions += q.delete_actions("chunks", ["a", "b"])
+    actions += q.delete_actions(["a", "b"])
 
     # When split into payloads of at most 150 bytes
     payloads = list(q.bulk_payloads(actions, max_bytes=150))
@@ -300,7 +279,7 @@ def test_bulk_payloads_are_ndjson_split_under_the_byte_limit() -> None:
     assert [p for _, positions in payloads for p in positions] == list(range(7))
     lines = [json.loads(line) for body, _ in payloads for line in body.splitlines()]
     assert lines[:2] == [{"index": {"_id": "0"}}, {"text": "x" * 30}]
-    assert lines[-1] == {"delete": {"_index": "chunks", "_id": "b"}}
+    assert lines[-1] == {"delete": {"_id": "b"}}
     assert len(payloads) > 2
 
 
@@ -327,32 +306,33 @@ def test_access_filter_is_tenant_and_shared_or_owned() -> None:
 def test_search_filter_ands_the_user_filter_inside_the_access_filter() -> None:
     flt = _flt("equals", "dept", "eng")
     assert q.search_filter(CALLER, None) == {"bool": {"filter": [ACCESS]}}
-    assert q.search_filter(CALLER, flt) == {"bool": {"filter": [ACCESS, {"term": {"attributes.str.dept": "eng"}}]}}
+    user = _on("dept", {"term": {"attributes.str": "eng"}})
+    assert q.search_filter(CALLER, flt) == {"bool": {"filter": [ACCESS, user]}}
 
 
 TRANSLATIONS: list[tuple[str, Any, dict[str, Any]]] = [
-    ("equals", "eng", {"term": {"attributes.str.k": "eng"}}),
-    ("equals", 2023, {"term": {"attributes.num.k": 2023}}),
-    ("equals", 4.5, {"term": {"attributes.num.k": 4.5}}),
-    ("equals", True, {"term": {"attributes.bool.k": True}}),
-    ("equals", ["eu", "us"], {"term": {"attributes.list.k": '["eu","us"]'}}),
-    ("notEquals", "eng", {"bool": {"must_not": [{"term": {"attributes.str.k": "eng"}}]}}),
-    ("notEquals", 3, {"bool": {"must_not": [{"term": {"attributes.num.k": 3}}]}}),
-    ("greaterThan", 2020, _scalar({"range": {"attributes.num.k": {"gt": 2020}}})),
-    ("greaterThanOrEquals", "2024-01", _scalar({"range": {"attributes.str.k": {"gte": "2024-01"}}})),
-    ("lessThan", 5, _scalar({"range": {"attributes.num.k": {"lt": 5}}})),
-    ("lessThanOrEquals", 4.5, _scalar({"range": {"attributes.num.k": {"lte": 4.5}}})),
+    ("equals", "eng", _k({"term": {"attributes.str": "eng"}})),
+    ("equals", 2023, _k({"term": {"attributes.num": 2023}})),
+    ("equals", 4.5, _k({"term": {"attributes.num": 4.5}})),
+    ("equals", True, _k({"term": {"attributes.bool": True}})),
+    ("equals", ["eu", "us"], _k({"term": {"attributes.list": '["eu","us"]'}})),
+    ("notEquals", "eng", {"bool": {"must_not": [_k({"term": {"attributes.str": "eng"}})]}}),
+    ("notEquals", 3, {"bool": {"must_not": [_k({"term": {"attributes.num": 3}})]}}),
+    ("greaterThan", 2020, _scalar({"range": {"attributes.num": {"gt": 2020}}})),
+    ("greaterThanOrEquals", "2024-01", _scalar({"range": {"attributes.str": {"gte": "2024-01"}}})),
+    ("lessThan", 5, _scalar({"range": {"attributes.num": {"lt": 5}}})),
+    ("lessThanOrEquals", 4.5, _scalar({"range": {"attributes.num": {"lte": 4.5}}})),
     ("greaterThan", True, q.MATCH_NONE),
     ("lessThan", ["a"], q.MATCH_NONE),
-    ("in", ["eng", "ops"], {"terms": {"attributes.str.k": ["eng", "ops"]}}),
-    ("in", "eng", {"terms": {"attributes.str.k": ["eng"]}}),
-    ("in", 2023, {"bool": {"should": [{"term": {"attributes.num.k": 2023}}], "minimum_should_match": 1}}),
-    ("notIn", ["apac"], {"bool": {"must_not": [{"terms": {"attributes.str.k": ["apac"]}}]}}),
-    ("startsWith", "handbook/", _scalar({"prefix": {"attributes.str.k": {"value": "handbook/"}}})),
+    ("in", ["eng", "ops"], _k({"terms": {"attributes.str": ["eng", "ops"]}})),
+    ("in", "eng", _k({"terms": {"attributes.str": ["eng"]}})),
+    ("in", 2023, {"bool": {"should": [_k({"term": {"attributes.num": 2023}})], "minimum_should_match": 1}}),
+    ("notIn", ["apac"], {"bool": {"must_not": [_k({"terms": {"attributes.str": ["apac"]}})]}}),
+    ("startsWith", "handbook/", _scalar({"prefix": {"attributes.str": {"value": "handbook/"}}})),
     ("startsWith", 20, q.MATCH_NONE),
-    ("stringContains", "a*b?c\\d", {"wildcard": {"attributes.str.k": {"value": "*a\\*b\\?c\\\\d*"}}}),
+    ("stringContains", "a*b?c\\d", _k({"wildcard": {"attributes.str": {"value": "*a\\*b\\?c\\\\d*"}}})),
     ("stringContains", 5, q.MATCH_NONE),
-    ("listContains", "eu", {"bool": {"filter": [{"term": {"attributes.str.k": "eu"}}, LIST_GUARD]}}),
+    ("listContains", "eu", _k({"term": {"attributes.str": "eu"}}, LIST_GUARD)),
     ("listContains", 5, q.MATCH_NONE),
 ]
 
@@ -363,8 +343,10 @@ def test_each_operator_translates_to_its_typed_field(operator: str, value: Any, 
     assert q.translate_filter(_flt(operator, "k", value)) == expected
 
 
-def test_keys_that_are_not_plain_are_encoded_in_the_field_name() -> None:
-    assert q.translate_filter(_flt("equals", "a.b", "x")) == {"term": {"attributes.str._612e62": "x"}}
+def test_any_key_is_a_value_never_a_field_name() -> None:
+    # A dot, a leading underscore or any script in a key cannot make an object path or a new field
+    for key in ("a.b", "_private", "Größe"):
+        assert q.translate_filter(_flt("equals", key, "x")) == _on(key, {"term": {"attributes.str": "x"}})
 
 
 def test_logical_operators_nest() -> None:
@@ -387,24 +369,12 @@ def test_logical_operators_nest() -> None:
     assert q.translate_filter(flt) == {
         "bool": {
             "filter": [
-                {"term": {"attributes.str.source": "wiki"}},
+                _on("source", {"term": {"attributes.str": "wiki"}}),
                 {
                     "bool": {
                         "should": [
-                            {
-                                "bool": {
-                                    "filter": [{"range": {"attributes.num.year": {"gt": 2020}}}],
-                                    "must_not": [{"exists": {"field": "attributes.list.year"}}],
-                                }
-                            },
-                            {
-                                "bool": {
-                                    "filter": [
-                                        {"term": {"attributes.str.tags": "x"}},
-                                        {"exists": {"field": "attributes.list.tags"}},
-                                    ]
-                                }
-                            },
+                            _scalar({"range": {"attributes.num": {"gt": 2020}}}, key="year"),
+                            _on("tags", {"term": {"attributes.str": "x"}}, LIST_GUARD),
                         ],
                         "minimum_should_match": 1,
                     }
@@ -434,7 +404,7 @@ def test_knn_query_puts_access_and_user_filters_inside_the_knn_clause() -> None:
                 "vector": {
                     "vector": [0.6, 0.8],
                     "k": 5,
-                    "filter": {"bool": {"filter": [ACCESS, {"term": {"attributes.str.dept": "eng"}}]}},
+                    "filter": {"bool": {"filter": [ACCESS, _on("dept", {"term": {"attributes.str": "eng"}})]}},
                 }
             }
         },
@@ -496,16 +466,18 @@ MAX_CLAUSE_COUNT = 1024
 """OpenSearch's default `indices.query.bool.max_clause_count`: a query with more clauses in all is refused."""
 MAX_TERMS_COUNT = 65536
 """OpenSearch's default `index.max_terms_count`: the most values one `terms` query may hold."""
-_QUERY_TYPES = {"bool", "term", "terms", "range", "prefix", "wildcard", "exists", "match_none", "match", "knn"}
+_LEAF_QUERY_TYPES = {"term", "terms", "range", "prefix", "wildcard", "exists", "match_none", "match", "knn"}
 
 
 def _clauses(body: Any) -> int:
-    """Query objects in a DSL tree: every leaf query and every `bool`, which bounds Lucene's clause count."""
+    """Leaf queries in a DSL tree: what `indices.query.bool.max_clause_count` limits. Since Lucene 9
+    (OpenSearch 2.x) IndexSearcher counts the leaf clauses of the whole tree, through `bool` and
+    `nested` (block join) queries alike, and not the compound queries themselves."""
     if isinstance(body, list):
         return sum(_clauses(item) for item in body)
     if not isinstance(body, dict):
         return 0
-    own = sum(1 for key in body if key in _QUERY_TYPES)
+    own = sum(1 for key in body if key in _LEAF_QUERY_TYPES)
     return own + sum(_clauses(value) for value in body.values())
 
 

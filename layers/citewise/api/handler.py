@@ -17,6 +17,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.api.app import build_resolver
+from citewise.domain import deadline
 from citewise.runtime.observability import logger, metrics, tracer
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import ApiSettings, load_settings
@@ -37,6 +38,7 @@ def api_handler(
     @tracer.capture_lambda_handler(capture_response=False)
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         app.context.update(services=services, settings=settings)
-        return app.resolve(event, context)
+        with deadline.budget(context.get_remaining_time_in_millis()):
+            return app.resolve(event, context)
 
     return cast(LambdaHandler, lambda_handler)

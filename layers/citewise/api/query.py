@@ -59,5 +59,5 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
     def search(request: SearchRequest) -> SearchResponse:
         services, caller = request_scope(app)
         with timed("RetrievalLatency"):
-            hits = services.retriever.search(caller, request)
-        return SearchResponse(hits=hits, request_id=request_id(app))
+            retrieval = services.retriever.retrieve(caller, request)
+        return SearchResponse(hits=retrieval.hits, routing=retrieval.routing, request_id=request_id(app))

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from citewise.domain.models import Answer, Frozen, SearchHit
+from citewise.domain.models import Answer, Frozen, Routing, SearchHit
 
 
 class QueryResponse(Answer):
@@ -19,6 +19,7 @@ class SearchResponse(Frozen):
     """Ranked chunks, best first."""
 
     hits: list[SearchHit]
+    routing: Routing | None = None
     request_id: str
 
 

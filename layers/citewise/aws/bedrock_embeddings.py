@@ -18,6 +18,7 @@ becomes a `ThrottledError` or an `EmbeddingServiceError`.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import math
@@ -230,7 +231,8 @@ class TitanEmbedder:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="titan")
             pool = self._pool
-        futures = [pool.submit(fn, item) for item in items]
+        # Each piece runs in a copy of this context, so the worker threads keep the invocation's budget.
+        futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
         try:
             return [future.result() for future in futures]
         finally:

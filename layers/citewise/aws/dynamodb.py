@@ -15,6 +15,7 @@ Attributes of an item:
 - `updated_us` (N): `updated_at` in microseconds since the epoch, the ordering key of `put`.
 - `body` (S): the whole Document as JSON. The pydantic model stays the one serialisation (shared with
   the local registry) instead of a second attribute-by-attribute mapping that could drift from it.
+- `deleted_us` (N), `expires_at` (N): only on a delete's tombstone (below).
 
 GSI `by_path`: partition key `tenant_id`, sort key `path`, projection ALL (filters need `status`,
 `source`, `owner` and `visibility`; listings need `body`). A GSI rather than an LSI: an LSI would make
@@ -30,14 +31,22 @@ the requested prefix, else ValidationError.
 
 Ordering: the port's rules (`citewise.ports.registry`) as one conditional UpdateItem, so the check and
 the write are atomic; when the condition fails, the stored item (returned with the failure) says which
-rule refused it. (No S3 event sequencer is needed: the ingest function reconciles every notification
-with the object's current state, see `citewise.ingest.s3events`.) Deletions leave no tombstone: after a
-delete, only the blob store (the object is gone) can tell a late create event from a real one.
+rule refused it.
+
+Tombstones: `delete` is an UpdateItem too (the functions are never granted DeleteItem). It removes the
+record's attributes but keeps the key, `version` and `updated_us` (the deleted record's ordering key),
+and sets `deleted_us` (the delete's time; a second, older delete leaves it as it is) and `expires_at`.
+Without `path` the item drops out of the sparse `by_path` index, so listings never see it; without
+`body`, `get` reads it as no record. A later `put` must be newer than `deleted_us` (its condition), and
+removes both tombstone attributes. `expires_at` (epoch seconds, `TTL_ATTRIBUTE`, enabled on the table by
+the CDK construct) lets DynamoDB's TTL remove the tombstone after the retention, which is far longer
+than the queue keeps a message; until TTL gets to it an expired tombstone still refuses older writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -46,9 +55,20 @@ from citewise.aws import clients as aws
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.ports import cursors
-from citewise.ports.registry import TERMINAL, DocumentPage, StaleVersionError, microseconds, refused_write
+from citewise.ports.registry import (
+    TERMINAL,
+    TOMBSTONE_RETENTION,
+    DocumentPage,
+    StaleVersionError,
+    Tombstone,
+    microseconds,
+    moment,
+    refused_write,
+)
 
 PATH_INDEX: Final = "by_path"
+TTL_ATTRIBUTE: Final = "expires_at"
+"""The table's time-to-live attribute: set on tombstones only, never on a document's record."""
 TABLE_SCHEMA: Final[dict[str, Any]] = {
     "KeySchema": [
         {"AttributeName": "tenant_id", "KeyType": "HASH"},
@@ -85,15 +105,22 @@ _NAMES: Final = {
     "#version": "version",
     "#updated": "updated_us",
     "#body": "body",
+    "#deleted": "deleted_us",
+    "#expires": TTL_ATTRIBUTE,
 }
+_RECORD_ONLY: Final = ("#path", "#owner", "#visibility", "#status", "#source", "#body")
+"""What a delete removes: the item keeps its key, `version` and `updated_us` as the tombstone."""
 
 
 class DynamoRegistry:
     """A `DocumentRegistry` in one DynamoDB table (see the module docstring for the design)."""
 
-    def __init__(self, table_name: str, *, client: Any | None = None) -> None:
+    def __init__(
+        self, table_name: str, *, client: Any | None = None, tombstone_retention: timedelta = TOMBSTONE_RETENTION
+    ) -> None:
         self.table_name = table_name
         self._client = client if client is not None else aws.client("dynamodb")
+        self._retention = tombstone_retention
 
     def get(self, tenant_id: str, doc_id: str) -> Document | None:
         response = self._call(
@@ -106,7 +133,7 @@ class DynamoRegistry:
             ExpressionAttributeNames={"#body": "body"},
         )
         item = response.get("Item")
-        return _document(item) if item else None
+        return _document(item) if item else None  # a tombstone has no body: an empty projection
 
     def put(self, document: Document) -> None:
         """Create or replace the record unless the stored one is newer (by `updated_at`) or the status
@@ -125,8 +152,15 @@ class DynamoRegistry:
         except BotoCoreError as exc:
             raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
 
-    def delete(self, tenant_id: str, doc_id: str) -> None:
-        self._call("DeleteItem", self._client.delete_item, TableName=self.table_name, Key=_key(tenant_id, doc_id))
+    def delete(self, tenant_id: str, doc_id: str, *, deleted_at: datetime) -> None:
+        try:
+            self._client.update_item(**delete_request(self.table_name, tenant_id, doc_id, deleted_at, self._retention))
+        except ClientError as exc:
+            if aws.error_code(exc) == "ConditionalCheckFailedException":
+                return  # a later delete's tombstone is there already: this one has nothing to add
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
 
     def list(
         self,
@@ -192,20 +226,44 @@ def update_request(table_name: str, document: Document) -> dict[str, Any]:
         ":body": {"S": document.model_dump_json()},
     }
     assignments = ["#path", "#owner", "#visibility", "#status", "#source", "#version", "#updated", "#body"]
-    conditions = ["(attribute_not_exists(#updated) OR #updated <= :updated)"]
+    conditions = [
+        "(attribute_not_exists(#updated) OR #updated <= :updated)",
+        "(attribute_not_exists(#deleted) OR #deleted < :updated)",
+    ]
     if document.status in TERMINAL:
         # A comparison with a missing attribute is false, so this also refuses a record that is gone.
         values[":pending"] = {"S": DocumentStatus.PENDING.value}
         conditions.append("#version = :version AND #status IN (:pending, :status)")
-    names = {name: _NAMES[name] for name in assignments}
+    names = {name: _NAMES[name] for name in [*assignments, "#deleted", "#expires"]}
     return {
         "TableName": table_name,
         "Key": _key(document.tenant_id, document.doc_id),
-        "UpdateExpression": "SET " + ", ".join(f"{name} = :{name[1:]}" for name in assignments),
+        "UpdateExpression": "SET "
+        + ", ".join(f"{name} = :{name[1:]}" for name in assignments)
+        + " REMOVE #deleted, #expires",
         "ConditionExpression": " AND ".join(conditions),
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def delete_request(
+    table_name: str, tenant_id: str, doc_id: str, deleted_at: datetime, retention: timedelta
+) -> dict[str, Any]:
+    """The UpdateItem that turns the item (a record, a tombstone or nothing) into a tombstone of
+    `deleted_at`, expiring after `retention`; conditional so a tombstone's time never goes back."""
+    expires = int((deleted_at + retention).timestamp())
+    return {
+        "TableName": table_name,
+        "Key": _key(tenant_id, doc_id),
+        "UpdateExpression": "SET #deleted = :deleted, #expires = :expires REMOVE " + ", ".join(_RECORD_ONLY),
+        "ConditionExpression": "attribute_not_exists(#deleted) OR #deleted < :deleted",
+        "ExpressionAttributeNames": {name: _NAMES[name] for name in ["#deleted", "#expires", *_RECORD_ONLY]},
+        "ExpressionAttributeValues": {
+            ":deleted": {"N": str(microseconds(deleted_at))},
+            ":expires": {"N": str(expires)},
+        },
     }
 
 
@@ -273,8 +331,24 @@ def _document(item: dict[str, Any]) -> Document:
     return Document.model_validate_json(item["body"]["S"])
 
 
+def _stored(item: dict[str, Any] | None) -> Document | Tombstone | None:
+    """What an item returned with a failed condition holds: a record, a tombstone, or nothing."""
+    if item is None:
+        return None
+    if "body" in item:
+        return _document(item)
+    updated = item.get("updated_us")
+    return Tombstone(
+        tenant_id=item["tenant_id"]["S"],
+        doc_id=item["doc_id"]["S"],
+        version=item["version"]["S"] if "version" in item else None,
+        updated_at=moment(int(updated["N"])) if updated is not None else None,
+        deleted_at=moment(int(item["deleted_us"]["N"])),
+    )
+
+
 def _conflict(document: Document, stored_item: dict[str, Any] | None) -> StaleVersionError:
-    stored = _document(stored_item) if stored_item is not None else None
+    stored = _stored(stored_item)
     refusal = refused_write(stored, document)
     # The item may have changed again since the condition failed; it did refuse the write then.
     return refusal or StaleVersionError(

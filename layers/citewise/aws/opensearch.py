@@ -44,6 +44,7 @@ from opensearchpy.exceptions import (
 )
 
 from citewise.aws import opensearch_queries as q
+from citewise.domain import deadline
 from citewise.domain.access import may_read
 from citewise.domain.errors import CitewiseError, SearchBackendError, ThrottledError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
@@ -60,7 +61,8 @@ class OpenSearchIndex:
     """A `VectorIndex` in one OpenSearch index (shared by tenants; every read filters by tenant).
 
     `client` is an `opensearchpy.OpenSearch` (see `connect`); `serverless` says whether it talks to a
-    Serverless vector collection, which assigns document ids itself and has no refresh API.
+    Serverless vector collection, which assigns document ids itself and has no refresh API. `timeout`
+    bounds each request, cut shorter to the invocation's budget (`citewise.domain.deadline`).
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class OpenSearchIndex:
         serverless: bool,
         max_bulk_bytes: int = q.MAX_BULK_BYTES,
         page_size: int = q.PAGE_SIZE,
+        timeout: float = 30.0,
     ) -> None:
         self._client = client
+        self._timeout = timeout
         self._index = index_name
         self._serverless = serverless
         self._max_bulk_bytes = max_bulk_bytes
@@ -84,16 +88,17 @@ class OpenSearchIndex:
     def ensure(self, embedder_name: str, dimension: int) -> None:
         body = q.index_body(dimension, embedder=embedder_name)
         with _translated("create or check the index"):
-            if not self._client.indices.exists(index=self._index):
+            if not self._client.indices.exists(index=self._index, **self._budget("check the index")):
                 try:
-                    self._client.indices.create(index=self._index, body=body)
+                    self._client.indices.create(index=self._index, body=body, **self._budget("create the index"))
                 except RequestError as exc:
                     if exc.error != "resource_already_exists_exception":  # another writer won the race
                         raise
-            answer = self._client.indices.get_mapping(index=self._index)
+            answer = self._client.indices.get_mapping(index=self._index, **self._budget("read the index mapping"))
         with _malformed("read the index mapping"):
             mappings = next(iter(answer.values()))["mappings"]
             stored_embedder = mappings.get("_meta", {}).get("embedder")
+            stored_schema = mappings.get("_meta", {}).get("schema")
             stored_dimension = mappings.get("properties", {}).get(q.VECTOR_FIELD, {}).get("dimension")
         if (stored_embedder, stored_dimension) != (embedder_name, dimension):
             raise SearchBackendError(
@@ -101,6 +106,13 @@ class OpenSearchIndex:
                 f"({stored_dimension} dimensions) but '{embedder_name}' ({dimension}) is configured; use "
                 "the same embedder, or a new index name and re-ingest",
                 details={"index": self._index, "indexed_embedder": stored_embedder, "embedder": embedder_name},
+            )
+        if stored_schema != q.SCHEMA_VERSION:
+            raise SearchBackendError(
+                f"the OpenSearch index '{self._index}' has citewise's mapping schema {stored_schema}, this version "
+                f"writes schema {q.SCHEMA_VERSION} (filterable attributes as nested key/value entries); create "
+                "the index under a new name and re-ingest, as docs/aws.md ('Migrating an index') describes",
+                details={"index": self._index, "indexed_schema": stored_schema, "schema": q.SCHEMA_VERSION},
             )
         self._dimension = dimension
 
@@ -115,17 +127,17 @@ class OpenSearchIndex:
                 raise ValueError("every chunk must belong to the document being replaced")
             self._check_dimension(len(vector), "a chunk vector")
         generation = uuid.uuid4().hex
-        actions = q.bulk_actions(self._index, chunks, vectors, generation=generation, serverless=self._serverless)
+        actions = q.bulk_actions(chunks, vectors, generation=generation, serverless=self._serverless)
         written = set(self._bulk(actions, [chunk.chunk_id for chunk in chunks]))
         # Excluding the written ids as well as the generation matters on a domain: before a refresh the
         # search still sees the old version of an overwritten id, which must not be deleted.
         stale = [i for i in self._chunk_ids(tenant_id, doc_id, keep_generation=generation) if i not in written]
-        self._bulk(q.delete_actions(self._index, stale), stale)
+        self._bulk(q.delete_actions(stale), stale)
         self._refresh()
 
     def delete_document(self, tenant_id: str, doc_id: str) -> int:
         ids = list(self._chunk_ids(tenant_id, doc_id))
-        deleted = self._bulk(q.delete_actions(self._index, ids), ids)
+        deleted = self._bulk(q.delete_actions(ids), ids)
         self._refresh()
         return len(deleted)
 
@@ -138,7 +150,7 @@ class OpenSearchIndex:
         done: list[str] = []
         for body, positions in q.bulk_payloads(actions, self._max_bulk_bytes):
             with _translated("bulk write"):
-                answer = self._client.bulk(body=body, index=self._index)
+                answer = self._client.bulk(body=body, index=self._index, **self._budget("bulk write"))
             with _malformed("bulk write"):
                 items = answer["items"]
                 if len(items) != len(positions):
@@ -181,7 +193,7 @@ class OpenSearchIndex:
     def _refresh(self) -> None:
         if not self._serverless:
             with _translated("refresh"):
-                self._client.indices.refresh(index=self._index)
+                self._client.indices.refresh(index=self._index, **self._budget("refresh"))
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -211,9 +223,17 @@ class OpenSearchIndex:
         hits = self._search(q.knn_query(vector, limit, caller, filters), "vector search")
         return self._scored(caller, hits, q.knn_score_to_cosine)
 
+    def sources(self, caller: Caller) -> list[str]:
+        with _translated("list sources"):
+            answer = self._client.search(index=self._index, body=q.sources_query(caller))
+        with _malformed("list sources"):
+            return sorted(
+                str(bucket["key"]) for bucket in answer["aggregations"]["sources"]["buckets"] if bucket["key"]
+            )
+
     def _search(self, body: q.Body, action: str) -> list[dict[str, Any]]:
         with _translated(action):
-            answer = self._client.search(index=self._index, body=body)
+            answer = self._client.search(index=self._index, body=body, **self._budget(action))
         with _malformed(action):
             hits = answer["hits"]["hits"]
             if not isinstance(hits, list):
@@ -236,6 +256,19 @@ class OpenSearchIndex:
                 seen.add(chunk.chunk_id)
                 results.append(ScoredChunk(chunk=chunk, score=score(float(hit["_score"]))))
         return results
+
+    def _budget(self, action: str) -> dict[str, float]:
+        """The request's timeout, cut to the time the invocation has left; refused when too little is
+        left, so the function answers SEARCH_BACKEND_ERROR instead of being killed. Outside a budget
+        the client's own timeout applies."""
+        left = deadline.remaining()
+        if left is None:
+            return {}
+        if left < deadline.MIN_CALL_SECONDS:
+            raise SearchBackendError(
+                f"{action}: no time left in the function's budget for OpenSearch", details={"action": action}
+            )
+        return {"request_timeout": deadline.bounded(self._timeout)}
 
     def _check_dimension(self, size: int, what: str) -> None:
         if self._dimension is not None and size != self._dimension:

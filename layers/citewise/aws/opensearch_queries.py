@@ -12,18 +12,20 @@ Decisions:
   `knn_score_to_cosine` undoes OpenSearch's score transform so the port returns a cosine, as the local
   index does.
 - Filters: the user's filter grammar is evaluated against a *typed copy* of the chunk's filterable
-  metadata (`index.matching.metadata_view`: custom attributes overlaid by the system fields) under
-  `attributes`, one sub-object per JSON type: `attributes.str.<key>` (keyword; a list attribute indexes
-  each element), `attributes.num.<key>` (double), `attributes.bool.<key>` (boolean) and
-  `attributes.list.<key>` (keyword holding the canonical JSON of a list, which also marks the key as a
-  list). Because the field is chosen by the type of the *filter value*, a string never matches a number
-  (`"2023"` vs `2023`) and `true` never matches `1`, exactly as `index.matching` decides; and one
-  tenant's `year: 2023` cannot fix the mapping type of another tenant's `year: "2023"` (with one field
-  per key, the first document to arrive would, and the other tenant's writes would fail). Dates are
-  compared as ISO-8601 strings, as the local index does. Keys are encoded (`field_key`) so a key with a
-  dot cannot create an object path. The price: every distinct key costs one to three mapped fields
-  (the index's `mapping.total_fields.limit` applies), and strings longer than 8191 characters are not
-  indexed for filtering (`ignore_above`; Lucene's term limit is 32766 bytes).
+  metadata (`domain.matching.metadata_view`: custom attributes overlaid by the system fields) under
+  `attributes`, a `nested` field holding one entry per key: `{"key": k, <kind>: value}` where the kind
+  is `str` (keyword; a list attribute indexes each element), `num` (double), `bool` (boolean), and a
+  list also has `list` (keyword holding the canonical JSON of the list, which marks the key as a list).
+  Each comparison is a `nested` query matching the key and the typed value *in the same entry*.
+  Because the field is chosen by the type of the *filter value*, a string never matches a number
+  (`"2023"` vs `2023`) and `true` never matches `1`, exactly as `domain.matching` decides; one tenant's
+  `year: 2023` cannot fix the type of another tenant's `year: "2023"`. The mapping has the same six
+  attribute fields whatever keys tenants use: no key spends the index's `mapping.total_fields.limit`
+  (1,000 by default), which one tenant's uploads used to exhaust for all when each key was a field.
+  Nested entries count against `index.mapping.nested_objects.limit` (10,000 per document), far above
+  `domain.metadata.MAX_ATTRIBUTES`. Dates are compared as ISO-8601 strings, as the local index does.
+  Strings longer than 8191 characters are not indexed for filtering (`ignore_above`; Lucene's term
+  limit is 32766 bytes), and `domain.metadata` caps attribute values well below that.
 - The system fields (tenant_id, doc_id, owner, visibility, ...) are also top-level keyword/date/integer
   fields: the access filter, document operations and aggregations use those.
 - `text` holds `textutil.embedding_text(...)` (title and headings, then the chunk) analysed with the
@@ -42,15 +44,16 @@ from typing import Any
 
 from citewise.domain.matching import metadata_view
 from citewise.domain.models import Caller, Chunk, Comparison, Filter, Vector, Visibility
+from citewise.domain.provenance import iso
 from citewise.domain.textutil import embedding_text
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: attributes as nested key/value entries (1: one field per key)
 VECTOR_FIELD = "vector"
 TEXT_FIELD = "text"
 KEYWORD_LIMIT = 8191  # characters: 4 bytes each stays under Lucene's 32766-byte term limit
 MAX_BULK_BYTES = 10 * 1024 * 1024  # the smallest HTTP payload limit of an OpenSearch Service domain
 STR, NUM, BOOL, LIST = "str", "num", "bool", "list"
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+ATTRIBUTES = "attributes"
 _WILDCARD_SPECIAL = re.compile(r"([\\*?])")
 
 Body = dict[str, Any]
@@ -75,9 +78,7 @@ def index_body(
     No shard or replica settings: Serverless rejects them, and a domain's defaults are set per domain.
     """
     keyword = {"type": "keyword"}
-    typed = [(STR, {"type": "keyword", "ignore_above": KEYWORD_LIMIT})]
-    typed += [(NUM, {"type": "double"}), (BOOL, {"type": "boolean"})]
-    typed += [(LIST, {"type": "keyword", "ignore_above": KEYWORD_LIMIT})]
+    long_keyword = {"type": "keyword", "ignore_above": KEYWORD_LIMIT}
     return {
         "settings": {"index": {"knn": True}},
         "mappings": {
@@ -85,10 +86,6 @@ def index_body(
             "dynamic": "strict",
             "date_detection": False,
             "numeric_detection": False,
-            "dynamic_templates": [
-                {f"attributes_{kind}": {"path_match": f"attributes.{kind}.*", "mapping": mapping}}
-                for kind, mapping in typed
-            ],
             "properties": {
                 "tenant_id": keyword,
                 "doc_id": keyword,
@@ -97,15 +94,23 @@ def index_body(
                 "owner": keyword,
                 "visibility": keyword,
                 "source": keyword,
+                "channel": keyword,
+                "source_date": {"type": "date"},
                 "path": keyword,
                 "tags": keyword,
                 "content_hash": keyword,
                 "created_at": {"type": "date"},
                 "updated_at": {"type": "date"},
                 "page": {"type": "integer"},
-                "attributes": {
-                    "type": "object",
-                    "properties": {kind: {"type": "object", "dynamic": True} for kind, _ in typed},
+                ATTRIBUTES: {
+                    "type": "nested",
+                    "properties": {
+                        "key": keyword,
+                        STR: long_keyword,
+                        NUM: {"type": "double"},
+                        BOOL: {"type": "boolean"},
+                        LIST: long_keyword,
+                    },
                 },
                 TEXT_FIELD: {"type": "text", "analyzer": "english"},
                 "chunk": {"type": "object", "enabled": False},
@@ -135,31 +140,24 @@ def knn_score_to_cosine(score: float) -> float:
 # --- documents -----------------------------------------------------------------------------------
 
 
-def field_key(key: str) -> str:
-    """The field name of a metadata key: the key itself when plain, else `_` + its UTF-8 in hex.
-
-    Plain keys start with a letter or digit, so an encoded key (starting with `_`) never collides.
-    """
-    return key if _PLAIN_KEY.fullmatch(key) else "_" + key.encode().hex()
-
-
-def filterable_fields(chunk: Chunk) -> dict[str, dict[str, Any]]:
-    """The typed copy of the chunk's filterable metadata stored under `attributes` (see module doc)."""
-    typed: dict[str, dict[str, Any]] = {STR: {}, NUM: {}, BOOL: {}, LIST: {}}
+def filterable_fields(chunk: Chunk) -> list[dict[str, Any]]:
+    """The typed copy of the chunk's filterable metadata: one `attributes` entry per key (module doc)."""
+    entries: list[dict[str, Any]] = []
     for key, value in metadata_view(chunk).items():
-        name = field_key(key)
         if value is None:
             continue
+        entry: dict[str, Any] = {"key": key}
         if isinstance(value, bool):
-            typed[BOOL][name] = value
+            entry[BOOL] = value
         elif isinstance(value, int | float):
-            typed[NUM][name] = value
+            entry[NUM] = value
         elif isinstance(value, str):
-            typed[STR][name] = value
+            entry[STR] = value
         else:
-            typed[STR][name] = list(value)
-            typed[LIST][name] = _canonical_list(value)
-    return {kind: fields for kind, fields in typed.items() if fields}
+            entry[STR] = list(value)
+            entry[LIST] = _canonical_list(value)
+        entries.append(entry)
+    return entries
 
 
 def document_source(chunk: Chunk, vector: Vector, *, generation: str) -> Body:
@@ -173,13 +171,15 @@ def document_source(chunk: Chunk, vector: Vector, *, generation: str) -> Body:
         "owner": doc.owner,
         "visibility": doc.visibility.value,
         "source": doc.source,
+        "channel": doc.channel,
+        "source_date": iso(doc.source_date) if doc.source_date is not None else None,
         "path": doc.path,
         "tags": list(doc.tags),
         "content_hash": chunk.content_hash,
         "created_at": doc.created_at.isoformat(),
         "updated_at": doc.updated_at.isoformat(),
         "page": chunk.page,
-        "attributes": filterable_fields(chunk),
+        ATTRIBUTES: filterable_fields(chunk),
         TEXT_FIELD: embedding_text(doc.title, chunk.heading_path, chunk.text),
         "chunk": chunk.model_dump(mode="json"),
         VECTOR_FIELD: list(vector),
@@ -193,22 +193,26 @@ def document_id(tenant_id: str, chunk_id: str) -> str:
 
 
 def bulk_actions(
-    index: str, chunks: Sequence[Chunk], vectors: Sequence[Vector], *, generation: str, serverless: bool
+    chunks: Sequence[Chunk], vectors: Sequence[Vector], *, generation: str, serverless: bool
 ) -> list[tuple[Body, Body]]:
     """(action, source) pairs indexing each chunk. Serverless vector collections refuse a client `_id`,
-    so there the id is left to the service and the chunk is found by its fields."""
+    so there the id is left to the service and the chunk is found by its fields.
+
+    No action names its `_index`: the payload goes to `/<index>/_bulk`, so the IAM policy scoped to
+    that path holds, and a domain hardened with `rest.action.multi.allow_explicit_index: false`
+    accepts it."""
     pairs: list[tuple[Body, Body]] = []
     for chunk, vector in zip(chunks, vectors, strict=True):
-        action: Body = {"_index": index}
+        action: Body = {}
         if not serverless:
             action["_id"] = document_id(chunk.document.tenant_id, chunk.chunk_id)
         pairs.append(({"index": action}, document_source(chunk, vector, generation=generation)))
     return pairs
 
 
-def delete_actions(index: str, ids: Sequence[str]) -> list[tuple[Body, None]]:
-    """Bulk actions deleting documents by `_id` (no source line)."""
-    return [({"delete": {"_index": index, "_id": doc_id}}, None) for doc_id in ids]
+def delete_actions(ids: Sequence[str]) -> list[tuple[Body, None]]:
+    """Bulk actions deleting documents by `_id` (no source line; the index is in the request path)."""
+    return [({"delete": {"_id": doc_id}}, None) for doc_id in ids]
 
 
 def bulk_payloads(
@@ -289,8 +293,16 @@ def translate_filter(flt: Filter) -> Body:
     return _POSITIVE[operator](comparison.key, comparison.value)
 
 
-def _field(kind: str, key: str) -> str:
-    return f"attributes.{kind}.{field_key(key)}"
+def _field(kind: str) -> str:
+    return f"{ATTRIBUTES}.{kind}"
+
+
+def _on_key(key: str, *clauses: Body, must_not: Sequence[Body] = ()) -> Body:
+    """`clauses` (and none of `must_not`) true of the key's own entry in `attributes`."""
+    inner: Body = {"filter": [{"term": {_field("key"): key}}, *clauses]}
+    if must_not:
+        inner["must_not"] = list(must_not)
+    return {"nested": {"path": ATTRIBUTES, "query": {"bool": inner}}}
 
 
 def _kind_of(value: Any) -> str | None:
@@ -306,22 +318,22 @@ def _kind_of(value: Any) -> str | None:
 
 def _equals(key: str, value: Any) -> Body:
     if isinstance(value, list):  # a list equals only the same list, in order
-        return {"term": {_field(LIST, key): _canonical_list(value)}}
+        return _on_key(key, {"term": {_field(LIST): _canonical_list(value)}})
     kind = _kind_of(value)
     # A string also equals a list attribute that contains it: the list's elements are in the str field.
-    return {"term": {_field(kind, key): value}} if kind else MATCH_NONE
+    return _on_key(key, {"term": {_field(kind): value}}) if kind else MATCH_NONE
 
 
 def _in(key: str, value: Any) -> Body:
     options = value if isinstance(value, list) else [value]
     if all(isinstance(option, str) for option in options):
-        return {"terms": {_field(STR, key): options}}
+        return _on_key(key, {"terms": {_field(STR): options}})
     return {"bool": {"should": [_equals(key, option) for option in options], "minimum_should_match": 1}}
 
 
 def _scalar(key: str, clause: Body) -> Body:
     """`clause`, on keys holding a single value: ordered comparisons and prefixes never look in lists."""
-    return {"bool": {"filter": [clause], "must_not": [{"exists": {"field": _field(LIST, key)}}]}}
+    return _on_key(key, clause, must_not=[{"exists": {"field": _field(LIST)}}])
 
 
 def _range(bound: str) -> Callable[[str, Any], Body]:
@@ -329,7 +341,7 @@ def _range(bound: str) -> Callable[[str, Any], Body]:
         kind = _kind_of(value)
         if kind not in (NUM, STR):
             return MATCH_NONE
-        return _scalar(key, {"range": {_field(kind, key): {bound: value}}})
+        return _scalar(key, {"range": {_field(kind): {bound: value}}})
 
     return build
 
@@ -337,20 +349,20 @@ def _range(bound: str) -> Callable[[str, Any], Body]:
 def _starts_with(key: str, value: Any) -> Body:
     if not isinstance(value, str):
         return MATCH_NONE
-    return _scalar(key, {"prefix": {_field(STR, key): {"value": value}}})
+    return _scalar(key, {"prefix": {_field(STR): {"value": value}}})
 
 
 def _string_contains(key: str, value: Any) -> Body:
     if not isinstance(value, str):
         return MATCH_NONE
     pattern = "*" + _WILDCARD_SPECIAL.sub(r"\\\1", value) + "*"
-    return {"wildcard": {_field(STR, key): {"value": pattern}}}
+    return _on_key(key, {"wildcard": {_field(STR): {"value": pattern}}})
 
 
 def _list_contains(key: str, value: Any) -> Body:
     if not isinstance(value, str):
         return MATCH_NONE  # list attributes hold strings only
-    return {"bool": {"filter": [{"term": {_field(STR, key): value}}, {"exists": {"field": _field(LIST, key)}}]}}
+    return _on_key(key, {"term": {_field(STR): value}}, {"exists": {"field": _field(LIST)}})
 
 
 _POSITIVE: dict[str, Callable[[str, Any], Body]] = {
@@ -443,4 +455,14 @@ def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
             "bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"content_hash": sorted(hashes)}}]}
         },
         "collapse": {"field": "content_hash"},
+    }
+
+
+def sources_query(caller: Caller, size: int = 1000) -> Body:
+    """The distinct `source` values (up to `size`) of the chunks the caller may read: a terms aggregation."""
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [access_filter(caller)]}},
+        "aggs": {"sources": {"terms": {"field": "source", "size": size}}},
     }

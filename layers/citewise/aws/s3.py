@@ -73,7 +73,7 @@ def s3_client(region: str | None = None) -> Any:
 class S3BlobStore:
     """A `BlobStore` in one S3 bucket (see the module docstring for keys, versions and limits)."""
 
-    source = "s3"
+    channel = "s3"
 
     def __init__(
         self,
@@ -244,8 +244,9 @@ class S3BlobStore:
             metadata=head.get("Metadata", {}),
             sidecar=sidecar,
             load=load,
-            source=self.source,
+            channel=self.channel,
             max_bytes=self.max_bytes,
+            last_modified=head.get("LastModified"),
         )
 
     @staticmethod

@@ -33,7 +33,9 @@ class ExtractiveSynthesizer:
         self.max_sentences = max_sentences
         self.per_source = per_source
 
-    def answer(self, question: str, hits: Sequence[SearchHit]) -> Answer:
+    def answer(self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None) -> Answer:
+        """Quotes the best-matching sentences; `instructions` are ignored: there is no model to instruct,
+        and quoting verbatim with a citation per sentence already is the strictest reading of any."""
         wanted = set(content_terms(question))
         candidates = [
             _Candidate(source, start, end, frozenset(content_terms(hit.chunk.text[start:end])))

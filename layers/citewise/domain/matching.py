@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from citewise.domain.models import Chunk, Comparison, Filter
+from citewise.domain.provenance import iso
 
 MetadataView = dict[str, Any]
 
@@ -24,6 +25,8 @@ def metadata_view(chunk: Chunk) -> MetadataView:
         "owner": doc.owner,
         "visibility": doc.visibility.value,
         "source": doc.source,
+        "channel": doc.channel,
+        "source_date": iso(doc.source_date) if doc.source_date is not None else None,
         "path": doc.path,
         "title": doc.title,
         "tags": list(doc.tags),

@@ -31,6 +31,27 @@ Vector = list[float]
 SearchMode = Literal["hybrid", "bm25", "vector"]
 """Keyword (BM25) and vector retrieval fused, or one of them alone."""
 
+SourceName = Annotated[
+    str,
+    Field(
+        description="The user-facing origin of the content (`jira`, `confluence`): the metadata `source` (key "
+        "configurable), else the first folder of the path, else empty. Records written before `channel` existed hold "
+        "the channel here (and an empty `channel`) until their next ingest."
+    ),
+]
+ChannelName = Annotated[
+    str,
+    Field(description="How the document arrived: `s3`, `local` (the API's local store), `folder` (`citewise ingest`)."),
+]
+SourceDate = Annotated[
+    datetime | None,
+    Field(
+        description="When the content itself last changed (UTC, to the second): the metadata `updated_at` (key "
+        "configurable), else the format's own date, else the object's last-modified time. Filters compare it as an "
+        "ISO-8601 string (`2026-03-03T00:00:00+00:00`)."
+    ),
+]
+
 
 class Frozen(BaseModel):
     """Immutable value object that rejects unknown fields."""
@@ -84,6 +105,8 @@ class ParsedDocument(Frozen):
     blocks: tuple[Block, ...]
     title: str | None = None
     page_count: int | None = None
+    source_date: datetime | None = None
+    """When the content last changed, as the format declares it (front matter, HTML meta, PDF/docx properties)."""
 
 
 # --- documents and chunks ------------------------------------------------------------------------
@@ -96,7 +119,9 @@ class DocumentMetadata(Frozen):
     doc_id: str
     owner: str
     visibility: Visibility = Visibility.SHARED
-    source: str
+    source: SourceName
+    channel: ChannelName = ""
+    source_date: SourceDate = None
     path: str
     title: str
     tags: tuple[str, ...] = ()
@@ -130,7 +155,9 @@ class Document(Frozen):
     tenant_id: TenantId
     doc_id: str
     path: str
-    source: str
+    source: SourceName
+    channel: ChannelName = ""
+    source_date: SourceDate = None
     title: str | None = None
     owner: str
     visibility: Visibility = Visibility.SHARED
@@ -347,6 +374,28 @@ class SearchRequest(Frozen):
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
     max_sources: int | None = Field(default=None, ge=1, le=50)
     filters: Filter | None = None
+    route: bool = Field(
+        default=True,
+        description="Let the router turn constraint phrases of the query (dates, sources, ids) into filters; "
+        "false searches the whole text with your filters only. See `routing` in the response.",
+    )
+
+
+class Routing(Frozen):
+    """What the router did with the query: it can only narrow (its filters are ANDed inside yours)."""
+
+    applied_filters: dict[str, Any] | None = Field(
+        default=None,
+        description="The filter the router added, in the filter grammar (dates ANDed, sources ORed); it is ANDed "
+        "with your `filters` inside your access.",
+    )
+    consumed_phrases: list[str] = Field(
+        default_factory=list, description="Phrases taken out of the searched text because they became filters."
+    )
+    pinned_documents: list[str] = Field(
+        default_factory=list, description="Ids of documents carrying an identifier of the query, ranked first."
+    )
+    router: str = Field(description="`deterministic`, `llm`, or `off` (routing disabled by the request or settings).")
 
 
 class SearchHit(Frozen):
@@ -382,3 +431,4 @@ class Answer(Frozen):
     usage: dict[str, int] | None = Field(
         default=None, description="Model token usage (input_tokens, output_tokens, total_tokens), if a model ran."
     )
+    routing: Routing | None = None

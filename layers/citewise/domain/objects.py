@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import AttributeValue, Visibility
@@ -34,7 +35,11 @@ class SourceObject:
     None for a folder's file). `metadata` is the user metadata as stored; `attributes` the validated
     document attributes from it and the sidecar. `defect` is why the object cannot be a document (over a
     size limit, invalid metadata or sidecar): the pipeline records it FAILED under the object's own owner.
-    `refused_sidecar` is a sidecar ignored for not being signed for the document's owner.
+    `refused_sidecar` is a sidecar ignored for not being signed for the document's owner. `channel` is how
+    the object arrived (`citewise.domain.provenance`); `last_modified` the store's time of the object,
+    the last resort for the document's `source_date`. `read_at` is when a caller with a clock (the S3
+    event handler) read these facts: the registry orders the document's writes by it, so a worker that
+    read the object before a delete cannot record it after.
     """
 
     tenant_id: str
@@ -42,7 +47,8 @@ class SourceObject:
     size: int
     version: str
     load: Callable[[], bytes]
-    source: str = "local"
+    last_modified: datetime | None = None
+    channel: str = "local"
     owner: str = DEFAULT_OWNER
     visibility: Visibility = Visibility.SHARED
     content_type: str | None = None
@@ -51,3 +57,4 @@ class SourceObject:
     etag: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     refused_sidecar: RefusedSidecar | None = None
+    read_at: datetime | None = None

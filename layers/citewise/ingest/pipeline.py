@@ -43,13 +43,14 @@ from citewise.domain.models import (
     Vector,
 )
 from citewise.domain.objects import SourceObject
+from citewise.domain.provenance import Provenance, ProvenanceKeys, as_utc, path_source, provenance
 from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
 from citewise.domain.textutil import embedding_text
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.parsing import parse
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
-from citewise.ports.registry import DocumentRegistry
+from citewise.ports.registry import DeletedDocumentError, DocumentRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ class Ingestor:
         limits: Limits | None = None,
         embed_batch_size: int = 64,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        provenance_keys: ProvenanceKeys | None = None,
     ) -> None:
         self.index = index
         self.registry = registry
@@ -130,6 +132,7 @@ class Ingestor:
         self.limits = limits or Limits()
         self.embed_batch_size = embed_batch_size
         self.clock = clock
+        self.provenance_keys = provenance_keys or ProvenanceKeys()
         self._index_ready = False
 
     def ingest(self, obj: SourceObject) -> IngestResult:
@@ -175,11 +178,15 @@ class Ingestor:
                 yield work.obj, work.outcome
 
     def delete(self, tenant_id: str, doc_id: str) -> bool:
-        """Remove the document's chunks and record; False if it was not registered."""
+        """Remove the document's chunks and record; False if it was not registered.
+
+        The registry keeps a tombstone of the delete, so a worker still ingesting an older state of the
+        document cannot record it again (see `_superseded` for the chunks such a worker wrote).
+        """
         self.ensure_index()  # a removal may be the first event a fresh index sees (a sidecar before its file)
         existed = self.registry.get(tenant_id, doc_id) is not None
         self.index.delete_document(tenant_id, doc_id)
-        self.registry.delete(tenant_id, doc_id)
+        self.registry.delete(tenant_id, doc_id, deleted_at=self.clock())
         return existed
 
     def ensure_index(self) -> None:
@@ -201,33 +208,51 @@ class Ingestor:
             if previous is not None and not may_modify(object_writer(obj), previous):
                 reason = f"written for '{obj.owner}', who may not modify this document of '{previous.owner}'"
                 return IngestResult(Outcome.REFUSED, previous, reason=reason)
-            if previous is not None and _unchanged(previous, obj):
+            described = self._described(obj)
+            if previous is not None and described is not None and _unchanged(previous, obj, described):
                 return IngestResult(Outcome.UNCHANGED, previous)
-            pending = self._record_pending(obj, previous)
+            pending = self._pending(obj, previous, described)
+        except CitewiseError as exc:
+            return exc
+        try:
+            self.registry.put(pending)
+        except DeletedDocumentError as exc:  # what this worker read was deleted since: nothing to do or retry
+            return IngestResult(Outcome.SUPERSEDED, pending, reason=exc.message)
         except CitewiseError as exc:
             return exc
         return _Work(obj, pending, is_new=previous is None)
 
-    def _record_pending(self, obj: SourceObject, previous: Document | None) -> Document:
-        """Record `obj`'s version PENDING, keeping what the previous record knew (title, creation)."""
+    def _described(self, obj: SourceObject) -> Provenance | None:
+        """The object's source, metadata date and remaining attributes; None if its metadata date is not a
+        date (`_prepare` then fails the document with the reason)."""
+        try:
+            return provenance(obj.path, obj.attributes, self.provenance_keys)
+        except ValidationError:
+            return None
+
+    def _pending(self, obj: SourceObject, previous: Document | None, described: Provenance | None) -> Document:
+        """The PENDING record of `obj`'s version, keeping what the previous record knew (title, creation)."""
         now = self.clock()
-        pending = Document(
+        attributes = described.attributes if described else obj.attributes
+        return Document(
             tenant_id=obj.tenant_id,
             doc_id=document_id(obj.tenant_id, obj.path),
             path=obj.path,
-            source=obj.source,
+            source=described.source if described else path_source(obj.path),
+            channel=obj.channel,
+            # Until the content is parsed: what the metadata or the store says; `_prepare` settles it.
+            source_date=(described and described.declared_date) or _object_date(obj),
             title=previous.title if previous else None,
             owner=obj.owner,
             visibility=obj.visibility,
             status=DocumentStatus.PENDING,
             version=obj.version,
-            tags=_tags(obj.attributes),
-            attributes=obj.attributes,
+            tags=_tags(attributes),
+            attributes=attributes,
             created_at=previous.created_at if previous else now,
-            updated_at=now,
+            # Ordered by when the object was seen: a worker that saw it before a delete writes too late.
+            updated_at=obj.read_at or now,
         )
-        self.registry.put(pending)
-        return pending
 
     def _guarded(self, work: _Work, step: Callable[[_Work], None]) -> bool:
         """Run one step; on failure settle the work's outcome as `ingest` promises. True if it went on."""
@@ -251,10 +276,16 @@ class Ingestor:
     def _superseded(self, work: _Work, conflict: ConflictError, *, touched_index: bool) -> None:
         """A newer version owns the record now: leave its status alone, unless this worker's index write
         may have replaced (or removed) the newer version's chunks. Then flag the record so the redelivery
-        that the re-raised conflict asks for re-ingests the current object instead of skipping it."""
-        latest = self.registry.get(work.pending.tenant_id, work.pending.doc_id)
+        that the re-raised conflict asks for re-ingests the current object instead of skipping it. If a
+        delete took the record instead, the chunks this worker wrote go too: the document stays deleted."""
+        tenant_id, doc_id = work.pending.tenant_id, work.pending.doc_id
+        latest = self.registry.get(tenant_id, doc_id)
         work.outcome = IngestResult(Outcome.SUPERSEDED, latest or work.pending)
-        if touched_index and latest is not None:
+        if not touched_index:
+            return
+        if latest is None:
+            self.index.delete_document(tenant_id, doc_id)
+        else:
             self._flag_for_reingest(latest)
             work.outcome = conflict
 
@@ -276,21 +307,25 @@ class Ingestor:
                 f"document is {obj.size} bytes; the limit is {self.limits.max_document_bytes}",
                 details={"size": obj.size, "limit": self.limits.max_document_bytes},
             )
+        described = provenance(obj.path, obj.attributes, self.provenance_keys)  # a date that is not one fails here
         data = obj.load()
         parsed = parse(data, obj.path, obj.content_type, max_pages=self.limits.max_pages)
         title = parsed.title or obj.path.rsplit("/", 1)[-1]
+        source_date = described.declared_date or parsed.source_date or _object_date(obj) or pending.updated_at
         metadata = DocumentMetadata(
             tenant_id=obj.tenant_id,
             doc_id=pending.doc_id,
             owner=obj.owner,
             visibility=obj.visibility,
-            source=obj.source,
+            source=described.source,
+            channel=obj.channel,
+            source_date=as_utc(source_date),
             path=obj.path,
             title=title,
             tags=pending.tags,
             created_at=pending.created_at,
             updated_at=pending.updated_at,
-            attributes=obj.attributes,
+            attributes=described.attributes,
         )
         work.chunks = self.chunker.split(parsed, metadata)
         work.indexed = pending.model_copy(
@@ -302,6 +337,7 @@ class Ingestor:
                 "page_count": parsed.page_count,
                 "char_count": len(parsed.text),
                 "content_type": obj.content_type,
+                "source_date": metadata.source_date,
                 "error": None,
             }
         )
@@ -354,16 +390,24 @@ class Ingestor:
         return failed
 
 
-def _unchanged(previous: Document, obj: SourceObject) -> bool:
+def _unchanged(previous: Document, obj: SourceObject, described: Provenance) -> bool:
+    # A record without `source_date` was written before sources and channels were split: its next
+    # ingest re-derives both (and re-indexes its chunks, reusing their vectors).
     return (
         obj.defect is None
         and previous.status is DocumentStatus.INDEXED
         and previous.version == obj.version
         and previous.owner == obj.owner
         and previous.visibility == obj.visibility
-        and previous.attributes == obj.attributes
-        and previous.source == obj.source
+        and previous.attributes == described.attributes
+        and previous.source == described.source
+        and previous.channel == obj.channel
+        and previous.source_date is not None
     )
+
+
+def _object_date(obj: SourceObject) -> datetime | None:
+    return as_utc(obj.last_modified) if obj.last_modified is not None else None
 
 
 def _tags(attributes: dict[str, AttributeValue]) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ logged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from pydantic import ValidationError as PydanticValidationError
 from citewise.domain.errors import NotFoundError, ValidationError
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Frozen
+from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
 from citewise.ingest.pipeline import Ingestor, IngestResult, Outcome
 from citewise.ports.blobstore import BlobStore, described_document
@@ -62,7 +64,9 @@ def parse_notification(body: str) -> list[S3Event]:
 
 def _event(record: dict[str, Any]) -> S3Event:
     name = str(record["eventName"])
-    if not name.startswith(("ObjectCreated:", "ObjectRemoved:")):
+    # An S3 Lifecycle expiration removes an object (or a version) as a client's delete does; `apply`
+    # reconciles with what the bucket holds either way, so it is a removal too.
+    if not name.startswith(("ObjectCreated:", "ObjectRemoved:", "LifecycleExpiration:")):
         raise ValidationError(f"unexpected S3 event {name!r}")
     s3 = record["s3"]
     return S3Event(
@@ -86,12 +90,13 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
     tenant_id, key_path = key_to_location(event.key)
     # Metadata of a document changed (or went away): the document itself is what gets re-ingested.
     path = described_document(key_path)
+    read_at = ingestor.clock()  # before the read: a delete after it makes this worker's writes stale
     try:
         stored = blobs.get(tenant_id, path)
     except NotFoundError:
         doc_id = document_id(tenant_id, path)
         existing = ingestor.registry.get(tenant_id, doc_id)
-        if existing is not None and existing.source != blobs.source:
+        if existing is not None and channel_of(existing) != blobs.channel:
             return None  # a document from elsewhere (a local folder) that this store never held
         ingestor.delete(tenant_id, doc_id)  # chunks go even if the record is already gone
         return IngestResult(Outcome.DELETED, existing) if existing is not None else None
@@ -104,7 +109,7 @@ def apply(event: S3Event, ingestor: Ingestor, blobs: BlobStore, key_to_location:
         )
         if restored:
             stored = blobs.get(tenant_id, path)
-    result = ingestor.ingest(stored)
+    result = ingestor.ingest(dataclasses.replace(stored, read_at=read_at))
     if result.outcome is Outcome.REFUSED:
         restored = blobs.restore_previous(tenant_id, path, stored.version)
         logger.warning(

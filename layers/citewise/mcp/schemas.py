@@ -18,6 +18,7 @@ from citewise.domain.models import (
     DocumentStatus,
     Filter,
     Frozen,
+    Routing,
     SearchHit,
     Visibility,
 )
@@ -118,6 +119,7 @@ class RagQueryResult(Frozen):
     grounded: bool = Field(description="False when nothing relevant enough was found: the answer says so.")
     sources: list[Source]
     tool: str = Field(description="The tool that answered (a profile's name, or rag_query).")
+    routing: Routing | None = Field(default=None, description="What query routing did to the question, if it ran.")
 
 
 class Hit(Frozen):
@@ -165,6 +167,7 @@ class SearchResult(Frozen):
     """Ranked chunks, best first (retrieval only: no answer is written)."""
 
     hits: list[Hit]
+    routing: Routing | None = Field(default=None, description="What query routing did to the query, if it ran.")
 
 
 class DocumentInfo(Frozen):

@@ -217,13 +217,16 @@ class Toolbox:
             grounded=answer.grounded,
             sources=self._sources(caller, answer),
             tool=profile.name if profile else "rag_query",
+            routing=answer.routing,
         )
         return result, render_answer(result)
 
     def _answer(self, caller: Caller, request: SearchRequest, profile: ToolProfile | None) -> Answer:
-        """The one place an MCP answer is written: the profile's system prompt goes to the synthesizer here
-        once `answer_question` takes an operator's instructions."""
-        return answer_question(self.services.retriever, self.services.synthesizer, caller, request)
+        """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer."""
+        instructions = profile.system_prompt if profile else None
+        return answer_question(
+            self.services.retriever, self.services.synthesizer, caller, request, instructions=instructions
+        )
 
     def _sources(self, caller: Caller, answer: Answer) -> list[Source]:
         registry = self.services.registry
@@ -256,8 +259,10 @@ class Toolbox:
             min_score=self._min_score(arguments.min_relevance_score),
             filters=arguments.filters,
         )
-        hits = self.services.retriever.search(caller, request)
-        result = SearchResult(hits=[Hit.of(rank, hit) for rank, hit in enumerate(hits, start=1)])
+        retrieval = self.services.retriever.retrieve(caller, request)
+        result = SearchResult(
+            hits=[Hit.of(rank, hit) for rank, hit in enumerate(retrieval.hits, start=1)], routing=retrieval.routing
+        )
         return result, render_hits(result)
 
     def _list_documents(self, caller: Caller, arguments: ListDocumentsArguments) -> tuple[Frozen, str]:

@@ -31,7 +31,7 @@ from urllib.parse import unquote_plus
 
 from citewise.domain.access import may_modify, object_writer
 from citewise.domain.errors import CitewiseError, PayloadTooLargeError, ValidationError
-from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, parse_sidecar
+from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, check_limits, parse_sidecar
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
 from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
@@ -82,8 +82,9 @@ class BlobStore(Protocol):
     """Document objects under `tenants/{tenant_id}/{path}`; every path passes `validate_path` first."""
 
     max_bytes: int
-    source: str
-    """What documents from this store record as their `source` (`s3`, `local`): listings filter on it."""
+    channel: str
+    """What documents from this store record as their `channel` (`s3`, `local`): a removal or a
+    reconciliation only touches records of its own channel."""
 
     def get(self, tenant_id: str, path: str) -> SourceObject:
         """The object's facts, its sidecar's attributes, and a loader for its bytes.
@@ -232,8 +233,9 @@ def stored_object(
     metadata: Mapping[str, str],
     sidecar: Sidecar | None,
     load: Callable[[], bytes],
-    source: str,
+    channel: str,
     max_bytes: int,
+    last_modified: datetime | None = None,
 ) -> SourceObject:
     """A SourceObject from what an adapter read: owner and visibility from the metadata, attributes from
     the remaining metadata and from the sidecar (whose keys win) if it was signed for this owner."""
@@ -254,6 +256,7 @@ def stored_object(
                 attributes |= _sidecar_attributes(sidecar, path)
             else:
                 refused_sidecar = RefusedSidecar(sidecar_owner, sidecar.version)
+        check_limits(attributes)
     except (ValidationError, PayloadTooLargeError) as exc:
         defect = defect or exc
     return SourceObject(
@@ -266,7 +269,8 @@ def stored_object(
         owner=owner,
         visibility=visibility,
         load=load,
-        source=source,
+        channel=channel,
+        last_modified=last_modified,
         metadata=dict(metadata),
         attributes=attributes,
         defect=defect,

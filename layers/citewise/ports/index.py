@@ -47,3 +47,8 @@ class VectorIndex(Protocol):
     def vector_search(self, caller: Caller, vector: Vector, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         """Cosine-similarity ranking of the chunks the caller may read that match `filters`."""
         ...
+
+    def sources(self, caller: Caller) -> list[str]:
+        """The distinct non-empty `source` values of the documents the caller may read, sorted: the
+        vocabulary the router recognises sources from."""
+        ...

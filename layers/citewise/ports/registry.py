@@ -5,6 +5,13 @@ Writes are ordered, in every adapter (`refused_write` is the rule, one place for
   slow worker never overwrites what a later one wrote;
 - a terminal status (INDEXED, FAILED) completes a PENDING record of the same version, or repeats itself
   (a retried write): it cannot resurrect a deleted record, nor mark another version's record;
+- a delete is a write too: it leaves a `Tombstone` holding the deleted record's ordering key
+  (`updated_at`, version) and the delete's own time. A later write is refused unless it is newer than
+  both (strictly newer than the delete), so an ingest that started before the delete (its PENDING or
+  INDEXED write, or a redelivered older S3 event) cannot bring the document back, while an object
+  uploaded again after the delete is recorded and replaces the tombstone. Tombstones are invisible:
+  `get` and `list` never return them. They expire after a retention (`TOMBSTONE_RETENTION` by default)
+  far longer than a queue keeps a message, so no event old enough to be refused outlives its tombstone;
 - a refused write raises `StaleVersionError`, a ConflictError: the stored record moved on, so the
   writer's work is superseded, not failed.
 """
@@ -18,6 +25,8 @@ from citewise.domain.errors import ConflictError
 from citewise.domain.models import Document, DocumentStatus, Frozen
 
 TERMINAL = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
+TOMBSTONE_RETENTION = timedelta(days=90)
+"""How long a delete's tombstone is kept by default: far beyond SQS's longest retention (14 days)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -29,15 +38,42 @@ class StaleVersionError(ConflictError):
     """
 
 
+class DeletedDocumentError(StaleVersionError):
+    """A registry write refused by a delete's tombstone: the document was deleted after the writer read
+    it, so its work is moot (and a later upload brings its own event)."""
+
+
 def microseconds(moment: datetime) -> int:
     """`moment` as integer microseconds since the epoch (naive datetimes are taken as UTC), exactly."""
     aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     return (aware - _EPOCH) // timedelta(microseconds=1)
 
 
-def refused_write(stored: Document | None, document: Document) -> StaleVersionError | None:
-    """Why writing `document` over `stored` (None: no record) breaks the ordering rules, or None."""
+def moment(us: int) -> datetime:
+    """The UTC datetime `us` microseconds after the epoch: the inverse of `microseconds`."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+class Tombstone(Frozen):
+    """What a delete leaves in a document's place: the ordering keys a later write must be newer than.
+
+    `version` and `updated_at` are the deleted record's (None when nothing was registered), `deleted_at`
+    the delete's own time (the latest of several deletes).
+    """
+
+    tenant_id: str
+    doc_id: str
+    version: str | None = None
+    updated_at: datetime | None = None
+    deleted_at: datetime
+
+
+def refused_write(stored: Document | Tombstone | None, document: Document) -> StaleVersionError | None:
+    """Why writing `document` over `stored` (a record, a delete's tombstone, or None: nothing) breaks
+    the ordering rules, or None."""
     details: dict[str, Any] = {"doc_id": document.doc_id, "version": document.version, "status": document.status.value}
+    if isinstance(stored, Tombstone):
+        return _refused_by_tombstone(stored, document, details)
     if document.status in TERMINAL and stored is None:
         return StaleVersionError(
             f"no pending record of version {document.version} to mark {document.status.value}",
@@ -60,6 +96,22 @@ def refused_write(stored: Document | None, document: Document) -> StaleVersionEr
     return None
 
 
+def _refused_by_tombstone(
+    tombstone: Tombstone, document: Document, details: dict[str, Any]
+) -> StaleVersionError | None:
+    written = microseconds(document.updated_at)
+    stale = written <= microseconds(tombstone.deleted_at) or (
+        tombstone.updated_at is not None and written < microseconds(tombstone.updated_at)
+    )
+    if not stale and document.status not in TERMINAL:
+        return None
+    return DeletedDocumentError(
+        "the document was deleted after this write began",
+        details=details
+        | {"reason": "deleted", "deleted_version": tombstone.version, "deleted_at": tombstone.deleted_at.isoformat()},
+    )
+
+
 class DocumentPage(Frozen):
     """One page of a listing; pass `next_cursor` back to get the next page (None on the last)."""
 
@@ -79,8 +131,10 @@ class DocumentRegistry(Protocol):
         the stored one by the ordering rules (module docstring); StaleVersionError if they refuse it."""
         ...
 
-    def delete(self, tenant_id: str, doc_id: str) -> None:
-        """Remove the record, if any."""
+    def delete(self, tenant_id: str, doc_id: str, *, deleted_at: datetime) -> None:
+        """Remove the record, if any, leaving a tombstone stamped `deleted_at` (the deleter's clock), so
+        no write that began before the delete can recreate it (module docstring). Deleting again, or
+        deleting a document never registered, is fine: the tombstone keeps the latest delete's time."""
         ...
 
     def list(

@@ -11,10 +11,21 @@ NO_ANSWER = "I could not find an answer to that in your documents."
 
 
 class Synthesizer(Protocol):
-    """Writes an answer only from the given sources; every [n] marker cites source n of `hits`."""
+    """Writes an answer only from the given sources.
 
-    def answer(self, question: str, hits: Sequence[SearchHit]) -> Answer:
-        """An answer with citations, or `NO_ANSWER` (grounded=False, no citations) if none applies."""
+    The contract every adapter keeps (tests/contract/test_synthesizer_contract.py): every `[n]` marker in
+    the answer cites `answer.sources[n-1]`, numbered in order of first citation; a marker naming no given
+    source is dropped; every citation's quote is verbatim text of its chunk; no hits or no valid
+    citation gives `unanswered()`; logs never carry document text.
+    """
+
+    def answer(self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None) -> Answer:
+        """An answer with citations, or `NO_ANSWER` (grounded=False, no citations) if none applies.
+
+        `instructions` is an operator's extra system prompt (a tool profile's, e.g. "say when the
+        documents do not answer"): a generative synthesizer adds it to its fixed citation rules, which it
+        cannot remove; a synthesizer without a model ignores it.
+        """
         ...
 
 

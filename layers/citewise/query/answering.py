@@ -17,15 +17,24 @@ def _untimed(_: str) -> AbstractContextManager[object]:
 
 
 def answer_question(
-    retriever: Retriever, synthesizer: Synthesizer, caller: Caller, request: SearchRequest, *, stage: Stage = _untimed
+    retriever: Retriever,
+    synthesizer: Synthesizer,
+    caller: Caller,
+    request: SearchRequest,
+    *,
+    stage: Stage = _untimed,
+    instructions: str | None = None,
 ) -> Answer:
     """An answer citing only chunks the caller may read; with nothing above `min_score`, says so.
 
     `stage(name)` wraps the `retrieval` and `synthesis` steps, so a handler can time each one.
+    `instructions` is an operator's extra system prompt for a generative synthesizer (a tool profile's);
+    it never comes from the caller, and it cannot lift the citation rules (`Synthesizer.answer`).
     """
     with stage("retrieval"):
-        hits = retriever.search(caller, request)
-    if not hits:
-        return unanswered()
+        retrieval = retriever.retrieve(caller, request)
+    if not retrieval.hits:
+        return unanswered().model_copy(update={"routing": retrieval.routing})
     with stage("synthesis"):
-        return synthesizer.answer(request.query, hits)
+        answer = synthesizer.answer(request.query, retrieval.hits, instructions=instructions)
+    return answer.model_copy(update={"routing": retrieval.routing})

@@ -7,14 +7,26 @@ in the client so it behaves the same on the local index, an OpenSearch domain an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from citewise.domain.errors import ValidationError
-from citewise.domain.models import Caller, Filter, SearchHit, SearchMode, SearchRequest
-from citewise.domain.textutil import word_prefix
+from citewise.domain.models import (
+    MAX_FILTER_BRANCHES,
+    Caller,
+    Filter,
+    Routing,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+)
+from citewise.domain.textutil import content_terms, word_prefix
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import ScoredChunk, VectorIndex
+from citewise.ports.router import Route, Router, RoutingContext
+from citewise.query.routing import DEFAULT_ID_PATTERN, constraint_filter, source_vocabulary
 
 # Keys that only the access filter may use: naming them in a user filter is refused outright, so a
 # client can never believe it chose a tenant.
@@ -43,6 +55,13 @@ def validate_filter(filters: Filter | None) -> None:
         )
 
 
+def _both(first: Filter | None, second: Filter | None) -> Filter | None:
+    """`first AND second`, either of which may be absent: routing only ever narrows the caller's filter."""
+    if first is None or second is None:
+        return first or second
+    return Filter.model_validate({"andAll": [first, second]})
+
+
 def reciprocal_rank_fusion(
     rankings: Mapping[str, Sequence[ScoredChunk]], weights: Mapping[str, float], k: int
 ) -> list[tuple[ScoredChunk, float, dict[str, float]]]:
@@ -62,6 +81,26 @@ def reciprocal_rank_fusion(
     return [(scored, total / best_possible, raw) for scored, total, raw in ordered]
 
 
+@dataclass(frozen=True)
+class RoutingOptions:
+    """How queries are routed (settings `route`, `routing_*`): the router, its time zone, the identifier
+    patterns, and aliases phrase -> source beside the sources the index knows."""
+
+    router: Router | None = None
+    time_zone: str = "UTC"
+    id_patterns: tuple[str, ...] = (DEFAULT_ID_PATTERN,)
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Hits, best first, and what routing did to the request."""
+
+    hits: list[SearchHit]
+    routing: Routing
+
+
 class Retriever:
     """Runs a `SearchRequest` for a `Caller` against an index with an embedder."""
 
@@ -75,8 +114,10 @@ class Retriever:
         candidates: int = 50,
         keyword_weight: float = 1.0,
         vector_weight: float = 1.0,
+        routing: RoutingOptions | None = None,
     ) -> None:
         self.index = index
+        self.routing = routing or RoutingOptions()
         self.embedder = embedder
         self.mode = mode
         self.rrf_k = rrf_k
@@ -86,12 +127,81 @@ class Retriever:
 
     def search(self, caller: Caller, request: SearchRequest) -> list[SearchHit]:
         """The best chunks for the request, at most `top_k`, from at most `max_sources` documents."""
+        return self.retrieve(caller, request).hits
+
+    def retrieve(self, caller: Caller, request: SearchRequest) -> Retrieval:
+        """`search`, routed: constraint phrases of the query become filters ANDed with the request's, the
+        documents its identifiers name come first; `routing` says what happened."""
         validate_filter(request.filters)
-        hits: list[SearchHit] = []
-        documents: set[str] = set()
-        for hit in self.rank(caller, request.query, request.filters, max(self.candidates, request.top_k)):
+        route = self._route(caller, request)
+        if route is None:
+            hits = self._cut(self.rank(caller, request.query, request.filters, self._depth(request)), request, [])
+            return Retrieval(hits, Routing(router="off"))
+        routed = constraint_filter(route.constraints)
+        filters = _both(request.filters, routed)
+        text = route.text if content_terms(route.text) else request.query
+        pinned = self._pinned(caller, request, text, route.constraints.ids)
+        ranked = self.rank(caller, text, filters, self._depth(request))
+        report = Routing(
+            applied_filters=routed.model_dump(mode="json", by_alias=True, exclude_none=True) if routed else None,
+            consumed_phrases=route.consumed_phrases,
+            pinned_documents=[hit.chunk.document.doc_id for hit in pinned],
+            router=route.router,
+        )
+        return Retrieval(self._cut(ranked, request, pinned), report)
+
+    def _depth(self, request: SearchRequest) -> int:
+        return max(self.candidates, request.top_k)
+
+    def _route(self, caller: Caller, request: SearchRequest) -> Route | None:
+        options = self.routing
+        if options.router is None or not request.route:
+            return None
+        context = RoutingContext(
+            now=options.clock(),
+            time_zone=options.time_zone,
+            sources=source_vocabulary(self.index.sources(caller), options.aliases),
+            id_patterns=options.id_patterns,
+        )
+        return options.router.route(request.query, context)
+
+    def _pinned(self, caller: Caller, request: SearchRequest, text: str, ids: list[str]) -> list[SearchHit]:
+        """The best chunk of each document that carries one of `ids` in its path, title or tags (inside the
+        caller's access and the request's own filters, not the routed ones: an id is asked for by name)."""
+        if not ids:
+            return []
+        carries = [
+            {operator: {"key": key, "value": value}}
+            for identifier in ids
+            for value in dict.fromkeys((identifier, identifier.lower()))
+            for operator, key in (("stringContains", "path"), ("stringContains", "title"), ("listContains", "tags"))
+        ]
+        flt = _both(request.filters, Filter.model_validate({"orAll": carries[:MAX_FILTER_BRANCHES]}))
+        found = self.index.vector_search(caller, self.embedder.embed_query(text), flt, self.candidates)
+        best: dict[str, SearchHit] = {}
+        for scored in found:
+            doc_id = scored.chunk.document.doc_id
+            if doc_id not in best and len(best) < request.top_k:
+                best[doc_id] = SearchHit(chunk=scored.chunk, score=0.0, vector_score=scored.score)
+        return list(best.values())
+
+    def _cut(self, ranked: list[SearchHit], request: SearchRequest, pinned: list[SearchHit]) -> list[SearchHit]:
+        """Pinned documents first (their best ranked chunk if they ranked at all), then the ranking, cut to
+        `top_k` chunks of at most `max_sources` documents, above `min_score` (pinned ones are kept anyway)."""
+        best_ranked: dict[str, SearchHit] = {}
+        for hit in ranked:
+            best_ranked.setdefault(hit.chunk.document.doc_id, hit)
+        first = [best_ranked.get(hit.chunk.document.doc_id, hit) for hit in pinned]
+        taken = {hit.chunk.chunk_id for hit in first}
+        hits: list[SearchHit] = first[: request.top_k]
+        documents = {hit.chunk.document.doc_id for hit in hits}
+        if len(hits) == request.top_k:
+            return hits
+        for hit in ranked:
             if hit.score < request.min_score:
                 break
+            if hit.chunk.chunk_id in taken:
+                continue
             doc_id = hit.chunk.document.doc_id
             if doc_id not in documents and len(documents) == (request.max_sources or request.top_k):
                 continue

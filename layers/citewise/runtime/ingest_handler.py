@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from citewise.domain import deadline
 from citewise.domain.errors import ValidationError
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.ingest.s3events import apply, parse_notification
@@ -65,14 +66,15 @@ def ingest_handler() -> LambdaHandler:
     @metrics.log_metrics(capture_cold_start_metric=True)
     @tracer.capture_lambda_handler(capture_response=False)
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        return dict(
-            process_partial_response(
-                event=event,
-                record_handler=record_handler,
-                processor=processor,
-                context=context,
+        with deadline.budget(context.get_remaining_time_in_millis()):
+            return dict(
+                process_partial_response(
+                    event=event,
+                    record_handler=record_handler,
+                    processor=processor,
+                    context=context,
+                )
             )
-        )
 
     return cast(LambdaHandler, lambda_handler)
 

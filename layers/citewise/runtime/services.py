@@ -2,14 +2,15 @@
 each once per process, lazily.
 
 The logic modules never choose adapters: they receive ports. This is the one place that maps
-`CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` to classes, importing each AWS
-adapter only when it is chosen so a Lambda loads no client it does not use. Each adapter is built on
-first use: a function builds only what its requests touch (the query function never creates a DynamoDB
-or S3 client), and a cold start pays for no client it does not need.
+`CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` (with `CITEWISE_GENERATION_FALLBACK`)
+to classes, importing each AWS adapter only when it is chosen so a Lambda loads no client it does not
+use. Each adapter is built on first use: a function builds only what its requests touch (the query
+function never creates a DynamoDB or S3 client), and a cold start pays for no client it does not need.
 
-The library ships the AWS backend and the embedders Lambda runs. Any other backend or embedder (the
-local platform's folder, SQLite and MiniLM adapters) is found through a Python entry point, in the
-groups `citewise.backends` and `citewise.embedders`, registered by the package that provides it. So the
+The library ships the AWS backend and the embedders and synthesizers Lambda runs. Any other backend,
+embedder or synthesizer (the local platform's folder, SQLite and MiniLM adapters, its OpenAI-compatible
+chat endpoint) is found through a Python entry point, in the groups `citewise.backends`,
+`citewise.embedders` and `citewise.synthesizers`, registered by the package that provides it. So the
 library never imports that package, the Lambda layer does not contain it, and on Lambda
 `CITEWISE_BACKEND=local` fails at cold start saying what is missing.
 """
@@ -17,6 +18,7 @@ library never imports that package, the Lambda layer does not contain it, and on
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from functools import cached_property
 from importlib.metadata import entry_points
 from typing import Protocol, cast
@@ -24,6 +26,7 @@ from typing import Protocol, cast
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import ValidationError
+from citewise.domain.provenance import ProvenanceKeys
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.pipeline import Ingestor, Limits
 from citewise.ports.blobstore import BlobStore
@@ -31,11 +34,14 @@ from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.synthesizer import Synthesizer
-from citewise.query.retrieval import Retriever
+from citewise.query.fallback import FallbackSynthesizer
+from citewise.query.retrieval import Retriever, RoutingOptions
+from citewise.query.routing import DeterministicRouter
 from citewise.runtime.settings import Settings
 
 BACKENDS_GROUP = "citewise.backends"
 EMBEDDERS_GROUP = "citewise.embedders"
+SYNTHESIZERS_GROUP = "citewise.synthesizers"
 
 
 class Backend(Protocol):
@@ -66,12 +72,15 @@ class Services:
         if unknown:
             raise TypeError(f"no such adapter: {', '.join(sorted(unknown))}")
         self.__dict__.update(adapters)  # what `cached_property` would have built
-        # Found now, not on first use: a backend or embedder that is not installed fails the cold start.
+        # Found now, not on first use: an adapter that is not installed fails the cold start.
         self._backend = backend_for(settings)
         self.closers: list[Callable[[], None]] = [self._backend.close]
         """What `close` calls, in order."""
         if "embedder" not in adapters:
             self._embedder_factory = embedder_factory(settings)
+        if "synthesizer" not in adapters:
+            check_synthesizer(settings)
+            self._synthesizer_factory = synthesizer_factory(settings)
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -105,6 +114,7 @@ class Services:
             Chunker(settings.chunk_tokens, settings.chunk_overlap),
             limits=Limits(max_document_bytes=settings.max_document_bytes, max_pages=settings.max_pages),
             embed_batch_size=settings.embed_batch_size,
+            provenance_keys=ProvenanceKeys(source=settings.source_key, date=settings.source_date_key),
         )
 
     @cached_property
@@ -118,11 +128,17 @@ class Services:
             candidates=settings.candidates,
             keyword_weight=settings.keyword_weight,
             vector_weight=settings.vector_weight,
+            routing=RoutingOptions(
+                router=DeterministicRouter() if settings.route else None,
+                time_zone=settings.routing_time_zone,
+                id_patterns=tuple(settings.routing_id_patterns),
+                aliases=settings.routing_aliases,
+            ),
         )
 
     @cached_property
     def synthesizer(self) -> Synthesizer:
-        return build_synthesizer(self.settings)
+        return self._synthesizer_factory()
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (the local database connections)."""
@@ -162,9 +178,30 @@ def _bedrock_embedder(settings: Settings) -> Embedder:
 
 
 def build_synthesizer(settings: Settings) -> Synthesizer:
-    """The extractive synthesizer, or Bedrock Converse with the configured model and guardrail."""
+    """The configured synthesizer."""
+    return synthesizer_factory(settings)()
+
+
+def synthesizer_factory(settings: Settings) -> Callable[[], Synthesizer]:
+    """What builds the configured synthesizer: the extractive one, Bedrock Converse, or a callable
+    `(Settings) -> Synthesizer` registered in the entry-point group `citewise.synthesizers` under its
+    `CITEWISE_SYNTHESIZER` name; wrapped in the extractive fallback when `CITEWISE_GENERATION_FALLBACK`
+    asks for it.
+    """
     if settings.synthesizer == "extractive":
-        return ExtractiveSynthesizer()
+        return ExtractiveSynthesizer
+    if settings.synthesizer == "bedrock":
+        make: Callable[[Settings], Synthesizer] = _bedrock_synthesizer
+    else:
+        make = cast(
+            Callable[[Settings], Synthesizer], _plugin(SYNTHESIZERS_GROUP, settings.synthesizer, "CITEWISE_SYNTHESIZER")
+        )
+    if settings.generation_fallback == "extractive":
+        return lambda: FallbackSynthesizer(make(settings), ExtractiveSynthesizer())
+    return lambda: make(settings)
+
+
+def _bedrock_synthesizer(settings: Settings) -> Synthesizer:
     from citewise.aws.bedrock_synthesis import BedrockSynthesizer
 
     return BedrockSynthesizer(
@@ -175,6 +212,15 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
         guardrail_identifier=settings.guardrail_id,
         guardrail_version=settings.guardrail_version,
     )
+
+
+def check_synthesizer(settings: Settings) -> None:
+    """Refuse, at cold start, a Bedrock generation model lacking a Converse feature the configuration
+    needs (`citewise.aws.bedrock_models`): every question would fail otherwise."""
+    if settings.synthesizer == "bedrock":
+        from citewise.aws import bedrock_models
+
+        bedrock_models.require(settings.generation_model_id, guardrail=settings.guardrail_id is not None)
 
 
 def backend_for(settings: Settings) -> Backend:
@@ -219,7 +265,9 @@ class AwsBackend:
 
         settings = self._settings
         return DynamoRegistry(
-            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+            _required(settings.registry_table),
+            client=aws.client("dynamodb", region=settings.aws_region),
+            tombstone_retention=timedelta(days=settings.tombstone_retention_days),
         )
 
     def blobs(self) -> BlobStore:

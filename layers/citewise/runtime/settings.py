@@ -11,20 +11,24 @@ gives each function only its own.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import Field, field_validator, model_validator
+from dateutil import tz
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
+from citewise.ports.registry import TOMBSTONE_RETENTION
 
 Backend = Literal["local", "aws"]
 EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-multilingual"]
-SynthesizerName = Literal["extractive", "bedrock"]
+SynthesizerName = Literal["extractive", "bedrock", "openai"]
+GenerationFallback = Literal["none", "extractive"]
 OpenSearchService = Literal["es", "aoss"]
 AuthMode = Literal["cognito", "iam"]
 
@@ -39,7 +43,23 @@ class Settings(BaseSettings):
     backend: Backend = Field(default="local", description="`local` (embedded files) or `aws` (managed services).")
     home: Path = Field(default=Path("~/.citewise"), description="Where the local index and registry live.")
     embedder: EmbedderName = "minilm"
-    synthesizer: SynthesizerName = "extractive"
+    synthesizer: SynthesizerName = Field(
+        default="extractive",
+        description="`extractive` (quotes, no model), `bedrock` (Converse) or `openai` (a chat-completions endpoint).",
+    )
+    generation_fallback: GenerationFallback = Field(
+        default="none",
+        description="`extractive`: when the model fails (GENERATION_ERROR, THROTTLED), answer by quoting instead.",
+    )
+    # --- an OpenAI-compatible chat-completions endpoint (CITEWISE_SYNTHESIZER=openai; docs/generation.md)
+    openai_base_url: str = Field(
+        default="http://localhost:11434/v1", description="The API base, up to `/v1` (Ollama's by default)."
+    )
+    openai_model: str = Field(default="", description="The model name the endpoint serves, e.g. llama3.2.")
+    openai_api_key: SecretStr | None = Field(default=None, description="Sent as a bearer token; never logged.")
+    openai_timeout: float = Field(
+        default=60.0, gt=0, le=900, description="Seconds one answer may take in all (connect to last token)."
+    )
     hashing_dimension: int = Field(default=384, ge=16, le=4096)
     chunk_tokens: int = Field(default=400, ge=32, le=4000)
     chunk_overlap: int = Field(default=50, ge=0, le=1000)
@@ -51,6 +71,32 @@ class Settings(BaseSettings):
     vector_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of vector ranks in the fusion.")
     candidates: int = Field(default=50, ge=1, le=1000, description="Depth of each ranked list before fusion.")
     embed_batch_size: int = Field(default=64, ge=1, le=1024)
+    source_key: str = Field(
+        default="source",
+        pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
+        description="The metadata (sidecar or object metadata) key naming a document's source, e.g. `jira`.",
+    )
+    source_date_key: str = Field(
+        default="updated_at",
+        pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
+        description="The metadata key holding when a document's content last changed (ISO 8601).",
+    )
+    route: bool = Field(default=True, description="Route queries: constraint phrases become filters (docs/routing.md).")
+    routing_time_zone: str = Field(default="UTC", description="IANA time zone that dates in queries are read in.")
+    routing_id_patterns: list[str] = Field(
+        default_factory=lambda: [r"[A-Z][A-Z0-9]+-\d+"],
+        description="Regular expressions of identifiers whose documents a query pins (JSON list).",
+    )
+    routing_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        description='Phrase -> source, as a JSON object: {"tickets": "jira", "wiki": "confluence"}.',
+    )
+    tombstone_retention_days: int = Field(
+        default=TOMBSTONE_RETENTION.days,
+        ge=15,
+        le=3650,
+        description="How long a delete refuses older writes of the document: longer than SQS keeps a message (14 d).",
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
         description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
@@ -73,11 +119,38 @@ class Settings(BaseSettings):
     @field_validator("public_url")
     @classmethod
     def _http_base_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError("must be an http(s) URL such as http://127.0.0.1:8080")
+        _require_http_url(value, "http://127.0.0.1:8080")
         if value.endswith("/"):
             raise ValueError("must not end with '/'")
+        return value
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _api_base_url(cls, value: str) -> str:
+        _require_http_url(value, "http://localhost:11434/v1")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _openai_has_a_model(self) -> Settings:
+        if self.synthesizer == "openai" and not self.openai_model:
+            raise ValueError("CITEWISE_SYNTHESIZER=openai needs CITEWISE_OPENAI_MODEL (the endpoint's model name)")
+        return self
+
+    @field_validator("routing_time_zone")
+    @classmethod
+    def _known_time_zone(cls, value: str) -> str:
+        if tz.gettz(value) is None:
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Europe/Berlin or UTC")
+        return value
+
+    @field_validator("routing_id_patterns")
+    @classmethod
+    def _compiling_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from exc
         return value
 
     @model_validator(mode="after")
@@ -100,6 +173,12 @@ class Settings(BaseSettings):
     def home_dir(self) -> Path:
         """`home` with `~` expanded."""
         return self.home.expanduser()
+
+
+def _require_http_url(value: str, example: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"must be an http(s) URL such as {example}")
 
 
 class ApiSettings(Settings):

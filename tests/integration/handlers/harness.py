@@ -1,13 +1,15 @@
 """Drive the real `functions/*/handler.py` with JSON events, on the local stack or on the AWS adapters.
 
-The AWS stack is S3 and DynamoDB under moto, OpenSearch as the HTTP double, and the hashing embedder with
-the extractive synthesizer (moto has no Bedrock that answers; the Bedrock adapters have their own Stubber
-tests). Every handler module is loaded fresh after the environment is set, as a cold start would.
+The events come from the Lambda emulator `citewise serve` uses (`citewise_local.emulator`), so the tests
+drive the handlers exactly as the local server does; identities (claims) and the notifications replayed
+as recorded come from tests/events. The AWS stack is S3 and DynamoDB under moto, OpenSearch as the HTTP
+double, and the hashing embedder with the extractive synthesizer (moto has no Bedrock that answers; the
+Bedrock adapters have their own Stubber tests). Every handler module is loaded fresh after the
+environment is set, as a cold start would.
 """
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import json
 import sys
@@ -17,14 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, urlencode
 
 import requests
 
+from citewise.api.routes import match_route
 from citewise.domain.errors import CitewiseError
 from citewise.ports.blobstore import parse_key
 from citewise.runtime.settings import load_settings
+from citewise_local import emulator
 from citewise_local.backend import local_blob_store
+from citewise_local.emulator import LambdaContext, http_response
 from tests.doubles.opensearch_server import FakeOpenSearch
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,21 +53,6 @@ def load_handler(function: str) -> Handler:
     spec.loader.exec_module(module)
     handler: Handler = module.lambda_handler
     return handler
-
-
-class LambdaContext:
-    """The attributes of a Lambda context that Powertools reads."""
-
-    function_name = "citewise-test"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:citewise-test"
-
-    def __init__(self) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 def claims(tenant: str | None = "acme", user: str = "alice", groups: str | None = None) -> dict[str, str]:
@@ -89,48 +79,39 @@ def api_event(
     iam_arn: str | None = None,
     content_type: str = "application/json",
 ) -> dict[str, Any]:
-    """A REST proxy event for `method path` from the recorded Cognito event (or the IAM one)."""
-    event = event_file("apigw_iam.json" if iam_arn is not None else "apigw_cognito.json")
-    resource = "/v1/documents/{id}" if path.startswith("/v1/documents/") else path
-    event.update(
-        resource=resource,
-        path=path,
-        httpMethod=method,
-        queryStringParameters=query,
-        multiValueQueryStringParameters={k: [v] for k, v in query.items()} if query else None,
-        pathParameters={"id": path.rsplit("/", 1)[1]} if resource != path else None,
-        body=body if body is None or isinstance(body, str) else json.dumps(body),
+    """The REST proxy event API Gateway sends for `method path` (its resource from the route table, else
+    the path itself), with Cognito claims `identity` or the SigV4 caller `iam_arn`; `body` is sent as
+    it is if a string, else as JSON."""
+    matched = match_route(method, path)
+    resource, parameters = (matched[0].path, matched[1]) if matched is not None else (path, {})
+    data = b"" if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+    return emulator.rest_event(
+        method,
+        resource,
+        raw_path=path,
+        query=urlencode(query or {}),
+        headers=[("Accept", "application/json"), ("Content-Type", content_type), ("User-Agent", "citewise-tests")],
+        body=data,
+        path_parameters=parameters,
+        claims=identity if iam_arn is None else None,
+        iam_arn=iam_arn,
     )
-    event["headers"]["Content-Type"] = content_type
-    event["multiValueHeaders"]["Content-Type"] = [content_type]
-    context = event["requestContext"]
-    context.update(resourcePath=resource, httpMethod=method, path=f"/dev{path}", requestId=str(uuid.uuid4()))
-    if iam_arn is not None:
-        context["identity"]["userArn"] = iam_arn
-    else:
-        context["authorizer"] = {"claims": identity} if identity is not None else None
-    return event
 
 
 def sqs_event(*notifications: dict[str, Any] | str) -> dict[str, Any]:
-    """An SQS batch whose records carry these S3 notifications (or raw bodies), from the recorded event."""
-    template = event_file("sqs_s3_put.json")["Records"][0]
-    records = []
-    for notification in notifications:
-        record = copy.deepcopy(template)
-        record["messageId"] = str(uuid.uuid4())
-        record["body"] = notification if isinstance(notification, str) else json.dumps(notification)
-        records.append(record)
-    return {"Records": records}
+    """An SQS batch whose records carry these S3 notifications (or raw bodies)."""
+    sent_ms = int(time.time() * 1000)
+    return emulator.sqs_event(
+        emulator.sqs_record(
+            emulator.QueuedMessage(str(uuid.uuid4()), n if isinstance(n, str) else json.dumps(n), sent_ms)
+        )
+        for n in notifications
+    )
 
 
 def s3_notification(kind: str, key: str, *, size: int = 0, etag: str = "", sequencer: str = "1") -> dict[str, Any]:
-    """An S3 notification for `key` (raw; URL-encoded here as S3 does) from the recorded event."""
-    notification: dict[str, Any] = json.loads(event_file("sqs_s3_put.json")["Records"][0]["body"])
-    record = notification["Records"][0]
-    record["eventName"] = kind
-    record["s3"]["object"] = {"key": quote_plus(key, safe="/"), "size": size, "eTag": etag, "sequencer": sequencer}
-    return notification
+    """An S3 notification of one record for `key` (raw; URL-encoded as S3 does), in the test bucket."""
+    return {"Records": [emulator.s3_record(kind, key, size=size, etag=etag, sequencer=sequencer, bucket=BUCKET)]}
 
 
 def recorded_notification(name: str, key: str, *, version_id: str | None = None) -> dict[str, Any]:
@@ -146,41 +127,22 @@ def recorded_notification(name: str, key: str, *, version_id: str | None = None)
 
 
 def lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
-    """ReceiveMessage's messages in the shape the Lambda SQS event source mapping hands to the function."""
-    region = queue_arn.split(":")[3]
-    return {
-        "Records": [
-            {
-                "messageId": message["MessageId"],
-                "receiptHandle": message["ReceiptHandle"],
-                "body": message["Body"],
-                "attributes": message.get("Attributes", {}),
-                "messageAttributes": message.get("MessageAttributes", {}),
-                "md5OfBody": message["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": region,
-            }
-            for message in messages
-        ]
-    }
-
-
-def authorizer_claims(token_claims: dict[str, Any]) -> dict[str, str]:
-    """Decoded ID-token claims as API Gateway's Cognito user pool authorizer (REST API) passes them to the
-    function: every value a string, a list claim such as `cognito:groups` joined with commas (one group is
-    just its name), and `exp`/`iat` as dates in the format of the recorded event."""
-    rendered: dict[str, str] = {}
-    for name, value in token_claims.items():
-        if isinstance(value, list):
-            rendered[name] = ",".join(str(item) for item in value)
-        elif name in ("exp", "iat"):
-            rendered[name] = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(int(value)))
-        elif isinstance(value, bool):
-            rendered[name] = str(value).lower()
-        else:
-            rendered[name] = str(value)
-    return rendered
+    """ReceiveMessage's messages (all attributes requested) in the shape the Lambda SQS event source
+    mapping hands to the function."""
+    records = []
+    for message in messages:
+        attributes = message["Attributes"]
+        queued = emulator.QueuedMessage(message["MessageId"], message["Body"], int(attributes["SentTimestamp"]))
+        records.append(
+            emulator.sqs_record(
+                queued,
+                receive_count=int(attributes["ApproximateReceiveCount"]),
+                first_receive_ms=int(attributes["ApproximateFirstReceiveTimestamp"]),
+                receipt_handle=message["ReceiptHandle"],
+                queue_arn=queue_arn,
+            )
+        )
+    return emulator.sqs_event(records)
 
 
 class CurrentStdout:
@@ -250,9 +212,8 @@ class Stack:
     def api(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         """Call the API function that serves `path`; returns (status, parsed JSON body or None)."""
         function = "query" if path in ("/v1/query", "/v1/search") else "documents"
-        response = self.handler(function)(api_event(method, path, **kwargs), LambdaContext())
-        body = response.get("body")
-        return response["statusCode"], json.loads(body) if body else None
+        response = http_response(self.handler(function)(api_event(method, path, **kwargs), LambdaContext()))
+        return response.status, response.json()
 
     def put_upload(self, upload: dict[str, Any], data: bytes) -> None:
         """PUT `data` to a presigned upload as a client would (to moto's S3, or to the local store)."""

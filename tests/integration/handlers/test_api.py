@@ -105,9 +105,10 @@ def test_listing_pages_with_a_cursor_and_filters(stack: Stack) -> None:
     query = {"limit": "2", "path_prefix": "a/", "cursor": first["next_cursor"]}
     status, second = stack.api("GET", "/v1/documents", query=query, identity=ALICE)
     assert [d["path"] for d in second["items"]] == ["a/3.md"] and second["next_cursor"] is None
-    source = "s3" if stack.kind == "aws" else "local"
-    status, body = stack.api("GET", "/v1/documents", query={"status": "INDEXED", "source": source}, identity=ALICE)
-    assert len(body["items"]) == 4
+    # `source` is the content's origin (here the first folder), `channel` how it arrived
+    status, body = stack.api("GET", "/v1/documents", query={"status": "INDEXED", "source": "a"}, identity=ALICE)
+    assert [d["path"] for d in body["items"]] == ["a/1.md", "a/2.md", "a/3.md"]
+    assert {d["channel"] for d in body["items"]} == {"s3" if stack.kind == "aws" else "local"}
     assert stack.api("GET", "/v1/documents", query={"status": "FAILED"}, identity=ALICE)[1]["items"] == []
     for bad in ({"limit": "0"}, {"limit": "101"}, {"status": "DONE"}, {"cursor": "not-a-cursor"}):
         status, error = stack.api("GET", "/v1/documents", query=bad, identity=ALICE)
@@ -227,7 +228,7 @@ def test_an_unexpected_failure_is_an_internal_error_that_reveals_nothing(
     def explode(*_: object) -> None:
         raise RuntimeError("secret connection string postgres://u:p@h")
 
-    monkeypatch.setattr(Retriever, "search", explode)
+    monkeypatch.setattr(Retriever, "retrieve", explode)
     status, error = stack.api("POST", "/v1/search", body={"query": "x"}, identity=ALICE)
     assert status == 500 and error["error"]["code"] == "INTERNAL_ERROR"
     assert "postgres" not in json.dumps(error) and "Traceback" not in json.dumps(error)
@@ -270,3 +271,25 @@ def test_bodies_that_cannot_be_decoded_are_client_errors(
     # When it reaches the handler, then the answer is a client error in the one error shape
     response = stack.handler("documents")(event, LambdaContext())
     assert (response["statusCode"], json.loads(response["body"])["error"]["code"]) == (status, code)
+
+
+def test_a_query_with_no_time_left_answers_a_search_backend_error_not_a_timeout(stack: Stack) -> None:
+    # Given the AWS stack, and an invocation that has only 1.2 s left (the reserve takes 1 s of it)
+    if stack.opensearch is None:
+        pytest.skip("the local adapters call no service")
+    opensearch = stack.opensearch
+    stack.upload_and_ingest(ALICE, "keys.md", RUNBOOK)
+
+    class AlmostOut(LambdaContext):
+        def get_remaining_time_in_millis(self) -> int:
+            return 1200
+
+    # When a search runs in that invocation
+    sent = len(opensearch.requests)
+    event = api_event("POST", "/v1/search", body={"query": "signing keys"}, identity=BOB)
+    response = stack.handler("query")(event, AlmostOut())
+
+    # Then the function answers the structured error itself, and no search was sent to OpenSearch
+    assert response["statusCode"] == 502, response
+    assert json.loads(response["body"])["error"]["code"] == "SEARCH_BACKEND_ERROR"
+    assert len(opensearch.requests) == sent

@@ -19,7 +19,8 @@ import pytest
 import requests
 from moto import mock_aws
 
-from tests.integration.handlers.harness import Stack, authorizer_claims
+from citewise_local.emulator import authorizer_claims
+from tests.integration.handlers.harness import Stack
 
 REGION = "us-east-1"
 PASSWORD = "Corr3ct-Horse-Battery!"

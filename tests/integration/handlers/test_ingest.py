@@ -191,7 +191,9 @@ def test_the_same_record_delivered_twice_is_unchanged_the_second_time(
     assert output.metric("ChunksEmbedded") == [] and output.metric("DocumentsIndexed") == []
 
 
-@pytest.mark.parametrize("recorded", ["sqs_s3_delete.json", "sqs_s3_delete_marker.json"])
+@pytest.mark.parametrize(
+    "recorded", ["sqs_s3_delete.json", "sqs_s3_delete_marker.json", "sqs_s3_lifecycle_delete.json"]
+)
 def test_a_removal_after_the_object_is_gone_removes_chunks_and_record(
     stack: Stack, recorded: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -202,7 +204,7 @@ def test_a_removal_after_the_object_is_gone_removes_chunks_and_record(
     assert stack.ingest(created(GUIDE_KEY), created(other)) == NO_FAILURES
     assert sorted(found(stack, "zanzibar", ALICE)) == ["birds/heron guide.md", "otters.md"]
     # When the object is deleted (the only version permanently, or behind a delete marker) and the event arrives
-    permanent = recorded == "sqs_s3_delete.json"
+    permanent = recorded in ("sqs_s3_delete.json", "sqs_s3_lifecycle_delete.json")
     stack.delete_object(GUIDE_KEY, version_id=version if permanent and stack.kind == "aws" else None)
     capsys.readouterr()
     assert stack.ingest(recorded_notification(recorded, GUIDE_KEY, version_id=version)) == NO_FAILURES
@@ -212,6 +214,17 @@ def test_a_removal_after_the_object_is_gone_removes_chunks_and_record(
     assert found(stack, "zanzibar heron", ALICE) == ["otters.md"]
     [removed] = Output.parse(capsys.readouterr().out).messages("document ingested")
     assert removed["outcome"] == "deleted" and removed["doc_id"] == doc_id_of(GUIDE_KEY)
+
+
+@pytest.mark.parametrize("recorded", ["sqs_s3_complete_multipart.json", "sqs_s3_copy.json"])
+def test_an_object_created_by_multipart_upload_or_copy_is_indexed(stack: Stack, recorded: str) -> None:
+    # Given an object written by a multipart upload or a copy (its recorded notification)
+    version = stack.put_object(GUIDE_KEY, GUIDE)
+    # When the notification arrives / Then the document is indexed like any upload
+    assert stack.ingest(recorded_notification(recorded, GUIDE_KEY, version_id=version)) == NO_FAILURES
+    document = get_document(stack, GUIDE_KEY)
+    assert document is not None and document["status"] == "INDEXED"
+    assert found(stack, "heron", ALICE) == ["birds/heron guide.md"]
 
 
 def test_a_removal_while_the_object_still_exists_leaves_the_document_indexed(stack: Stack) -> None:
@@ -237,6 +250,31 @@ def test_a_removal_while_the_object_still_exists_leaves_the_document_indexed(sta
     # Then the document of the object the bucket still holds is untouched
     assert get_document(stack, GUIDE_KEY) == before
     assert found(stack, "heron", ALICE) == ["birds/heron guide.md"]
+
+
+def test_replaying_the_old_created_event_after_an_api_delete_keeps_the_document_deleted(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a document uploaded and ingested, then deleted through the API
+    doc_id = stack.upload_and_ingest(ALICE, "birds/heron guide.md", GUIDE)
+    assert found(stack, "zanzibar", ALICE) == ["birds/heron guide.md"]
+    status, _ = stack.api("DELETE", f"/v1/documents/{doc_id}", identity=ALICE)
+    assert status == 204
+    capsys.readouterr()
+    # When SQS redelivers the upload's old ObjectCreated event, twice
+    for _ in range(2):
+        assert stack.ingest(created(GUIDE_KEY)) == NO_FAILURES
+    # Then the document stays deleted: no record, no listing, no chunk, and nothing failed
+    assert get_document(stack, GUIDE_KEY) is None
+    assert listed(stack, ALICE) == []
+    assert found(stack, "zanzibar heron", ALICE) == []
+    output = Output.parse(capsys.readouterr().out)
+    assert output.metric("IngestFailures") == [] and output.metric("DocumentsIndexed") == []
+    # And uploading it again afterwards brings it back as a new document
+    assert stack.upload_and_ingest(ALICE, "birds/heron guide.md", GUIDE) == doc_id
+    document = get_document(stack, GUIDE_KEY)
+    assert document is not None and document["status"] == "INDEXED"
+    assert found(stack, "zanzibar", ALICE) == ["birds/heron guide.md"]
 
 
 # --- transient failures, retries and the DLQ --------------------------------------------------------------
@@ -436,3 +474,27 @@ def test_an_object_over_the_size_limit_is_recorded_failed_without_retries(
     document = get_document(stack, "tenants/acme/big.md")
     assert document is not None and document["status"] == "FAILED"
     assert document["error"].startswith("PAYLOAD_TOO_LARGE")
+
+
+@pytest.mark.parametrize(
+    ("attributes", "reason"),
+    [
+        ({f"k{n}": n for n in range(51)}, "at most 50 metadata attributes; this one has 51"),
+        ({"regions": [f"r{n}" for n in range(101)]}, "'regions' is a list of 101 values; at most 100"),
+        ({"summary": "x" * 2049}, "'summary' has a value longer than 2048 characters"),
+    ],
+    ids=["too many keys", "too long a list", "too long a value"],
+)
+def test_a_document_over_the_attribute_caps_is_failed_with_the_reason(
+    stack: Stack, attributes: dict[str, object], reason: str
+) -> None:
+    # Given a document whose sidecar exceeds one of the caps
+    sidecar = json.dumps({"metadataAttributes": attributes}).encode()
+    stack.put_object(GUIDE_KEY + ".metadata.json", sidecar, content_type="application/json")
+    stack.put_object(GUIDE_KEY, GUIDE)
+    # When it is ingested / Then it is FAILED naming the cap, and nothing of it is searchable
+    assert stack.ingest(created(GUIDE_KEY)) == NO_FAILURES
+    document = get_document(stack, GUIDE_KEY)
+    assert document is not None and document["status"] == "FAILED" and reason in document["error"]
+    status, body = stack.api("POST", "/v1/search", body={"query": "zanzibar reedbeds"}, identity=ALICE)
+    assert status == 200 and body["hits"] == []

@@ -7,6 +7,8 @@ contract the chunker relies on holds for every format by construction.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from citewise.domain.models import Block, ParsedDocument
 from citewise.ingest.parsing.encoding import clean_text
 from citewise.ingest.parsing.failures import parse_error
@@ -46,11 +48,19 @@ class DocumentBuilder:
         """The title of the first heading added at `level`, if any."""
         return self._first_heading.get(level)
 
-    def build(self, *, title: str | None = None, page_count: int | None = None) -> ParsedDocument:
+    def build(
+        self, *, title: str | None = None, page_count: int | None = None, source_date: datetime | None = None
+    ) -> ParsedDocument:
         """The finished document; a document without a single block is an error, not an empty result."""
         if not self._blocks:
             raise parse_error(self._filename, "it contains no text")
-        return ParsedDocument(text="".join(self._parts), blocks=tuple(self._blocks), title=title, page_count=page_count)
+        return ParsedDocument(
+            text="".join(self._parts),
+            blocks=tuple(self._blocks),
+            title=title,
+            page_count=page_count,
+            source_date=source_date,
+        )
 
     def _append(self, text: str, *, page: int | None, is_heading: bool) -> None:
         if self._parts:

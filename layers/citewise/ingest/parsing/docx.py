@@ -10,16 +10,20 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
+from datetime import datetime
 from xml.etree import ElementTree
 
 from citewise.domain.errors import PayloadTooLargeError
 from citewise.domain.models import ParsedDocument
+from citewise.domain.provenance import try_instant
 from citewise.ingest.parsing.builder import DocumentBuilder
 from citewise.ingest.parsing.failures import parse_error
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _DOCUMENT_PART = "word/document.xml"
 _STYLES_PART = "word/styles.xml"
+_CORE_PART = "docProps/core.xml"
+_DCTERMS = "{http://purl.org/dc/terms/}"
 # A zip entry can inflate a thousandfold; read at most this much of any XML part.
 _MAX_PART_BYTES = 100 * 1024 * 1024
 # "Title" sits above "Heading 1" so a titled document keeps its title at the head of every path.
@@ -47,6 +51,7 @@ def parse_docx(data: bytes, filename: str) -> ParsedDocument:
                 raise parse_error(filename, f"the .docx has no {_DOCUMENT_PART}")
             document = _read_part(archive, _DOCUMENT_PART, filename)
             styles = _read_part(archive, _STYLES_PART, filename) if _STYLES_PART in names else None
+            core = _read_part(archive, _CORE_PART, filename) if _CORE_PART in names else None
     except _ZIP_FAILURES as exc:
         raise parse_error(filename, f"it is not a valid .docx (zip) file ({exc})") from exc
     style_names = _style_names(_parse_xml(styles, filename)) if styles is not None else {}
@@ -64,7 +69,21 @@ def parse_docx(data: bytes, filename: str) -> ParsedDocument:
             builder.block(text)
         else:
             builder.heading(text, level)
-    return builder.build(title=builder.first_heading(_TITLE_LEVEL) or builder.first_heading(1))
+    return builder.build(
+        title=builder.first_heading(_TITLE_LEVEL) or builder.first_heading(1),
+        source_date=_core_date(_parse_xml(core, filename)) if core is not None else None,
+    )
+
+
+def _core_date(core: ElementTree.Element) -> datetime | None:
+    """`dcterms:modified`, else `dcterms:created`, of the core properties; one that does not parse is
+    passed over (the object's own time then stands in)."""
+    for name in ("modified", "created"):
+        element = core.find(f"{_DCTERMS}{name}")
+        moment = try_instant(element.text if element is not None else None)
+        if moment is not None:
+            return moment
+    return None
 
 
 def _read_part(archive: zipfile.ZipFile, name: str, filename: str) -> bytes:

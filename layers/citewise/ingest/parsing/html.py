@@ -6,9 +6,11 @@ Built on the stdlib `html.parser`, which tolerates the unclosed and misnested ta
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from html.parser import HTMLParser
 
 from citewise.domain.models import ParsedDocument
+from citewise.domain.provenance import try_instant
 from citewise.ingest.parsing.builder import DocumentBuilder
 
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
@@ -50,6 +52,17 @@ _CELL_TAGS = frozenset({"td", "th"})
 # Contents that are not the document's text: code, styling, navigation chrome, templates.
 _SKIPPED_TAGS = frozenset({"script", "style", "nav", "noscript", "template"})
 # Anything else inside <head> means the author left <head> unclosed and the body has begun.
+_META_DATE_NAMES = (
+    "article:modified_time",
+    "og:updated_time",
+    "dcterms.modified",
+    "last-modified",
+    "date",
+    "dc.date",
+    "dcterms.date",
+    "article:published_time",
+)
+"""`<meta>` names (or properties, or http-equiv) of the content's date, the last change first."""
 _HEAD_TAGS = frozenset({"title", "meta", "link", "base", *_SKIPPED_TAGS})
 _HTML_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
 _CELL_SEPARATOR = " | "
@@ -61,7 +74,7 @@ def parse_html(text: str, filename: str) -> ParsedDocument:
     reader = _HtmlReader(builder)
     reader.feed(text)
     reader.close()
-    return builder.build(title=reader.title or builder.first_heading(1))
+    return builder.build(title=reader.title or builder.first_heading(1), source_date=reader.source_date)
 
 
 def _collapse(text: str) -> str:
@@ -73,6 +86,7 @@ class _HtmlReader(HTMLParser):
         super().__init__(convert_charrefs=True)
         self._builder = builder
         self.title: str | None = None
+        self._meta_dates: dict[str, str] = {}
         self._title_parts: list[str] | None = None
         self._in_head = False
         self._skip_depth = 0
@@ -87,6 +101,8 @@ class _HtmlReader(HTMLParser):
             return
         if self._in_head and tag not in _HEAD_TAGS:
             self._in_head = False
+        if tag == "meta":
+            self._meta(dict(attrs))
         if tag == "title":
             self._title_parts = []
         elif tag in _SKIPPED_TAGS:
@@ -133,6 +149,21 @@ class _HtmlReader(HTMLParser):
             self._title_parts.append(data)
         elif not self._skipping:
             self._target().append(data)
+
+    def _meta(self, attrs: dict[str, str | None]) -> None:
+        name = (attrs.get("name") or attrs.get("property") or attrs.get("http-equiv") or "").strip().lower()
+        content = attrs.get("content")
+        if name in _META_DATE_NAMES and content:
+            self._meta_dates.setdefault(name, content)
+
+    @property
+    def source_date(self) -> datetime | None:
+        """The first `<meta>` date of `_META_DATE_NAMES` that parses; a site's malformed one is passed over."""
+        for name in _META_DATE_NAMES:
+            moment = try_instant(self._meta_dates.get(name))
+            if moment is not None:
+                return moment
+        return None
 
     def close(self) -> None:
         super().close()

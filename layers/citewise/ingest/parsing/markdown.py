@@ -7,9 +7,12 @@ safely needs a full CommonMark parser, and the text reads fine to both people an
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from citewise.domain.models import ParsedDocument
+from citewise.domain.provenance import parse_instant
 from citewise.ingest.parsing.builder import DocumentBuilder
+from citewise.ingest.parsing.failures import parse_error
 
 _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -20,13 +23,38 @@ _TABLE_ROW = re.compile(r"^ {0,3}\|")
 _TABLE_DELIMITER = re.compile(r"^[ \t|:-]*-[ \t|:-]*$")
 _FRONT_MATTER_FENCE = "---"
 _FRONT_MATTER_END = ("---", "...")
+_FRONT_MATTER_ENTRY = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_-]*):[ \t]*(?P<value>.*?)[ \t]*$")
+_FRONT_MATTER_DATE_KEYS = ("updated", "last_modified", "lastmod", "modified", "date")
+"""Front matter keys of the content's date, most specific first (`lastmod` is Hugo's)."""
 
 
 def parse_markdown(text: str, filename: str) -> ParsedDocument:
     """Parse decoded Markdown (CommonMark/GFM subset); the title is the first level-1 heading."""
     builder = DocumentBuilder(filename)
-    _MarkdownReader(builder).read(text.split("\n"))
-    return builder.build(title=builder.first_heading(1))
+    reader = _MarkdownReader(builder)
+    reader.read(text.split("\n"))
+    return builder.build(title=builder.first_heading(1), source_date=_front_matter_date(reader.front_matter, filename))
+
+
+def _front_matter_date(lines: list[str], filename: str) -> datetime | None:
+    """The first of `_FRONT_MATTER_DATE_KEYS` (`updated` ... `date`) in YAML front matter (top-level
+    `key: value` lines, quotes optional).
+
+    The author wrote it, so a value that is not an ISO-8601 date fails the document with the reason."""
+    values: dict[str, str] = {}
+    for line in lines:
+        match = _FRONT_MATTER_ENTRY.match(line)
+        if match:
+            values.setdefault(match["key"].lower(), match["value"].strip().strip("'\""))
+    for key in _FRONT_MATTER_DATE_KEYS:
+        if values.get(key):
+            try:
+                return parse_instant(values[key])
+            except ValueError:
+                raise parse_error(
+                    filename, f"front matter '{key}' is not a date: {values[key]!r} (use ISO 8601, e.g. 2026-03-03)"
+                ) from None
+    return None
 
 
 class _MarkdownReader:
@@ -36,6 +64,7 @@ class _MarkdownReader:
         self._pending_is_paragraph = False
         self._fence: str | None = None
         self._fenced: list[str] = []
+        self.front_matter: list[str] = []
 
     def read(self, lines: list[str]) -> None:
         for line in self._skip_front_matter(lines):
@@ -51,7 +80,8 @@ class _MarkdownReader:
             return lines
         for end, line in enumerate(lines[1:], start=1):
             if line.rstrip() in _FRONT_MATTER_END:
-                self._builder.block("\n".join(lines[1:end]))
+                self.front_matter = lines[1:end]
+                self._builder.block("\n".join(self.front_matter))
                 return lines[end + 1 :]
         return lines
 

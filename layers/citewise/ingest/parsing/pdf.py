@@ -6,6 +6,7 @@ import io
 import re
 import struct
 import zlib
+from datetime import datetime
 
 from pypdf import PageObject, PasswordType, PdfReader
 from pypdf.errors import DependencyError, PyPdfError
@@ -13,6 +14,7 @@ from pypdf.generic import DictionaryObject
 
 from citewise.domain.errors import PayloadTooLargeError
 from citewise.domain.models import ParsedDocument
+from citewise.domain.provenance import as_utc
 from citewise.ingest.parsing.builder import DocumentBuilder
 from citewise.ingest.parsing.failures import parse_error
 from citewise.ingest.parsing.plaintext import split_paragraphs
@@ -56,6 +58,7 @@ def parse_pdf(data: bytes, filename: str, *, max_pages: int) -> ParsedDocument:
         _check_page_limit(len(pages), filename, max_pages)
         texts = [_page_text(page) for page in pages]
         metadata_title = reader.metadata.title if reader.metadata else None
+        source_date = _metadata_date(reader)
     except _PYPDF_FAILURES as exc:
         raise parse_error(filename, f"it is not a readable PDF ({type(exc).__name__}: {exc})") from exc
     if not pages:
@@ -66,7 +69,23 @@ def parse_pdf(data: bytes, filename: str, *, max_pages: int) -> ParsedDocument:
     for page_number, text in enumerate(texts, start=1):
         for paragraph in split_paragraphs(text):
             builder.block(paragraph, page=page_number)
-    return builder.build(title=_title(metadata_title, texts), page_count=len(pages))
+    return builder.build(title=_title(metadata_title, texts), page_count=len(pages), source_date=source_date)
+
+
+def _metadata_date(reader: PdfReader) -> datetime | None:
+    """ModDate, else CreationDate, of the document information; a malformed one (PDF tools write many) is
+    passed over, the object's own time then stands in."""
+    information = reader.metadata
+    if information is None:
+        return None
+    for attribute in ("modification_date", "creation_date"):
+        try:
+            moment = getattr(information, attribute)
+        except ValueError:
+            continue
+        if moment is not None:
+            return as_utc(moment)
+    return None
 
 
 def _decrypt(reader: PdfReader, filename: str) -> None:

@@ -1,0 +1,322 @@
+"""The deterministic router: date, source and identifier phrases of a question become constraints.
+
+What it recognises (case-insensitive; see docs/routing.md for the whole list):
+- periods: `today`, `yesterday`, `this|last week|month|quarter|year`, `in 2024`, `in March [2025]`,
+  `in Q3 [2025]`, `on 3 March 2026`, `on 2026-03-03`;
+- bounds: `since|after|before|until <date>`, `between <date> and <date>`, `from <date> to <date>`;
+- rolling windows: `in the last 30 days`, `over the past two weeks`, `past 3 months`;
+- sources: `in|from|on|within <source>` where <source> is a known source of the tenant or an alias
+  (`in Jira`, `from Confluence`, `in the runbooks`), with an optional `tickets|pages|docs...` after it;
+- identifiers: the configured patterns (default `[A-Z][A-Z0-9]+-\\d+`, Jira-style `PROJ-123`).
+
+Dates resolve against the request time in the configured time zone: a calendar period is
+[its first local midnight, the next period's); a month, quarter or day given without a year is its
+latest occurrence that has begun (`in December` asked in March 2026 is December 2025). The arithmetic is
+python-dateutil's (`relativedelta`, `parser`, `tz`), already in the Lambda layer.
+
+A phrase is consumed only when it is unambiguous: a bare year (`the 2024 roadmap`), a bare month name or
+`in Jira` when no source `jira` is known stay in the text and add nothing. Identifiers stay in the text
+too (they are good keywords) and pin their documents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from dateutil import parser as date_parser
+from dateutil import tz
+from dateutil.relativedelta import MO, relativedelta
+
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import Filter
+from citewise.domain.provenance import iso
+from citewise.ports.router import Constraints, DateRange, Route, RoutingContext
+
+DEFAULT_ID_PATTERN = r"[A-Z][A-Z0-9]+-\d+"
+DETERMINISTIC = "deterministic"
+
+_MONTH_NAMES = (
+    r"january|february|march|april|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec|(?-i:May)"
+)
+_MONTH = rf"(?:{_MONTH_NAMES})\.?"
+_YEAR = r"(?:19|20)\d{2}"
+_ORDINAL = r"\d{1,2}(?:st|nd|rd|th)?"
+_RELATIVE = r"(?:today|yesterday|(?:this|last|previous|past) (?:week|month|quarter|year))"
+_DATE = (
+    rf"(?:{_RELATIVE}"
+    rf"|q[1-4](?:\s+{_YEAR})?"
+    rf"|{_YEAR}-\d{{2}}-\d{{2}}"
+    rf"|{_ORDINAL}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?"
+    rf"|{_MONTH}\s+{_ORDINAL}(?:,?\s+{_YEAR})?(?!\d)"
+    rf"|{_MONTH}(?:\s+{_YEAR})?"
+    rf"|{_YEAR})"
+)
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+_NUMBERS |= {"eight": 8, "nine": 9, "ten": 10, "twelve": 12, "couple of": 2, "few": 3}
+_COUNT = r"(?:\d{1,4}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + ")"
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+_FLAGS = re.IGNORECASE
+
+_BETWEEN = re.compile(
+    rf"\b(?:between|from)\s+(?P<a>{_DATE})\s+(?:and|to|until|till|through)\s+(?P<b>{_DATE})\b", _FLAGS
+)
+_BOUND = re.compile(
+    rf"\b(?P<op>since|after|before|until|till|prior to|as of|starting|not before|not after)\s+(?:the\s+)?"
+    rf"(?P<a>{_DATE})\b",
+    _FLAGS,
+)
+_ROLLING = re.compile(
+    rf"\b(?:(?:in|over|during|within|for)\s+)?(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\s+{_UNIT}\b"
+    # `in the last week` is the last seven days; `last week` alone is the calendar week before this one.
+    rf"|\b(?:in|over|during|within|for)\s+the\s+(?:last|past)\s+(?P<one>day|week|month|year)\b",
+    _FLAGS,
+)
+# A calendar period after a preposition (`in 2024`, `on 3 March`, `during Q3`), or a relative one alone.
+_PERIOD = re.compile(
+    rf"\b(?:(?:in|on|during|from|for|throughout)\s+(?:the\s+)?(?P<a>{_DATE})|(?P<r>{_RELATIVE}))\b", _FLAGS
+)
+_SOURCE_NOUNS = r"(?:\s+(?:tickets?|issues?|pages?|docs?|documents?|spaces?|notes?|articles?|threads?|channels?))?"
+_SPACES = re.compile(r"\s+")
+_MASK = "\x00"
+
+
+@dataclass(frozen=True)
+class _Period:
+    """A resolved date expression: [start, end) in the local time zone."""
+
+    start: datetime
+    end: datetime
+
+
+class DeterministicRouter:
+    """The `Router` that needs no network: regular phrases, resolved with python-dateutil."""
+
+    name = DETERMINISTIC
+
+    def route(self, query: str, context: RoutingContext) -> Route:
+        zone = time_zone(context.time_zone)
+        now = context.now.astimezone(zone)
+        text = query
+        consumed: list[tuple[int, str]] = []
+        dates: list[DateRange] = []
+
+        for pattern, reading in (
+            (_BETWEEN, _between),
+            (_BOUND, _bound),
+            (_ROLLING, _rolling),
+            (_PERIOD, _period),
+        ):
+            for match in list(pattern.finditer(text)):
+                found = reading(match, now)
+                if found is not None:
+                    dates.append(found)
+                    consumed.append((match.start(), match.group(0).strip()))
+                    text = _masked(text, match)
+        sources: list[str] = []
+        if context.sources:
+            names = re.compile(rf"\b{_names_pattern(context.sources)}\b", _FLAGS)
+            for match in list(_source_pattern(context.sources).finditer(text)):
+                phrase = match.group(0).split(maxsplit=1)[1]  # without the preposition, which a name may share
+                sources += [context.sources[_singular(n[0].lower(), context.sources)] for n in names.finditer(phrase)]
+                consumed.append((match.start(), match.group(0).strip()))
+                text = _masked(text, match)
+        ids = list(dict.fromkeys(m.group(0) for p in context.id_patterns for m in re.finditer(rf"\b{p}\b", query)))
+        remaining = _SPACES.sub(" ", text.replace(_MASK, " ")).strip(" ,;")
+        return Route(
+            text=_tidy(remaining),
+            constraints=Constraints(dates=dates, sources=list(dict.fromkeys(sources)), ids=ids),
+            consumed_phrases=[phrase for _, phrase in sorted(consumed)],
+            router=self.name,
+        )
+
+
+def _masked(text: str, match: re.Match[str]) -> str:
+    """`text` with the match blanked out, same length, so later matches keep their positions."""
+    return text[: match.start()] + _MASK * (match.end() - match.start()) + text[match.end() :]
+
+
+def time_zone(name: str) -> tzinfo:
+    """The IANA time zone `name` (dateutil's, which falls back to its bundled database); ValidationError
+    for an unknown name."""
+    zone = tz.gettz(name)
+    if zone is None:
+        raise ValidationError(f"unknown time zone {name!r}: use an IANA name such as Europe/Berlin or UTC")
+    return zone
+
+
+def constraint_filter(constraints: Constraints) -> Filter | None:
+    """The filter the constraints mean: every date range ANDed, the sources ORed (one `in`), all ANDed.
+
+    Identifiers add no filter: they pin documents instead (`Retriever`)."""
+    clauses: list[dict[str, object]] = []
+    for window in constraints.dates:
+        if window.start is not None:
+            clauses.append({"greaterThanOrEquals": {"key": "source_date", "value": iso(window.start)}})
+        if window.end is not None:
+            clauses.append({"lessThan": {"key": "source_date", "value": iso(window.end)}})
+    if constraints.sources:
+        clauses.append({"in": {"key": "source", "value": sorted(set(constraints.sources))}})
+    if not clauses:
+        return None
+    return Filter.model_validate(clauses[0] if len(clauses) == 1 else {"andAll": clauses})
+
+
+def source_vocabulary(known: list[str], aliases: Mapping[str, str]) -> dict[str, str]:
+    """Phrase (lower case) -> source value: every known source by its own name, then the aliases."""
+    vocabulary = {name.lower(): name for name in known if name.strip()}
+    return vocabulary | {alias.lower(): target for alias, target in aliases.items()}
+
+
+# --- date expressions ------------------------------------------------------------------------------
+
+
+def _between(match: re.Match[str], now: datetime) -> DateRange | None:
+    first, last = _resolve(match["a"], now), _resolve(match["b"], now)
+    if first is None or last is None or last.end <= first.start:
+        return None
+    return DateRange(start=first.start, end=last.end)
+
+
+def _bound(match: re.Match[str], now: datetime) -> DateRange | None:
+    period = _resolve(match["a"], now)
+    if period is None:
+        return None
+    operator = " ".join(match["op"].lower().split())
+    if operator in ("since", "as of", "starting", "not before"):
+        return DateRange(start=period.start)
+    if operator == "after":
+        return DateRange(start=period.end)
+    if operator in ("before", "prior to"):
+        return DateRange(end=period.start)
+    return DateRange(end=period.end)  # until, till, not after: the named period included
+
+
+def _rolling(match: re.Match[str], now: datetime) -> DateRange | None:
+    raw = (match["count"] or "1").lower()
+    count = int(raw) if raw.isdigit() else _NUMBERS[raw]
+    unit = (match["unit"] or match["one"]).lower()
+    if count < 1:
+        return None
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    step = relativedelta(**{f"{unit}s": count})  # type: ignore[arg-type]
+    return DateRange(start=midnight - step)
+
+
+def _period(match: re.Match[str], now: datetime) -> DateRange | None:
+    period = _resolve(match["a"] or match["r"], now)
+    return DateRange(start=period.start, end=period.end) if period is not None else None
+
+
+def _resolve(expression: str, now: datetime) -> _Period | None:
+    """The local period an expression names, or None if it names none (`30 February`)."""
+    text = " ".join(expression.lower().replace(".", "").split())
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    for reading in _READINGS:
+        period = reading(text, midnight)
+        if period is not None:
+            return period
+    return None
+
+
+def _relative(text: str, midnight: datetime) -> _Period | None:
+    if text == "today":
+        return _Period(midnight, midnight + relativedelta(days=1))
+    if text == "yesterday":
+        return _Period(midnight - relativedelta(days=1), midnight)
+    match = re.fullmatch(r"(this|last|previous|past) (week|month|quarter|year)", text)
+    if match is None:
+        return None
+    back = 0 if match[1] == "this" else 1
+    unit = match[2]
+    if unit == "week":
+        start = midnight + relativedelta(weekday=MO(-1)) - relativedelta(weeks=back)
+        return _Period(start, start + relativedelta(weeks=1))
+    if unit == "month":
+        start = midnight.replace(day=1) - relativedelta(months=back)
+        return _Period(start, start + relativedelta(months=1))
+    if unit == "quarter":
+        start = midnight.replace(month=3 * ((midnight.month - 1) // 3) + 1, day=1) - relativedelta(months=3 * back)
+        return _Period(start, start + relativedelta(months=3))
+    start = midnight.replace(month=1, day=1) - relativedelta(years=back)
+    return _Period(start, start + relativedelta(years=1))
+
+
+def _quarter(text: str, midnight: datetime) -> _Period | None:
+    match = re.fullmatch(rf"q([1-4])(?: ({_YEAR}))?", text)
+    if match is None:
+        return None
+    month = 3 * (int(match[1]) - 1) + 1
+    start = midnight.replace(month=month, day=1)
+    if match[2]:
+        start = start.replace(year=int(match[2]))
+    elif start > midnight:
+        start -= relativedelta(years=1)
+    return _Period(start, start + relativedelta(months=3))
+
+
+def _year(text: str, midnight: datetime) -> _Period | None:
+    if not re.fullmatch(_YEAR, text):
+        return None
+    start = midnight.replace(year=int(text), month=1, day=1)
+    return _Period(start, start + relativedelta(years=1))
+
+
+def _calendar(text: str, midnight: datetime) -> _Period | None:
+    """A day (`3 march 2026`, `march 3`, `2026-03-03`) or a month (`march`, `march 2025`), via dateutil."""
+    has_year = re.search(_YEAR, text) is not None
+    has_day = re.search(rf"(?<!\d){_ORDINAL}(?!\d)(?!-)", re.sub(_YEAR, "", text)) is not None or "-" in text
+    try:
+        parsed = date_parser.parse(text, default=midnight.replace(day=1, tzinfo=None), fuzzy=False)
+    except (ValueError, OverflowError):
+        return None
+    start = parsed.replace(tzinfo=midnight.tzinfo)
+    if not has_day:
+        start = start.replace(day=1)
+    length = relativedelta(days=1) if has_day else relativedelta(months=1)
+    if not has_year and start > midnight:
+        start -= relativedelta(years=1)  # the latest occurrence that has begun
+    return _Period(start, start + length)
+
+
+_READINGS: tuple[Callable[[str, datetime], _Period | None], ...] = (_relative, _quarter, _year, _calendar)
+
+
+# --- sources ---------------------------------------------------------------------------------------
+
+
+def _source_pattern(vocabulary: Mapping[str, str]) -> re.Pattern[str]:
+    """`in|from|on|within [the|our] <name>[s] [tickets|pages...]` for the vocabulary's names, longest first."""
+    name = _names_pattern(vocabulary)
+    chained = rf"(?:\s*(?:,|\bor\b|\band\b)\s*(?:the\s+)?{name})*"
+    return re.compile(
+        rf"\b(?:in|from|on|within|across|inside)\s+(?:the\s+|our\s+)?{name}(?:'s)?{chained}{_SOURCE_NOUNS}\b", _FLAGS
+    )
+
+
+def _names_pattern(vocabulary: Mapping[str, str]) -> str:
+    """One vocabulary name, singular or plural, longest names first."""
+    names = sorted(vocabulary, key=len, reverse=True)
+    return "(?:" + "|".join(rf"{re.escape(name.removesuffix('s'))}s?" for name in names) + ")"
+
+
+def _singular(name: str, vocabulary: Mapping[str, str]) -> str:
+    """The vocabulary key a matched name stands for (`runbook` for `runbooks`, or the other way round)."""
+    for candidate in (name, name + "s", name.removesuffix("s")):
+        if candidate in vocabulary:
+            return candidate
+    raise KeyError(name)  # the pattern only matches vocabulary names
+
+
+def _tidy(text: str) -> str:
+    """The remaining text without connectors left dangling at either end (`what changed in` -> `what
+    changed`, `or about retries` -> `about retries`), and no space before its final punctuation."""
+    text = re.sub(r"\s+([?.!,;])", r"\1", text)
+    text = re.sub(rf"(?:\s+{_DANGLING})+\s*([?.!]?)$", r"\1", text, flags=_FLAGS)
+    return re.sub(rf"^(?:{_DANGLING}\s+)+", "", text, flags=_FLAGS).strip()
+
+
+_DANGLING = r"(?:in|on|from|since|during|for|of|and|or|the)"
