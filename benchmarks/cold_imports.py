@@ -44,9 +44,9 @@ from benchmarks.layer_size import _name, layer_requirements
 FUNCTIONS = REPO / "functions"
 BASELINE = "boto3"
 INTERPRETER = "interpreter"
-HANDLERS = ("query", "documents", "ingest", "bootstrap")
+HANDLERS = ("query", "documents", "mcp", "ingest", "bootstrap")
 # The functions whose settings are `ApiSettings`; the stack gives them the identity settings too.
-API_HANDLERS = frozenset({"query", "documents"})
+API_HANDLERS = frozenset({"query", "documents", "mcp"})
 # Heavy or notable modules whose presence after init is worth knowing. numpy must not be among them on
 # Lambda: the layer does not ship it. httpx, PIL, fontTools and cryptography are not in the layer either,
 # but they are in the local venv, and X-Ray or pypdf import them there when they are installed.
@@ -112,7 +112,7 @@ def lambda_environment(name: str) -> dict[str, str]:
         # "in Lambda" (Tracer on; X-Ray also touches /tmp/.aws-xray/initialized).
         environment["LAMBDA_TASK_ROOT"] = str(FUNCTIONS / name)
         environment["POWERTOOLS_SERVICE_NAME"] = f"citewise-{name}"
-    if name == "query":
+    if name in ("query", "mcp"):
         environment["CITEWISE_SYNTHESIZER"] = "bedrock"
     if name in API_HANDLERS:
         environment["CITEWISE_AUTH_MODE"] = "cognito"

@@ -237,6 +237,7 @@ class EnvironmentConfig(_Block):
     ingest: IngestConfig = IngestConfig()
     query: FunctionConfig = FunctionConfig()
     documents: FunctionConfig = FunctionConfig(memory_mb=512)
+    mcp: FunctionConfig = FunctionConfig()
     bootstrap: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=600)
     data: DataConfig = DataConfig()
     alarms: AlarmsConfig = AlarmsConfig()

@@ -26,8 +26,8 @@ CONTEXT_ENVIRONMENTS: Final = "citewise:environments"  # the per-environment blo
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
 # --- functions -----------------------------------------------------------------------------------------
-FunctionKey = Literal["ingest", "query", "documents", "bootstrap"]
-FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "bootstrap")
+FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap"]
+FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "mcp", "bootstrap")
 HANDLER: Final = "handler.lambda_handler"
 # Construct ids of the functions (so tests find them by path) and their Powertools service names, which
 # are also the `service` dimension of the custom metrics.
@@ -35,6 +35,7 @@ FUNCTION_IDS: Final[dict[FunctionKey, str]] = {
     "ingest": "IngestFunction",
     "query": "QueryFunction",
     "documents": "DocumentsFunction",
+    "mcp": "McpFunction",
     "bootstrap": "IndexBootstrapFunction",
 }
 SERVICE_NAMES: Final[dict[FunctionKey, str]] = {key: f"citewise-{key}" for key in FUNCTION_KEYS}

@@ -10,6 +10,9 @@ What each function calls (and so what its role may do):
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
   refresh). No Bedrock.
+- mcp: read only. The index's `_search`, Bedrock InvokeModel on the embedding and generation models (and
+  ApplyGuardrail on the guardrail), GetItem/Query on the registry table with decryption. No S3 at all,
+  no DynamoDB writes, no index writes or deletes.
 - bootstrap: create and describe the index. Nothing else.
 Every function also writes its own log group and X-Ray segments.
 """
@@ -26,7 +29,14 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
-from citewise.runtime.settings import BootstrapSettings, DocumentsSettings, IngestSettings, QuerySettings, Settings
+from citewise.runtime.settings import (
+    BootstrapSettings,
+    DocumentsSettings,
+    IngestSettings,
+    McpSettings,
+    QuerySettings,
+    Settings,
+)
 from citewise_infra import bedrock
 from citewise_infra.config import EnvironmentConfig, FunctionConfig
 from citewise_infra.constants import (
@@ -48,6 +58,8 @@ RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Graviton: cheaper per GB-second than x86; the layer is bundled for the same architecture.
 ARCHITECTURE = lambda_.Architecture.ARM_64
 LAYER_ARCHITECTURE: Architecture = "arm64"
+MCP_PROFILES = "profiles.toml"
+"""The MCP function's tool profiles (`citewise.mcp.profiles`), if an operator puts them beside its handler."""
 # No DeleteItem: a delete leaves a tombstone (an UpdateItem), and only the table's TTL removes items.
 DYNAMODB_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem")
 
@@ -64,11 +76,12 @@ def settings_environment(settings: type[Settings], values: Mapping[str, str]) ->
 
 @dataclass(frozen=True)
 class Functions:
-    """The four functions, by key."""
+    """The five functions, by key."""
 
     ingest: CitewiseFunction
     query: CitewiseFunction
     documents: CitewiseFunction
+    mcp: CitewiseFunction
     bootstrap: CitewiseFunction
 
 
@@ -163,6 +176,7 @@ class FunctionsFactory(Construct):
             ingest=self._build_ingest(),
             query=self._build_query(),
             documents=self._build_documents(),
+            mcp=self._build_mcp(),
             bootstrap=self._build_bootstrap(),
         )
 
@@ -266,7 +280,8 @@ class FunctionsFactory(Construct):
         self._grant_model(fn, self._config.models.embedding_model_id)
         return fn
 
-    def _build_query(self) -> CitewiseFunction:
+    def _answer_values(self) -> dict[str, str]:
+        """What the functions that answer questions need: the index, the caller's identity, the model."""
         models = self._config.models
         values = {
             **self._search_values(),
@@ -276,12 +291,31 @@ class FunctionsFactory(Construct):
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:
             values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
-        fn = self._function("query", self._config.query, QuerySettings, values, "POST /v1/query and /v1/search")
+        return values
+
+    def _grant_answering(self, fn: CitewiseFunction) -> None:
+        """Search the index (read only), embed the question, generate the answer (through the guardrail)."""
+        models = self._config.models
         self._grant_search(fn, SearchAccess.READ)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
         if models.guardrail_id is not None:
             fn.add(bedrock.guardrail_statement(models.guardrail_id))
+
+    def _build_query(self) -> CitewiseFunction:
+        fn = self._function(
+            "query", self._config.query, QuerySettings, self._answer_values(), "POST /v1/query and /v1/search"
+        )
+        self._grant_answering(fn)
+        return fn
+
+    def _build_mcp(self) -> CitewiseFunction:
+        values = {**self._answer_values(), "registry_table": self._storage.table.table_name}
+        if (FUNCTIONS_DIR / "mcp" / MCP_PROFILES).is_file():
+            values["mcp_profiles"] = MCP_PROFILES  # shipped beside the handler, read from the task root
+        fn = self._function("mcp", self._config.mcp, McpSettings, values, "POST /mcp: read-only agent tools (MCP)")
+        self._grant_answering(fn)
+        self._storage.grant_read_registry(fn.role)
         return fn
 
     def _build_documents(self) -> CitewiseFunction:

@@ -199,7 +199,7 @@ class Observability(Construct):
 
     def _all_functions(self) -> Sequence[CitewiseFunction]:
         f = self._functions
-        return (f.ingest, f.query, f.documents, f.bootstrap)
+        return (f.ingest, f.query, f.documents, f.mcp, f.bootstrap)
 
     def _build_dashboard(self, ingestion: Ingestion, api: Api, search: SearchBackend) -> cloudwatch.Dashboard:
         stage = api.rest_api.deployment_stage

@@ -219,6 +219,7 @@ _POLICY_SUFFIXES: dict[FunctionKey, str] = {
     "ingest": "ingest",
     "query": "query",
     "documents": "docs",
+    "mcp": "mcp",
     "bootstrap": "boot",
 }
 _COLLECTION_PERMISSIONS: dict[SearchAccess, tuple[str, ...]] = {

@@ -68,7 +68,11 @@ class CitewiseStack(Stack):
             self,
             API_ID,
             config=config,
-            functions={"query": self.functions.query, "documents": self.functions.documents},
+            functions={
+                "query": self.functions.query,
+                "documents": self.functions.documents,
+                "mcp": self.functions.mcp,
+            },
         )
         self.observability = Observability(
             self,

@@ -205,6 +205,15 @@ class Storage(Construct):
         """`actions` on the registry table and its indexes (and the key that encrypts them)."""
         self.table.grant(role, *actions)
         self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        self._acknowledge_indexes(role)
+
+    def grant_read_registry(self, role: iam.IRole) -> None:
+        """GetItem and Query on the registry table and its indexes, and decryption only: a reader."""
+        self.table.grant(role, "dynamodb:GetItem", "dynamodb:Query")
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:DescribeKey")
+        self._acknowledge_indexes(role)
+
+    def _acknowledge_indexes(self, role: iam.IRole) -> None:
         table_id = Stack.of(self).get_logical_id(self.table.node.default_child)  # type: ignore[arg-type]
         acknowledge(
             role,

@@ -27,7 +27,7 @@ from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.query.answering import answer_question
 from citewise.runtime.services import Services, build_services
-from citewise.runtime.settings import Settings, load_settings
+from citewise.runtime.settings import McpSettings, Settings, load_settings
 from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
 
@@ -119,6 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0: any free port)")
     serve.set_defaults(run=_serve, own_services=True)
+
+    mcp = commands.add_parser("mcp", help="serve the read-only agent tools (MCP) on stdio, as one user")
+    _identity(mcp)
+    mcp.add_argument("--profiles", type=Path, help="a TOML file of tool profiles (default $CITEWISE_MCP_PROFILES)")
+    mcp.set_defaults(run=_mcp, own_services=True)
 
     token = commands.add_parser("token", help="print a bearer token for the local server (Cognito's claims)")
     token.add_argument("--tenant", required=True, help="tenant id, the token's custom:tenant_id")
@@ -384,6 +389,30 @@ def _stop_on_sigterm() -> Callable[[], None]:
         signal.signal(signal.SIGTERM, previous)
 
     return undo
+
+
+def _mcp(args: argparse.Namespace, settings: Settings) -> int:
+    """Serve MCP on stdio until the client closes it; the identity is the flags', fixed for the session."""
+    from citewise.mcp.profiles import load_profiles
+    from citewise.mcp.tools import Toolbox
+    from citewise_local.mcp_stdio import serve_stdio
+
+    overrides: dict[str, object] = {"home": settings.home}
+    if args.profiles is not None:
+        overrides["mcp_profiles"] = args.profiles
+    mcp_settings = load_settings(McpSettings, **overrides)
+    caller = _caller(args)
+    services = build_services(mcp_settings)
+    try:
+        toolbox = Toolbox(
+            services,
+            profiles=load_profiles(mcp_settings.mcp_profiles),
+            min_relevance_score=mcp_settings.mcp_min_relevance_score,
+        )
+        serve_stdio(toolbox, caller)
+    finally:
+        services.close()
+    return 0
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> int:

@@ -14,6 +14,7 @@ from citewise.runtime.settings import (
     BootstrapSettings,
     DocumentsSettings,
     IngestSettings,
+    McpSettings,
     QuerySettings,
     Settings,
     load_settings,
@@ -25,6 +26,7 @@ SETTINGS: dict[FunctionKey, type[Settings]] = {
     "ingest": IngestSettings,
     "query": QuerySettings,
     "documents": DocumentsSettings,
+    "mcp": McpSettings,
     "bootstrap": BootstrapSettings,
 }
 # What each function must be told (the handlers contract): the index and its vector space for all...
@@ -47,12 +49,15 @@ REQUIRED: dict[FunctionKey, set[str]] = {
     "ingest": SEARCH | DOCUMENTS,
     "query": SEARCH | {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
     "documents": SEARCH | DOCUMENTS | {"CITEWISE_AUTH_MODE", "CITEWISE_UPLOAD_URL_TTL"},
+    "mcp": SEARCH
+    | {"CITEWISE_REGISTRY_TABLE", "CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
     "bootstrap": SEARCH,
 }
 NOT_GIVEN: dict[FunctionKey, set[str]] = {
     "ingest": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
     "query": DOCUMENTS,
     "documents": {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID"},
+    "mcp": {"CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_UPLOAD_URL_TTL"},
     "bootstrap": DOCUMENTS | {"CITEWISE_AUTH_MODE"},
 }
 # Stand-ins for values CloudFormation fills in at deploy time.

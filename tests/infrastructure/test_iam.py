@@ -141,5 +141,20 @@ def test_serverless_access_is_the_collection_plus_one_data_policy_per_function(s
         "citewise ingest function": {"aoss:ReadDocument", "aoss:WriteDocument", "aoss:DescribeIndex"},
         "citewise query function": {"aoss:ReadDocument"},
         "citewise documents function": {"aoss:ReadDocument", "aoss:WriteDocument"},
+        "citewise mcp function": {"aoss:ReadDocument"},
         "citewise bootstrap function": {"aoss:CreateIndex", "aoss:DescribeIndex"},
     }
+
+
+def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> None:
+    mcp = statements(dev, "mcp")
+    granted = all_actions(mcp)
+    # No S3 at all, no DynamoDB writes, no index writes, deletes or creation
+    assert not {a for a in granted if a.startswith("s3:")}
+    assert {a for a in granted if a.startswith("dynamodb:")} == {"dynamodb:GetItem", "dynamodb:Query"}
+    assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
+    es_resources = {r for s in mcp if any(a.startswith("es:") for a in s.actions) for r in s.resources}
+    assert es_resources and all(r.endswith("/citewise-chunks/_search") for r in es_resources)
+    # The registry's key decrypts, never encrypts; the models are the query function's
+    assert not granted & {"kms:Encrypt", "kms:GenerateDataKey"}
+    assert bedrock_resources(dev, "mcp") == bedrock_resources(dev, "query")

@@ -133,7 +133,7 @@ INGEST_HANDLER = textwrap.dedent(
 @pytest.fixture
 def functions_dir(tmp_path: Path) -> Path:
     root = tmp_path / "functions"
-    for name in ("query", "documents"):
+    for name in ("query", "documents", "mcp"):
         (root / name).mkdir(parents=True)
         (root / name / "handler.py").write_text(ECHO_HANDLER)
     (root / "ingest").mkdir()

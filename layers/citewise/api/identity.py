@@ -1,28 +1,13 @@
-"""The Caller of an API request, from what API Gateway's authorizer verified; never from the body.
-
-Cognito mode: the user pool authorizer has checked the JWT and passes its claims in
-`requestContext.authorizer.claims`. IAM mode: API Gateway has checked the SigV4 signature and passes the
-principal in `requestContext.identity.userArn`, which the configured map turns into a tenant.
-"""
+"""The Caller of a REST request (`citewise.runtime.identity`), with the services the handler wired."""
 
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from citewise.domain.models import Caller
-from citewise.domain.tenancy import caller_from_claims, caller_from_iam
+from citewise.runtime.identity import caller_from_event
 from citewise.runtime.observability import logger
 from citewise.runtime.services import Services
-from citewise.runtime.settings import ApiSettings
-
-
-def caller_from_event(event: APIGatewayProxyEvent, settings: ApiSettings) -> Caller:
-    """The authenticated Caller; UnauthorizedError without an identity, ForbiddenError without a tenant."""
-    context = event.request_context
-    if settings.auth_mode == "iam":
-        return caller_from_iam(context.identity.user_arn, settings.tenant_map)
-    return caller_from_claims(context.authorizer.claims or {}, tenant_claim=settings.tenant_claim)
 
 
 def request_scope(app: APIGatewayRestResolver) -> tuple[Services, Caller]:

@@ -1,4 +1,4 @@
-"""Every v1 route, the function that serves it, and whether it needs an identity.
+"""Every route (v1 REST and the MCP endpoint), the function that serves it, and whether it needs an identity.
 
 One table read by three places that must agree: the CDK API (methods, authorizers, integrations), the
 local server (which handler an HTTP request goes to) and the tests that check both.
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
-FunctionName = Literal["query", "documents"]
+FunctionName = Literal["query", "documents", "mcp"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,9 @@ class Route:
     path: str
     function: FunctionName
     authenticated: bool = True
+    openapi: bool = True
+    """Whether the route is an operation of the REST API's OpenAPI document; the MCP endpoint speaks
+    JSON-RPC and is described in docs/mcp.md instead."""
 
 
 ROUTES: tuple[Route, ...] = (
@@ -33,6 +36,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/uploads", "documents"),
     Route("GET", "/v1/health", "documents", authenticated=False),
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
+    # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event
+    # stream, is declared so that the function answers it 405 rather than the gateway 404.
+    Route("POST", "/mcp", "mcp", openapi=False),
+    Route("GET", "/mcp", "mcp", openapi=False),
 )
 
 

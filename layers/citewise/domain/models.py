@@ -166,6 +166,10 @@ class Document(Frozen):
     content_hash: str | None = None
     chunk_count: int = 0
     page_count: int | None = None
+    char_count: int | None = Field(default=None, description="Characters of the parsed text (None before parsing).")
+    content_type: str | None = Field(
+        default=None, description="The media type the document was stored with, if it had one."
+    )
     error: str | None = None
     tags: tuple[str, ...] = ()
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)

@@ -17,6 +17,12 @@ from citewise.domain.models import Block, Chunk, DocumentMetadata, ParsedDocumen
 from citewise.domain.textutil import TokenCounter, embedding_text, sentence_spans, token_spans
 
 
+def chunk_id(doc_id: str, ordinal: int) -> str:
+    """The id of a document's chunk number `ordinal` (0-based, in reading order): ids are positions, so a
+    document's chunk ids follow from its chunk count."""
+    return f"{doc_id}-{ordinal:05d}"
+
+
 class _Piece(NamedTuple):
     """An indivisible run of text that fits the budget (a tuple: a document has thousands)."""
 
@@ -44,7 +50,7 @@ class Chunker:
             chunk_text = parsed.text[start:end]
             chunks.append(
                 Chunk(
-                    chunk_id=f"{document.doc_id}-{len(chunks):05d}",
+                    chunk_id=chunk_id(document.doc_id, len(chunks)),
                     ordinal=len(chunks),
                     text=chunk_text,
                     start=start,

@@ -335,6 +335,8 @@ class Ingestor:
                 "content_hash": hashlib.sha256(data).hexdigest(),
                 "chunk_count": len(work.chunks),
                 "page_count": parsed.page_count,
+                "char_count": len(parsed.text),
+                "content_type": obj.content_type,
                 "source_date": metadata.source_date,
                 "error": None,
             }

@@ -4,7 +4,7 @@ Logic never reads `os.environ`: it receives a `Settings` object, so tests build 
 misconfiguration fails at start with a message naming the variable.
 
 One class per program: `Settings` for the CLI and the local server (everything), and one per Lambda
-function (`QuerySettings`, `DocumentsSettings`, `IngestSettings`, `BootstrapSettings`) that requires on
+function (`QuerySettings`, `DocumentsSettings`, `McpSettings`, `IngestSettings`, `BootstrapSettings`) that requires on
 AWS only the resources that function uses, so a variable of another function is never needed: the stack
 gives each function only its own.
 """
@@ -199,6 +199,21 @@ class QuerySettings(ApiSettings):
 
 class DocumentsSettings(ApiSettings):
     """The documents function: the registry and the bucket, and the index (a delete removes chunks)."""
+
+
+class McpSettings(ApiSettings):
+    """The MCP endpoint (`citewise mcp`, `/mcp`): read-only tools over the index, the embedder, the
+    synthesizer and the registry (documents' records); no bucket."""
+
+    aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint", "registry_table")
+    mcp_profiles: Path | None = Field(
+        default=None,
+        description="A TOML file of tool profiles (`citewise.mcp.profiles`); relative to the working directory, "
+        "which on Lambda is the function's code.",
+    )
+    mcp_min_relevance_score: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="The default `min_relevance_score` of the rag_query and search tools."
+    )
 
 
 class IngestSettings(Settings):

@@ -1,0 +1,97 @@
+"""Streamable HTTP, stateless, with JSON responses: one POST carries one JSON-RPC message.
+
+The transport of the MCP Lambda function (and of `/mcp` on `citewise serve`, which runs that function):
+- POST a message with `Content-Type: application/json`; a request is answered 200 with its JSON-RPC
+  response, a notification or a client's response 202 with no body. No session id is issued, so a client
+  sends none and never opens the GET stream;
+- GET (the server-sent-events stream) and any other method: 405, `Allow: POST`;
+- a body that is not JSON, a batch (an array, which the protocol no longer has), an `Accept` without JSON,
+  or an `MCP-Protocol-Version` this server does not speak: 4xx with a JSON-RPC error;
+- the identity: API Gateway's authorizer has refused a request without a valid token before it gets
+  here; an identity this function cannot use is 401 (none) or 403 (no tenant), before any message is read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+from citewise.domain.errors import CitewiseError, ForbiddenError
+from citewise.domain.jsonbody import JSON_MEDIA_TYPE, is_json, parse_json
+from citewise.mcp.protocol import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    PROTOCOL_VERSIONS,
+    Message,
+    dispatch,
+    error_response,
+    message_id_of,
+)
+from citewise.mcp.tools import Toolbox
+from citewise.runtime.identity import caller_from_event
+from citewise.runtime.observability import logger
+from citewise.runtime.settings import ApiSettings
+
+PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
+ACCEPTED = ("application/json", "application/*", "*/*")
+
+
+def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: ApiSettings) -> dict[str, Any]:
+    """The API Gateway proxy response to one HTTP request on the MCP endpoint."""
+    request_id = str(event.request_context.request_id or "")
+    if event.http_method != "POST":
+        return _reply(405, error_response(None, INVALID_REQUEST, "use POST: this server keeps no stream"), Allow="POST")
+    try:
+        caller = caller_from_event(event, settings)
+    except CitewiseError as exc:
+        status = 403 if isinstance(exc, ForbiddenError) else 401
+        return _reply(status, error_response(None, INVALID_REQUEST, exc.message), **_challenge(status))
+    logger.append_keys(tenant_id=caller.tenant_id)
+    headers = {name.lower(): value for name, value in (event.headers or {}).items()}
+    refused = _refused(headers)
+    if refused is not None:
+        return refused
+    try:
+        message = parse_json(event.decoded_body or "")
+    except (ValueError, CitewiseError) as exc:  # JSONDecodeError is a ValueError; the limits a ValidationError
+        text = exc.message if isinstance(exc, CitewiseError) else "the body is not JSON"
+        return _reply(400, error_response(None, PARSE_ERROR, f"parse error: {text}"))
+    if isinstance(message, list):
+        return _reply(400, error_response(None, INVALID_REQUEST, "send one JSON-RPC message per request"))
+    try:
+        response = dispatch(toolbox, caller, message, request_id)
+    except Exception:  # a bug still answers in the protocol's shape
+        logger.exception("MCP request failed")
+        return _reply(500, error_response(message_id_of(message), INTERNAL_ERROR, "internal error"))
+    return _reply(202, None) if response is None else _reply(200, response)
+
+
+def _refused(headers: dict[str, str]) -> dict[str, Any] | None:
+    """The answer to a POST whose headers this server cannot serve, else None."""
+    if not is_json(headers.get("content-type", "")):
+        return _reply(415, error_response(None, INVALID_REQUEST, f"the body must be {JSON_MEDIA_TYPE}"))
+    accept = headers.get("accept")
+    if accept is not None and not any(kind.split(";")[0].strip() in ACCEPTED for kind in accept.split(",")):
+        return _reply(406, error_response(None, INVALID_REQUEST, "the client must accept application/json"))
+    version = headers.get(PROTOCOL_VERSION_HEADER)
+    if version is not None and version not in PROTOCOL_VERSIONS:
+        text = f"unsupported protocol version {version}; supported: {', '.join(PROTOCOL_VERSIONS)}"
+        return _reply(400, error_response(None, INVALID_REQUEST, text))
+    return None
+
+
+def _challenge(status: int) -> dict[str, str]:
+    return {"WWW-Authenticate": 'Bearer realm="citewise"'} if status == 401 else {}
+
+
+def _reply(status: int, body: Message | None, **headers: str) -> dict[str, Any]:
+    if body is None:
+        return {"statusCode": status, "headers": headers, "body": ""}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": JSON_MEDIA_TYPE, **headers},
+        "body": json.dumps(body, separators=(",", ":")),
+    }

@@ -1,0 +1,233 @@
+"""Each tool's arguments and result as models: their JSON schemas are the tools' `inputSchema` and
+`outputSchema`, and every field's description is what an agent reads to fill it in.
+
+No argument names a tenant or a user: the caller comes from the identity. Paths are relative to the
+tenant (`reports/q1.pdf`), never storage keys. Arguments reject unknown fields, as the REST API does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
+
+from citewise.domain.models import (
+    AttributeValue,
+    Document,
+    DocumentStatus,
+    Filter,
+    Frozen,
+    Routing,
+    SearchHit,
+    Visibility,
+)
+from citewise.ports.cursors import MAX_CURSOR_CHARS
+
+Query = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
+DocumentId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+
+_FILTERS = (
+    "Optional metadata filter (the Bedrock Knowledge Bases grammar), e.g. "
+    '{"startsWith": {"key": "path", "value": "handbook/"}} or '
+    '{"andAll": [{"equals": {"key": "source", "value": "wiki"}}, {"greaterThan": {"key": "year", "value": 2020}}]}. '
+    "Keys: path, title, source, owner, visibility, tags, page, created_at, updated_at and the documents' own "
+    "attributes. It only narrows what you can already read."
+)
+_MIN_SCORE = (
+    "Leave out sources less relevant than this (0 to 1; 1.0 is the best-ranked chunk of both rankings). "
+    "Omit it for the server's default; a tool bound to a profile may impose a higher floor."
+)
+
+
+# --- arguments ------------------------------------------------------------------------------------------
+
+
+class RagQueryArguments(Frozen):
+    """Arguments of `rag_query` and of every profile tool."""
+
+    query: Query = Field(description="The question, in natural language, as the user would ask it.")
+    max_sources: int | None = Field(
+        default=None, ge=1, le=20, description="How many source passages to answer from (at most 20)."
+    )
+    min_relevance_score: float | None = Field(default=None, ge=0.0, le=1.0, description=_MIN_SCORE)
+    filters: Filter | None = Field(default=None, description=_FILTERS)
+
+
+class SearchArguments(Frozen):
+    """Arguments of `search`."""
+
+    query: Query = Field(description="What to look for: a question, keywords or a passage.")
+    top_k: int = Field(default=5, ge=1, le=50, description="How many ranked chunks to return (at most 50).")
+    min_relevance_score: float | None = Field(default=None, ge=0.0, le=1.0, description=_MIN_SCORE)
+    filters: Filter | None = Field(default=None, description=_FILTERS)
+
+
+class DocumentFilters(Frozen):
+    """What `list_documents` narrows to; the filters are ANDed."""
+
+    status: DocumentStatus | None = Field(
+        default=None, description="Only documents in this state: PENDING (being indexed), INDEXED or FAILED."
+    )
+    path_prefix: Annotated[str, StringConstraints(max_length=950)] | None = Field(
+        default=None, description="Only documents whose path starts with this, e.g. `handbook/`."
+    )
+    source: Annotated[str, StringConstraints(max_length=256)] | None = Field(
+        default=None, description="Only documents from this source, e.g. `s3` (uploads) or `folder`."
+    )
+
+
+class ListDocumentsArguments(Frozen):
+    """Arguments of `list_documents`."""
+
+    filters: DocumentFilters | None = Field(default=None, description="Optional status, path prefix and source.")
+    limit: int = Field(default=20, ge=1, le=100, description="Documents per page (at most 100).")
+    cursor: Annotated[str, StringConstraints(max_length=MAX_CURSOR_CHARS, pattern=r"^[A-Za-z0-9_-]+$")] | None = Field(
+        default=None,
+        description="`next_cursor` of the previous page, as given, with the same filters; omit for the first page.",
+    )
+
+
+class GetDocumentArguments(Frozen):
+    """Arguments of `get_document`."""
+
+    document_id: DocumentId = Field(description="The document's id (32 hex digits), as listed or cited.")
+
+
+# --- results --------------------------------------------------------------------------------------------
+
+
+class Source(Frozen):
+    """One passage an answer was written from: `[n]` in the answer cites source n."""
+
+    n: int = Field(description="The number of the [n] markers that cite this source.")
+    document_id: str
+    chunk_id: str
+    path: str = Field(description="The document's path in your tenant.")
+    title: str
+    char_count: int | None = Field(description="Characters of the whole document's text.")
+    relevance_score: float = Field(description="0 to 1; 1.0 is the best-ranked chunk of both rankings.")
+    page: int | None = None
+    section: str | None = Field(default=None, description="The heading path, e.g. `Setup > Install`.")
+    quotes: list[str] = Field(description="The spans the answer quotes from this source, verbatim (none if uncited).")
+
+
+class RagQueryResult(Frozen):
+    """An answer with [n] markers and the sources they cite."""
+
+    answer: str = Field(description="The answer; every [n] marker cites source n.")
+    grounded: bool = Field(description="False when nothing relevant enough was found: the answer says so.")
+    sources: list[Source]
+    tool: str = Field(description="The tool that answered (a profile's name, or rag_query).")
+    routing: Routing | None = Field(default=None, description="What query routing did to the question, if it ran.")
+
+
+class Hit(Frozen):
+    """One ranked chunk."""
+
+    rank: int
+    document_id: str
+    chunk_id: str
+    path: str = Field(description="The document's path in your tenant.")
+    title: str
+    relevance_score: float = Field(description="Fused score, 0 to 1; 1.0 is rank 1 in both rankings.")
+    vector_score: float | None = None
+    keyword_score: float | None = None
+    page: int | None = None
+    section: str | None = None
+    text: str = Field(description="The chunk's text.")
+    source: str
+    visibility: Visibility
+    tags: list[str]
+    attributes: dict[str, AttributeValue]
+
+    @classmethod
+    def of(cls, rank: int, hit: SearchHit) -> Hit:
+        chunk, document = hit.chunk, hit.chunk.document
+        return cls(
+            rank=rank,
+            document_id=document.doc_id,
+            chunk_id=chunk.chunk_id,
+            path=document.path,
+            title=document.title,
+            relevance_score=hit.score,
+            vector_score=hit.vector_score,
+            keyword_score=hit.keyword_score,
+            page=chunk.page,
+            section=chunk.section,
+            text=chunk.text,
+            source=document.source,
+            visibility=document.visibility,
+            tags=list(document.tags),
+            attributes=dict(document.attributes),
+        )
+
+
+class SearchResult(Frozen):
+    """Ranked chunks, best first (retrieval only: no answer is written)."""
+
+    hits: list[Hit]
+    routing: Routing | None = Field(default=None, description="What query routing did to the query, if it ran.")
+
+
+class DocumentInfo(Frozen):
+    """A document's record: where it is in its lifecycle and what it produced."""
+
+    document_id: str
+    path: str = Field(description="The document's path in your tenant.")
+    title: str | None
+    content_type: str | None
+    owner: str
+    visibility: Visibility
+    status: DocumentStatus
+    source: str
+    chunk_count: int
+    page_count: int | None
+    char_count: int | None
+    tags: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, document: Document) -> DocumentInfo:
+        return cls(
+            document_id=document.doc_id,
+            path=document.path,
+            title=document.title,
+            content_type=document.content_type,
+            owner=document.owner,
+            visibility=document.visibility,
+            status=document.status,
+            source=document.source,
+            chunk_count=document.chunk_count,
+            page_count=document.page_count,
+            char_count=document.char_count,
+            tags=list(document.tags),
+            created_at=document.created_at,
+            updated_at=document.updated_at,
+        )
+
+
+class DocumentPageResult(Frozen):
+    """One page of the documents you can read, by path."""
+
+    documents: list[DocumentInfo]
+    next_cursor: str | None = Field(description="Pass it as `cursor` for the next page; null on the last page.")
+
+
+class DocumentDetail(DocumentInfo):
+    """A document's record with its chunks' ids and its last error; never its text."""
+
+    has_text: bool = Field(description="Whether the document has searchable text (it produced chunks).")
+    error: str | None = Field(description="Why the last ingestion failed, if it did.")
+    attributes: dict[str, AttributeValue]
+    chunk_ids: list[str] = Field(description="Its chunks' ids, in reading order (as `search` and citations name them).")
+
+
+class ToolError(Frozen):
+    """The structured body of a failed call (`isError: true`)."""
+
+    code: str = Field(description="Stable, for programs: VALIDATION_ERROR, NOT_FOUND, UNKNOWN_TOOL, ...")
+    message: str
+    details: dict[str, object] = Field(default_factory=dict)
+    request_id: str

@@ -1,0 +1,380 @@
+"""The tools: what an agent sees of each (`definitions`) and one call for a `Caller` (`call`).
+
+Every tool reads; none creates, changes or deletes anything. Each runs the library's own logic, as the
+REST routes do: `answer_question` and the `Retriever` (the index applies the caller's tenant and access
+filter; a filter the caller or a profile adds is ANDed inside it), the registry listing with
+`visible_to`, and `visible_document` (`citewise.domain.access.may_read`: another tenant's document or
+another user's private one is NOT_FOUND, like one that does not exist).
+
+A call always ends as a tool result, never a protocol error: a failure is `isError: true` with the body
+`{code, message, details, request_id}` (citewise's stable codes, plus UNKNOWN_TOOL for a name that is
+neither a built-in tool nor a configured profile), logged through the module's logger, whose records
+carry the request's correlation id (on Lambda and in `citewise mcp`). A result carries
+`structuredContent` (valid against the tool's `outputSchema`) and the same as readable text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pydantic
+
+from citewise.domain.errors import CitewiseError, NotFoundError, ValidationError
+from citewise.domain.models import Answer, Caller, Filter, Frozen, SearchRequest
+from citewise.ingest.chunking import chunk_id
+from citewise.ingest.documents import visible_document
+from citewise.mcp.profiles import ToolProfile
+from citewise.mcp.schemas import (
+    DocumentDetail,
+    DocumentInfo,
+    DocumentPageResult,
+    GetDocumentArguments,
+    Hit,
+    ListDocumentsArguments,
+    RagQueryArguments,
+    RagQueryResult,
+    SearchArguments,
+    SearchResult,
+    Source,
+    ToolError,
+)
+from citewise.query.answering import answer_question
+from citewise.runtime.services import Services
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SOURCES = 3
+NOTHING_FOUND = "Nothing relevant found in the documents you can read."
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+"""MCP tool annotations of every citewise tool: it reads your documents and changes nothing."""
+
+
+class UnknownToolError(NotFoundError):
+    """No built-in tool and no configured profile has this name."""
+
+    code = "UNKNOWN_TOOL"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: its name and description, its argument and result models, and what runs it."""
+
+    name: str
+    title: str
+    description: str
+    arguments: type[Frozen]
+    result: type[Frozen]
+    run: Callable[[Caller, Any], tuple[Frozen, str]]
+    """(structured result, readable text) for validated arguments."""
+    argument_defaults: Mapping[str, object] = field(default_factory=dict)
+    """Defaults shown in the input schema that the arguments model leaves as None (a profile's own)."""
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as `tools/list` lists it (MCP `Tool`)."""
+        schema = self.arguments.model_json_schema()
+        for name, default in self.argument_defaults.items():
+            schema["properties"][name]["default"] = default
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": schema,
+            "outputSchema": self.result.model_json_schema(mode="serialization"),
+            "annotations": {"title": self.title, **READ_ONLY},
+        }
+
+
+class Toolbox:
+    """The built-in tools and the configured profiles, over the wired `services`."""
+
+    def __init__(
+        self,
+        services: Services,
+        *,
+        profiles: Sequence[ToolProfile] = (),
+        min_relevance_score: float = 0.0,
+    ) -> None:
+        self.services = services
+        self.min_relevance_score = min_relevance_score
+        builtin = [
+            Tool(
+                "rag_query",
+                "Answer from your documents",
+                "Answer a question from the user's documents (the ones they may read in their organisation), "
+                "with [n] citation markers and, for each source, its path, title, relevance and the quoted "
+                "span. Use it for questions the documents should answer; when nothing relevant is found the "
+                "answer says so, with no sources. Read-only.",
+                RagQueryArguments,
+                RagQueryResult,
+                partial(self._rag_query, profile=None),
+                {"max_sources": DEFAULT_MAX_SOURCES},
+            ),
+            Tool(
+                "search",
+                "Search your documents",
+                "Find the passages (chunks) of the user's documents that best match a query, ranked, with "
+                "their scores, text, path and metadata. Retrieval only, no answer is written: use it to "
+                "explore, to read around a citation, or to answer yourself from the passages. Read-only.",
+                SearchArguments,
+                SearchResult,
+                self._search,
+            ),
+            Tool(
+                "list_documents",
+                "List your documents",
+                "List the documents the user can read, by path, with their status (PENDING, INDEXED, "
+                "FAILED), owner, visibility, counts and dates; filter by status, path prefix or source, "
+                "and page with `cursor`. Read-only.",
+                ListDocumentsArguments,
+                DocumentPageResult,
+                self._list_documents,
+            ),
+            Tool(
+                "get_document",
+                "Describe one document",
+                "One document's record by id: path, title, type, owner, visibility, status, counts, dates, "
+                "whether it has text, its last ingestion error and its chunk ids. Never its full text "
+                "(use search for passages). Read-only.",
+                GetDocumentArguments,
+                DocumentDetail,
+                self._get_document,
+            ),
+        ]
+        self.tools: dict[str, Tool] = {tool.name: tool for tool in builtin}
+        for profile in profiles:
+            self.tools[profile.name] = Tool(
+                profile.name,
+                profile.name.replace("_", " ").capitalize(),
+                f"{profile.description} Answers with [n] citations like rag_query, from a fixed part of the "
+                "user's documents. Read-only.",
+                RagQueryArguments,
+                RagQueryResult,
+                partial(self._rag_query, profile=profile),
+                {"max_sources": profile.max_sources},
+            )
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """Every tool, as `tools/list` answers."""
+        return [tool.definition() for tool in self.tools.values()]
+
+    def call(self, caller: Caller, name: str, arguments: Mapping[str, Any] | None, request_id: str) -> dict[str, Any]:
+        """The MCP `CallToolResult` of tool `name` for `caller`: a result, or an error result, never a raise."""
+        try:
+            tool = self.tools.get(name)
+            if tool is None:
+                raise UnknownToolError(
+                    f"no tool named '{name}': call tools/list for the tools this server has",
+                    details={"tool": name, "tools": sorted(self.tools)},
+                )
+            try:
+                parsed = tool.arguments.model_validate(dict(arguments or {}))
+            except pydantic.ValidationError as exc:
+                raise invalid_arguments(exc) from exc
+            result, text = tool.run(caller, parsed)
+        except CitewiseError as exc:
+            return self._error(name, exc, request_id)
+        except Exception:  # a bug must still end as a tool result, never as a protocol crash
+            logger.exception("tool failed", extra={"tool": name})
+            return self._error(name, CitewiseError("an internal error occurred"), request_id, logged=True)
+        return {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": result.model_dump(mode="json"),
+            "isError": False,
+        }
+
+    @staticmethod
+    def _error(name: str, error: CitewiseError, request_id: str, *, logged: bool = False) -> dict[str, Any]:
+        if not logged:
+            logger.warning("tool error", extra={"tool": name, "code": error.code, "error_message": error.message})
+        body = ToolError(code=error.code, message=error.message, details=error.details, request_id=request_id)
+        return {
+            "content": [{"type": "text", "text": f"{error.code}: {error.message}"}],
+            "structuredContent": body.model_dump(mode="json"),
+            "isError": True,
+        }
+
+    # --- the tools ----------------------------------------------------------------------------------------
+
+    def _rag_query(
+        self, caller: Caller, arguments: RagQueryArguments, profile: ToolProfile | None
+    ) -> tuple[Frozen, str]:
+        floor = profile.min_relevance_score if profile else 0.0
+        sources = arguments.max_sources or (profile.max_sources if profile else DEFAULT_MAX_SOURCES)
+        request = self._request(
+            arguments.query,
+            top_k=sources,
+            max_sources=sources,
+            min_score=max(floor, self._min_score(arguments.min_relevance_score)),
+            filters=within(profile.scope if profile else None, arguments.filters),
+        )
+        answer = self._answer(caller, request, profile)
+        result = RagQueryResult(
+            answer=answer.answer,
+            grounded=answer.grounded,
+            sources=self._sources(caller, answer),
+            tool=profile.name if profile else "rag_query",
+            routing=answer.routing,
+        )
+        return result, render_answer(result)
+
+    def _answer(self, caller: Caller, request: SearchRequest, profile: ToolProfile | None) -> Answer:
+        """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer."""
+        instructions = profile.system_prompt if profile else None
+        return answer_question(
+            self.services.retriever, self.services.synthesizer, caller, request, instructions=instructions
+        )
+
+    def _sources(self, caller: Caller, answer: Answer) -> list[Source]:
+        registry = self.services.registry
+        sizes: dict[str, int | None] = {}
+        for hit in answer.sources:
+            doc_id = hit.chunk.document.doc_id
+            if doc_id not in sizes:
+                record = registry.get(caller.tenant_id, doc_id)
+                sizes[doc_id] = record.char_count if record is not None else None
+        return [
+            Source(
+                n=n,
+                document_id=hit.chunk.document.doc_id,
+                chunk_id=hit.chunk.chunk_id,
+                path=hit.chunk.document.path,
+                title=hit.chunk.document.title,
+                char_count=sizes[hit.chunk.document.doc_id],
+                relevance_score=hit.score,
+                page=hit.chunk.page,
+                section=hit.chunk.section,
+                quotes=[citation.quote for citation in answer.citations if citation.source == n],
+            )
+            for n, hit in enumerate(answer.sources, start=1)
+        ]
+
+    def _search(self, caller: Caller, arguments: SearchArguments) -> tuple[Frozen, str]:
+        request = self._request(
+            arguments.query,
+            top_k=arguments.top_k,
+            min_score=self._min_score(arguments.min_relevance_score),
+            filters=arguments.filters,
+        )
+        retrieval = self.services.retriever.retrieve(caller, request)
+        result = SearchResult(
+            hits=[Hit.of(rank, hit) for rank, hit in enumerate(retrieval.hits, start=1)], routing=retrieval.routing
+        )
+        return result, render_hits(result)
+
+    def _list_documents(self, caller: Caller, arguments: ListDocumentsArguments) -> tuple[Frozen, str]:
+        filters = arguments.filters
+        page = self.services.registry.list(
+            caller.tenant_id,
+            visible_to=caller.user_id,
+            status=filters.status if filters else None,
+            source=filters.source if filters else None,
+            path_prefix=filters.path_prefix if filters else None,
+            limit=arguments.limit,
+            cursor=arguments.cursor,
+        )
+        result = DocumentPageResult(
+            documents=[DocumentInfo.of(document) for document in page.items], next_cursor=page.next_cursor
+        )
+        return result, render_documents(result)
+
+    def _get_document(self, caller: Caller, arguments: GetDocumentArguments) -> tuple[Frozen, str]:
+        document = visible_document(self.services.registry, caller, arguments.document_id)
+        result = DocumentDetail(
+            **DocumentInfo.of(document).model_dump(),
+            has_text=document.chunk_count > 0,
+            error=document.error,
+            attributes=dict(document.attributes),
+            chunk_ids=[chunk_id(document.doc_id, ordinal) for ordinal in range(document.chunk_count)],
+        )
+        return result, render_document(result)
+
+    def _min_score(self, requested: float | None) -> float:
+        return self.min_relevance_score if requested is None else requested
+
+    @staticmethod
+    def _request(query: str, **fields: Any) -> SearchRequest:
+        try:
+            return SearchRequest(query=query, **fields)
+        except pydantic.ValidationError as exc:
+            raise invalid_arguments(exc) from exc
+
+
+def within(scope: Filter | None, filters: Filter | None) -> Filter | None:
+    """A profile's scope ANDed with the caller's filters: the result only ever narrows either."""
+    if scope is None or filters is None:
+        return scope or filters
+    try:
+        return Filter(andAll=[scope, filters])
+    except pydantic.ValidationError as exc:
+        raise ValidationError(
+            "the filters are too large inside this tool's scope", details={"field": "filters"}
+        ) from exc
+
+
+def invalid_arguments(error: pydantic.ValidationError) -> ValidationError:
+    """VALIDATION_ERROR with where and why each argument failed (never the rejected input itself)."""
+    problems = [
+        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
+        for err in error.errors(include_url=False)
+    ]
+    return ValidationError("the arguments are invalid", details={"errors": problems})
+
+
+# --- readable text -------------------------------------------------------------------------------------------
+
+
+def render_answer(result: RagQueryResult) -> str:
+    """The answer, then its sources: `[n] path (title), page p, section s - relevance r`."""
+    if not result.sources:
+        return result.answer
+    lines = [result.answer, "", "Sources:"]
+    for source in result.sources:
+        lines.append(
+            f"[{source.n}] {_place(source.path, source.title, source.page, source.section)}"
+            f" - relevance {source.relevance_score:.2f}"
+        )
+        lines.extend(f'    "{quote}"' for quote in source.quotes)
+    return "\n".join(lines)
+
+
+def render_hits(result: SearchResult) -> str:
+    if not result.hits:
+        return NOTHING_FOUND
+    return "\n\n".join(
+        f"{hit.rank}. {_place(hit.path, hit.title, hit.page, hit.section)} - relevance {hit.relevance_score:.2f}"
+        f" (chunk {hit.chunk_id})\n{hit.text}"
+        for hit in result.hits
+    )
+
+
+def render_documents(result: DocumentPageResult) -> str:
+    if not result.documents:
+        return "No documents."
+    lines = [
+        f"{d.document_id}  {d.status.value:<8} {d.chunk_count:>5} chunks  {d.visibility.value:<7}  {d.path}"
+        for d in result.documents
+    ]
+    if result.next_cursor:
+        lines.append(f"More: call again with cursor={result.next_cursor}")
+    return "\n".join(lines)
+
+
+def render_document(result: DocumentDetail) -> str:
+    shown = result.model_dump(mode="json", exclude={"chunk_ids"})
+    lines = [f"{key}: {value}" for key, value in shown.items() if value not in (None, [], {})]
+    if result.chunk_ids:
+        lines.append(f"chunk_ids: {result.chunk_ids[0]} ... {result.chunk_ids[-1]}")
+    return "\n".join(lines)
+
+
+def _place(path: str, title: str, page: int | None, section: str | None) -> str:
+    where = f"{path} ({title})"
+    if page is not None:
+        where += f", page {page}"
+    if section:
+        where += f", section {section}"
+    return where

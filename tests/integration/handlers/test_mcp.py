@@ -1,0 +1,144 @@
+"""The MCP function (`functions/mcp/handler.py`) from recorded API Gateway events, on the local stack and
+on the AWS adapters (moto's DynamoDB, the OpenSearch double): the identity from the authorizer, the HTTP
+rules of stateless streamable HTTP, and the tools over the documents the REST API uploaded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims
+
+ALICE = claims("acme", "alice")
+BOB = claims("acme", "bob")
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+
+
+def mcp(stack: Stack, message: Any, *, identity: dict[str, str] | None = ALICE, **options: Any) -> dict[str, Any]:
+    """POST one message to the MCP function as API Gateway would; the proxy response."""
+    event = api_event("POST", "/mcp", body=message, identity=identity, **options)
+    for name, value in HEADERS.items():
+        event["headers"][name] = value
+        event["multiValueHeaders"][name] = [value]
+    return stack.handler("mcp")(event, LambdaContext())
+
+
+def tool(stack: Stack, name: str, arguments: dict[str, Any], identity: dict[str, str] = ALICE) -> types.CallToolResult:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    response = mcp(stack, message, identity=identity)
+    assert response["statusCode"] == 200, response
+    return types.CallToolResult.model_validate(json.loads(response["body"])["result"])
+
+
+def test_initialize_and_list_tools_answer_json_without_a_session(stack: Stack) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": "init",
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    response = mcp(stack, initialize)
+    assert response["statusCode"] == 200 and response["headers"]["Content-Type"] == "application/json"
+    assert not any(name.lower() == "mcp-session-id" for name in response["headers"])
+    result = types.InitializeResult.model_validate(json.loads(response["body"])["result"])
+    assert result.protocol_version == "2025-06-18" and result.server_info.name == "citewise"
+    notified = mcp(stack, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert (notified["statusCode"], notified["body"]) == (202, "")
+    listed = json.loads(mcp(stack, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})["body"])["result"]
+    assert {t.name for t in types.ListToolsResult.model_validate(listed).tools} == {
+        "rag_query",
+        "search",
+        "list_documents",
+        "get_document",
+    }
+
+
+def test_the_tools_read_what_the_api_uploaded_inside_the_callers_access(stack: Stack) -> None:
+    shared = stack.upload_and_ingest(ALICE, "handbook/vacation.md", b"# Vacation\n\nWe get 25 days of paid vacation.\n")
+    private = stack.upload_and_ingest(
+        ALICE,
+        "private/salary.md",
+        b"# Salary\n\nThe review brings a 7 percent raise in August.\n",
+        visibility="private",
+    )
+    answer = tool(stack, "rag_query", {"query": "How many days of paid vacation?"})
+    assert answer.is_error is False and answer.structured_content is not None
+    assert "25 days" in answer.structured_content["answer"]
+    assert answer.structured_content["sources"][0]["path"] == "handbook/vacation.md"
+    assert answer.structured_content["sources"][0]["char_count"] > 0
+    detail = tool(stack, "get_document", {"document_id": shared})
+    assert detail.structured_content is not None and detail.structured_content["chunk_ids"] == [f"{shared}-00000"]
+    # bob: the private document is neither found, listed nor quoted
+    refused = tool(stack, "get_document", {"document_id": private}, identity=BOB)
+    assert refused.is_error is True and refused.structured_content == {
+        "code": "NOT_FOUND",
+        "message": "no such document",
+        "details": {"id": private},
+        "request_id": refused.structured_content["request_id"],
+    }
+    listed = tool(stack, "list_documents", {}, identity=BOB).structured_content
+    assert listed is not None and [d["path"] for d in listed["documents"]] == ["handbook/vacation.md"]
+    searched = tool(stack, "search", {"query": "salary review raise August", "top_k": 50}, identity=BOB)
+    assert "7 percent" not in str(searched)
+
+
+def test_tool_errors_are_logged_with_the_requests_correlation_id(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = api_event(
+        "POST",
+        "/mcp",
+        body={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+        identity=ALICE,
+    )
+    response = stack.handler("mcp")(event, LambdaContext())
+    result = types.CallToolResult.model_validate(json.loads(response["body"])["result"])
+    assert result.is_error is True and result.structured_content is not None
+    assert result.structured_content["code"] == "UNKNOWN_TOOL"
+    request_id = event["requestContext"]["requestId"]
+    assert result.structured_content["request_id"] == request_id
+    logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"tool error"' in line]
+    assert logged and logged[0]["correlation_id"] == request_id and logged[0]["code"] == "UNKNOWN_TOOL"
+    assert logged[0]["tenant_id"] == "acme"
+
+
+@pytest.mark.parametrize(
+    ("identity", "status"),
+    [(None, 401), (claims(tenant=None), 403)],
+)
+def test_an_identity_the_function_cannot_use_is_refused_before_any_message(
+    stack: Stack, identity: dict[str, str] | None, status: int
+) -> None:
+    response = mcp(stack, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, identity=identity)
+    assert response["statusCode"] == status
+    assert json.loads(response["body"])["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "code"),
+    [
+        ({"body": "{not json"}, 400, -32700),
+        ({"body": "[]"}, 400, -32600),
+        ({"body": "[" * 100 + "]" * 100}, 400, -32700),
+        ({"content_type": "text/plain"}, 415, -32600),
+    ],
+)
+def test_bad_requests_are_answered_in_the_protocols_shape(
+    stack: Stack, change: dict[str, str], status: int, code: int
+) -> None:
+    options = dict(change)  # the parameters are shared by the local and the AWS run
+    message = options.pop("body", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+    response = mcp(stack, message, **options)
+    assert response["statusCode"] == status
+    assert json.loads(response["body"])["error"]["code"] == code
+
+
+def test_get_is_405_and_an_unknown_protocol_version_400(stack: Stack) -> None:
+    response = stack.handler("mcp")(api_event("GET", "/mcp", identity=ALICE), LambdaContext())
+    assert response["statusCode"] == 405 and response["headers"]["Allow"] == "POST"
+    event = api_event("POST", "/mcp", body={"jsonrpc": "2.0", "id": 1, "method": "ping"}, identity=ALICE)
+    event["headers"]["MCP-Protocol-Version"] = "1999-01-01"
+    assert stack.handler("mcp")(event, LambdaContext())["statusCode"] == 400
