@@ -4,9 +4,9 @@ What each function calls (and so what its role may do):
 - ingest: S3 HeadObject/GetObject(+Version) and ListBucket under `tenants/`; the registry table and its
   `by_path` index (get, query, conditional update, delete); the index (search, bulk writes and deletes,
   refresh, describe); Bedrock InvokeModel on the embedding model. No Converse, no index creation.
-- query: the index's `_search` only, Bedrock InvokeModel on the embedding model and on the generation
-  model (Converse is authorised by InvokeModel), ApplyGuardrail on the configured guardrail. No S3, no
-  DynamoDB, no index writes or deletes.
+- query: the index's `_search` only, Bedrock InvokeModel on the embedding model, on the generation
+  model and on the router's model if it has its own (Converse is authorised by InvokeModel),
+  ApplyGuardrail on the configured guardrail. No S3, no DynamoDB, no index writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
   refresh). No Bedrock.
@@ -274,10 +274,14 @@ class FunctionsFactory(Construct):
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:
             values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
+        if models.routing_model_id is not None:
+            values.update(router=models.router, router_model_id=models.routing_model_id)
         fn = self._function("query", self._config.query, QuerySettings, values, "POST /v1/query and /v1/search")
         self._grant_search(fn, SearchAccess.READ)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
+        if models.routing_model_id not in (None, models.generation_model_id):
+            self._grant_model(fn, models.routing_model_id)
         if models.guardrail_id is not None:
             fn.add(bedrock.guardrail_statement(models.guardrail_id))
         return fn

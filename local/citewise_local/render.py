@@ -75,11 +75,13 @@ def render_documents(documents: Sequence[Document], next_cursor: str | None, *, 
 
 
 def render_routing(routing: Routing) -> str:
-    """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed."""
+    """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed
+    (unless the configured router fell back, which is always said)."""
+    fell_back = f", fallback after {routing.fallback}" if routing.fallback else ""
     if not (routing.consumed_phrases or routing.pinned_documents):
-        return ""
+        return f"routed ({routing.router}{fell_back}): nothing" if fell_back else ""
     phrases = ", ".join(f'"{phrase}"' for phrase in routing.consumed_phrases)
-    line = f"routed ({routing.router}): {phrases or 'no phrase'}"
+    line = f"routed ({routing.router}{fell_back}): {phrases or 'no phrase'}"
     if routing.applied_filters is not None:
         line += f" -> {json.dumps(routing.applied_filters)}"
     if routing.pinned_documents:

@@ -47,9 +47,11 @@ def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Syn
     resources = bedrock_resources(synth, "query")
     models = synth.stack.config.models
     assert any(r.endswith(TITAN) for r in resources)
-    generation = models.generation_model_id
-    _, foundation = split_profile(generation)
-    assert all(r.endswith((TITAN, f"/{generation}", f"/{foundation}")) for r in resources), resources
+    allowed = {TITAN}
+    for model in (models.generation_model_id, models.routing_model_id):
+        if model is not None:
+            allowed |= {f"/{model}", f"/{split_profile(model)[1]}"}
+    assert all(r.endswith(tuple(allowed)) for r in resources), resources
     assert {a for a in granted if a.startswith("bedrock:")} <= {"bedrock:InvokeModel", "bedrock:ApplyGuardrail"}
 
 
@@ -67,6 +69,17 @@ def test_a_foundation_model_and_a_guardrail_are_allowed_in_the_stacks_region(ser
         in resources
     )
     assert not any("bedrock:*" in r or "inference-profile" in r for r in resources)
+    # the router has a model of its own: allowed beside the generation model, and named in the environment
+    assert (
+        "arn:<AWS::Partition>:bedrock:<AWS::Region>::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"
+        in resources
+    )
+    function = serverless_iam.resources[serverless_iam.logical_id(serverless_iam.stack.functions.query.function)]
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert (variables["CITEWISE_ROUTER"], variables["CITEWISE_ROUTER_MODEL_ID"]) == (
+        "bedrock",
+        "anthropic.claude-3-5-haiku-20241022-v1:0",
+    )
     guardrail = actions_on(statements(serverless_iam, "query"), ":guardrail/gr0abc123")
     assert guardrail == {"bedrock:ApplyGuardrail"}
 

@@ -391,7 +391,15 @@ class Routing(Frozen):
     pinned_documents: list[str] = Field(
         default_factory=list, description="Ids of documents carrying an identifier of the query, ranked first."
     )
-    router: str = Field(description="`deterministic`, `llm`, or `off` (routing disabled by the request or settings).")
+    router: str = Field(
+        description="Which router produced this: `deterministic`, `bedrock` (the LLM router), or `off` (routing "
+        "disabled by the request or settings)."
+    )
+    fallback: str | None = Field(
+        default=None,
+        description="Set when the configured router failed and the deterministic one answered instead: why "
+        "(e.g. `bedrock: THROTTLED`). The query never fails for it.",
+    )
 
 
 class SearchHit(Frozen):

@@ -147,6 +147,7 @@ class Retriever:
             consumed_phrases=route.consumed_phrases,
             pinned_documents=[hit.chunk.document.doc_id for hit in pinned],
             router=route.router,
+            fallback=route.fallback,
         )
         return Retrieval(self._cut(ranked, request, pinned), report)
 

@@ -32,6 +32,7 @@ from citewise.ports.blobstore import BlobStore
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
+from citewise.ports.router import Router
 from citewise.ports.synthesizer import Synthesizer
 from citewise.query.fallback import FallbackSynthesizer
 from citewise.query.retrieval import Retriever, RoutingOptions
@@ -127,7 +128,7 @@ class Services:
             keyword_weight=settings.keyword_weight,
             vector_weight=settings.vector_weight,
             routing=RoutingOptions(
-                router=DeterministicRouter() if settings.route else None,
+                router=build_router(settings) if settings.route else None,
                 time_zone=settings.routing_time_zone,
                 id_patterns=tuple(settings.routing_id_patterns),
                 aliases=settings.routing_aliases,
@@ -209,6 +210,20 @@ def _bedrock_synthesizer(settings: Settings) -> Synthesizer:
         temperature=settings.generation_temperature,
         guardrail_identifier=settings.guardrail_id,
         guardrail_version=settings.guardrail_version,
+    )
+
+
+def build_router(settings: Settings) -> Router:
+    """The configured router: the deterministic one, or the Bedrock LLM router with it as the fallback
+    (its module and client are loaded only when chosen, the client on the first routed question)."""
+    if settings.router == "deterministic":
+        return DeterministicRouter()
+    from citewise.aws.bedrock_router import BedrockRouter
+
+    return BedrockRouter(
+        settings.router_model_id or settings.generation_model_id,
+        fallback=DeterministicRouter(),
+        region=settings.aws_region,
     )
 
 

@@ -29,6 +29,7 @@ EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-m
 SynthesizerName = Literal["extractive", "bedrock", "openai"]
 GenerationFallback = Literal["none", "extractive"]
 OpenSearchService = Literal["es", "aoss"]
+RouterName = Literal["deterministic", "bedrock"]
 AuthMode = Literal["cognito", "iam"]
 
 
@@ -81,6 +82,13 @@ class Settings(BaseSettings):
         description="The metadata key holding when a document's content last changed (ISO 8601).",
     )
     route: bool = Field(default=True, description="Route queries: constraint phrases become filters (docs/routing.md).")
+    router: RouterName = Field(
+        default="deterministic",
+        description="`deterministic` (no network) or `bedrock` (Converse tool use, the deterministic one as fallback).",
+    )
+    router_model_id: str | None = Field(
+        default=None, description="The Bedrock model of CITEWISE_ROUTER=bedrock; None: the generation model."
+    )
     routing_time_zone: str = Field(default="UTC", description="IANA time zone that dates in queries are read in.")
     routing_id_patterns: list[str] = Field(
         default_factory=lambda: [r"[A-Z][A-Z0-9]+-\d+"],
