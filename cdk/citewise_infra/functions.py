@@ -6,7 +6,8 @@ What each function calls (and so what its role may do):
   refresh, describe); Bedrock InvokeModel on the embedding model. No Converse, no index creation.
 - query: the index's `_search` only, Bedrock InvokeModel on the embedding model, on the generation
   model and on the router's model if it has its own (Converse is authorised by InvokeModel),
-  ApplyGuardrail on the configured guardrail. No S3, no DynamoDB, no index writes or deletes.
+  ApplyGuardrail on the configured guardrail, DynamoDB GetItem of the tenants' settings attribute only
+  (no document item's attributes). No S3, no other DynamoDB action, no index writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
   refresh). No Bedrock.
@@ -271,6 +272,8 @@ class FunctionsFactory(Construct):
             **self._identity_values(),
             "synthesizer": "bedrock",
             "generation_model_id": models.generation_model_id,
+            # the tenants' settings documents only (ranking signals, routing vocabulary)
+            "registry_table": self._storage.table.table_name,
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:
             values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
@@ -278,6 +281,7 @@ class FunctionsFactory(Construct):
             values.update(router=models.router, router_model_id=models.routing_model_id)
         fn = self._function("query", self._config.query, QuerySettings, values, "POST /v1/query and /v1/search")
         self._grant_search(fn, SearchAccess.READ)
+        self._storage.grant_read_tenant_settings(fn.role)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
         if models.routing_model_id not in (None, models.generation_model_id):

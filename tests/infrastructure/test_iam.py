@@ -36,8 +36,9 @@ def test_no_function_has_wildcard_actions_or_unscoped_resources(synth: Synth, ke
 
 def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Synth) -> None:
     granted = all_actions(statements(synth, "query"))
-    # no S3, no DynamoDB, no index writes or deletes, no other index than _search
-    assert not {a for a in granted if a.startswith(("s3:", "dynamodb:"))}
+    # no S3, no DynamoDB but reading the settings attribute, no index writes or deletes, no other index than _search
+    assert not {a for a in granted if a.startswith("s3:")}
+    assert {a for a in granted if a.startswith("dynamodb:")} == {"dynamodb:GetItem"}
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {
         r for s in statements(synth, "query") if any(a.startswith("es:") for a in s.actions) for r in s.resources
@@ -155,3 +156,18 @@ def test_serverless_access_is_the_collection_plus_one_data_policy_per_function(s
         "citewise documents function": {"aoss:ReadDocument", "aoss:WriteDocument"},
         "citewise bootstrap function": {"aoss:CreateIndex", "aoss:DescribeIndex"},
     }
+
+
+def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -> None:
+    # Given the query function's DynamoDB statements
+    (statement,) = [s for s in statements(synth, "query") if any(a.startswith("dynamodb:") for a in s.actions)]
+    # Then it is one GetItem on the table itself (no index), returning only the keys and `settings`
+    assert statement.actions == {"dynamodb:GetItem"}
+    assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
+    assert statement.condition == {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["tenant_id", "doc_id", "settings"]},
+        "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+    }
+    # And the function is told the table, for the settings document only
+    function = synth.resources[synth.logical_id(synth.stack.functions.query.function)]
+    assert "CITEWISE_REGISTRY_TABLE" in function["Properties"]["Environment"]["Variables"]

@@ -33,6 +33,12 @@ the write are atomic; when the condition fails, the stored item (returned with t
 rule refused it. (No S3 event sequencer is needed: the ingest function reconciles every notification
 with the object's current state, see `citewise.ingest.s3events`.) Deletions leave no tombstone: after a
 delete, only the blob store (the object is gone) can tell a late create event from a real one.
+
+A tenant's settings document (`citewise.domain.tenant_settings`) is one more item of the tenant's
+partition, under the reserved sort key `SETTINGS_KEY` (`#settings`, never a document id: those are 32 hex
+digits), its JSON in the attribute `settings`. It has no `path`, so the sparse `by_path` index never holds
+it and no listing returns it. The query function may read exactly that attribute (an IAM condition on
+`dynamodb:Attributes`), nothing of a document item.
 """
 
 from __future__ import annotations
@@ -45,10 +51,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise.aws import clients as aws
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
 from citewise.ports.registry import TERMINAL, DocumentPage, StaleVersionError, microseconds, refused_write
 
 PATH_INDEX: Final = "by_path"
+SETTINGS_KEY: Final = "#settings"
+"""The sort key (`doc_id`) of a tenant's settings item."""
+SETTINGS_ATTRIBUTE: Final = "settings"
 TABLE_SCHEMA: Final[dict[str, Any]] = {
     "KeySchema": [
         {"AttributeName": "tenant_id", "KeyType": "HASH"},
@@ -166,6 +176,17 @@ class DynamoRegistry:
         next_cursor = cursors.encode(documents[limit - 1]) if len(documents) > limit else None
         return DocumentPage(items=documents[:limit], next_cursor=next_cursor)
 
+    # --- the tenant's settings document (module docstring) ---------------------------------------
+
+    def tenant_settings(self, tenant_id: str) -> TenantSettings | None:
+        response = self._call("GetItem", self._client.get_item, **settings_get_request(self.table_name, tenant_id))
+        item = response.get("Item")
+        return TenantSettings.model_validate_json(item[SETTINGS_ATTRIBUTE]["S"]) if item else None
+
+    def put_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
+        item = _key(tenant_id, SETTINGS_KEY) | {SETTINGS_ATTRIBUTE: {"S": settings.model_dump_json(exclude_none=True)}}
+        self._call("PutItem", self._client.put_item, TableName=self.table_name, Item=item)
+
     @staticmethod
     def _call(action: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         # No REGISTRY error code exists and none is needed: a failing registry is an internal fault
@@ -257,6 +278,16 @@ def query_request(
 
 
 # --- cursors, timestamps -------------------------------------------------------------------------
+
+
+def settings_get_request(table_name: str, tenant_id: str) -> dict[str, Any]:
+    """GetItem of a tenant's settings item, projecting only the attribute the query role may read."""
+    return {
+        "TableName": table_name,
+        "Key": _key(tenant_id, SETTINGS_KEY),
+        "ProjectionExpression": "#settings",
+        "ExpressionAttributeNames": {"#settings": SETTINGS_ATTRIBUTE},
+    }
 
 
 def decode_cursor(cursor: str, tenant_id: str, path_prefix: str | None) -> dict[str, Any]:

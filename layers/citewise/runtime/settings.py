@@ -98,6 +98,18 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='Phrase -> source, as a JSON object: {"tickets": "jira", "wiki": "confluence"}.',
     )
+    ranking_freshness_weight: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="0-1: how much freshness scales fused scores (0: off)."
+    )
+    ranking_half_life_days: float = Field(
+        default=180.0, gt=0, le=36_500, description="Days after which a document's freshness is halved."
+    )
+    ranking_credibility_weight: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="0-1: how much source credibility scales fused scores (0: off)."
+    )
+    tenant_settings_ttl: float = Field(
+        default=60.0, ge=0, le=3600, description="Seconds a query function keeps a tenant's settings document."
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
         description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
