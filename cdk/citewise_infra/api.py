@@ -238,7 +238,7 @@ class Api(Construct):
                 route.method,
                 integrations[route.function],
                 request_validator=validator,
-                request_models={"application/json": json_object} if route.method == "POST" else None,
+                request_models={"application/json": json_object} if route.method in ("POST", "PUT") else None,
                 request_parameters=parameters or None,
                 authorization_type=authorization_type,
                 authorizer=authorizer,

@@ -99,8 +99,17 @@ class ModelsConfig(_Block):
     embedder: Literal["titan", "cohere-english", "cohere-multilingual"] = "titan"
     embedding_dimension: int = 1024
     generation_model_id: str = Field(default="us.amazon.nova-lite-v1:0", pattern=MODEL_ID_PATTERN)
+    # The query router (docs/routing.md): `bedrock` asks `router_model_id` (None: the generation model)
+    # through Converse tool use, the deterministic router being its fallback.
+    router: Literal["deterministic", "bedrock"] = "deterministic"
+    router_model_id: str | None = Field(default=None, pattern=MODEL_ID_PATTERN)
     guardrail_id: str | None = Field(default=None, pattern=r"^[a-z0-9]+$")
     guardrail_version: str | None = Field(default=None, pattern=r"^(DRAFT|[1-9][0-9]{0,7})$")
+
+    @property
+    def routing_model_id(self) -> str | None:
+        """The model the query router calls, if it calls one."""
+        return (self.router_model_id or self.generation_model_id) if self.router == "bedrock" else None
 
     @property
     def embedding_model_id(self) -> str:

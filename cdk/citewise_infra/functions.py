@@ -4,9 +4,10 @@ What each function calls (and so what its role may do):
 - ingest: S3 HeadObject/GetObject(+Version) and ListBucket under `tenants/`; the registry table and its
   `by_path` index (get, query, conditional update, delete); the index (search, bulk writes and deletes,
   refresh, describe); Bedrock InvokeModel on the embedding model. No Converse, no index creation.
-- query: the index's `_search` only, Bedrock InvokeModel on the embedding model and on the generation
-  model (Converse is authorised by InvokeModel), ApplyGuardrail on the configured guardrail. No S3, no
-  DynamoDB, no index writes or deletes.
+- query: the index's `_search` only, Bedrock InvokeModel on the embedding model, on the generation
+  model and on the router's model if it has its own (Converse is authorised by InvokeModel),
+  ApplyGuardrail on the configured guardrail, DynamoDB GetItem of the tenants' settings attribute only
+  (no document item's attributes). No S3, no other DynamoDB action, no index writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
   refresh). No Bedrock.
@@ -288,17 +289,25 @@ class FunctionsFactory(Construct):
             **self._identity_values(),
             "synthesizer": "bedrock",
             "generation_model_id": models.generation_model_id,
+            # the tenants' settings documents only (ranking signals, routing vocabulary)
+            "registry_table": self._storage.table.table_name,
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:
             values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
+        if models.routing_model_id is not None:
+            values.update(router=models.router, router_model_id=models.routing_model_id)
         return values
 
     def _grant_answering(self, fn: CitewiseFunction) -> None:
-        """Search the index (read only), embed the question, generate the answer (through the guardrail)."""
+        """Search the index (read only), read the tenant's settings, embed the question, route it, generate
+        the answer (through the guardrail)."""
         models = self._config.models
         self._grant_search(fn, SearchAccess.READ)
+        self._storage.grant_read_tenant_settings(fn.role)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
+        if models.routing_model_id not in (None, models.generation_model_id):
+            self._grant_model(fn, models.routing_model_id)
         if models.guardrail_id is not None:
             fn.add(bedrock.guardrail_statement(models.guardrail_id))
 
@@ -310,7 +319,7 @@ class FunctionsFactory(Construct):
         return fn
 
     def _build_mcp(self) -> CitewiseFunction:
-        values = {**self._answer_values(), "registry_table": self._storage.table.table_name}
+        values = self._answer_values()
         if (FUNCTIONS_DIR / "mcp" / MCP_PROFILES).is_file():
             values["mcp_profiles"] = MCP_PROFILES  # shipped beside the handler, read from the task root
         fn = self._function("mcp", self._config.mcp, McpSettings, values, "POST /mcp: read-only agent tools (MCP)")

@@ -18,7 +18,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from citewise.aws.dynamodb import TABLE_SCHEMA, TTL_ATTRIBUTE
+from citewise.aws.dynamodb import SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
 from citewise_infra.nag import acknowledge
@@ -222,6 +222,21 @@ class Storage(Construct):
             "indexes only, with item-level actions (no scan, no table management).",
         )
 
+    def grant_read_tenant_settings(self, role: iam.IRole) -> None:
+        """GetItem of the registry table returning only the tenants' settings attribute (and the keys): a
+        document item's attributes stay unreadable (`dynamodb:Attributes`, `dynamodb:Select`)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[self.table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), SETTINGS_ATTRIBUTE]},
+                    "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+                },
+            )
+        )
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:DescribeKey")
+
     def _grant_key(self, role: iam.IRole, service: str, *actions: str) -> None:
         """`actions` on the storage key, only in requests that `service` (s3, dynamodb) makes for the role."""
         role.add_to_principal_policy(
@@ -240,3 +255,8 @@ class Storage(Construct):
             "Objects live under tenants/{tenant}/: the function serves every tenant and derives the tenant "
             "from the key or the caller, so it needs the whole tenants/ prefix of this one bucket.",
         )
+
+
+def _key_names() -> list[str]:
+    """The registry table's key attributes (partition, sort)."""
+    return [key["AttributeName"] for key in TABLE_SCHEMA["KeySchema"]]

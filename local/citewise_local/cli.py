@@ -12,6 +12,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,11 @@ from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Fil
 from citewise.domain.objects import SourceObject
 from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id, validate_tenant_id
+from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.query.answering import answer_question
+from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
 from citewise_local.folders import FOLDER_CHANNEL, scan
@@ -105,6 +108,22 @@ def _parser() -> argparse.ArgumentParser:
         _identity(sub)
         sub.add_argument("--json", action="store_true")
         sub.set_defaults(run=run)
+
+    tenant = commands.add_parser("settings", help="the tenant's ranking signals and routing vocabulary")
+    actions = tenant.add_subparsers(required=True)
+    show = actions.add_parser("show", help="the tenant's settings (absent fields: the deployment's defaults)")
+    _identity(show)
+    show.set_defaults(run=_settings_show)
+    change = actions.add_parser("set", help="change settings (tenant admins: --group admin)")
+    change.add_argument(
+        "changes",
+        type=_json_arg,
+        metavar="JSON",
+        help='fields to change, e.g. \'{"freshness_weight": 0.5, "source_credibility": {"community": 0.3}}\'; '
+        "null returns a field to the default",
+    )
+    _identity(change)
+    change.set_defaults(run=_settings_set)
 
     evaluate = commands.add_parser("eval", help="retrieval quality on a BEIR-format dataset")
     evaluate.add_argument("--dataset", type=Path, required=True, help="folder with corpus.jsonl, queries.jsonl, qrels")
@@ -283,6 +302,23 @@ def _docs_show(args: argparse.Namespace, services: Services) -> int:
 def _docs_delete(args: argparse.Namespace, services: Services) -> int:
     document = delete_document(services.ingestor, services.blobs, _caller(args), args.doc_id)
     print(json.dumps({"deleted": document.doc_id}) if args.json else f"deleted {document.path} ({document.doc_id})")
+    return 0
+
+
+def _settings_show(args: argparse.Namespace, services: Services) -> int:
+    print(tenant_settings_of(services.registry, _caller(args)).model_dump_json(indent=2, exclude_none=True))
+    return 0
+
+
+def _settings_set(args: argparse.Namespace, services: Services) -> int:
+    """The stored settings with the given fields replaced (the API's PUT replaces the whole document)."""
+    if not isinstance(args.changes, dict):
+        raise ValidationError("settings changes must be a JSON object of fields")
+    caller = _caller(args)
+    current = tenant_settings_of(services.registry, caller).model_dump(exclude={"updated_at", "updated_by"})
+    changed = TenantSettings.model_validate({**current, **args.changes})
+    saved = save_tenant_settings(services.registry, caller, changed, datetime.now(UTC))
+    print(saved.model_dump_json(indent=2, exclude_none=True))
     return 0
 
 

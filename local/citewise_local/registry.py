@@ -19,6 +19,7 @@ from pathlib import Path
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
 from citewise.ports.registry import TOMBSTONE_RETENTION, DocumentPage, Tombstone, microseconds, moment, refused_write
 
@@ -58,6 +59,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX IF NOT EXISTS tombstones_by_age ON tombstones (deleted_us)",
     ),
+    # A tenant's settings document (ranking signals, routing vocabulary), beside the records.
+    ("CREATE TABLE IF NOT EXISTS tenant_settings (tenant_id TEXT PRIMARY KEY, body TEXT NOT NULL)",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -225,6 +228,18 @@ class LocalRegistry:
         items = [Document.model_validate_json(body) for body, _ in rows[:limit]]
         next_cursor = cursors.encode(items[-1]) if len(rows) > limit else None
         return DocumentPage(items=items, next_cursor=next_cursor)
+
+    def tenant_settings(self, tenant_id: str) -> TenantSettings | None:
+        with self._lock:
+            row = self._conn.execute("SELECT body FROM tenant_settings WHERE tenant_id = ?", (tenant_id,)).fetchone()
+        return TenantSettings.model_validate_json(row[0]) if row else None
+
+    def put_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO tenant_settings (tenant_id, body) VALUES (?, ?)",
+                (tenant_id, settings.model_dump_json(exclude_none=True)),
+            )
 
     def tenants(self) -> tuple[str, ...]:
         """The tenants that have records, in order: with `list`, a walk through every record, which the

@@ -37,10 +37,18 @@ def render_hits(hits: Sequence[SearchHit]) -> str:
     if not hits:
         return "No matching chunks."
     return "\n".join(
-        f"{rank:>2}. {hit.score:.3f}  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n"
+        f"{rank:>2}. {hit.score:.3f}{_components(hit)}  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n"
         f"    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
         for rank, hit in enumerate(hits, start=1)
     )
+
+
+def _components(hit: SearchHit) -> str:
+    """` (fused 0.800, freshness 0.981, credibility 0.300)` when ranking signals re-scored the hit."""
+    parts = hit.components
+    if parts is None or (parts.freshness is None and parts.credibility is None):
+        return ""
+    return f" (fused {parts.fused:.3f}, freshness {parts.freshness or 0:.3f}, credibility {parts.credibility or 0:.3f})"
 
 
 def _provenance(chunk: Chunk) -> str:
@@ -75,11 +83,13 @@ def render_documents(documents: Sequence[Document], next_cursor: str | None, *, 
 
 
 def render_routing(routing: Routing) -> str:
-    """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed."""
+    """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed
+    (unless the configured router fell back, which is always said)."""
+    fell_back = f", fallback after {routing.fallback}" if routing.fallback else ""
     if not (routing.consumed_phrases or routing.pinned_documents):
-        return ""
+        return f"routed ({routing.router}{fell_back}): nothing" if fell_back else ""
     phrases = ", ".join(f'"{phrase}"' for phrase in routing.consumed_phrases)
-    line = f"routed ({routing.router}): {phrases or 'no phrase'}"
+    line = f"routed ({routing.router}{fell_back}): {phrases or 'no phrase'}"
     if routing.applied_filters is not None:
         line += f" -> {json.dumps(routing.applied_filters)}"
     if routing.pinned_documents:

@@ -30,6 +30,7 @@ from citewise.aws.dynamodb import (
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.domain.tenancy import document_id
+from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
 from citewise.ports.registry import DeletedDocumentError, DocumentRegistry, StaleVersionError, microseconds
 from citewise_local.registry import SCHEMA_VERSION, LocalRegistry
@@ -763,6 +764,32 @@ def test_items_written_before_the_source_attribute_still_filter_right(dynamo: Dy
 def test_a_cursor_with_a_source_filter_stays_in_its_tenant(two_tenants: DocumentRegistry) -> None:
     with pytest.raises(ValidationError):
         two_tenants.list("acme", source="test", limit=3, cursor=cursors.encode(make_document("beta", "reports/1.md")))
+
+
+# --- the tenant's settings document -------------------------------------------------------------------
+
+
+def test_tenant_settings_round_trip_per_tenant_and_stay_out_of_listings(registry: DocumentRegistry) -> None:
+    # Given a tenant with documents and no settings yet
+    register(registry, make_document("acme", "a.md"))
+    assert registry.tenant_settings("acme") is None
+    # When an admin saves settings, then saves them again
+    first = TenantSettings(freshness_weight=0.5, source_credibility={"handbook": 1.0, "community": 0.3})
+    registry.put_tenant_settings("acme", first)
+    second = TenantSettings(
+        credibility_weight=0.4,
+        source_credibility={"community": 0.2},
+        routing_aliases={"wiki": "confluence"},
+        routing_time_zone="Europe/Berlin",
+        updated_at=T0,
+        updated_by="root",
+    )
+    registry.put_tenant_settings("acme", second)
+    # Then the last one is read back whole, only in its tenant
+    assert registry.tenant_settings("acme") == second
+    assert registry.tenant_settings("beta") is None
+    # And no listing returns it as a document
+    assert [d.path for d in registry.list("acme").items] == ["a.md"]
 
 
 # --- DynamoDB: errors ---------------------------------------------------------------------------------

@@ -113,8 +113,10 @@ def flatmap_body(context: HookContext, body: Any) -> st.SearchStrategy[Any]:
 
 @pytest.fixture(scope="module")
 def corpus(api: Api) -> Iterator[Corpus]:
-    """A tenant with indexed documents; ingestion has settled before the first case is sent."""
-    token = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer")
+    """A tenant with indexed documents; ingestion has settled before the first case is sent. The fuzzer is a
+    tenant admin, so the admin-only operation (PUT /v1/settings) is exercised beyond its 403; it owns every
+    document it reaches, so the other operations test what they would for any owner."""
+    token = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer", "admin")
     sources = [
         (
             "ops/runbook.md",

@@ -35,6 +35,8 @@ SERVERLESS_IAM = {
     "auth": {"mode": "iam", "tenant_map": {"arn:aws:iam::123456789012:role/acme-app": "acme"}, "mfa": "optional"},
     "models": {
         "generation_model_id": "anthropic.claude-3-haiku-20240307-v1:0",
+        "router": "bedrock",
+        "router_model_id": "anthropic.claude-3-5-haiku-20241022-v1:0",
         "guardrail_id": "gr0abc123",
         "guardrail_version": "3",
     },

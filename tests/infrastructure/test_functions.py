@@ -55,7 +55,9 @@ REQUIRED: dict[FunctionKey, set[str]] = {
 }
 NOT_GIVEN: dict[FunctionKey, set[str]] = {
     "ingest": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
-    "query": DOCUMENTS,
+    # The query function is told the registry table for the tenants' settings documents only (its role
+    # reads nothing else of it, test_iam.py); never the bucket.
+    "query": DOCUMENTS - {"CITEWISE_REGISTRY_TABLE"},
     "documents": {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID"},
     "mcp": {"CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_UPLOAD_URL_TTL"},
     "bootstrap": DOCUMENTS | {"CITEWISE_AUTH_MODE"},

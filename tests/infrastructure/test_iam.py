@@ -36,8 +36,9 @@ def test_no_function_has_wildcard_actions_or_unscoped_resources(synth: Synth, ke
 
 def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Synth) -> None:
     granted = all_actions(statements(synth, "query"))
-    # no S3, no DynamoDB, no index writes or deletes, no other index than _search
-    assert not {a for a in granted if a.startswith(("s3:", "dynamodb:"))}
+    # no S3, no DynamoDB but reading the settings attribute, no index writes or deletes, no other index than _search
+    assert not {a for a in granted if a.startswith("s3:")}
+    assert {a for a in granted if a.startswith("dynamodb:")} == {"dynamodb:GetItem"}
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {
         r for s in statements(synth, "query") if any(a.startswith("es:") for a in s.actions) for r in s.resources
@@ -47,9 +48,11 @@ def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Syn
     resources = bedrock_resources(synth, "query")
     models = synth.stack.config.models
     assert any(r.endswith(TITAN) for r in resources)
-    generation = models.generation_model_id
-    _, foundation = split_profile(generation)
-    assert all(r.endswith((TITAN, f"/{generation}", f"/{foundation}")) for r in resources), resources
+    allowed = {TITAN}
+    for model in (models.generation_model_id, models.routing_model_id):
+        if model is not None:
+            allowed |= {f"/{model}", f"/{split_profile(model)[1]}"}
+    assert all(r.endswith(tuple(allowed)) for r in resources), resources
     assert {a for a in granted if a.startswith("bedrock:")} <= {"bedrock:InvokeModel", "bedrock:ApplyGuardrail"}
 
 
@@ -67,6 +70,17 @@ def test_a_foundation_model_and_a_guardrail_are_allowed_in_the_stacks_region(ser
         in resources
     )
     assert not any("bedrock:*" in r or "inference-profile" in r for r in resources)
+    # the router has a model of its own: allowed beside the generation model, and named in the environment
+    assert (
+        "arn:<AWS::Partition>:bedrock:<AWS::Region>::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"
+        in resources
+    )
+    function = serverless_iam.resources[serverless_iam.logical_id(serverless_iam.stack.functions.query.function)]
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert (variables["CITEWISE_ROUTER"], variables["CITEWISE_ROUTER_MODEL_ID"]) == (
+        "bedrock",
+        "anthropic.claude-3-5-haiku-20241022-v1:0",
+    )
     guardrail = actions_on(statements(serverless_iam, "query"), ":guardrail/gr0abc123")
     assert guardrail == {"bedrock:ApplyGuardrail"}
 
@@ -158,3 +172,18 @@ def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> Non
     # The registry's key decrypts, never encrypts; the models are the query function's
     assert not granted & {"kms:Encrypt", "kms:GenerateDataKey"}
     assert bedrock_resources(dev, "mcp") == bedrock_resources(dev, "query")
+
+
+def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -> None:
+    # Given the query function's DynamoDB statements
+    (statement,) = [s for s in statements(synth, "query") if any(a.startswith("dynamodb:") for a in s.actions)]
+    # Then it is one GetItem on the table itself (no index), returning only the keys and `settings`
+    assert statement.actions == {"dynamodb:GetItem"}
+    assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
+    assert statement.condition == {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["tenant_id", "doc_id", "settings"]},
+        "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+    }
+    # And the function is told the table, for the settings document only
+    function = synth.resources[synth.logical_id(synth.stack.functions.query.function)]
+    assert "CITEWISE_REGISTRY_TABLE" in function["Properties"]["Environment"]["Variables"]

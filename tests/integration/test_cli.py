@@ -351,3 +351,32 @@ def test_search_reports_routing_and_no_route_turns_it_off(cli: Any, tmp_path: Pa
     body = _json(out)
     assert {h["chunk"]["document"]["source"] for h in body["hits"]} == {"jira", "wiki"}
     assert body["routing"]["router"] == "off"
+
+
+def test_settings_are_changed_by_admins_and_their_signals_show_on_hits(cli: Any, tmp_path: Path) -> None:
+    # Given an indexed document (its source is the first folder of its path: kb)
+    folder = tmp_path / "kb"
+    (folder / "handbook").mkdir(parents=True)
+    (folder / "handbook" / "rollback.md").write_text("# Rollback\n\nRedeploy the previous release tag.\n")
+    assert cli("ingest", str(folder), "--tenant", "acme")[0] == 0
+    # When a member tries to change the settings, it is refused; an admin's change is merged and shown
+    change = '{"freshness_weight": 0.5, "source_credibility": {"kb": 0.8}}'
+    status, _, err = cli("settings", "set", change, "--tenant", "acme")
+    assert status != 0 and "FORBIDDEN" in err
+    status, _, err = cli("settings", "set", '{"freshness_weight": 7}', "--tenant", "acme", "--group", "admin")
+    assert status != 0 and "freshness_weight" in err
+    status, out, _ = cli("settings", "set", change, "--tenant", "acme", "--user", "root", "--group", "admin")
+    assert status == 0 and _json(out)["freshness_weight"] == 0.5
+    status, out, _ = cli("settings", "set", '{"credibility_weight": 1}', "--tenant", "acme", "--group", "admin")
+    shown = _json(cli("settings", "show", "--tenant", "acme")[1])
+    assert (shown["freshness_weight"], shown["credibility_weight"], shown["source_credibility"]) == (
+        0.5,
+        1.0,
+        {"kb": 0.8},
+    )
+    # Then a search shows each hit's score components
+    status, out, _ = cli("search", "previous release tag", "--tenant", "acme")
+    assert status == 0 and "(fused " in out and "credibility 0.800" in out
+    status, out, _ = cli("search", "previous release tag", "--tenant", "acme", "--json")
+    components = _json(out)["hits"][0]["components"]
+    assert components["credibility"] == 0.8 and components["final"] <= components["fused"] * 0.8 + 1e-6

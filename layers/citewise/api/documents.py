@@ -12,6 +12,7 @@ from citewise import __version__
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
+from citewise.api.tenant_settings import add_settings_routes
 from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
 from citewise.domain.models import Document, DocumentStatus
 from citewise.domain.tenancy import MAX_PATH_BYTES
@@ -89,7 +90,8 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
 
 
 def add_document_routes(app: APIGatewayRestResolver) -> None:
-    """Register the documents function's routes on `app`."""
+    """Register the documents function's routes on `app` (the tenant's settings included)."""
+    add_settings_routes(app)
 
     @app.get(
         "/v1/documents",

@@ -18,7 +18,7 @@ FunctionName = Literal["query", "documents", "mcp"]
 class Route:
     """One method on one API Gateway resource path (`{name}` marks a path parameter)."""
 
-    method: Literal["GET", "POST", "DELETE"]
+    method: Literal["GET", "POST", "PUT", "DELETE"]
     path: str
     function: FunctionName
     authenticated: bool = True
@@ -34,6 +34,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/documents/{id}", "documents"),
     Route("DELETE", "/v1/documents/{id}", "documents"),
     Route("POST", "/v1/uploads", "documents"),
+    Route("GET", "/v1/settings", "documents"),
+    Route("PUT", "/v1/settings", "documents"),
     Route("GET", "/v1/health", "documents", authenticated=False),
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
     # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event

@@ -41,6 +41,12 @@ Without `path` the item drops out of the sparse `by_path` index, so listings nev
 removes both tombstone attributes. `expires_at` (epoch seconds, `TTL_ATTRIBUTE`, enabled on the table by
 the CDK construct) lets DynamoDB's TTL remove the tombstone after the retention, which is far longer
 than the queue keeps a message; until TTL gets to it an expired tombstone still refuses older writes.
+
+A tenant's settings document (`citewise.domain.tenant_settings`) is one more item of the tenant's
+partition, under the reserved sort key `SETTINGS_KEY` (`#settings`, never a document id: those are 32 hex
+digits), its JSON in the attribute `settings`. It has no `path`, so the sparse `by_path` index never holds
+it and no listing returns it. The query function may read exactly that attribute (an IAM condition on
+`dynamodb:Attributes`), nothing of a document item.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise.aws import clients as aws
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
 from citewise.ports.registry import (
     TERMINAL,
@@ -69,6 +76,9 @@ from citewise.ports.registry import (
 PATH_INDEX: Final = "by_path"
 TTL_ATTRIBUTE: Final = "expires_at"
 """The table's time-to-live attribute: set on tombstones only, never on a document's record."""
+SETTINGS_KEY: Final = "#settings"
+"""The sort key (`doc_id`) of a tenant's settings item."""
+SETTINGS_ATTRIBUTE: Final = "settings"
 TABLE_SCHEMA: Final[dict[str, Any]] = {
     "KeySchema": [
         {"AttributeName": "tenant_id", "KeyType": "HASH"},
@@ -200,6 +210,17 @@ class DynamoRegistry:
         next_cursor = cursors.encode(documents[limit - 1]) if len(documents) > limit else None
         return DocumentPage(items=documents[:limit], next_cursor=next_cursor)
 
+    # --- the tenant's settings document (module docstring) ---------------------------------------
+
+    def tenant_settings(self, tenant_id: str) -> TenantSettings | None:
+        response = self._call("GetItem", self._client.get_item, **settings_get_request(self.table_name, tenant_id))
+        item = response.get("Item")
+        return TenantSettings.model_validate_json(item[SETTINGS_ATTRIBUTE]["S"]) if item else None
+
+    def put_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
+        item = _key(tenant_id, SETTINGS_KEY) | {SETTINGS_ATTRIBUTE: {"S": settings.model_dump_json(exclude_none=True)}}
+        self._call("PutItem", self._client.put_item, TableName=self.table_name, Item=item)
+
     @staticmethod
     def _call(action: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         # No REGISTRY error code exists and none is needed: a failing registry is an internal fault
@@ -315,6 +336,16 @@ def query_request(
 
 
 # --- cursors, timestamps -------------------------------------------------------------------------
+
+
+def settings_get_request(table_name: str, tenant_id: str) -> dict[str, Any]:
+    """GetItem of a tenant's settings item, projecting only the attribute the query role may read."""
+    return {
+        "TableName": table_name,
+        "Key": _key(tenant_id, SETTINGS_KEY),
+        "ProjectionExpression": "#settings",
+        "ExpressionAttributeNames": {"#settings": SETTINGS_ATTRIBUTE},
+    }
 
 
 def decode_cursor(cursor: str, tenant_id: str, path_prefix: str | None) -> dict[str, Any]:

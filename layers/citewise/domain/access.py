@@ -8,6 +8,8 @@ signed for its document) and the retrieval filters, which express `may_read` as 
 - modify (replace its content or metadata, delete it): the caller may read it and owns it or is a member
   of the tenant's `admin` group. A private document of someone else is unreadable, so not even an admin
   may modify it: privacy within a tenant holds against its admins too.
+- configure the tenant (its settings document: ranking signals, routing vocabulary): members of the
+  tenant's `admin` group only; every member may read it (it shapes the rankings they see).
 """
 
 from __future__ import annotations
@@ -54,3 +56,8 @@ def object_writer(item: Owned) -> Caller:
     written by another S3 client may carry any owner string, and it is only ever compared.
     """
     return Caller.model_construct(tenant_id=item.tenant_id, user_id=item.owner, groups=())
+
+
+def may_configure(caller: Caller) -> bool:
+    """Whether the caller may change its tenant's settings: a member of the tenant's admin group."""
+    return ADMIN_GROUP in caller.groups

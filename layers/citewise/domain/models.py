@@ -419,16 +419,39 @@ class Routing(Frozen):
     pinned_documents: list[str] = Field(
         default_factory=list, description="Ids of documents carrying an identifier of the query, ranked first."
     )
-    router: str = Field(description="`deterministic`, `llm`, or `off` (routing disabled by the request or settings).")
+    router: str = Field(
+        description="Which router produced this: `deterministic`, `bedrock` (the LLM router), or `off` (routing "
+        "disabled by the request or settings)."
+    )
+    fallback: str | None = Field(
+        default=None,
+        description="Set when the configured router failed and the deterministic one answered instead: why "
+        "(e.g. `bedrock: THROTTLED`). The query never fails for it.",
+    )
+
+
+class ScoreComponents(Frozen):
+    """How a hit's score was made: the fused score, the ranking signals (None when off) and the result."""
+
+    fused: float = Field(description="The reciprocal-rank fusion of the keyword and vector rankings, 0-1.")
+    freshness: float | None = Field(
+        default=None, description="0.5 ** (age of source_date / half-life); null when the signals are off."
+    )
+    credibility: float | None = Field(
+        default=None, description="The tenant's weight of the hit's source (1 when unlisted); null when off."
+    )
+    final: float = Field(description="The score the hit is ranked by (`score`).")
 
 
 class SearchHit(Frozen):
-    """A ranked chunk. `score` is the fused reciprocal-rank score scaled so 1.0 is rank 1 everywhere."""
+    """A ranked chunk. `score` is the fused reciprocal-rank score scaled so 1.0 is rank 1 everywhere,
+    re-scored by the tenant's ranking signals when they are on (`components` says how)."""
 
     chunk: Chunk
     score: float
     vector_score: float | None = None
     keyword_score: float | None = None
+    components: ScoreComponents | None = None
 
 
 class Citation(Frozen):

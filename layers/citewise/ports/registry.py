@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from citewise.domain.errors import ConflictError
 from citewise.domain.models import Document, DocumentStatus, Frozen
+from citewise.domain.tenant_settings import TenantSettings
 
 TERMINAL = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
 TOMBSTONE_RETENTION = timedelta(days=90)
@@ -154,4 +155,15 @@ class DocumentRegistry(Protocol):
         `local` or `s3`; None lists every source), `path_prefix` matches path prefixes. Pass the same
         filters with a page's `cursor` to get the next one.
         """
+        ...
+
+    # --- the tenant's settings document (ranking signals, routing vocabulary) ----------------------
+
+    def tenant_settings(self, tenant_id: str) -> TenantSettings | None:
+        """The tenant's settings document, or None if it never saved one. Never a document record: the
+        settings live beside the records, and no listing returns them."""
+        ...
+
+    def put_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
+        """Store the tenant's settings document, replacing the previous one (last write wins)."""
         ...

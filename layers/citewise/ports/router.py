@@ -8,12 +8,15 @@ anything: its filter is ANDed inside the caller's access filter and the caller's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime, tzinfo
 from typing import Protocol
 
+from dateutil import tz
 from pydantic import Field
 
+from citewise.domain.errors import ValidationError
 from citewise.domain.models import Frozen
 
 
@@ -46,6 +49,8 @@ class Route(Frozen):
     constraints: Constraints = Field(default_factory=Constraints)
     consumed_phrases: list[str] = Field(default_factory=list)
     router: str
+    fallback: str | None = None
+    """Why the configured router did not produce this route and its fallback did (None: it did)."""
 
 
 class RoutingContext(Frozen):
@@ -70,3 +75,44 @@ class Router(Protocol):
         """The question's constraints and the text left once their phrases are removed. Never raises for
         any question: a router that fails answers with no constraints (the LLM router falls back)."""
         ...
+
+
+def time_zone(name: str) -> tzinfo:
+    """The IANA time zone `name` (dateutil's, which falls back to its bundled database); ValidationError
+    for an unknown name."""
+    zone = tz.gettz(name)
+    if zone is None:
+        raise ValidationError(f"unknown time zone {name!r}: use an IANA name such as Europe/Berlin or UTC")
+    return zone
+
+
+MASK = "\x00"
+"""What a consumed phrase is blanked with: same length, so later matches keep their positions."""
+_SPACES = re.compile(r"\s+")
+_DANGLING = r"(?:in|on|from|since|during|for|of|and|or|the)"
+
+
+def remainder(masked: str) -> str:
+    """The text left to search once consumed phrases were blanked with `MASK`: spaces collapsed, no
+    connector left dangling at either end (`what changed in` -> `what changed`, `or about retries` ->
+    `about retries`), no space before its final punctuation. Every router ends with this, so a phrase
+    consumed by any of them leaves the same text."""
+    text = _SPACES.sub(" ", masked.replace(MASK, " ")).strip(" ,;")
+    text = re.sub(r"\s+([?.!,;])", r"\1", text)
+    text = re.sub(rf"(?:\s+{_DANGLING})+\s*([?.!]?)$", r"\1", text, flags=re.IGNORECASE)
+    return re.sub(rf"^(?:{_DANGLING}\s+)+", "", text, flags=re.IGNORECASE).strip()
+
+
+def without_phrases(query: str, phrases: Iterable[str]) -> tuple[str, list[str]]:
+    """`query` with each phrase (found case-insensitively, first free occurrence) blanked, and the phrases
+    as they are written in the query, in query order. ValueError for a phrase the query does not contain:
+    a router may only consume what the question says."""
+    masked, found = query, []
+    for phrase in phrases:
+        at = masked.lower().find(phrase.strip().lower()) if phrase.strip() else -1
+        if at < 0:
+            raise ValueError("a phrase to consume is not in the question")
+        end = at + len(phrase.strip())
+        found.append((at, query[at:end]))
+        masked = masked[:at] + MASK * (end - at) + masked[end:]
+    return masked, [text for _, text in sorted(found)]

@@ -22,10 +22,12 @@ from citewise.domain.models import (
     SearchMode,
     SearchRequest,
 )
+from citewise.domain.tenant_settings import TenantSettings
 from citewise.domain.textutil import content_terms, word_prefix
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import ScoredChunk, VectorIndex
 from citewise.ports.router import Route, Router, RoutingContext
+from citewise.query.ranking import Signals, rescore
 from citewise.query.routing import DEFAULT_ID_PATTERN, constraint_filter, source_vocabulary
 
 # Keys that only the access filter may use: naming them in a user filter is refused outright, so a
@@ -115,9 +117,15 @@ class Retriever:
         keyword_weight: float = 1.0,
         vector_weight: float = 1.0,
         routing: RoutingOptions | None = None,
+        signals: Signals | None = None,
+        tenant_settings: Callable[[str], TenantSettings | None] | None = None,
     ) -> None:
+        """`signals` are the deployment's ranking signals (off by default); `tenant_settings` reads a
+        tenant's overrides of them and of the routing time zone and aliases (a `TenantSettingsCache`)."""
         self.index = index
         self.routing = routing or RoutingOptions()
+        self.signals = signals or Signals()
+        self.tenant_settings = tenant_settings or (lambda _: None)
         self.embedder = embedder
         self.mode = mode
         self.rrf_k = rrf_k
@@ -133,34 +141,43 @@ class Retriever:
         """`search`, routed: constraint phrases of the query become filters ANDed with the request's, the
         documents its identifiers name come first; `routing` says what happened."""
         validate_filter(request.filters)
-        route = self._route(caller, request)
+        tenant = self.tenant_settings(caller.tenant_id)
+        now = self.routing.clock()
+        signals = self.signals.for_tenant(tenant)
+        route = self._route(caller, request, tenant, now)
         if route is None:
-            hits = self._cut(self.rank(caller, request.query, request.filters, self._depth(request)), request, [])
-            return Retrieval(hits, Routing(router="off"))
+            ranked = rescore(self.rank(caller, request.query, request.filters, self._depth(request)), signals, now)
+            return Retrieval(self._cut(ranked, request, []), Routing(router="off"))
         routed = constraint_filter(route.constraints)
         filters = _both(request.filters, routed)
         text = route.text if content_terms(route.text) else request.query
         pinned = self._pinned(caller, request, text, route.constraints.ids)
-        ranked = self.rank(caller, text, filters, self._depth(request))
+        ranked = rescore(self.rank(caller, text, filters, self._depth(request)), signals, now)
         report = Routing(
             applied_filters=routed.model_dump(mode="json", by_alias=True, exclude_none=True) if routed else None,
             consumed_phrases=route.consumed_phrases,
             pinned_documents=[hit.chunk.document.doc_id for hit in pinned],
             router=route.router,
+            fallback=route.fallback,
         )
         return Retrieval(self._cut(ranked, request, pinned), report)
 
     def _depth(self, request: SearchRequest) -> int:
         return max(self.candidates, request.top_k)
 
-    def _route(self, caller: Caller, request: SearchRequest) -> Route | None:
+    def _route(
+        self, caller: Caller, request: SearchRequest, tenant: TenantSettings | None, now: datetime
+    ) -> Route | None:
+        """The router's reading of the query, in the tenant's time zone with its aliases over the defaults."""
         options = self.routing
         if options.router is None or not request.route:
             return None
+        zone = tenant.routing_time_zone if tenant and tenant.routing_time_zone else options.time_zone
+        aliases = {**options.aliases, **((tenant.routing_aliases or {}) if tenant else {})}
         context = RoutingContext(
-            now=options.clock(),
-            time_zone=options.time_zone,
-            sources=source_vocabulary(self.index.sources(caller), options.aliases),
+            now=now,
+            time_zone=zone,
+            sources=source_vocabulary(self.index.sources(caller), aliases),
             id_patterns=options.id_patterns,
         )
         return options.router.route(request.query, context)

@@ -24,16 +24,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime
 
 from dateutil import parser as date_parser
-from dateutil import tz
 from dateutil.relativedelta import MO, relativedelta
 
-from citewise.domain.errors import ValidationError
 from citewise.domain.models import Filter
 from citewise.domain.provenance import iso
-from citewise.ports.router import Constraints, DateRange, Route, RoutingContext
+from citewise.ports.router import MASK, Constraints, DateRange, Route, RoutingContext, remainder, time_zone
 
 DEFAULT_ID_PATTERN = r"[A-Z][A-Z0-9]+-\d+"
 DETERMINISTIC = "deterministic"
@@ -80,8 +78,6 @@ _PERIOD = re.compile(
     rf"\b(?:(?:in|on|during|from|for|throughout)\s+(?:the\s+)?(?P<a>{_DATE})|(?P<r>{_RELATIVE}))\b", _FLAGS
 )
 _SOURCE_NOUNS = r"(?:\s+(?:tickets?|issues?|pages?|docs?|documents?|spaces?|notes?|articles?|threads?|channels?))?"
-_SPACES = re.compile(r"\s+")
-_MASK = "\x00"
 
 
 @dataclass(frozen=True)
@@ -125,9 +121,8 @@ class DeterministicRouter:
                 consumed.append((match.start(), match.group(0).strip()))
                 text = _masked(text, match)
         ids = list(dict.fromkeys(m.group(0) for p in context.id_patterns for m in re.finditer(rf"\b{p}\b", query)))
-        remaining = _SPACES.sub(" ", text.replace(_MASK, " ")).strip(" ,;")
         return Route(
-            text=_tidy(remaining),
+            text=remainder(text),
             constraints=Constraints(dates=dates, sources=list(dict.fromkeys(sources)), ids=ids),
             consumed_phrases=[phrase for _, phrase in sorted(consumed)],
             router=self.name,
@@ -136,16 +131,7 @@ class DeterministicRouter:
 
 def _masked(text: str, match: re.Match[str]) -> str:
     """`text` with the match blanked out, same length, so later matches keep their positions."""
-    return text[: match.start()] + _MASK * (match.end() - match.start()) + text[match.end() :]
-
-
-def time_zone(name: str) -> tzinfo:
-    """The IANA time zone `name` (dateutil's, which falls back to its bundled database); ValidationError
-    for an unknown name."""
-    zone = tz.gettz(name)
-    if zone is None:
-        raise ValidationError(f"unknown time zone {name!r}: use an IANA name such as Europe/Berlin or UTC")
-    return zone
+    return text[: match.start()] + MASK * (match.end() - match.start()) + text[match.end() :]
 
 
 def constraint_filter(constraints: Constraints) -> Filter | None:
@@ -309,14 +295,3 @@ def _singular(name: str, vocabulary: Mapping[str, str]) -> str:
         if candidate in vocabulary:
             return candidate
     raise KeyError(name)  # the pattern only matches vocabulary names
-
-
-def _tidy(text: str) -> str:
-    """The remaining text without connectors left dangling at either end (`what changed in` -> `what
-    changed`, `or about retries` -> `about retries`), and no space before its final punctuation."""
-    text = re.sub(r"\s+([?.!,;])", r"\1", text)
-    text = re.sub(rf"(?:\s+{_DANGLING})+\s*([?.!]?)$", r"\1", text, flags=_FLAGS)
-    return re.sub(rf"^(?:{_DANGLING}\s+)+", "", text, flags=_FLAGS).strip()
-
-
-_DANGLING = r"(?:in|on|from|since|during|for|of|and|or|the)"

@@ -27,16 +27,20 @@ from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
+from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.pipeline import Ingestor, Limits
 from citewise.ports.blobstore import BlobStore
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
+from citewise.ports.router import Router
 from citewise.ports.synthesizer import Synthesizer
 from citewise.query.fallback import FallbackSynthesizer
+from citewise.query.ranking import Signals
 from citewise.query.retrieval import Retriever, RoutingOptions
 from citewise.query.routing import DeterministicRouter
+from citewise.query.tenant_config import TenantSettingsCache
 from citewise.runtime.settings import Settings
 
 BACKENDS_GROUP = "citewise.backends"
@@ -129,12 +133,25 @@ class Services:
             keyword_weight=settings.keyword_weight,
             vector_weight=settings.vector_weight,
             routing=RoutingOptions(
-                router=DeterministicRouter() if settings.route else None,
+                router=build_router(settings) if settings.route else None,
                 time_zone=settings.routing_time_zone,
                 id_patterns=tuple(settings.routing_id_patterns),
                 aliases=settings.routing_aliases,
             ),
+            signals=Signals(
+                freshness_weight=settings.ranking_freshness_weight,
+                half_life_days=settings.ranking_half_life_days,
+                credibility_weight=settings.ranking_credibility_weight,
+            ),
+            tenant_settings=TenantSettingsCache(self._tenant_settings, ttl=settings.tenant_settings_ttl),
         )
+
+    def _tenant_settings(self, tenant_id: str) -> TenantSettings | None:
+        """The tenant's settings document from the registry; None where the function has no registry (a
+        query function deployed without `CITEWISE_REGISTRY_TABLE`: the deployment's defaults apply)."""
+        if self.settings.backend == "aws" and not self.settings.registry_table:
+            return None
+        return self.registry.tenant_settings(tenant_id)
 
     @cached_property
     def synthesizer(self) -> Synthesizer:
@@ -221,6 +238,20 @@ def check_synthesizer(settings: Settings) -> None:
         from citewise.aws import bedrock_models
 
         bedrock_models.require(settings.generation_model_id, guardrail=settings.guardrail_id is not None)
+
+
+def build_router(settings: Settings) -> Router:
+    """The configured router: the deterministic one, or the Bedrock LLM router with it as the fallback
+    (its module and client are loaded only when chosen, the client on the first routed question)."""
+    if settings.router == "deterministic":
+        return DeterministicRouter()
+    from citewise.aws.bedrock_router import BedrockRouter
+
+    return BedrockRouter(
+        settings.router_model_id or settings.generation_model_id,
+        fallback=DeterministicRouter(),
+        region=settings.aws_region,
+    )
 
 
 def backend_for(settings: Settings) -> Backend:

@@ -30,6 +30,7 @@ EmbedderName = Literal["minilm", "hashing", "titan", "cohere-english", "cohere-m
 SynthesizerName = Literal["extractive", "bedrock", "openai"]
 GenerationFallback = Literal["none", "extractive"]
 OpenSearchService = Literal["es", "aoss"]
+RouterName = Literal["deterministic", "bedrock"]
 AuthMode = Literal["cognito", "iam"]
 
 
@@ -82,6 +83,13 @@ class Settings(BaseSettings):
         description="The metadata key holding when a document's content last changed (ISO 8601).",
     )
     route: bool = Field(default=True, description="Route queries: constraint phrases become filters (docs/routing.md).")
+    router: RouterName = Field(
+        default="deterministic",
+        description="`deterministic` (no network) or `bedrock` (Converse tool use, the deterministic one as fallback).",
+    )
+    router_model_id: str | None = Field(
+        default=None, description="The Bedrock model of CITEWISE_ROUTER=bedrock; None: the generation model."
+    )
     routing_time_zone: str = Field(default="UTC", description="IANA time zone that dates in queries are read in.")
     routing_id_patterns: list[str] = Field(
         default_factory=lambda: [r"[A-Z][A-Z0-9]+-\d+"],
@@ -96,6 +104,18 @@ class Settings(BaseSettings):
         ge=15,
         le=3650,
         description="How long a delete refuses older writes of the document: longer than SQS keeps a message (14 d).",
+    )
+    ranking_freshness_weight: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="0-1: how much freshness scales fused scores (0: off)."
+    )
+    ranking_half_life_days: float = Field(
+        default=180.0, gt=0, le=36_500, description="Days after which a document's freshness is halved."
+    )
+    ranking_credibility_weight: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="0-1: how much source credibility scales fused scores (0: off)."
+    )
+    tenant_settings_ttl: float = Field(
+        default=60.0, ge=0, le=3600, description="Seconds a query function keeps a tenant's settings document."
     )
     public_url: str = Field(
         default="http://127.0.0.1:8080",

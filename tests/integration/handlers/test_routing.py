@@ -43,7 +43,13 @@ def test_a_routed_search_returns_only_documents_inside_the_constraint(stack: Sta
         "POST", "/v1/search", body={"query": "queue retries in Jira in 2024", "route": False}, identity=ALICE
     )
     assert status == 200 and _paths(body) == sorted(DOCUMENTS)
-    assert body["routing"] == {"applied_filters": None, "consumed_phrases": [], "pinned_documents": [], "router": "off"}
+    assert body["routing"] == {
+        "applied_filters": None,
+        "consumed_phrases": [],
+        "pinned_documents": [],
+        "router": "off",
+        "fallback": None,
+    }
 
 
 def test_routing_only_narrows_the_callers_own_filter(stack: Stack) -> None:
