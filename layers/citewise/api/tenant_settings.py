@@ -21,6 +21,7 @@ def add_settings_routes(app: APIGatewayRestResolver) -> None:
 
     @app.get(
         "/v1/settings",
+        operation_id="getTenantSettings",
         summary="Your tenant's settings: ranking signals and routing vocabulary",
         description="Absent fields take the deployment's defaults. Any member of the tenant may read them.",
         tags=["settings"],
@@ -33,6 +34,7 @@ def add_settings_routes(app: APIGatewayRestResolver) -> None:
 
     @app.put(
         "/v1/settings",
+        operation_id="replaceTenantSettings",
         summary="Replace your tenant's settings (tenant admins only)",
         description=(
             "The whole document: a field left out returns to the deployment's default. Weights are 0-1, the "
