@@ -11,8 +11,9 @@ version): index create/exists/get/mapping/delete, `_bulk` (index, create, delete
 Search is exact: BM25 (k1 1.2, b 0.75) over `citewise.domain.textutil.content_terms` standing in for the
 `english` analyzer, and exact k-NN with OpenSearch's score transforms, honouring `filter` inside `knn`.
 Writes become searchable at a refresh (`_refresh`, or `?refresh=true|wait_for`), as on a domain; with
-`serverless=True` they are searchable at once, a client `_id` on index/create is refused per item and
-`_refresh` does not exist, as on a Serverless vector collection.
+`serverless=True` they become searchable `refresh_interval` seconds after they are written (0: at once;
+a vector collection takes up to about 60 s, tests use a fraction of a second), a client `_id` on
+index/create is refused per item and `_refresh` does not exist, as on a Serverless vector collection.
 
 Faults on demand: `fail_next_request` (a whole-request error, e.g. 429), `respond_next_raw` (a
 malformed answer), `stall_next_request` (a slow answer) and `fail_bulk_items` (per-item failures
@@ -99,6 +100,17 @@ class Index:
     live: dict[str, Json] = field(default_factory=dict)
     searchable: dict[str, Json] = field(default_factory=dict)
     seq_no: int = 0
+    pending: list[tuple[float, str, Json | None]] = field(default_factory=list)
+    """Serverless: writes not yet searchable, as (visible from, _id, source or None for a delete)."""
+
+    def publish(self, now: float) -> None:
+        """Make the pending writes due by `now` searchable, in the order they were written."""
+        while self.pending and self.pending[0][0] <= now:
+            _, doc_id, source = self.pending.pop(0)
+            if source is None:
+                self.searchable.pop(doc_id, None)
+            else:
+                self.searchable[doc_id] = source
 
 
 @dataclass
@@ -112,8 +124,11 @@ class _ItemFault:
 class FakeOpenSearch:
     """The state and behaviour behind the HTTP server; thread-safe."""
 
-    def __init__(self, *, serverless: bool = False, allow_explicit_index: bool = False) -> None:
+    def __init__(
+        self, *, serverless: bool = False, allow_explicit_index: bool = False, refresh_interval: float = 0.0
+    ) -> None:
         self.serverless = serverless
+        self.refresh_interval = refresh_interval
         # `rest.action.multi.allow_explicit_index`: true by default in OpenSearch, false on a hardened
         # domain; citewise must work with it off, so the double starts hardened.
         self.allow_explicit_index = allow_explicit_index
@@ -269,7 +284,7 @@ class FakeOpenSearch:
         if operation == "delete":
             found = index.live.pop(doc_id, None) is not None
             if self.serverless:
-                index.searchable.pop(doc_id, None)
+                self._visible_later(index, doc_id, None)
             return self._written(index, doc_id, "deleted" if found else "not_found", 200 if found else 404)
         if doc_id is not None and self.serverless:
             raise ApiError(
@@ -284,8 +299,14 @@ class FakeOpenSearch:
         created = doc_id not in index.live
         index.live[doc_id] = source
         if self.serverless:
-            index.searchable[doc_id] = source
+            self._visible_later(index, doc_id, source)
         return self._written(index, doc_id, "created" if created else "updated", 201 if created else 200)
+
+    def _visible_later(self, index: Index, doc_id: str, source: Json | None) -> None:
+        """Serverless: the write becomes searchable `refresh_interval` seconds from now."""
+        now = time.monotonic()
+        index.pending.append((now + self.refresh_interval, doc_id, source))
+        index.publish(now)
 
     @staticmethod
     def _written(index: Index, doc_id: str, result: str, status: int) -> Json:
@@ -304,6 +325,7 @@ class FakeOpenSearch:
     # --- search ------------------------------------------------------------------------------------
 
     def _search(self, index: Index, body: Json) -> Json:
+        index.publish(time.monotonic())
         unknown = set(body) - SEARCH_KEYS
         if unknown:
             raise ApiError(400, "parsing_exception", f"Unknown key for a START_OBJECT in [{sorted(unknown)[0]}].")
@@ -530,13 +552,24 @@ class _Searcher:
         order = terms.get("order", {"_count": "desc"})
         if order == {"_key": "asc"}:
             ranked = sorted(counts.items())
-        else:
+        elif order == {"_key": "desc"}:
+            ranked = sorted(counts.items(), reverse=True)
+        elif order == {"_count": "desc"}:
             ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        else:
+            raise ApiError(400, "illegal_argument_exception", f"the double does not order terms by {order}")
         size = int(terms.get("size", 10))
+        buckets = []
+        for key, count in ranked[:size]:
+            bucket: Json = {"key": key, "doc_count": count}
+            inside = [hit for hit in hits if key in self.values(hit[0], terms["field"])]
+            for name, sub in spec.get("aggs", spec.get("aggregations", {})).items():
+                bucket[name] = self.terms_agg(inside, sub)
+            buckets.append(bucket)
         return {
             "doc_count_error_upper_bound": 0,
             "sum_other_doc_count": sum(c for _, c in ranked[size:]),
-            "buckets": [{"key": key, "doc_count": count} for key, count in ranked[:size]],
+            "buckets": buckets,
         }
 
     # --- fields ------------------------------------------------------------------------------------
