@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import RequestError
+from opensearchpy.exceptions import RequestError, TransportError
 
 from citewise.aws.opensearch import OpenSearchIndex, connect
 from citewise.aws.opensearch_queries import index_body, new_generation
@@ -953,3 +953,22 @@ def test_a_partly_failed_write_on_serverless_takes_back_what_it_wrote(double: Do
     stored = [source["chunk"]["text"] for source in double.fake.indices["chunks"].live.values()]
     assert stored == (["walnut bread"] if double.fake.serverless else ["walnut cake"])
     assert [s.chunk.text for s in double.index.keyword_search(ALICE, "walnut", None, 5)] == ["walnut bread"]
+
+
+def test_the_double_refuses_non_finite_numbers_oversized_bulks_and_serverless_refresh(double: Double) -> None:
+    client = double.index._client
+    # A NaN in a vector goes out as a bare NaN token (Python's json), which OpenSearch cannot parse
+    chunk = make_chunk("acme", "doc", 0, "nan")
+    with pytest.raises(SearchBackendError, match="parse_exception"):
+        double.index.replace_document("acme", "doc", [chunk], [[float("nan")] * DIMENSION])
+    # A bulk body over the HTTP payload limit is refused whole
+    line = json.dumps({"delete": {"_id": "x" * 100}}) + "\n"
+    with pytest.raises(TransportError) as too_long:
+        client.bulk(body=line * (11 * 1024 * 1024 // len(line)), index="chunks")
+    assert too_long.value.status_code == 413
+    # and Serverless takes no refresh parameter, which a domain accepts
+    if double.fake.serverless:
+        with pytest.raises(RequestError, match="refresh"):
+            client.bulk(body=line, index="chunks", refresh="true")
+    else:
+        assert client.bulk(body=line, index="chunks", refresh="true")["errors"] is False

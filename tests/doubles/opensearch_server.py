@@ -6,6 +6,8 @@ version): index create/exists/get/mapping/delete, `_bulk` (index, create, delete
 - index bodies: field types, `knn_vector` methods (Faiss HNSW spaces and parameters), `index.knn`;
 - documents against the stored mapping: `dynamic: strict`, dynamic templates (`path_match`), value
   types, vector dimensions, object vs value; errors carry OpenSearch's types and reasons;
+- request bodies: NaN and Infinity tokens are refused (Python's json writes them, OpenSearch's parser
+  does not read them), a bulk body over 10 MiB is a 413, and on Serverless a `refresh` parameter is refused;
 - queries: only the query types and search keys it knows (an unknown one is a 400, as in OpenSearch),
   the query vector's dimension, numeric terms on numeric fields.
 Search is exact: BM25 (k1 1.2, b 0.75) over `citewise.domain.textutil.content_terms` standing in for the
@@ -58,6 +60,7 @@ FIELD_TYPES = {
 OBJECT_TYPES = {"object", "nested"}
 TOTAL_FIELDS_LIMIT = 1000  # index.mapping.total_fields.limit's default
 MAX_CLAUSE_COUNT = 1024  # indices.query.bool.max_clause_count's default
+MAX_CONTENT_LENGTH = 10 * 1024 * 1024  # the smallest OpenSearch Service payload limit (HTTP 413 above it)
 # Leaf queries, as Lucene 9's IndexSearcher counts them against max_clause_count (compound ones are not).
 LEAF_QUERIES = {"term", "terms", "range", "prefix", "wildcard", "exists", "match_none", "match_all", "ids", "knn"}
 FAISS_SPACES = {"l2", "innerproduct"}  # cosinesimil on Faiss arrives in 2.19
@@ -113,6 +116,16 @@ class Index:
                 self.searchable[doc_id] = source
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """One request as received: method, path, query parameters and the raw body."""
+
+    method: str
+    path: str
+    params: dict[str, str]
+    body: bytes
+
+
 @dataclass
 class _ItemFault:
     match: Callable[[str, Json | None], bool]
@@ -134,6 +147,8 @@ class FakeOpenSearch:
         self.allow_explicit_index = allow_explicit_index
         self.indices: dict[str, Index] = {}
         self.requests: list[tuple[str, str, dict[str, str], int]] = []
+        self.wire: list[Recorded] = []
+        """Every request as it went over the wire, for checking against the API specification."""
         self._lock = threading.Lock()
         self._request_faults: list[tuple[str | None, str | None, Response]] = []
         self._item_faults: list[_ItemFault] = []
@@ -177,6 +192,7 @@ class FakeOpenSearch:
             time.sleep(stall[1])  # outside the lock: other requests go on meanwhile
         with self._lock:
             self.requests.append((method, url.path, params, len(body)))
+            self.wire.append(Recorded(method, url.path, params, body))
             for position, (path, verb, response) in enumerate(self._request_faults):
                 if (path is None or path in url.path) and verb in (None, method):
                     del self._request_faults[position]
@@ -247,13 +263,17 @@ class FakeOpenSearch:
     # --- bulk --------------------------------------------------------------------------------------
 
     def _bulk(self, default_index: str | None, body: bytes, params: dict[str, str]) -> Json:
+        if len(body) > MAX_CONTENT_LENGTH:
+            raise ApiError(413, "content_too_long_exception", f"request body exceeds {MAX_CONTENT_LENGTH} bytes")
+        if self.serverless and "refresh" in params:
+            raise ApiError(400, "illegal_argument_exception", "refresh is not supported by Serverless collections")
         lines = iter(line for line in body.decode().split("\n") if line.strip())
         faults, used = self._item_faults, set()
         items: list[Json] = []
         touched: set[str] = set()
         for line in lines:
-            ((operation, meta),) = json.loads(line).items()
-            source = json.loads(next(lines)) if operation in ("index", "create") else None
+            ((operation, meta),) = _parse(line.encode()).items()
+            source = _parse(next(lines).encode()) if operation in ("index", "create") else None
             if "_index" in meta and not self.allow_explicit_index:
                 raise ApiError(400, "illegal_argument_exception", "explicit index in bulk is not allowed")
             name = meta.get("_index", default_index)
@@ -887,9 +907,14 @@ def _parse(body: bytes) -> Json:
     if not body:
         return None
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_non_finite)
     except json.JSONDecodeError as exc:
         raise ApiError(400, "parse_exception", f"request body is not JSON: {exc}") from None
+
+
+def _non_finite(token: str) -> Json:
+    """OpenSearch's JSON parser (Jackson, strict) refuses NaN and Infinity, which Python's json writes."""
+    raise ApiError(400, "parse_exception", f"Non-standard token '{token}': not a valid JSON number")
 
 
 def _json_response(status: int, body: Json) -> Response:
