@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from citewise.domain.textutil import content_terms
@@ -124,6 +124,7 @@ class Recorded:
     path: str
     params: dict[str, str]
     body: bytes
+    status: int
 
 
 @dataclass
@@ -137,11 +138,15 @@ class _ItemFault:
 class FakeOpenSearch:
     """The state and behaviour behind the HTTP server; thread-safe."""
 
+    created: ClassVar[list[FakeOpenSearch]] = []
+    """Every double made (a test fixture clears it), for checking what each received."""
+
     def __init__(
         self, *, serverless: bool = False, allow_explicit_index: bool = False, refresh_interval: float = 0.0
     ) -> None:
         self.serverless = serverless
         self.refresh_interval = refresh_interval
+        FakeOpenSearch.created.append(self)
         # `rest.action.multi.allow_explicit_index`: true by default in OpenSearch, false on a hardened
         # domain; citewise must work with it off, so the double starts hardened.
         self.allow_explicit_index = allow_explicit_index
@@ -192,16 +197,20 @@ class FakeOpenSearch:
             time.sleep(stall[1])  # outside the lock: other requests go on meanwhile
         with self._lock:
             self.requests.append((method, url.path, params, len(body)))
-            self.wire.append(Recorded(method, url.path, params, body))
-            for position, (path, verb, response) in enumerate(self._request_faults):
-                if (path is None or path in url.path) and verb in (None, method):
-                    del self._request_faults[position]
-                    return response
-            try:
-                status, answer = self._route(method, parts, params, body)
-            except ApiError as exc:
-                return _json_response(exc.status, exc.body())
-            return _json_response(status, answer)
+            response = self._answer(method, url.path, parts, params, body)
+            self.wire.append(Recorded(method, url.path, params, body, response[0]))
+            return response
+
+    def _answer(self, method: str, path: str, parts: list[str], params: dict[str, str], body: bytes) -> Response:
+        for position, (fault_path, verb, response) in enumerate(self._request_faults):
+            if (fault_path is None or fault_path in path) and verb in (None, method):
+                del self._request_faults[position]
+                return response
+        try:
+            status, answer = self._route(method, parts, params, body)
+        except ApiError as exc:
+            return _json_response(exc.status, exc.body())
+        return _json_response(status, answer)
 
     def _route(self, method: str, parts: list[str], params: dict[str, str], body: bytes) -> tuple[int, Json]:
         if not parts:

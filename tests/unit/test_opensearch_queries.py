@@ -432,7 +432,7 @@ def test_document_chunks_query_pages_on_chunk_id_and_generation() -> None:
 
     # Then both filter by tenant and document, sort on a unique key and return ids only
     scope = [{"term": {"tenant_id": "acme"}}, {"term": {"doc_id": "doc-1"}}]
-    order = [{"chunk_id": "asc"}, {"generation": "asc"}]
+    order = ["chunk_id", "generation"]
     assert first == {
         "size": 1000,
         "_source": False,

@@ -430,7 +430,10 @@ def bm25_query(text: str, k: int, caller: Caller, filters: Filter | None, supers
 
 
 PAGE_SIZE = 1000
-_DOCUMENT_ORDER = [{"chunk_id": "asc"}, {"generation": "asc"}]
+# Field names alone (ascending, the default for a field): the API specification's `Sort` is a `oneOf`
+# that a `{"field": "asc"}` object matches twice (FieldWithDirection and SortOptions), so a plain name is
+# the one form it accepts unambiguously.
+_DOCUMENT_ORDER = ["chunk_id", "generation"]
 
 
 def document_chunks_query(
