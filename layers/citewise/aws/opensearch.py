@@ -346,7 +346,9 @@ class OpenSearchIndex:
 
     def sources(self, caller: Caller) -> list[str]:
         with _translated("list sources"):
-            answer = self._client.search(index=self._index, body=q.sources_query(caller))
+            answer = self._client.search(
+                index=self._index, body=q.sources_query(caller), **self._budget("list sources")
+            )
         with _malformed("list sources"):
             return sorted(
                 str(bucket["key"]) for bucket in answer["aggregations"]["sources"]["buckets"] if bucket["key"]
