@@ -15,6 +15,7 @@ reserves nothing from an account's concurrency pool (a new account may have as l
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -22,9 +23,10 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from citewise.runtime.settings import IngestSettings
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
-from citewise_infra.functions import CitewiseFunction
+from citewise_infra.functions import CitewiseFunction, settings_environment
 from citewise_infra.nag import acknowledge
 from citewise_infra.storage import Storage
 
@@ -96,6 +98,8 @@ class Ingestion(Construct):
         storage.bucket.add_event_notification(s3.EventType.LIFECYCLE_EXPIRATION, destination, prefix)
         self._acknowledge_notifications_handler()
         self.queue.grant_consume_messages(function.role)
+        if config.search.mode == "serverless":
+            self._deliver_delayed_sweeps(function)
         self.event_source_mapping = lambda_.EventSourceMapping(
             self,
             "EventSourceMapping",
@@ -106,6 +110,17 @@ class Ingestion(Construct):
             report_batch_item_failures=True,
             max_concurrency=ingest.max_concurrency,
         )
+
+    def _deliver_delayed_sweeps(self, function: CitewiseFunction) -> None:
+        """A Serverless collection's delayed stale-chunk sweeps (`citewise.aws.sqs_sweeps`): the ingest
+        function sends them to its own queue. SendMessage on that queue only, and the queue key's
+        GenerateDataKey/Decrypt that sending to an encrypted queue needs (the key is the queues' own)."""
+        for name, value in settings_environment(IngestSettings, {"sweep_queue_url": self.queue.queue_url}).items():
+            function.function.add_environment(name, value)
+        function.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
+        )
+        self.key.grant(function.role, "kms:GenerateDataKey", "kms:Decrypt")
 
     def _acknowledge_notifications_handler(self) -> None:
         # CDK manages bucket notifications with one singleton function per stack.

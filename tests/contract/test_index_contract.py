@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,14 +29,15 @@ from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import RequestError
+from opensearchpy.exceptions import RequestError, TransportError
 
 from citewise.aws.opensearch import OpenSearchIndex, connect
-from citewise.aws.opensearch_queries import index_body
+from citewise.aws.opensearch_queries import index_body, new_generation
 from citewise.builtin.hashing import HashingEmbedder
-from citewise.domain.errors import SearchBackendError, ThrottledError
+from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
 from citewise.domain.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, Visibility
 from citewise.ports.index import ScoredChunk, VectorIndex
+from citewise.ports.sweeps import StaleSweep
 from citewise_local.index import LocalIndex
 from tests.doubles.opensearch_server import FakeOpenSearch, RunningServer, running
 from tests.unit.test_filters import CASES, POSITIVE_ON_MISSING, TYPE_MISMATCHES
@@ -684,10 +686,24 @@ def test_a_failure_between_write_and_delete_leaves_a_superset_that_the_next_repl
         double.index._client.indices.refresh(index="chunks")
     between = sorted(keyword(double.index, ALICE, "pepper ginger"))
 
-    # Then readers saw the new chunk beside old ones (never fewer), and a retry converges
-    assert new.chunk_id in between and "acme-doc-00002" in between
+    # Then the old chunks are still stored (never fewer), readers saw the new chunk beside them on a
+    # domain and the newest generation alone on Serverless (it hides superseded chunks), and a retry converges
+    overwritten = 1 if double.fake.serverless else 0  # a domain overwrites chunk 0 in place (same _id)
+    assert stored_chunk_ids(double.fake, "doc") == ["acme-doc-00000"] * (1 + overwritten) + [
+        "acme-doc-00001",
+        "acme-doc-00002",
+    ]
+    if double.fake.serverless:
+        assert between == [new.chunk_id]
+    else:
+        assert new.chunk_id in between and "acme-doc-00002" in between
     put(double.index, new)
     assert keyword(double.index, ALICE, "pepper ginger") == [new.chunk_id]
+
+
+def stored_chunk_ids(fake: FakeOpenSearch, doc_id: str) -> list[str]:
+    """The chunk ids of `doc_id` the double holds (searchable or not), sorted: what counts would see."""
+    return sorted(source["chunk_id"] for source in fake.indices["chunks"].live.values() if source["doc_id"] == doc_id)
 
 
 def test_writes_respect_the_payload_limit_and_pages_cover_every_chunk(double: Double) -> None:
@@ -814,3 +830,145 @@ def test_the_double_answers_mistakes_as_opensearch_does(double: Double) -> None:
     # When an index asks for Faiss cosinesimil (OpenSearch 2.19+, not Serverless's 2.17) / Then it is refused
     with pytest.raises(RequestError):
         client.indices.create(index="other", body=index_body(8, embedder="e", space_type="cosinesimil"))
+
+
+# --- Serverless refresh lag -------------------------------------------------------------------------
+
+REFRESH_INTERVAL = 0.4  # seconds; a vector collection takes up to about 60
+
+
+class RecordedSweeps:
+    """A SweepScheduler that keeps the sweeps, for the test to deliver when it chooses."""
+
+    def __init__(self) -> None:
+        self.sweeps: list[StaleSweep] = []
+
+    def schedule(self, sweep: StaleSweep) -> None:
+        self.sweeps.append(sweep)
+
+
+@dataclass
+class Lagging:
+    """An adapter on a Serverless double whose writes become searchable after `REFRESH_INTERVAL`."""
+
+    index: OpenSearchIndex
+    fake: FakeOpenSearch
+    sweeps: RecordedSweeps
+
+    def wait_for_refresh(self) -> None:
+        time.sleep(REFRESH_INTERVAL + 0.1)
+
+
+@pytest.fixture
+def lagging() -> Iterator[Lagging]:
+    with running(FakeOpenSearch(serverless=True, refresh_interval=REFRESH_INTERVAL)) as server:
+        client = OpenSearch(hosts=[server.url], timeout=10)
+        sweeps = RecordedSweeps()
+        index = OpenSearchIndex(client, "chunks", serverless=True, sweeps=sweeps)
+        index.ensure(EMBEDDER.name, DIMENSION)
+        yield Lagging(index, server.fake, sweeps)
+        client.close()
+
+
+def test_a_replace_inside_the_refresh_window_shows_no_stale_chunk_and_the_delayed_sweep_removes_them(
+    lagging: Lagging,
+) -> None:
+    # Given a document of three chunks replaced by two before the first write became searchable
+    put(lagging.index, *(make_chunk("acme", "doc", i, f"pepper old part {i}") for i in range(3)))
+    put(lagging.index, *(make_chunk("acme", "doc", i, f"ginger new part {i}") for i in range(2)))
+
+    # Then the replace's own sweep could not see the old chunks: both generations are stored
+    assert len(stored_chunk_ids(lagging.fake, "doc")) == 5
+    lagging.wait_for_refresh()
+
+    # and once both are searchable, no old text takes a result slot, by keyword or by vector
+    assert keyword(lagging.index, ALICE, "pepper") == []
+    assert sorted(keyword(lagging.index, ALICE, "ginger pepper part")) == ["acme-doc-00000", "acme-doc-00001"]
+    assert sorted(vector(lagging.index, ALICE, "pepper old part 2", limit=2)) == ["acme-doc-00000", "acme-doc-00001"]
+    texts = [s.chunk.text for s in lagging.index.vector_search(ALICE, EMBEDDER.embed_query("part"), None, 10)]
+    assert sorted(texts) == ["ginger new part 0", "ginger new part 1"]
+
+    # When the sweeps the replaces scheduled arrive (newest first: delivery order is not guaranteed)
+    assert [(s.tenant_id, s.doc_id) for s in lagging.sweeps.sweeps] == [("acme", "doc")] * 2
+    first, second = lagging.sweeps.sweeps
+    assert first.before < second.before
+    removed = [lagging.index.sweep_stale(second), lagging.index.sweep_stale(first)]
+
+    # Then the old chunks are gone, the count is the new version's, and the earlier sweep touched nothing new
+    assert removed == [3, 0]
+    assert stored_chunk_ids(lagging.fake, "doc") == ["acme-doc-00000", "acme-doc-00001"]
+
+
+def test_a_document_made_private_hides_its_older_shared_chunks_from_others_at_once(lagging: Lagging) -> None:
+    # Given a shared document made private to alice inside the refresh window
+    put(lagging.index, make_chunk("acme", "doc", 0, "salary table 2023"))
+    put(lagging.index, make_chunk("acme", "doc", 0, "salary table 2024", visibility=Visibility.PRIVATE))
+    lagging.wait_for_refresh()
+
+    # Then bob (who may read only the old, shared generation) sees nothing of it; alice the new one
+    assert keyword(lagging.index, BOB, "salary table") == []
+    assert [s.chunk.text for s in lagging.index.keyword_search(ALICE, "salary", None, 5)] == ["salary table 2024"]
+
+
+def test_a_delete_inside_the_refresh_window_is_completed_by_its_delayed_sweep(lagging: Lagging) -> None:
+    # Given a document deleted before its chunks became searchable, then another document written
+    put(lagging.index, make_chunk("acme", "doc", 0, "fennel seeds"))
+    assert lagging.index.delete_document("acme", "doc") == 0
+    put(lagging.index, make_chunk("acme", "other", 0, "fennel tea"))
+    lagging.wait_for_refresh()
+
+    # When the delete's delayed sweep arrives
+    assert [s.doc_id for s in lagging.sweeps.sweeps] == ["doc", "doc", "other"]
+    assert lagging.index.sweep_stale(lagging.sweeps.sweeps[1]) == 1
+
+    # Then nothing of the deleted document is left, and the other document is untouched
+    assert stored_chunk_ids(lagging.fake, "doc") == []
+    lagging.wait_for_refresh()  # a delete too is searched only after a refresh
+    assert keyword(lagging.index, ALICE, "fennel") == ["acme-other-00000"]
+
+
+def test_a_sweep_naming_a_generation_in_the_future_is_refused(lagging: Lagging) -> None:
+    # Given a document, and a sweep message claiming a generation a day ahead (forged or a broken clock)
+    put(lagging.index, make_chunk("acme", "doc", 0, "anise"))
+    ahead = new_generation(time.time_ns() + 86_400 * 10**9)
+
+    # Then it is refused, and deletes nothing
+    with pytest.raises(ValidationError, match="in the future"):
+        lagging.index.sweep_stale(StaleSweep(tenant_id="acme", doc_id="doc", before=ahead))
+    assert stored_chunk_ids(lagging.fake, "doc") == ["acme-doc-00000"]
+
+
+def test_a_partly_failed_write_on_serverless_takes_back_what_it_wrote(double: Double) -> None:
+    # Given a document indexed once
+    put(double.index, make_chunk("acme", "doc", 0, "walnut bread"))
+
+    # When a replace of two chunks fails on its second
+    new = [make_chunk("acme", "doc", 0, "walnut cake"), make_chunk("acme", "doc", 1, "pepper cake")]
+    double.fake.fail_bulk_items(_source_chunk_id(new[1].chunk_id), status=400, kind="mapper_parsing_exception")
+    with pytest.raises(SearchBackendError):
+        put(double.index, *new)
+
+    # Then on Serverless the written chunk is taken back (readers show the newest generation only, which
+    # would otherwise be the partial one); a domain overwrote chunk 0 in place (same _id) and keeps it
+    stored = [source["chunk"]["text"] for source in double.fake.indices["chunks"].live.values()]
+    assert stored == (["walnut bread"] if double.fake.serverless else ["walnut cake"])
+    assert [s.chunk.text for s in double.index.keyword_search(ALICE, "walnut", None, 5)] == ["walnut bread"]
+
+
+def test_the_double_refuses_non_finite_numbers_oversized_bulks_and_serverless_refresh(double: Double) -> None:
+    client = double.index._client
+    # A NaN in a vector goes out as a bare NaN token (Python's json), which OpenSearch cannot parse
+    chunk = make_chunk("acme", "doc", 0, "nan")
+    with pytest.raises(SearchBackendError, match="parse_exception"):
+        double.index.replace_document("acme", "doc", [chunk], [[float("nan")] * DIMENSION])
+    # A bulk body over the HTTP payload limit is refused whole
+    line = json.dumps({"delete": {"_id": "x" * 100}}) + "\n"
+    with pytest.raises(TransportError) as too_long:
+        client.bulk(body=line * (11 * 1024 * 1024 // len(line)), index="chunks")
+    assert too_long.value.status_code == 413
+    # and Serverless takes no refresh parameter, which a domain accepts
+    if double.fake.serverless:
+        with pytest.raises(RequestError, match="refresh"):
+            client.bulk(body=line, index="chunks", refresh="true")
+    else:
+        assert client.bulk(body=line, index="chunks", refresh="true")["errors"] is False

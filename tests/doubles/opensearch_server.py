@@ -6,13 +6,16 @@ version): index create/exists/get/mapping/delete, `_bulk` (index, create, delete
 - index bodies: field types, `knn_vector` methods (Faiss HNSW spaces and parameters), `index.knn`;
 - documents against the stored mapping: `dynamic: strict`, dynamic templates (`path_match`), value
   types, vector dimensions, object vs value; errors carry OpenSearch's types and reasons;
+- request bodies: NaN and Infinity tokens are refused (Python's json writes them, OpenSearch's parser
+  does not read them), a bulk body over 10 MiB is a 413, and on Serverless a `refresh` parameter is refused;
 - queries: only the query types and search keys it knows (an unknown one is a 400, as in OpenSearch),
   the query vector's dimension, numeric terms on numeric fields.
 Search is exact: BM25 (k1 1.2, b 0.75) over `citewise.domain.textutil.content_terms` standing in for the
 `english` analyzer, and exact k-NN with OpenSearch's score transforms, honouring `filter` inside `knn`.
 Writes become searchable at a refresh (`_refresh`, or `?refresh=true|wait_for`), as on a domain; with
-`serverless=True` they are searchable at once, a client `_id` on index/create is refused per item and
-`_refresh` does not exist, as on a Serverless vector collection.
+`serverless=True` they become searchable `refresh_interval` seconds after they are written (0: at once;
+a vector collection takes up to about 60 s, tests use a fraction of a second), a client `_id` on
+index/create is refused per item and `_refresh` does not exist, as on a Serverless vector collection.
 
 Faults on demand: `fail_next_request` (a whole-request error, e.g. 429), `respond_next_raw` (a
 malformed answer), `stall_next_request` (a slow answer) and `fail_bulk_items` (per-item failures
@@ -35,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from citewise.domain.textutil import content_terms
@@ -57,6 +60,7 @@ FIELD_TYPES = {
 OBJECT_TYPES = {"object", "nested"}
 TOTAL_FIELDS_LIMIT = 1000  # index.mapping.total_fields.limit's default
 MAX_CLAUSE_COUNT = 1024  # indices.query.bool.max_clause_count's default
+MAX_CONTENT_LENGTH = 10 * 1024 * 1024  # the smallest OpenSearch Service payload limit (HTTP 413 above it)
 # Leaf queries, as Lucene 9's IndexSearcher counts them against max_clause_count (compound ones are not).
 LEAF_QUERIES = {"term", "terms", "range", "prefix", "wildcard", "exists", "match_none", "match_all", "ids", "knn"}
 FAISS_SPACES = {"l2", "innerproduct"}  # cosinesimil on Faiss arrives in 2.19
@@ -99,6 +103,28 @@ class Index:
     live: dict[str, Json] = field(default_factory=dict)
     searchable: dict[str, Json] = field(default_factory=dict)
     seq_no: int = 0
+    pending: list[tuple[float, str, Json | None]] = field(default_factory=list)
+    """Serverless: writes not yet searchable, as (visible from, _id, source or None for a delete)."""
+
+    def publish(self, now: float) -> None:
+        """Make the pending writes due by `now` searchable, in the order they were written."""
+        while self.pending and self.pending[0][0] <= now:
+            _, doc_id, source = self.pending.pop(0)
+            if source is None:
+                self.searchable.pop(doc_id, None)
+            else:
+                self.searchable[doc_id] = source
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as received: method, path, query parameters and the raw body."""
+
+    method: str
+    path: str
+    params: dict[str, str]
+    body: bytes
+    status: int
 
 
 @dataclass
@@ -112,13 +138,22 @@ class _ItemFault:
 class FakeOpenSearch:
     """The state and behaviour behind the HTTP server; thread-safe."""
 
-    def __init__(self, *, serverless: bool = False, allow_explicit_index: bool = False) -> None:
+    created: ClassVar[list[FakeOpenSearch]] = []
+    """Every double made (a test fixture clears it), for checking what each received."""
+
+    def __init__(
+        self, *, serverless: bool = False, allow_explicit_index: bool = False, refresh_interval: float = 0.0
+    ) -> None:
         self.serverless = serverless
+        self.refresh_interval = refresh_interval
+        FakeOpenSearch.created.append(self)
         # `rest.action.multi.allow_explicit_index`: true by default in OpenSearch, false on a hardened
         # domain; citewise must work with it off, so the double starts hardened.
         self.allow_explicit_index = allow_explicit_index
         self.indices: dict[str, Index] = {}
         self.requests: list[tuple[str, str, dict[str, str], int]] = []
+        self.wire: list[Recorded] = []
+        """Every request as it went over the wire, for checking against the API specification."""
         self._lock = threading.Lock()
         self._request_faults: list[tuple[str | None, str | None, Response]] = []
         self._item_faults: list[_ItemFault] = []
@@ -162,15 +197,20 @@ class FakeOpenSearch:
             time.sleep(stall[1])  # outside the lock: other requests go on meanwhile
         with self._lock:
             self.requests.append((method, url.path, params, len(body)))
-            for position, (path, verb, response) in enumerate(self._request_faults):
-                if (path is None or path in url.path) and verb in (None, method):
-                    del self._request_faults[position]
-                    return response
-            try:
-                status, answer = self._route(method, parts, params, body)
-            except ApiError as exc:
-                return _json_response(exc.status, exc.body())
-            return _json_response(status, answer)
+            response = self._answer(method, url.path, parts, params, body)
+            self.wire.append(Recorded(method, url.path, params, body, response[0]))
+            return response
+
+    def _answer(self, method: str, path: str, parts: list[str], params: dict[str, str], body: bytes) -> Response:
+        for position, (fault_path, verb, response) in enumerate(self._request_faults):
+            if (fault_path is None or fault_path in path) and verb in (None, method):
+                del self._request_faults[position]
+                return response
+        try:
+            status, answer = self._route(method, parts, params, body)
+        except ApiError as exc:
+            return _json_response(exc.status, exc.body())
+        return _json_response(status, answer)
 
     def _route(self, method: str, parts: list[str], params: dict[str, str], body: bytes) -> tuple[int, Json]:
         if not parts:
@@ -232,13 +272,17 @@ class FakeOpenSearch:
     # --- bulk --------------------------------------------------------------------------------------
 
     def _bulk(self, default_index: str | None, body: bytes, params: dict[str, str]) -> Json:
+        if len(body) > MAX_CONTENT_LENGTH:
+            raise ApiError(413, "content_too_long_exception", f"request body exceeds {MAX_CONTENT_LENGTH} bytes")
+        if self.serverless and "refresh" in params:
+            raise ApiError(400, "illegal_argument_exception", "refresh is not supported by Serverless collections")
         lines = iter(line for line in body.decode().split("\n") if line.strip())
         faults, used = self._item_faults, set()
         items: list[Json] = []
         touched: set[str] = set()
         for line in lines:
-            ((operation, meta),) = json.loads(line).items()
-            source = json.loads(next(lines)) if operation in ("index", "create") else None
+            ((operation, meta),) = _parse(line.encode()).items()
+            source = _parse(next(lines).encode()) if operation in ("index", "create") else None
             if "_index" in meta and not self.allow_explicit_index:
                 raise ApiError(400, "illegal_argument_exception", "explicit index in bulk is not allowed")
             name = meta.get("_index", default_index)
@@ -269,7 +313,7 @@ class FakeOpenSearch:
         if operation == "delete":
             found = index.live.pop(doc_id, None) is not None
             if self.serverless:
-                index.searchable.pop(doc_id, None)
+                self._visible_later(index, doc_id, None)
             return self._written(index, doc_id, "deleted" if found else "not_found", 200 if found else 404)
         if doc_id is not None and self.serverless:
             raise ApiError(
@@ -284,8 +328,14 @@ class FakeOpenSearch:
         created = doc_id not in index.live
         index.live[doc_id] = source
         if self.serverless:
-            index.searchable[doc_id] = source
+            self._visible_later(index, doc_id, source)
         return self._written(index, doc_id, "created" if created else "updated", 201 if created else 200)
+
+    def _visible_later(self, index: Index, doc_id: str, source: Json | None) -> None:
+        """Serverless: the write becomes searchable `refresh_interval` seconds from now."""
+        now = time.monotonic()
+        index.pending.append((now + self.refresh_interval, doc_id, source))
+        index.publish(now)
 
     @staticmethod
     def _written(index: Index, doc_id: str, result: str, status: int) -> Json:
@@ -304,6 +354,7 @@ class FakeOpenSearch:
     # --- search ------------------------------------------------------------------------------------
 
     def _search(self, index: Index, body: Json) -> Json:
+        index.publish(time.monotonic())
         unknown = set(body) - SEARCH_KEYS
         if unknown:
             raise ApiError(400, "parsing_exception", f"Unknown key for a START_OBJECT in [{sorted(unknown)[0]}].")
@@ -530,13 +581,24 @@ class _Searcher:
         order = terms.get("order", {"_count": "desc"})
         if order == {"_key": "asc"}:
             ranked = sorted(counts.items())
-        else:
+        elif order == {"_key": "desc"}:
+            ranked = sorted(counts.items(), reverse=True)
+        elif order == {"_count": "desc"}:
             ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        else:
+            raise ApiError(400, "illegal_argument_exception", f"the double does not order terms by {order}")
         size = int(terms.get("size", 10))
+        buckets = []
+        for key, count in ranked[:size]:
+            bucket: Json = {"key": key, "doc_count": count}
+            inside = [hit for hit in hits if key in self.values(hit[0], terms["field"])]
+            for name, sub in spec.get("aggs", spec.get("aggregations", {})).items():
+                bucket[name] = self.terms_agg(inside, sub)
+            buckets.append(bucket)
         return {
             "doc_count_error_upper_bound": 0,
             "sum_other_doc_count": sum(c for _, c in ranked[size:]),
-            "buckets": [{"key": key, "doc_count": count} for key, count in ranked[:size]],
+            "buckets": buckets,
         }
 
     # --- fields ------------------------------------------------------------------------------------
@@ -854,9 +916,14 @@ def _parse(body: bytes) -> Json:
     if not body:
         return None
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_non_finite)
     except json.JSONDecodeError as exc:
         raise ApiError(400, "parse_exception", f"request body is not JSON: {exc}") from None
+
+
+def _non_finite(token: str) -> Json:
+    """OpenSearch's JSON parser (Jackson, strict) refuses NaN and Infinity, which Python's json writes."""
+    raise ApiError(400, "parse_exception", f"Non-standard token '{token}': not a valid JSON number")
 
 
 def _json_response(status: int, body: Json) -> Response:

@@ -67,6 +67,7 @@ DEPLOY_TIME = {
     "CITEWISE_OPENSEARCH_ENDPOINT": "https://search-citewise-dev-abc.us-east-1.es.amazonaws.com",
     "CITEWISE_REGISTRY_TABLE": "citewise-dev-Registry-ABC",
     "CITEWISE_DOCUMENTS_BUCKET": "citewise-dev-documents-abc",
+    "CITEWISE_SWEEP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
 }
 
 
@@ -136,6 +137,8 @@ def test_the_environment_validates_as_the_functions_settings(
     assert settings.index_name == config.search.index_name
     if key in ("ingest", "documents"):
         assert settings.tombstone_retention_days == config.data.tombstone_retention_days
+    # only the ingest function of a Serverless stack sends delayed sweeps
+    assert (settings.sweep_queue_url is not None) == (key == "ingest" and config.search.mode == "serverless")
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map

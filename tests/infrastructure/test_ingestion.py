@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .conftest import Synth
-from .templates import references
+from .templates import actions_on, all_actions, flat, references, role_statements
 
 
 def test_the_queue_is_encrypted_redrives_to_the_dlq_and_outlasts_six_function_timeouts(synth: Synth) -> None:
@@ -92,3 +92,29 @@ def test_ingestion_starts_only_after_the_index_exists(synth: Synth) -> None:
     assert references(mapping["Properties"]["FunctionName"]) == {
         synth.logical_id(synth.stack.functions.ingest.function)
     }
+
+
+def test_on_serverless_the_ingest_function_may_send_delayed_sweeps_to_its_own_queue_only(synth: Synth) -> None:
+    ingest = synth.stack.functions.ingest
+    queue_id = synth.logical_id(synth.stack.ingestion.queue)
+    environment = synth.resources[synth.logical_id(ingest.function)]["Properties"]["Environment"]["Variables"]
+    statements = role_statements(synth, synth.logical_id(ingest.role))
+    senders = [s for s in statements if "sqs:SendMessage" in s.actions]
+    if synth.stack.config.search.mode != "serverless":
+        # A domain refreshes before its sweep: no sweeps, so no permission and no variable
+        assert senders == [] and "CITEWISE_SWEEP_QUEUE_URL" not in environment
+        return
+    assert environment["CITEWISE_SWEEP_QUEUE_URL"] == {"Ref": queue_id}
+    # SendMessage beside what consuming needs, on the ingest queue alone (CDK merges the statements)
+    consume = {
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueUrl",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+    }
+    assert actions_on(statements, queue_id) == consume | {"sqs:SendMessage"}
+    assert all(sender.resources == (flat({"Fn::GetAtt": [queue_id, "Arn"]}),) for sender in senders)
+    # and no other role may send to the queue
+    for function in (synth.stack.functions.query, synth.stack.functions.documents, synth.stack.functions.bootstrap):
+        assert "sqs:SendMessage" not in all_actions(role_statements(synth, synth.logical_id(function.role)))

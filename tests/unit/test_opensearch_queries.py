@@ -397,7 +397,7 @@ def test_knn_query_puts_access_and_user_filters_inside_the_knn_clause() -> None:
     # Then the filter is the knn clause's own (efficient filtering), and only the chunk is returned
     assert body == {
         "size": 5,
-        "_source": {"includes": ["chunk"]},
+        "_source": {"includes": ["chunk", "generation"]},
         "track_total_hits": False,
         "query": {
             "knn": {
@@ -414,7 +414,7 @@ def test_knn_query_puts_access_and_user_filters_inside_the_knn_clause() -> None:
 def test_bm25_query_matches_text_inside_the_same_filter() -> None:
     assert q.bm25_query("rotate keys", 7, CALLER, None) == {
         "size": 7,
-        "_source": {"includes": ["chunk"]},
+        "_source": {"includes": ["chunk", "generation"]},
         "track_total_hits": False,
         "query": {
             "bool": {
@@ -432,7 +432,7 @@ def test_document_chunks_query_pages_on_chunk_id_and_generation() -> None:
 
     # Then both filter by tenant and document, sort on a unique key and return ids only
     scope = [{"term": {"tenant_id": "acme"}}, {"term": {"doc_id": "doc-1"}}]
-    order = [{"chunk_id": "asc"}, {"generation": "asc"}]
+    order = ["chunk_id", "generation"]
     assert first == {
         "size": 1000,
         "_source": False,

@@ -35,6 +35,7 @@ THROTTLING_CODES = frozenset(
         "SlowDown",
         "ServiceQuotaExceededException",
         "ModelNotReadyException",
+        "RequestThrottled",  # SQS
         # Bedrock's 503 "try again later": capacity, not a fault of the request.
         "ServiceUnavailableException",
     }

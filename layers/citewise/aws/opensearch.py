@@ -19,15 +19,26 @@ domain, every few seconds on Serverless), the new chunks *beside* the old chunks
 the new version alone. On Serverless an old and a new chunk can share a `chunk_id` in that window:
 searches return each `chunk_id` once (the better scored). Nothing is deleted before every new chunk is
 written, so a failure half-way leaves old and new chunks side by side, never a document emptied;
-running the replace again converges (the ingest queue retries it). On Serverless, a chunk written less
-than a refresh interval before a replace may be invisible to its stale-chunk search; the next replace
-or delete of the document removes it.
+running the replace again converges (the ingest queue retries it).
+
+Serverless refresh lag. A vector collection makes writes searchable only after a refresh interval (AWS
+documents up to about 60 seconds) and has no refresh API, so step 2 cannot see chunks written less
+than that before: a document replaced twice in quick succession keeps the first replace's chunks.
+Two things make that harmless:
+- readers drop them: generations order by write time (`opensearch_queries.new_generation`), and every
+  Serverless search asks, in one aggregation over the hit documents, for each document's newest
+  searchable generation; a hit of an older one is dropped (so a superseded chunk never takes a result
+  slot once its successor is searchable; until then the reader sees the previous version whole);
+- a delayed sweep removes them: after a replace or delete on Serverless the index asks its
+  `SweepScheduler` (the ingest queue, `citewise.aws.sqs_sweeps`) to deliver a `StaleSweep` after the
+  refresh window, which deletes the document's chunks of every generation older than the replace's
+  (`sweep_stale`), so chunk counts come right and a later replace is never touched.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,15 +57,18 @@ from opensearchpy.exceptions import (
 from citewise.aws import opensearch_queries as q
 from citewise.domain import deadline
 from citewise.domain.access import may_read
-from citewise.domain.errors import CitewiseError, SearchBackendError, ThrottledError
+from citewise.domain.errors import CitewiseError, SearchBackendError, ThrottledError, ValidationError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
 from citewise.ports.index import ScoredChunk
+from citewise.ports.sweeps import StaleSweep, SweepScheduler
 
 logger = logging.getLogger(__name__)
 
 _HASH_BATCH = 500
 _THROTTLED_TYPES = frozenset({"es_rejected_execution_exception", "rejected_execution_exception"})
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+_CURRENT_ROUNDS = 3  # searches at most per Serverless read that meets superseded chunks
+_CLOCK_SKEW_NS = 300 * 10**9  # a sweep naming a generation further ahead than this is refused
 
 
 class OpenSearchIndex:
@@ -62,7 +76,9 @@ class OpenSearchIndex:
 
     `client` is an `opensearchpy.OpenSearch` (see `connect`); `serverless` says whether it talks to a
     Serverless vector collection, which assigns document ids itself and has no refresh API. `timeout`
-    bounds each request, cut shorter to the invocation's budget (`citewise.domain.deadline`).
+    bounds each request, cut shorter to the invocation's budget (`citewise.domain.deadline`). `sweeps`
+    receives the delayed stale-chunk sweeps of a Serverless collection (see the module doc); without
+    one, the next replace or delete of a document removes what its sweep could not see.
     """
 
     def __init__(
@@ -74,8 +90,12 @@ class OpenSearchIndex:
         max_bulk_bytes: int = q.MAX_BULK_BYTES,
         page_size: int = q.PAGE_SIZE,
         timeout: float = 30.0,
+        sweeps: SweepScheduler | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._client = client
+        self._sweeps = sweeps
+        self._clock_ns = clock_ns
         self._timeout = timeout
         self._index = index_name
         self._serverless = serverless
@@ -126,28 +146,67 @@ class OpenSearchIndex:
             if chunk.document.tenant_id != tenant_id or chunk.document.doc_id != doc_id:
                 raise ValueError("every chunk must belong to the document being replaced")
             self._check_dimension(len(vector), "a chunk vector")
-        generation = uuid.uuid4().hex
+        generation = q.new_generation(self._clock_ns())
         actions = q.bulk_actions(chunks, vectors, generation=generation, serverless=self._serverless)
-        written = set(self._bulk(actions, [chunk.chunk_id for chunk in chunks]))
+        written = set(self._write_generation(actions, [chunk.chunk_id for chunk in chunks]))
         # Excluding the written ids as well as the generation matters on a domain: before a refresh the
         # search still sees the old version of an overwritten id, which must not be deleted.
         stale = [i for i in self._chunk_ids(tenant_id, doc_id, keep_generation=generation) if i not in written]
         self._bulk(q.delete_actions(stale), stale)
         self._refresh()
+        self._sweep_later(tenant_id, doc_id, generation)
 
     def delete_document(self, tenant_id: str, doc_id: str) -> int:
+        # Chunks written from here on belong to a later version: the delayed sweep leaves them.
+        marker = q.new_generation(self._clock_ns())
         ids = list(self._chunk_ids(tenant_id, doc_id))
+        deleted = self._bulk(q.delete_actions(ids), ids)
+        self._refresh()
+        self._sweep_later(tenant_id, doc_id, marker)
+        return len(deleted)
+
+    def sweep_stale(self, sweep: StaleSweep) -> int:
+        """Delete the document's chunks of generations older than `sweep.before` (a delayed sweep, see
+        the module doc); the number deleted. A generation further in the future than any clock skew
+        explains is refused: it would delete the versions written until then."""
+        if sweep.before > q.new_generation(self._clock_ns() + _CLOCK_SKEW_NS):
+            raise ValidationError("a stale-chunk sweep names a generation in the future", details={"doc": sweep.doc_id})
+        ids = list(self._chunk_ids(sweep.tenant_id, sweep.doc_id, before_generation=sweep.before))
         deleted = self._bulk(q.delete_actions(ids), ids)
         self._refresh()
         return len(deleted)
 
-    def _bulk(self, actions: Sequence[tuple[q.Body, q.Body | None]], labels: Sequence[str]) -> list[str]:
-        """Send `actions` in payloads of at most `max_bulk_bytes`; the `_id`s indexed or deleted.
+    def _sweep_later(self, tenant_id: str, doc_id: str, generation: str) -> None:
+        """On Serverless, have the sweep run again once the refresh window has passed (module doc)."""
+        if self._serverless and self._sweeps is not None:
+            self._sweeps.schedule(StaleSweep(tenant_id=tenant_id, doc_id=doc_id, before=generation))
+
+    def _write_generation(self, actions: Sequence[tuple[q.Body, q.Body | None]], labels: Sequence[str]) -> list[str]:
+        """Write a new generation's chunks; the `_id`s written. On Serverless a failed write takes back
+        what it wrote: readers there show a document's newest generation only, so a partial one would
+        hide the previous version, whole, that they see instead. (A domain's ids overwrite in place.)"""
+        done: list[str] = []
+        try:
+            self._bulk(actions, labels, done)
+        except CitewiseError:
+            if self._serverless and done:
+                try:
+                    self._bulk(q.delete_actions(done), done)
+                except CitewiseError:  # the next replace or the delayed sweep removes them
+                    logger.warning("could not take back a partly written generation", extra={"chunks": len(done)})
+            raise
+        return done
+
+    def _bulk(
+        self, actions: Sequence[tuple[q.Body, q.Body | None]], labels: Sequence[str], done: list[str] | None = None
+    ) -> list[str]:
+        """Send `actions` in payloads of at most `max_bulk_bytes`; the `_id`s indexed or deleted, also
+        appended to `done` as they succeed (so a caller knows them when a later payload fails).
 
         `labels[i]` names action i in errors (a chunk id). A delete of a missing document is not an
         error. Permanent item failures win over throttled ones: retrying would not fix them.
         """
-        done: list[str] = []
+        done = [] if done is None else done
         for body, positions in q.bulk_payloads(actions, self._max_bulk_bytes):
             with _translated("bulk write"):
                 answer = self._client.bulk(body=body, index=self._index, **self._budget("bulk write"))
@@ -175,12 +234,20 @@ class OpenSearchIndex:
                 )
         return done
 
-    def _chunk_ids(self, tenant_id: str, doc_id: str, *, keep_generation: str | None = None) -> Iterator[str]:
-        """The `_id` of every chunk of the document, except those of `keep_generation`."""
+    def _chunk_ids(
+        self, tenant_id: str, doc_id: str, *, keep_generation: str | None = None, before_generation: str | None = None
+    ) -> Iterator[str]:
+        """The `_id` of every chunk of the document, except those of `keep_generation`, or only those
+        older than `before_generation`."""
         search_after: list[str] | None = None
         while True:
             body = q.document_chunks_query(
-                tenant_id, doc_id, keep_generation=keep_generation, search_after=search_after, size=self._page_size
+                tenant_id,
+                doc_id,
+                keep_generation=keep_generation,
+                before_generation=before_generation,
+                search_after=search_after,
+                size=self._page_size,
             )
             hits = self._search(body, "list a document's chunks")
             with _malformed("list a document's chunks"):
@@ -213,15 +280,69 @@ class OpenSearchIndex:
     def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         if limit < 1:
             return []
-        hits = self._search(q.bm25_query(query, limit, caller, filters), "keyword search")
+        hits = self._current_hits(
+            caller, limit, "keyword search", lambda superseded: q.bm25_query(query, limit, caller, filters, superseded)
+        )
         return self._scored(caller, hits, lambda score: score)
 
     def vector_search(self, caller: Caller, vector: Vector, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         if limit < 1:
             return []
         self._check_dimension(len(vector), "the query vector")
-        hits = self._search(q.knn_query(vector, limit, caller, filters), "vector search")
+        hits = self._current_hits(
+            caller, limit, "vector search", lambda superseded: q.knn_query(vector, limit, caller, filters, superseded)
+        )
         return self._scored(caller, hits, q.knn_score_to_cosine)
+
+    def _current_hits(
+        self, caller: Caller, limit: int, action: str, query: Callable[[frozenset[str]], q.Body]
+    ) -> list[dict[str, Any]]:
+        """The hits of `query`, on Serverless without chunks of superseded generations (module doc).
+
+        A superseded chunk found is dropped, and when that leaves fewer than `limit` hits the search is
+        made again with the superseded generations filtered out (inside the k-NN filter too), so they
+        cost no result slot; a few rounds at most (each round finds the older versions of other
+        documents among the next hits). A domain sweeps before its refresh, so it never shows them.
+        """
+        superseded: frozenset[str] = frozenset()
+        for _ in range(_CURRENT_ROUNDS):
+            hits = self._search(query(superseded), action)
+            if not self._serverless:
+                return hits
+            current, stale = self._split_superseded(caller, hits)
+            if not stale or len(current) >= limit or len(hits) < limit:
+                return current
+            superseded |= stale
+        return current
+
+    def _split_superseded(self, caller: Caller, hits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str]]:
+        """`hits` of their document's newest searchable generation, and the other generations seen."""
+        if not hits:
+            return hits, set()
+        with _malformed("read search results"):
+            doc_ids = {str(hit["_source"]["chunk"]["document"]["doc_id"]) for hit in hits}
+        with _translated("find current generations"):
+            answer = self._client.search(
+                index=self._index,
+                body=q.newest_generations_query(caller.tenant_id, doc_ids),
+                **self._budget("find current generations"),
+            )
+        current: list[dict[str, Any]] = []
+        stale: set[str] = set()
+        with _malformed("find current generations"):
+            newest = {
+                str(bucket["key"]): str(bucket["newest"]["buckets"][0]["key"])
+                for bucket in answer["aggregations"]["documents"]["buckets"]
+                if bucket["newest"]["buckets"]
+            }
+            for hit in hits:
+                generation = str(hit["_source"]["generation"])
+                # A document missing from the aggregation has just been deleted: nothing of it is current.
+                if newest.get(str(hit["_source"]["chunk"]["document"]["doc_id"])) == generation:
+                    current.append(hit)
+                else:
+                    stale.add(generation)
+        return current, stale
 
     def sources(self, caller: Caller) -> list[str]:
         with _translated("list sources"):

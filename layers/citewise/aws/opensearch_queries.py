@@ -32,13 +32,17 @@ Decisions:
   built-in `english` analyzer for BM25; `chunk` is the whole `Chunk` as JSON, stored but not indexed
   (`enabled: false`), from which results are rebuilt.
 - `generation` marks every chunk written by one `replace_document` call, so the chunks of older
-  versions are found with one `must_not` term, whatever their ids (Serverless assigns its own).
+  versions are found with one `must_not` term, whatever their ids (Serverless assigns its own). It
+  starts with the write's time in nanoseconds, zero-padded (`new_generation`), so generations order
+  as strings: a `range` finds the ones older than a given one, and a terms aggregation ordered by key
+  finds a document's newest (Serverless readers and delayed sweeps, see `citewise.aws.opensearch`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
@@ -263,12 +267,16 @@ def access_filter(caller: Caller) -> Body:
     }
 
 
-def search_filter(caller: Caller, filters: Filter | None) -> Body:
-    """The access filter with the user's filter ANDed inside it: the user's part can only narrow."""
+def search_filter(caller: Caller, filters: Filter | None, superseded: Collection[str] = ()) -> Body:
+    """The access filter with the user's filter ANDed inside it: the user's part can only narrow.
+    `superseded` generations are left out (a Serverless reader's second look, `citewise.aws.opensearch`)."""
     clauses = [access_filter(caller)]
     if filters is not None:
         clauses.append(translate_filter(filters))
-    return {"bool": {"filter": clauses}}
+    found: Body = {"bool": {"filter": clauses}}
+    if superseded:
+        found["bool"]["must_not"] = [{"terms": {"generation": sorted(superseded)}}]
+    return found
 
 
 MATCH_NONE: Body = {"match_none": {}}
@@ -384,10 +392,10 @@ def _canonical_list(values: Sequence[Any]) -> str:
 
 # --- searches ------------------------------------------------------------------------------------
 
-_RESULT_SOURCE = {"includes": ["chunk"]}
+_RESULT_SOURCE = {"includes": ["chunk", "generation"]}
 
 
-def knn_query(vector: Vector, k: int, caller: Caller, filters: Filter | None) -> Body:
+def knn_query(vector: Vector, k: int, caller: Caller, filters: Filter | None, superseded: Collection[str] = ()) -> Body:
     """The `k` nearest chunks the caller may read that match `filters`.
 
     The access and user filters sit inside the `knn` clause (efficient filtering): the graph search
@@ -398,11 +406,15 @@ def knn_query(vector: Vector, k: int, caller: Caller, filters: Filter | None) ->
         "size": k,
         "_source": _RESULT_SOURCE,
         "track_total_hits": False,
-        "query": {"knn": {VECTOR_FIELD: {"vector": list(vector), "k": k, "filter": search_filter(caller, filters)}}},
+        "query": {
+            "knn": {
+                VECTOR_FIELD: {"vector": list(vector), "k": k, "filter": search_filter(caller, filters, superseded)}
+            }
+        },
     }
 
 
-def bm25_query(text: str, k: int, caller: Caller, filters: Filter | None) -> Body:
+def bm25_query(text: str, k: int, caller: Caller, filters: Filter | None, superseded: Collection[str] = ()) -> Body:
     """The `k` best BM25 matches of `text` among the chunks the caller may read that match `filters`."""
     return {
         "size": k,
@@ -411,14 +423,17 @@ def bm25_query(text: str, k: int, caller: Caller, filters: Filter | None) -> Bod
         "query": {
             "bool": {
                 "must": [{"match": {TEXT_FIELD: {"query": text}}}],
-                "filter": [search_filter(caller, filters)],
+                "filter": [search_filter(caller, filters, superseded)],
             }
         },
     }
 
 
 PAGE_SIZE = 1000
-_DOCUMENT_ORDER = [{"chunk_id": "asc"}, {"generation": "asc"}]
+# Field names alone (ascending, the default for a field): the API specification's `Sort` is a `oneOf`
+# that a `{"field": "asc"}` object matches twice (FieldWithDirection and SortOptions), so a plain name is
+# the one form it accepts unambiguously.
+_DOCUMENT_ORDER = ["chunk_id", "generation"]
 
 
 def document_chunks_query(
@@ -426,10 +441,12 @@ def document_chunks_query(
     doc_id: str,
     *,
     keep_generation: str | None = None,
+    before_generation: str | None = None,
     search_after: list[str] | None = None,
     size: int = PAGE_SIZE,
 ) -> Body:
-    """One page of a document's chunks (ids only), optionally leaving out one generation.
+    """One page of a document's chunks (ids only), optionally leaving out one generation, or only those
+    of generations older than `before_generation`.
 
     Sorted on (chunk_id, generation), unique per written chunk, so `search_after` pages without
     skipping or repeating; no scroll or point-in-time, which Serverless may not offer. (Only a bulk
@@ -439,6 +456,8 @@ def document_chunks_query(
     query: Body = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"term": {"doc_id": doc_id}}]}}
     if keep_generation is not None:
         query["bool"]["must_not"] = [{"term": {"generation": keep_generation}}]
+    if before_generation is not None:
+        query["bool"]["filter"].append({"range": {"generation": {"lt": before_generation}}})
     body: Body = {"size": size, "_source": False, "track_total_hits": False, "query": query, "sort": _DOCUMENT_ORDER}
     if search_after is not None:
         body["search_after"] = search_after
@@ -466,3 +485,29 @@ def sources_query(caller: Caller, size: int = 1000) -> Body:
         "query": {"bool": {"filter": [access_filter(caller)]}},
         "aggs": {"sources": {"terms": {"field": "source", "size": size}}},
     }
+
+
+def newest_generations_query(tenant_id: str, doc_ids: Collection[str]) -> Body:
+    """The newest generation searchable of each of these documents of the tenant: a terms aggregation
+    on `doc_id` with the largest `generation` key under it.
+
+    Deliberately without the caller's access filter: a document whose newest version is private must
+    hide its older shared chunks from everyone else too. It returns ids and generations only.
+    """
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"doc_id": sorted(doc_ids)}}]}},
+        "aggs": {
+            "documents": {
+                "terms": {"field": "doc_id", "size": len(doc_ids)},
+                "aggs": {"newest": {"terms": {"field": "generation", "size": 1, "order": {"_key": "desc"}}}},
+            }
+        },
+    }
+
+
+def new_generation(time_ns: int) -> str:
+    """A generation for chunks written at `time_ns` (Unix nanoseconds): ordered as strings by time, and
+    unique (a random suffix tells apart two writes of the same nanosecond)."""
+    return f"{time_ns:020d}-{uuid.uuid4().hex[:16]}"

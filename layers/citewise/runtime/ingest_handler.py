@@ -1,4 +1,5 @@
 """The entry point of the ingest function: SQS batches of S3 notifications, built once per cold start.
+The same queue delivers the delayed stale-chunk sweeps a Serverless index asks for (`citewise.ports.sweeps`).
 
 `functions/ingest/handler.py` is one line that calls `ingest_handler`. It imports nothing of the API
 (the REST resolver alone costs a cold start about 150 ms), only the pipeline.
@@ -19,6 +20,8 @@ from citewise.domain.errors import ValidationError
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.ingest.s3events import apply, parse_notification
 from citewise.ports.blobstore import key_to_location
+from citewise.ports.index import VectorIndex
+from citewise.ports.sweeps import StaleSweep, StaleSweeper, parse_sweep
 from citewise.runtime.observability import logger, metrics, timed, tracer
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import IngestSettings, load_settings
@@ -40,6 +43,10 @@ def ingest_handler() -> LambdaHandler:
 
     def record_handler(record: SQSRecord) -> None:
         try:
+            sweep = parse_sweep(record.body)
+            if sweep is not None:
+                _run_sweep(services.index, sweep)
+                return
             events = parse_notification(record.body)
         except ValidationError as exc:  # kept for the DLQ by failing the record; say so where it shows
             logger.warning("malformed message", extra={"message_id": record.message_id, "reason": exc.message})
@@ -77,6 +84,15 @@ def ingest_handler() -> LambdaHandler:
             )
 
     return cast(LambdaHandler, lambda_handler)
+
+
+def _run_sweep(index: VectorIndex, sweep: StaleSweep) -> None:
+    """Run a delayed stale-chunk sweep (`citewise.ports.sweeps`); only a Serverless index sends them."""
+    if not isinstance(index, StaleSweeper):
+        raise ValidationError("a stale-chunk sweep arrived for an index that does not sweep")
+    removed = index.sweep_stale(sweep)
+    logger.info("stale chunks swept", extra={"tenant_id": sweep.tenant_id, "doc_id": sweep.doc_id, "removed": removed})
+    metrics.add_metric(name="StaleChunksSwept", unit=MetricUnit.Count, value=removed)
 
 
 def _record_outcome(result: IngestResult) -> None:

@@ -288,7 +288,14 @@ class AwsBackend:
         settings = self._settings
         endpoint = _required(settings.opensearch_endpoint)
         client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
-        return OpenSearchIndex(client, settings.index_name, serverless=settings.opensearch_service == "aoss")
+        sweeps = None
+        if settings.sweep_queue_url is not None:
+            from citewise.aws.sqs_sweeps import SqsSweepScheduler
+
+            sweeps = SqsSweepScheduler(settings.sweep_queue_url, client=aws.client("sqs", region=settings.aws_region))
+        return OpenSearchIndex(
+            client, settings.index_name, serverless=settings.opensearch_service == "aoss", sweeps=sweeps
+        )
 
     def registry(self) -> DocumentRegistry:
         from citewise.aws import clients as aws

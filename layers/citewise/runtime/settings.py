@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     opensearch_endpoint: str | None = None
     opensearch_service: OpenSearchService = "es"
     index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
+    sweep_queue_url: str | None = Field(
+        default=None,
+        description="Serverless (`aoss`): the queue (the ingest queue) that delivers delayed stale-chunk sweeps.",
+    )
     registry_table: str | None = None
     documents_bucket: str | None = None
     embedding_dimension: int = Field(default=1024, description="Titan v2: 256, 512 or 1024.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
@@ -45,7 +46,14 @@ def stack(
         yield Stack("local")
         return
     request.getfixturevalue("aws_credentials")
-    with mock_aws(), running(FakeOpenSearch()) as opensearch:
+    with aws_stack(monkeypatch, FakeOpenSearch()) as aws:
+        yield aws
+
+
+@contextmanager
+def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, **settings: str) -> Iterator[Stack]:
+    """The AWS stack under moto with `fake` as OpenSearch, and these extra `CITEWISE_` settings."""
+    with mock_aws(), running(fake) as opensearch:
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
@@ -56,6 +64,7 @@ def stack(
             "REGISTRY_TABLE": TABLE,
             "DOCUMENTS_BUCKET": BUCKET,
             "AWS_REGION": "us-east-1",
+            **settings,
         }.items():
             monkeypatch.setenv(f"CITEWISE_{name}", value)
         yield Stack("aws", s3=s3, opensearch=opensearch.fake)
