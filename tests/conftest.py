@@ -12,6 +12,13 @@ from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
 
 
+def pytest_report_header() -> str:
+    """Say once, at the top of the run, which cases need a service this machine may not have."""
+    if os.environ.get("CITEWISE_TEST_OPENSEARCH_URL"):
+        return "index contract against a real OpenSearch: on (CITEWISE_TEST_OPENSEARCH_URL)"
+    return "index contract against a real OpenSearch: off (set CITEWISE_TEST_OPENSEARCH_URL to add those cases)"
+
+
 @pytest.fixture(autouse=True)
 def _no_citewise_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests see only the CITEWISE_* variables they set, never the developer's shell."""
