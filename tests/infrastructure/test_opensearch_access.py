@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 import pytest
 from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
@@ -22,8 +21,9 @@ from opensearchpy import OpenSearch
 
 from citewise.aws.opensearch import OpenSearchIndex
 from citewise.builtin.hashing import HashingEmbedder
-from citewise.domain.models import Caller, Chunk, DocumentMetadata, Visibility
+from citewise.domain.models import Caller
 from citewise.ports.sweeps import StaleSweep
+from tests.contract.test_index_contract import make_chunk
 from tests.doubles.opensearch_server import FakeOpenSearch, Recorded, running
 
 from .conftest import Synth
@@ -47,25 +47,8 @@ AOSS_PERMISSIONS = {
 }
 
 
-def chunk(doc_id: str, ordinal: int, text: str) -> Chunk:
-    at = datetime(2024, 5, 1, tzinfo=UTC)
-    document = DocumentMetadata(
-        tenant_id="acme", doc_id=doc_id, owner="alice", visibility=Visibility.SHARED, source="s3",
-        path=f"{doc_id}.md", title="Notes", created_at=at, updated_at=at,
-    )  # fmt: skip
-    return Chunk(
-        chunk_id=f"acme-{doc_id}-{ordinal:05d}",
-        ordinal=ordinal,
-        text=text,
-        start=0,
-        end=len(text),
-        content_hash=f"hash:{text}",
-        document=document,
-    )
-
-
 def write(index: OpenSearchIndex, doc_id: str, *texts: str) -> None:
-    chunks = [chunk(doc_id, n, text) for n, text in enumerate(texts)]
+    chunks = [make_chunk("acme", doc_id, n, text) for n, text in enumerate(texts)]
     index.replace_document("acme", doc_id, chunks, EMBEDDER.embed_documents(list(texts)))
 
 
