@@ -6,8 +6,9 @@ parameter pages (botocore's service model only knows the body as a blob):
   `embeddingTypes` a list of "float" and/or "binary".
 - Cohere Embed v3, https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-embed.html
   ("Request"): `texts` (0 to 96 texts of 0 to 2,048 characters) and `input_type` required;
-  `truncate` one of NONE, START, END; `embedding_types` a list (the values the Cohere pages name:
-  float, int8, uint8, binary, ubinary).
+  `truncate` one of NONE, START, END; `embedding_types` a list (the page names the field without its
+  values as read here; they are taken from the Cohere Embed v4 page's list: float, int8, uint8, binary,
+  ubinary; citewise sends none).
 
 Fields the pages do not list are refused (`additionalProperties: false`): the model would reject or,
 worse, ignore them.

@@ -4,9 +4,12 @@ Serverless collection by `aoss:APIAccessAll` on the collection and its data acce
 
 The requests are not a list written here: each function's short scenario (the index operations its code
 calls) runs `OpenSearchIndex` against the OpenSearch double, and what the double received is checked.
-The permission each request needs on Serverless is from the Developer Guide's
-[Data access control](https://docs.aws.amazon.com/opensearch-service/latest/developerguide/serverless-data-access.html)
-(index permissions: read and search documents, write documents, describe and create an index).
+The permission each request needs on Serverless is from the Developer Guide's table
+[Supported OpenSearch API operations and permissions](https://docs.aws.amazon.com/opensearch-service/latest/developerguide/serverless-genref.html#serverless-operations):
+`aoss:CreateIndex` for PUT <index>; `aoss:DescribeIndex` for GET and HEAD <index> and GET <index>/_mapping;
+`aoss:WriteDocument` for POST <index>/_bulk; `aoss:ReadDocument` for the searches (that row was not
+readable here: taken from the permission's name and the data access policy docs). A request the table
+does not cover is refused.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ AOSS_PERMISSIONS = {
     ("GET", "/_search"): "aoss:ReadDocument",
     ("POST", "/_search"): "aoss:ReadDocument",
     ("POST", "/_bulk"): "aoss:WriteDocument",
-    ("PUT", "/_bulk"): "aoss:WriteDocument",
     ("HEAD", ""): "aoss:DescribeIndex",
     ("GET", ""): "aoss:DescribeIndex",
     ("GET", "/_mapping"): "aoss:DescribeIndex",
