@@ -10,6 +10,7 @@ import pytest
 
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
+from tests.conformance.botocore_calls import CallRecorder
 
 
 def pytest_report_header() -> str:
@@ -24,6 +25,17 @@ def _no_citewise_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests see only the CITEWISE_* variables they set, never the developer's shell."""
     for name in [n for n in os.environ if n.startswith("CITEWISE_")]:
         monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def botocore_calls_conform_to_the_service_models() -> Iterator[CallRecorder]:
+    """Every botocore call a test makes (moto, Stubber, loopback doubles) is checked against botocore's
+    service model, and an embedding InvokeModel body against its model page
+    (`tests.conformance.botocore_calls`); an invalid call fails the test with the operation and the report."""
+    recorder = CallRecorder()
+    with recorder.recording():
+        yield recorder
+    assert not recorder.found, "botocore calls outside the service models:\n" + "\n".join(recorder.found[:10])
 
 
 @pytest.fixture
