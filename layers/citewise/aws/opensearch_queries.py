@@ -46,9 +46,8 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
-from citewise.domain.matching import metadata_view
+from citewise.domain.matching import metadata_view, system_fields
 from citewise.domain.models import Caller, Chunk, Comparison, Filter, Vector, Visibility
-from citewise.domain.provenance import iso
 from citewise.domain.textutil import embedding_text
 
 SCHEMA_VERSION = "2"  # 2: attributes as nested key/value entries (1: one field per key)
@@ -169,20 +168,10 @@ def document_source(chunk: Chunk, vector: Vector, *, generation: str) -> Body:
     doc = chunk.document
     return {
         "tenant_id": doc.tenant_id,
-        "doc_id": doc.doc_id,
         "chunk_id": chunk.chunk_id,
         "generation": generation,
-        "owner": doc.owner,
-        "visibility": doc.visibility.value,
-        "source": doc.source,
-        "channel": doc.channel,
-        "source_date": iso(doc.source_date) if doc.source_date is not None else None,
-        "path": doc.path,
-        "tags": list(doc.tags),
+        **system_fields(chunk),
         "content_hash": chunk.content_hash,
-        "created_at": doc.created_at.isoformat(),
-        "updated_at": doc.updated_at.isoformat(),
-        "page": chunk.page,
         ATTRIBUTES: filterable_fields(chunk),
         TEXT_FIELD: embedding_text(doc.title, chunk.heading_path, chunk.text),
         "chunk": chunk.model_dump(mode="json"),

@@ -18,9 +18,14 @@ MetadataView = dict[str, Any]
 
 def metadata_view(chunk: Chunk) -> MetadataView:
     """The filterable fields of a chunk: custom attributes, overridden by the system fields."""
+    return {**chunk.document.attributes, **system_fields(chunk), "title": chunk.document.title}
+
+
+def system_fields(chunk: Chunk) -> MetadataView:
+    """The fields citewise sets on every chunk (never a user's attribute), as JSON values: filterable, and
+    stored as top-level fields of the OpenSearch chunk index."""
     doc = chunk.document
     return {
-        **doc.attributes,
         "doc_id": doc.doc_id,
         "owner": doc.owner,
         "visibility": doc.visibility.value,
@@ -28,7 +33,6 @@ def metadata_view(chunk: Chunk) -> MetadataView:
         "channel": doc.channel,
         "source_date": iso(doc.source_date) if doc.source_date is not None else None,
         "path": doc.path,
-        "title": doc.title,
         "tags": list(doc.tags),
         "created_at": doc.created_at.isoformat(),
         "updated_at": doc.updated_at.isoformat(),
