@@ -2,7 +2,10 @@
 
 The CLI is a client of the library like a Lambda handler is: it builds a `Caller` from its flags (the
 local stand-in for an authenticated identity), calls one library function, and renders the result.
-Every error becomes one line `error: CODE: message` on stderr and exit status 2; nothing is a traceback.
+Every error becomes one line `error: CODE: message` on stderr; nothing is a traceback. Exit status: 0
+success; 1 the command ran but something failed (a document FAILED); 2 a usage, input or configuration
+error (the same command fails again); 3 the answer model's endpoint failed or a backend throttled (worth
+retrying later). The embedded index and model are files: their errors are configuration (2).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 import pydantic
 
 from citewise.domain.access import may_modify
-from citewise.domain.errors import CitewiseError, ValidationError
+from citewise.domain.errors import CitewiseError, GenerationError, ThrottledError, ValidationError
 from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
 from citewise.domain.objects import SourceObject
 from citewise.domain.provenance import channel_of
@@ -34,7 +37,13 @@ from citewise.runtime.settings import McpSettings, Settings, load_settings
 from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
 
+EXIT_FAILED = 1
+"""The command ran, but something in it failed (a document FAILED to ingest)."""
 EXIT_ERROR = 2
+"""Usage or input: the same command will fail again (argparse uses 2 for usage errors too)."""
+EXIT_UNAVAILABLE = 3
+"""The answer model's endpoint failed, or a backend throttled: the same command may succeed later."""
+_UNAVAILABLE = (GenerationError, ThrottledError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -221,7 +230,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
         print(json.dumps({**summary, "failures": failures}, indent=2))
     else:
         print(render_summary(summary, failures))
-    return 0
+    return EXIT_FAILED if failures else 0
 
 
 def _ingest_all(services: Services, objects: list[SourceObject]) -> tuple[list[IngestResult], list[dict[str, str]]]:
@@ -340,7 +349,7 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
             services.retriever, services.synthesizer, caller, SearchRequest(query=item["question"], top_k=5)
         )
         print(f"Q{number}. {item['question']}\n{render_answer(answer)}\n")
-    return 0 if counts[Outcome.FAILED.value] == 0 and not unrecorded else 1
+    return 0 if counts[Outcome.FAILED.value] == 0 and not unrecorded else EXIT_FAILED
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
@@ -464,7 +473,7 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
 
 def _fail(error: CitewiseError) -> int:
     print(f"error: {error.code}: {error.message}", file=sys.stderr)
-    return EXIT_ERROR
+    return EXIT_UNAVAILABLE if isinstance(error, _UNAVAILABLE) else EXIT_ERROR
 
 
 def _pydantic_message(exc: pydantic.ValidationError) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,9 @@ def test_bad_inputs_fail_one_by_one_and_the_rest_is_indexed(cli: Any, tmp_path: 
     # When ingested
     status, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--json")
     summary = _json(out)
-    # Then every bad file fails with its reason, and the good ones are searchable
-    assert status == 0
+    # Then every bad file fails with its reason (and the command says so: exit 1), and the good ones are
+    # searchable
+    assert status == 1
     reasons = {Path(f["path"]).name: f["error"].split(":")[0] for f in summary["failures"]}
     assert reasons == {
         "empty.txt": "PARSE_ERROR",
@@ -380,3 +382,24 @@ def test_settings_are_changed_by_admins_and_their_signals_show_on_hits(cli: Any,
     status, out, _ = cli("search", "previous release tag", "--tenant", "acme", "--json")
     components = _json(out)["hits"][0]["components"]
     assert components["credibility"] == 0.8 and components["final"] <= components["fused"] * 0.8 + 1e-6
+
+
+def test_an_unavailable_backend_exits_3_so_a_script_can_retry(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an indexed document, and a model endpoint where nothing listens (a closed local port)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Aardvarks eat ants at night.")
+    assert cli("ingest", str(docs), "--tenant", "acme")[0] == 0
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    monkeypatch.setenv("CITEWISE_SYNTHESIZER", "openai")
+    monkeypatch.setenv("CITEWISE_OPENAI_MODEL", "any")
+    monkeypatch.setenv("CITEWISE_OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port}/v1")
+    # When a question needs the model
+    status, out, err = cli("query", "What do aardvarks eat?", "--tenant", "acme")
+    # Then it is one error line and exit 3 (unavailable), not 2 (a usage or input error)
+    assert (status, out) == (3, "")
+    assert err.startswith("error: GENERATION_ERROR:") and err.count("\n") == 1
