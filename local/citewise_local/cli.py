@@ -21,6 +21,7 @@ from typing import Any
 
 import pydantic
 
+from citewise import __version__
 from citewise.domain.access import may_modify
 from citewise.domain.errors import CitewiseError, GenerationError, ThrottledError, ValidationError
 from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
@@ -69,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="citewise", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"citewise {__version__}")
     parser.add_argument("--home", type=Path, help="where the local index lives (default $CITEWISE_HOME or ~/.citewise)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 

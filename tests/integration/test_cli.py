@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import citewise
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import Settings
 from citewise_local.cli import main
@@ -403,3 +404,10 @@ def test_an_unavailable_backend_exits_3_so_a_script_can_retry(
     # Then it is one error line and exit 3 (unavailable), not 2 (a usage or input error)
     assert (status, out) == (3, "")
     assert err.startswith("error: GENERATION_ERROR:") and err.count("\n") == 1
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"citewise {citewise.__version__}\n"
