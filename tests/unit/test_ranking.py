@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from citewise.query.ranking import UNKNOWN_FRESHNESS, Signals, freshness, rescor
 from citewise.query.retrieval import Retriever, RoutingOptions
 from citewise.query.tenant_config import TenantSettingsCache
 from citewise.runtime.services import Services
+from citewise.runtime.settings import Settings
 from tests.factories import hit
 
 NOW = datetime(2026, 3, 11, 12, tzinfo=UTC)
@@ -143,3 +145,20 @@ def test_a_tenants_time_zone_and_aliases_override_the_routing_defaults(services:
     acme, beta = seen
     assert (acme.time_zone, dict(acme.sources)) == ("Asia/Tokyo", {"wiki": "notion", "chat": "slack"})
     assert (beta.time_zone, dict(beta.sources)) == ("Europe/Berlin", {"wiki": "confluence", "chat": "slack"})
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "UTC", "UTC+3", "Mars/Olympus"])
+def test_the_deployment_default_and_a_tenant_accept_the_same_time_zones(zone: str) -> None:
+    """One rule for both (the names of dateutil's bundled database): `UTC+3`, a POSIX string `tz.gettz`
+    would take, is refused by both, so a zone that works as a default also works for a tenant."""
+
+    def accepted(make: Callable[[], object]) -> bool:
+        try:
+            make()
+        except ValidationError:
+            return False
+        return True
+
+    deployment = accepted(lambda: Settings(routing_time_zone=zone))
+    tenant = accepted(lambda: TenantSettings(routing_time_zone=zone))
+    assert deployment == tenant == (zone in {"Europe/Berlin", "UTC"})

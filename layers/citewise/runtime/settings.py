@@ -17,12 +17,12 @@ from typing import ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
-from dateutil import tz
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
+from citewise.domain.tenant_settings import known_time_zone
 from citewise.ports.registry import TOMBSTONE_RETENTION
 
 Backend = Literal["local", "aws"]
@@ -163,9 +163,7 @@ class Settings(BaseSettings):
     @field_validator("routing_time_zone")
     @classmethod
     def _known_time_zone(cls, value: str) -> str:
-        if tz.gettz(value) is None:
-            raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Europe/Berlin or UTC")
-        return value
+        return known_time_zone(value)
 
     @field_validator("routing_id_patterns")
     @classmethod
