@@ -58,3 +58,16 @@ def guardrail_statement(guardrail_id: str) -> iam.PolicyStatement:
     """ApplyGuardrail on one guardrail: Converse applies a configured guardrail with the caller's rights."""
     arn = f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:guardrail/{guardrail_id}"
     return iam.PolicyStatement(actions=["bedrock:ApplyGuardrail"], resources=[arn])
+
+
+RERANK = "bedrock:Rerank"
+
+
+def rerank_statements(model_id: str, region: str | None = None) -> list[iam.PolicyStatement]:
+    """What the Rerank API needs (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-prereq.html):
+    `bedrock:Rerank`, which has no resource-level permissions (Resource `*`), and InvokeModel on the
+    reranker model only, in `region` (None: the stack's)."""
+    return [
+        iam.PolicyStatement(actions=[RERANK], resources=["*"]),
+        iam.PolicyStatement(actions=[INVOKE], resources=[foundation_model_arn(model_id, region or Aws.REGION)]),
+    ]

@@ -15,7 +15,7 @@ from typing import Any, Literal, Self
 from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from citewise.aws import bedrock_models
+from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
@@ -56,6 +56,7 @@ TITAN_DIMENSIONS = frozenset({256, 512, 1024})
 MODEL_ID_PATTERN = r"^[a-z0-9-]+\.[A-Za-z0-9._:-]+$"
 # Environment names end up in resource names with tight limits (Serverless policy names: 32 characters).
 ENVIRONMENT_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,15}$"
+REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-\d$"
 PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[A-Za-z0-9+=,.@_/:-]+$"
 
 
@@ -129,6 +130,28 @@ class ModelsConfig(_Block):
         except CitewiseError as exc:
             raise ValueError(exc.message) from exc
         return self
+
+
+class RerankConfig(_Block):
+    """Reranking of the best fused hits by the Bedrock Rerank API (docs/deploy.md, "Reranking"): off unless
+    an environment turns it on, since a reranker without model access would fail (and fall back) on every
+    query."""
+
+    enabled: bool = False
+    model_id: Literal["amazon.rerank-v1:0", "cohere.rerank-v3-5:0"] = "amazon.rerank-v1:0"
+    # Where the reranker runs; None: the stack's region. Not every region offers the models.
+    region: str | None = Field(default=None, pattern=REGION_PATTERN)
+    candidates: int = Field(default=50, ge=1, le=1000)
+    timeout_s: int = Field(default=5, ge=1, le=60)
+
+    def check_region(self, stack_region: str) -> None:
+        """Refuse a model in a region that does not offer it, naming those that do."""
+        region = self.region or stack_region
+        offered = bedrock_rerank.REGIONS[self.model_id]
+        if self.enabled and region not in offered:
+            raise ValueError(
+                f"{self.model_id} is not offered in {region}: set rerank.region to one of {', '.join(sorted(offered))}"
+            )
 
 
 class AuthConfig(_Block):
@@ -237,7 +260,7 @@ class EnvironmentConfig(_Block):
 
     name: str = Field(pattern=ENVIRONMENT_NAME_PATTERN)
     account: str | None = Field(default=None, pattern=r"^\d{12}$")
-    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    region: str = Field(pattern=REGION_PATTERN)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     search: SearchConfig = SearchConfig()
     models: ModelsConfig = ModelsConfig()
@@ -250,6 +273,12 @@ class EnvironmentConfig(_Block):
     bootstrap: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=600)
     data: DataConfig = DataConfig()
     alarms: AlarmsConfig = AlarmsConfig()
+    rerank: RerankConfig = RerankConfig()
+
+    @model_validator(mode="after")
+    def _reranker_is_offered(self) -> Self:
+        self.rerank.check_region(self.region)
+        return self
 
     @property
     def destroy_on_delete(self) -> bool:

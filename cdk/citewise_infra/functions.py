@@ -7,12 +7,14 @@ What each function calls (and so what its role may do):
 - query: the index's `_search` only, Bedrock InvokeModel on the embedding model, on the generation
   model and on the router's model if it has its own (Converse is authorised by InvokeModel),
   ApplyGuardrail on the configured guardrail, DynamoDB GetItem of the tenants' settings attribute only
-  (no document item's attributes). No S3, no other DynamoDB action, no index writes or deletes.
+  (no document item's attributes); with reranking on, `bedrock:Rerank` and InvokeModel on the reranker
+  model. No S3, no other DynamoDB action, no index writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
   refresh). No Bedrock.
 - mcp: read only. The index's `_search`, Bedrock InvokeModel on the embedding and generation models (and
-  ApplyGuardrail on the guardrail), GetItem/Query on the registry table with decryption. No S3 at all,
+  ApplyGuardrail on the guardrail, and the reranker's two grants when reranking is on), GetItem/Query on
+  the registry table with decryption. No S3 at all,
   no DynamoDB writes, no index writes or deletes.
 - bootstrap: create and describe the index. Nothing else.
 Every function also writes its own log group and X-Ray segments.
@@ -21,7 +23,7 @@ Every function also writes its own log group and X-Ray segments.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aws_cdk import AssetHashType, BundlingOptions, Duration, RemovalPolicy
@@ -101,7 +103,10 @@ class CitewiseFunction(Construct):
         layer: lambda_.ILayerVersion,
         environment: Mapping[str, str],
         description: str,
+        unscoped: Sequence[str] = (),
     ) -> None:
+        """`unscoped` names the actions besides X-Ray's that the role must allow on `*` (the action has no
+        resource-level permissions), each with why: they are acknowledged together."""
         super().__init__(scope, construct_id)
         source = FUNCTIONS_DIR / key
         if not source.is_dir():
@@ -150,8 +155,13 @@ class CitewiseFunction(Construct):
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
-            "permissions; every other statement of this role names its resources.",
+            "; ".join(
+                [
+                    "X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level permissions",
+                    *unscoped,
+                ]
+            )
+            + "; every other statement of this role names its resources.",
         )
 
     def add(self, *statements: iam.PolicyStatement) -> None:
@@ -238,7 +248,13 @@ class FunctionsFactory(Construct):
         return values
 
     def _function(
-        self, key: FunctionKey, sizing: FunctionConfig, settings: type[Settings], values: dict[str, str], what: str
+        self,
+        key: FunctionKey,
+        sizing: FunctionConfig,
+        settings: type[Settings],
+        values: dict[str, str],
+        what: str,
+        unscoped: Sequence[str] = (),
     ) -> CitewiseFunction:
         return CitewiseFunction(
             self,
@@ -249,6 +265,7 @@ class FunctionsFactory(Construct):
             layer=self.layer,
             environment=settings_environment(settings, values),
             description=f"citewise {self._config.name}: {what}",
+            unscoped=unscoped,
         )
 
     def _grant_model(self, fn: CitewiseFunction, model_id: str) -> None:
@@ -296,6 +313,16 @@ class FunctionsFactory(Construct):
             values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
         if models.routing_model_id is not None:
             values.update(router=models.router, router_model_id=models.routing_model_id)
+        rerank = self._config.rerank
+        if rerank.enabled:
+            values.update(
+                reranker="bedrock",
+                rerank_model_id=rerank.model_id,
+                rerank_candidates=str(rerank.candidates),
+                rerank_timeout=str(rerank.timeout_s),
+            )
+            if rerank.region is not None:
+                values["rerank_region"] = rerank.region
         return values
 
     def _grant_answering(self, fn: CitewiseFunction) -> None:
@@ -310,10 +337,27 @@ class FunctionsFactory(Construct):
             self._grant_model(fn, models.routing_model_id)
         if models.guardrail_id is not None:
             fn.add(bedrock.guardrail_statement(models.guardrail_id))
+        if self._config.rerank.enabled:
+            fn.add(*bedrock.rerank_statements(self._config.rerank.model_id, self._config.rerank.region))
+
+    def _answer_unscoped(self) -> tuple[str, ...]:
+        """The unscoped actions of the functions that answer: `bedrock:Rerank` when reranking is on."""
+        if not self._config.rerank.enabled:
+            return ()
+        return (
+            "bedrock:Rerank supports no resource-level permissions (Resource * is what the Bedrock reranking "
+            "permissions page prescribes); the model it runs is limited by the InvokeModel statement on the "
+            "reranker model's ARN",
+        )
 
     def _build_query(self) -> CitewiseFunction:
         fn = self._function(
-            "query", self._config.query, QuerySettings, self._answer_values(), "POST /v1/query and /v1/search"
+            "query",
+            self._config.query,
+            QuerySettings,
+            self._answer_values(),
+            "POST /v1/query and /v1/search",
+            self._answer_unscoped(),
         )
         self._grant_answering(fn)
         return fn
@@ -322,7 +366,14 @@ class FunctionsFactory(Construct):
         values = self._answer_values()
         if (FUNCTIONS_DIR / "mcp" / MCP_PROFILES).is_file():
             values["mcp_profiles"] = MCP_PROFILES  # shipped beside the handler, read from the task root
-        fn = self._function("mcp", self._config.mcp, McpSettings, values, "POST /mcp: read-only agent tools (MCP)")
+        fn = self._function(
+            "mcp",
+            self._config.mcp,
+            McpSettings,
+            values,
+            "POST /mcp: read-only agent tools (MCP)",
+            self._answer_unscoped(),
+        )
         self._grant_answering(fn)
         self._storage.grant_read_registry(fn.role)
         return fn

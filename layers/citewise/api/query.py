@@ -10,7 +10,7 @@ from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
 from citewise.domain.models import SearchRequest
 from citewise.query.answering import answer_question
-from citewise.runtime.observability import metrics, timed
+from citewise.runtime.observability import count_reranking, metrics, timed
 
 _RESPONSES = responses(400, 401, 403, 415, 429, 502)
 
@@ -41,6 +41,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
                 request,
                 stage=lambda name: timed(f"{name.title()}Latency"),
             )
+        count_reranking(answer.reranking)
         for key, metric in (("input_tokens", "InputTokens"), ("output_tokens", "OutputTokens")):
             if answer.usage and key in answer.usage:
                 metrics.add_metric(name=metric, unit=MetricUnit.Count, value=answer.usage[key])
@@ -62,4 +63,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         services, caller = request_scope(app)
         with timed("RetrievalLatency"):
             retrieval = services.retriever.retrieve(caller, request)
-        return SearchResponse(hits=retrieval.hits, routing=retrieval.routing, request_id=request_id(app))
+        count_reranking(retrieval.reranking)
+        return SearchResponse(
+            hits=retrieval.hits, routing=retrieval.routing, reranking=retrieval.reranking, request_id=request_id(app)
+        )

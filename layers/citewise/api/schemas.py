@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from citewise.domain.models import Answer, Frozen, Routing, SearchHit
+from citewise.domain.models import Answer, Frozen, Reranking, Routing, SearchHit
 
 
 class QueryResponse(Answer):
@@ -20,6 +20,7 @@ class SearchResponse(Frozen):
 
     hits: list[SearchHit]
     routing: Routing | None = None
+    reranking: Reranking | None = None
     request_id: str
 
 

@@ -430,6 +430,18 @@ class Routing(Frozen):
     )
 
 
+class Reranking(Frozen):
+    """What the reranker did with the fused candidates (absent when no reranker is configured)."""
+
+    reranker: str = Field(description="The reranker model, e.g. `amazon.rerank-v1:0`.")
+    candidates: int = Field(ge=0, description="How many of the best fused hits it was asked to reorder.")
+    fallback: str | None = Field(
+        default=None,
+        description="Set when the reranker failed and the fused order was kept: why (e.g. `THROTTLED`). The query "
+        "never fails for it.",
+    )
+
+
 class ScoreComponents(Frozen):
     """How a hit's score was made: the fused score, the ranking signals (None when off) and the result."""
 
@@ -452,6 +464,11 @@ class SearchHit(Frozen):
     vector_score: float | None = None
     keyword_score: float | None = None
     components: ScoreComponents | None = None
+    rerank_score: float | None = Field(
+        default=None,
+        description="The reranker's relevance of the chunk to the query when a reranker ordered it; `score` stays the "
+        "fused score.",
+    )
 
 
 class Citation(Frozen):
@@ -479,3 +496,4 @@ class Answer(Frozen):
         default=None, description="Model token usage (input_tokens, output_tokens, total_tokens), if a model ran."
     )
     routing: Routing | None = None
+    reranking: Reranking | None = None

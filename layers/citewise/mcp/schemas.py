@@ -18,6 +18,7 @@ from citewise.domain.models import (
     DocumentStatus,
     Filter,
     Frozen,
+    Reranking,
     Routing,
     SearchHit,
     Visibility,
@@ -120,6 +121,7 @@ class RagQueryResult(Frozen):
     sources: list[Source]
     tool: str = Field(description="The tool that answered (a profile's name, or rag_query).")
     routing: Routing | None = Field(default=None, description="What query routing did to the question, if it ran.")
+    reranking: Reranking | None = Field(default=None, description="What the reranker did, if one is configured.")
 
 
 class Hit(Frozen):
@@ -133,6 +135,7 @@ class Hit(Frozen):
     relevance_score: float = Field(description="Fused score, 0 to 1; 1.0 is rank 1 in both rankings.")
     vector_score: float | None = None
     keyword_score: float | None = None
+    rerank_score: float | None = Field(default=None, description="The reranker's relevance, when one ordered the hits.")
     page: int | None = None
     section: str | None = None
     text: str = Field(description="The chunk's text.")
@@ -153,6 +156,7 @@ class Hit(Frozen):
             relevance_score=hit.score,
             vector_score=hit.vector_score,
             keyword_score=hit.keyword_score,
+            rerank_score=hit.rerank_score,
             page=chunk.page,
             section=chunk.section,
             text=chunk.text,
@@ -168,6 +172,7 @@ class SearchResult(Frozen):
 
     hits: list[Hit]
     routing: Routing | None = Field(default=None, description="What query routing did to the query, if it ran.")
+    reranking: Reranking | None = Field(default=None, description="What the reranker did, if one is configured.")
 
 
 class DocumentInfo(Frozen):

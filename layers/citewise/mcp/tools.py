@@ -43,6 +43,7 @@ from citewise.mcp.schemas import (
     ToolError,
 )
 from citewise.query.answering import answer_question
+from citewise.runtime.observability import count_reranking
 from citewise.runtime.services import Services
 
 logger = logging.getLogger(__name__)
@@ -218,15 +219,18 @@ class Toolbox:
             sources=self._sources(caller, answer),
             tool=profile.name if profile else "rag_query",
             routing=answer.routing,
+            reranking=answer.reranking,
         )
         return result, render_answer(result)
 
     def _answer(self, caller: Caller, request: SearchRequest, profile: ToolProfile | None) -> Answer:
         """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer."""
         instructions = profile.system_prompt if profile else None
-        return answer_question(
+        answer = answer_question(
             self.services.retriever, self.services.synthesizer, caller, request, instructions=instructions
         )
+        count_reranking(answer.reranking)
+        return answer
 
     def _sources(self, caller: Caller, answer: Answer) -> list[Source]:
         registry = self.services.registry
@@ -260,8 +264,11 @@ class Toolbox:
             filters=arguments.filters,
         )
         retrieval = self.services.retriever.retrieve(caller, request)
+        count_reranking(retrieval.reranking)
         result = SearchResult(
-            hits=[Hit.of(rank, hit) for rank, hit in enumerate(retrieval.hits, start=1)], routing=retrieval.routing
+            hits=[Hit.of(rank, hit) for rank, hit in enumerate(retrieval.hits, start=1)],
+            routing=retrieval.routing,
+            reranking=retrieval.reranking,
         )
         return result, render_hits(result)
 

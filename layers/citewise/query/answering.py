@@ -34,7 +34,7 @@ def answer_question(
     with stage("retrieval"):
         retrieval = retriever.retrieve(caller, request)
     if not retrieval.hits:
-        return unanswered().model_copy(update={"routing": retrieval.routing})
+        return unanswered().model_copy(update={"routing": retrieval.routing, "reranking": retrieval.reranking})
     with stage("synthesis"):
         answer = synthesizer.answer(request.query, retrieval.hits, instructions=instructions)
-    return answer.model_copy(update={"routing": retrieval.routing})
+    return answer.model_copy(update={"routing": retrieval.routing, "reranking": retrieval.reranking})

@@ -3,32 +3,39 @@
 The access filter is not built here from anything the user sends: the index port takes the `Caller`
 and applies `tenant AND (shared OR owner)` itself; the user's filter can only narrow that. Fusion runs
 in the client so it behaves the same on the local index, an OpenSearch domain and OpenSearch Serverless.
+An optional reranker (`citewise.ports.reranker`) then reorders the best fused hits before the cut; if it
+fails, the fused order stands and the retrieval says why.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from citewise.domain.errors import ValidationError
+from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import (
     MAX_FILTER_BRANCHES,
     Caller,
     Filter,
+    Reranking,
     Routing,
     SearchHit,
     SearchMode,
     SearchRequest,
 )
 from citewise.domain.tenant_settings import TenantSettings
-from citewise.domain.textutil import content_terms, word_prefix
+from citewise.domain.textutil import content_terms, embedding_text, word_prefix
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import ScoredChunk, VectorIndex
+from citewise.ports.reranker import Reranker, reranked_order
 from citewise.ports.router import Route, Router, RoutingContext
 from citewise.query.ranking import Signals, rescore
 from citewise.query.routing import DEFAULT_ID_PATTERN, constraint_filter, source_vocabulary
+
+logger = logging.getLogger(__name__)
 
 # Keys that only the access filter may use: naming them in a user filter is refused outright, so a
 # client can never believe it chose a tenant.
@@ -97,10 +104,11 @@ class RoutingOptions:
 
 @dataclass(frozen=True)
 class Retrieval:
-    """Hits, best first, and what routing did to the request."""
+    """Hits, best first, what routing did to the request, and what the reranker did (None: no reranker)."""
 
     hits: list[SearchHit]
     routing: Routing
+    reranking: Reranking | None = None
 
 
 class Retriever:
@@ -119,9 +127,12 @@ class Retriever:
         routing: RoutingOptions | None = None,
         signals: Signals | None = None,
         tenant_settings: Callable[[str], TenantSettings | None] | None = None,
+        reranker: Reranker | None = None,
+        rerank_candidates: int = 50,
     ) -> None:
         """`signals` are the deployment's ranking signals (off by default); `tenant_settings` reads a
-        tenant's overrides of them and of the routing time zone and aliases (a `TenantSettingsCache`)."""
+        tenant's overrides of them and of the routing time zone and aliases (a `TenantSettingsCache`);
+        `reranker` (None: off) reorders the best `rerank_candidates` fused hits."""
         self.index = index
         self.routing = routing or RoutingOptions()
         self.signals = signals or Signals()
@@ -131,6 +142,8 @@ class Retriever:
         self.rrf_k = rrf_k
         self.candidates = candidates
         self.weights = {"keyword": keyword_weight, "vector": vector_weight}
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keyword-search")
 
     def search(self, caller: Caller, request: SearchRequest) -> list[SearchHit]:
@@ -147,12 +160,14 @@ class Retriever:
         route = self._route(caller, request, tenant, now)
         if route is None:
             ranked = rescore(self.rank(caller, request.query, request.filters, self._depth(request)), signals, now)
-            return Retrieval(self._cut(ranked, request, []), Routing(router="off"))
+            ranked, reranking = self._rerank(request.query, ranked)
+            return Retrieval(self._cut(ranked, request, []), Routing(router="off"), reranking)
         routed = constraint_filter(route.constraints)
         filters = _both(request.filters, routed)
         text = route.text if content_terms(route.text) else request.query
         pinned = self._pinned(caller, request, text, route.constraints.ids)
         ranked = rescore(self.rank(caller, text, filters, self._depth(request)), signals, now)
+        ranked, reranking = self._rerank(text, ranked)
         report = Routing(
             applied_filters=routed.model_dump(mode="json", by_alias=True, exclude_none=True) if routed else None,
             consumed_phrases=route.consumed_phrases,
@@ -160,7 +175,30 @@ class Retriever:
             router=route.router,
             fallback=route.fallback,
         )
-        return Retrieval(self._cut(ranked, request, pinned), report)
+        return Retrieval(self._cut(ranked, request, pinned), report, reranking)
+
+    def _rerank(self, query: str, ranked: list[SearchHit]) -> tuple[list[SearchHit], Reranking | None]:
+        """The best `rerank_candidates` hits in the reranker's order, each with its `rerank_score`, then the
+        rest as they were; the hits keep every other field. If the reranker fails in any way, the order
+        is left as it was and the report says why."""
+        reranker = self.reranker
+        if reranker is None:
+            return ranked, None
+        head, tail = ranked[: self.rerank_candidates], ranked[self.rerank_candidates :]
+        report = Reranking(reranker=reranker.name, candidates=len(head))
+        if not head:
+            return ranked, report
+        texts = [embedding_text(hit.chunk.document.title, hit.chunk.heading_path, hit.chunk.text) for hit in head]
+        try:
+            order = reranked_order(reranker.rerank(query, texts), len(head))
+        except Exception as exc:  # noqa: BLE001 - whatever the reranker does wrong, the fused order answers
+            reason = _rerank_failure(exc)
+            logger.warning(
+                "reranking failed, the fused order is kept", extra={"reranker": reranker.name, "reason": reason}
+            )
+            return ranked, report.model_copy(update={"fallback": reason})
+        reordered = [head[relevance.index].model_copy(update={"rerank_score": relevance.score}) for relevance in order]
+        return reordered + tail, report
 
     def _depth(self, request: SearchRequest) -> int:
         return max(self.candidates, request.top_k)
@@ -216,7 +254,7 @@ class Retriever:
             return hits
         for hit in ranked:
             if hit.score < request.min_score:
-                break
+                continue  # not `break`: a reranked list is not in the order of `score`
             if hit.chunk.chunk_id in taken:
                 continue
             doc_id = hit.chunk.document.doc_id
@@ -252,3 +290,14 @@ class Retriever:
             )
             for scored, score, raw in reciprocal_rank_fusion(rankings, self.weights, self.rrf_k)
         ]
+
+
+def _rerank_failure(exc: Exception) -> str:
+    """Why reranking failed, without any text of the query or the documents: the error code and the AWS
+    error behind it, or the adapter's own account of an unusable answer, or what the order lacked."""
+    if isinstance(exc, CitewiseError):
+        aws_error = exc.details.get("aws_error")
+        return f"{exc.code} ({aws_error})" if aws_error else f"{exc.code}: {exc.message}"
+    if isinstance(exc, ValueError):
+        return f"unusable answer: {exc}"
+    return type(exc).__name__

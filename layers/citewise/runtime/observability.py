@@ -20,6 +20,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
+from citewise.domain.models import Reranking
+
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -40,3 +42,11 @@ def timed(metric: str) -> Iterator[None]:
         yield
     finally:
         metrics.add_metric(name=metric, unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000)
+
+
+def count_reranking(reranking: Reranking | None) -> None:
+    """Count a reranked query as `Reranked`, or as `RerankFallbacks` when the reranker failed and the fused
+    order was kept (an alarm-worthy rate: model access or quota); nothing when no reranker is configured."""
+    if reranking is not None:
+        metric = "RerankFallbacks" if reranking.fallback else "Reranked"
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)

@@ -34,6 +34,7 @@ from citewise.ports.blobstore import BlobStore
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
+from citewise.ports.reranker import Reranker
 from citewise.ports.router import Router
 from citewise.ports.synthesizer import Synthesizer
 from citewise.query.fallback import FallbackSynthesizer
@@ -144,6 +145,8 @@ class Services:
                 credibility_weight=settings.ranking_credibility_weight,
             ),
             tenant_settings=TenantSettingsCache(self._tenant_settings, ttl=settings.tenant_settings_ttl),
+            reranker=build_reranker(settings),
+            rerank_candidates=settings.rerank_candidates,
         )
 
     def _tenant_settings(self, tenant_id: str) -> TenantSettings | None:
@@ -251,6 +254,21 @@ def build_router(settings: Settings) -> Router:
         settings.router_model_id or settings.generation_model_id,
         fallback=DeterministicRouter(),
         region=settings.aws_region,
+    )
+
+
+def build_reranker(settings: Settings) -> Reranker | None:
+    """The configured reranker, or None (the default: reranking is opt-in, a reranker without model access
+    would cost every query a failed call). Its module is loaded only when chosen, its client on the first
+    reranked query."""
+    if settings.reranker == "none":
+        return None
+    from citewise.aws.bedrock_rerank import BedrockReranker
+
+    return BedrockReranker(
+        settings.rerank_model_id,
+        region=settings.rerank_region or settings.aws_region,
+        read_timeout=settings.rerank_timeout,
     )
 
 

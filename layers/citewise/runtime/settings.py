@@ -31,6 +31,7 @@ SynthesizerName = Literal["extractive", "bedrock", "openai"]
 GenerationFallback = Literal["none", "extractive"]
 OpenSearchService = Literal["es", "aoss"]
 RouterName = Literal["deterministic", "bedrock"]
+RerankerName = Literal["none", "bedrock"]
 AuthMode = Literal["cognito", "iam"]
 
 
@@ -138,6 +139,22 @@ class Settings(BaseSettings):
     generation_temperature: float = Field(default=0.0, ge=0.0, le=1.0)
     guardrail_id: str | None = None
     guardrail_version: str | None = None
+    # --- reranking (docs/deploy.md, "Reranking"): off unless asked for; a failure keeps the fused order
+    reranker: RerankerName = Field(
+        default="none", description="`bedrock`: the Bedrock Rerank API reorders the best fused hits; `none`: off."
+    )
+    rerank_model_id: str = Field(
+        default="amazon.rerank-v1:0",
+        pattern=r"^(arn:aws[a-z-]*:bedrock:[a-z0-9-]+::foundation-model/)?[a-z0-9-]+\.[a-z0-9.:-]+$",
+        description="The reranker model: `amazon.rerank-v1:0`, `cohere.rerank-v3-5:0`, or its foundation-model ARN.",
+    )
+    rerank_region: str | None = Field(
+        default=None, description="Where the reranker runs if not in CITEWISE_AWS_REGION (not every region offers it)."
+    )
+    rerank_candidates: int = Field(
+        default=50, ge=1, le=1000, description="How many of the best fused hits are reranked (billed per 100)."
+    )
+    rerank_timeout: int = Field(default=5, ge=1, le=60, description="Seconds one Rerank attempt may take.")
     upload_url_ttl: int = Field(default=900, ge=60, le=7 * 24 * 3600, description="Lifetime of upload URLs (s).")
 
     @field_validator("public_url")
