@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 from citewise.aws.bedrock_embeddings import CohereEmbedder, TitanEmbedder
+from citewise.aws.bedrock_rerank import BedrockReranker
 from citewise.aws.bedrock_synthesis import BedrockSynthesizer
 from citewise.aws.dynamodb import DynamoRegistry
 from citewise.aws.opensearch import OpenSearchIndex
@@ -61,20 +62,26 @@ def test_the_aws_backend_is_wired_from_environment_variables_without_a_network_c
     assert services.synthesizer.model_id == "anthropic.claude-3-haiku-20240307-v1:0"
 
 
-def test_each_adapter_is_built_on_first_use_only(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def created(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The service of every boto3 client created from now on, in order."""
+    services: list[str] = []
+    real_client = boto3.session.Session.client
+
+    def recording(self: boto3.session.Session, service_name: str, *args: object, **kwargs: object) -> object:
+        services.append(service_name)
+        return real_client(self, service_name, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(boto3.session.Session, "client", recording)
+    return services
+
+
+def test_each_adapter_is_built_on_first_use_only(monkeypatch: pytest.MonkeyPatch, created: list[str]) -> None:
     # Given a deployed function's environment, and every AWS client creation recorded
     for name, value in AWS_ENV.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    created: list[str] = []
-    real_client = boto3.session.Session.client
-
-    def recording(self: boto3.session.Session, service_name: str, *args: object, **kwargs: object) -> object:
-        created.append(service_name)
-        return real_client(self, service_name, *args, **kwargs)  # type: ignore[call-overload]
-
-    monkeypatch.setattr(boto3.session.Session, "client", recording)
     # When the services are built, nothing is
     services = build_services(load_settings())
     assert created == []
@@ -86,6 +93,21 @@ def test_each_adapter_is_built_on_first_use_only(monkeypatch: pytest.MonkeyPatch
     assert synthesizer is services.synthesizer
     # And a documents request that needs the registry builds it then
     assert isinstance(services.registry, DynamoRegistry) and created.count("dynamodb") == 1
+
+
+def test_a_reranking_function_makes_its_rerank_client_on_the_first_reranked_query_only(
+    monkeypatch: pytest.MonkeyPatch, created: list[str]
+) -> None:
+    # Given a deployed query function's environment with reranking on
+    for name, value in {**AWS_ENV, "CITEWISE_RERANKER": "bedrock"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # When the services and the retriever are built
+    retriever = build_services(load_settings(QuerySettings)).retriever
+    # Then the reranker is configured, but its client waits for the first reranked query
+    assert isinstance(retriever.reranker, BedrockReranker) and retriever.reranker.name == "amazon.rerank-v1:0"
+    assert "bedrock-agent-runtime" not in created
 
 
 def test_adapters_passed_in_are_used_as_they_are(tmp_path: Path) -> None:

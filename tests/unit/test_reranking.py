@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import boto3
 import pytest
 
 from citewise.aws.bedrock_rerank import BedrockReranker
@@ -25,7 +24,7 @@ from citewise.ports.reranker import Relevance, Reranker, reranked_order
 from citewise.query.answering import answer_question
 from citewise.query.retrieval import Retrieval, Retriever
 from citewise.runtime.services import Services, build_reranker
-from citewise.runtime.settings import QuerySettings, load_settings
+from citewise.runtime.settings import load_settings
 from tests.factories import source
 from tests.unit.test_retrieval import ALICE, CHUNKS, DOCUMENTS
 
@@ -230,29 +229,3 @@ def test_bad_reranking_settings_name_their_variable(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(f"CITEWISE_{name}", value)
     with pytest.raises(Exception, match=f"CITEWISE_{name}"):
         load_settings()
-
-
-def test_a_reranking_function_makes_its_rerank_client_on_the_first_reranked_query_only(
-    monkeypatch: pytest.MonkeyPatch, aws_credentials: None
-) -> None:
-    # Given a deployed query function's settings with reranking on, and every AWS client creation recorded
-    settings = QuerySettings(
-        backend="aws",
-        opensearch_endpoint="https://search-citewise.us-west-2.es.amazonaws.com",
-        embedder="hashing",
-        reranker="bedrock",
-        aws_region="us-west-2",
-    )
-    created: list[str] = []
-    real_client = boto3.session.Session.client
-
-    def recording(self: boto3.session.Session, service_name: str, *args: object, **kwargs: object) -> object:
-        created.append(service_name)
-        return real_client(self, service_name, *args, **kwargs)  # type: ignore[call-overload]
-
-    monkeypatch.setattr(boto3.session.Session, "client", recording)
-    # When the services and the retriever are built
-    retriever = Services(settings).retriever
-    # Then the reranker is configured but no Rerank client exists yet
-    assert isinstance(retriever.reranker, BedrockReranker)
-    assert "bedrock-agent-runtime" not in created
