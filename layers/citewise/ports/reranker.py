@@ -33,7 +33,7 @@ class Reranker(Protocol):
     """What the reports name the reranker by (its model id)."""
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[Relevance]:
-        """A score for every one of `documents` (each index once), best first.
+        """A score for every one of `documents`, each index once, in any order (the caller sorts).
 
         Raises a `CitewiseError` when the scores cannot be had; the caller falls back to its own order.
         """
