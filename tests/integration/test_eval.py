@@ -13,6 +13,7 @@ from citewise.runtime.services import build_services
 from citewise.runtime.settings import Settings
 from citewise_local import evaluation
 from citewise_local.cli import main
+from citewise_local.progress import Bars
 
 CORPUS = {
     "d1": ("Volcanoes", "Lava flows from erupting volcanoes cool into basalt."),
@@ -71,6 +72,7 @@ def test_eval_prints_one_json_object_with_the_metrics(
         "ingest_s",
         "query_p50_ms",
         "query_p95_ms",
+        "elapsed_s",
     ]
     assert (summary["mode"], summary["embedder"], summary["queries"]) == ("bm25", "hashing-384", 3)
     assert summary["ndcg@10"] == summary["mrr@10"] == summary["recall@10"] == 1.0
@@ -83,9 +85,9 @@ def test_a_second_run_reuses_the_index(tmp_path: Path) -> None:
     dataset = evaluation.load_beir(_write_dataset(tmp_path / "tiny"))
     settings = Settings(home=evaluation.index_home(tmp_path, dataset, "hashing", 400, 50), embedder="hashing")
     services = build_services(settings)
-    _, first = evaluation.ingest(services, dataset, lambda items: items)
+    _, first = evaluation.ingest(services, dataset, Bars(quiet=True))
     # When ingested again with the same settings
-    _, second = evaluation.ingest(services, dataset, lambda items: items)
+    _, second = evaluation.ingest(services, dataset, Bars(quiet=True))
     services.close()
     # Then nothing is parsed or embedded again
     assert first == Counter({Outcome.NEW: 4}) and second == Counter({Outcome.UNCHANGED: 4})
