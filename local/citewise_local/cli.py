@@ -38,6 +38,7 @@ from citewise_local.auth import MAX_TTL
 from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.progress import Bars, Stopwatch
 from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
+from citewise_local.servelog import LOG_FORMATS
 
 EXIT_FAILED = 1
 """The command ran, but something in it failed (a document FAILED to ingest)."""
@@ -269,6 +270,22 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=8080,
         help="0-65535 (default 8080; 0: any free port)",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text: one readable line per request on stderr, the handlers' JSON logs to --log-file; "
+        "json: both as JSON lines on stderr (default: text)",
+    )
+    serve.add_argument(
+        "--log-file",
+        type=Path,
+        metavar="PATH",
+        help=f"where the handlers' logs go with text (default $CITEWISE_HOME/{logs.LOGS_DIR}/{logs.SERVE_LOG})",
+    )
+    serve.add_argument(
+        "--metrics", action="store_true", help="keep the handlers' EMF metric documents in their logs (default: off)"
     )
     serve.set_defaults(run=_serve, own_services=True)
 
@@ -611,19 +628,36 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    """Serve until Ctrl-C; the URL goes to stdout, one line per request to stderr."""
+    """Serve until Ctrl-C; the URL goes to stdout, one line per request to stderr, the handlers' logs to
+    the log file (or stderr with JSON)."""
+    from citewise_local.lambdaenv import Output
     from citewise_local.server import LocalServer
 
     # Upload URLs point at the address served, unless CITEWISE_PUBLIC_URL says how clients reach it.
     public_url = settings.public_url if "public_url" in settings.model_fields_set else None
+    log_file = (
+        None if args.log_format == "json" else args.log_file or settings.home_dir / logs.LOGS_DIR / logs.SERVE_LOG
+    )
+    output = Output(file=None if log_file is None else str(log_file), metrics=args.metrics)
     try:
-        server = LocalServer((args.host, args.port), settings, public_url=public_url)
-    except (OSError, OverflowError) as exc:  # address in use or unknown; port out of range
+        if log_file is not None:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+        server = LocalServer(
+            (args.host, args.port), settings, public_url=public_url, log_format=args.log_format, handler_output=output
+        )
+    except (OSError, OverflowError) as exc:  # address in use or unknown; port out of range; log folder
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ValidationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
+        where = (
+            f"write {exc.filename}"
+            if isinstance(exc, OSError) and exc.filename
+            else f"listen on {args.host}:{args.port}"
+        )
+        raise ValidationError(f"cannot {where}: {reason}") from exc
     home = f" --home {args.home}" if args.home is not None else ""
     print(f"citewise API on {server.url} (Swagger UI: {server.url}/v1/docs); Ctrl-C stops it", flush=True)
     print(f"token: citewise{home} token --tenant T --user U, sent as 'Authorization: Bearer <token>'", flush=True)
+    if log_file is not None:
+        print(f"handler logs: {log_file}", flush=True)
     stops = _stop_on_sigterm()
     try:
         server.serve_forever()
