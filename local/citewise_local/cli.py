@@ -109,7 +109,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"citewise {__version__}")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        required=True, metavar="COMMAND", help="`citewise COMMAND --help` shows its options and examples"
+    )
 
     ingest = _command(
         commands,
@@ -176,7 +178,9 @@ def _parser() -> argparse.ArgumentParser:
         _json_flag(sub, "the response")
         sub.set_defaults(run=run)
 
-    docs = _command(commands, "docs", "list, show or delete documents").add_subparsers(required=True, metavar="ACTION")
+    docs = _command(commands, "docs", "list, show or delete documents").add_subparsers(
+        required=True, metavar="ACTION", help="`citewise docs ACTION --help` shows its options"
+    )
     listing = _command(
         docs,
         "list",
@@ -207,7 +211,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
 
     tenant = _command(commands, "settings", "the tenant's ranking signals and routing vocabulary")
-    actions = tenant.add_subparsers(required=True, metavar="ACTION")
+    actions = tenant.add_subparsers(
+        required=True, metavar="ACTION", help="`citewise settings ACTION --help` shows its options"
+    )
     show = _command(
         actions,
         "show",

@@ -27,11 +27,15 @@ class _FolderMakingHandler(logging.FileHandler):
 
 
 def capture_to_file(path: Path) -> logging.Handler:
-    """Send this process's warnings (the `logging` root and Python's `warnings`) to `path`; returns the
-    handler (a test removes it again)."""
+    """Send this process's warnings (the `logging` root and Python's `warnings`) to `path`, instead of
+    any file an earlier call named; returns the handler."""
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if isinstance(h, _FolderMakingHandler)]:  # main() run again
+        root.removeHandler(previous)
+        previous.close()
     handler = _FolderMakingHandler(path, delay=True, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.WARNING)
-    logging.getLogger().addHandler(handler)
+    root.addHandler(handler)
     logging.captureWarnings(True)
     return handler
