@@ -6,7 +6,8 @@ and below it one for the long step inside the current work, which the pipeline r
 1,000-page PDF moves too, where a bar over documents alone would sit at 0/1 for minutes.
 
 Off with `--quiet` and whenever stderr is not a terminal (a pipe, a file, CI): piped output stays
-exactly the summary.
+exactly the summary. tqdm's own `TQDM_*` variables still apply (`TQDM_MININTERVAL=0` redraws on every
+update, as the tests do).
 """
 
 from __future__ import annotations
@@ -28,10 +29,9 @@ T = TypeVar("T")
 class Bars:
     """The bars of one command; a context manager that closes them. Implements `Progress` (`__call__`)."""
 
-    def __init__(self, *, quiet: bool = False, stream: TextIO | None = None, mininterval: float = 0.1) -> None:
+    def __init__(self, *, quiet: bool = False, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = not quiet and self.stream.isatty()
-        self.mininterval = mininterval
         self._step: Step | None = None
         self._step_bar: tqdm[Any] | None = None
         self._items_shown = False
@@ -45,7 +45,7 @@ class Bars:
 
         self._items_shown = True
         try:
-            bar = tqdm(iterable, total=total, desc=what, unit=unit, file=self.stream, mininterval=self.mininterval)
+            bar = tqdm(iterable, total=total, desc=what, unit=unit, file=self.stream)
             with bar:
                 yield from bar
         finally:
@@ -65,7 +65,6 @@ class Bars:
                 desc=f"{step.action} {step.subject}",
                 unit=step.unit,
                 file=self.stream,
-                mininterval=self.mininterval,
                 leave=False,
                 position=1 if self._items_shown else 0,
             )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -14,6 +16,8 @@ from citewise.runtime.settings import Settings
 from citewise_local import evaluation
 from citewise_local.cli import main
 from citewise_local.progress import Bars
+
+T = TypeVar("T")
 
 CORPUS = {
     "d1": ("Volcanoes", "Lava flows from erupting volcanoes cool into basalt."),
@@ -103,3 +107,28 @@ def test_a_folder_without_qrels_is_refused(tmp_path: Path, capsys: pytest.Captur
     assert capsys.readouterr().err.startswith(
         "error: VALIDATION_ERROR: " + f"{folder} is not a BEIR dataset: missing queries.jsonl, qrels.tsv"
     )
+
+
+class _CountingBars(Bars):
+    """Bars that remember the totals they were given (and draw nothing: not a terminal)."""
+
+    def __init__(self) -> None:
+        super().__init__(quiet=True)
+        self.totals: list[tuple[str, int, str]] = []
+
+    def items(self, iterable: Iterable[T], total: int, what: str, unit: str) -> Iterator[T]:
+        self.totals.append((what, total, unit))
+        return super().items(iterable, total, what, unit)
+
+
+def test_eval_progress_knows_its_totals(tmp_path: Path) -> None:
+    # Given the tiny dataset (4 documents, 3 judged queries)
+    dataset = evaluation.load_beir(_write_dataset(tmp_path / "tiny"))
+    services = build_services(Settings(home=tmp_path / "home", embedder="hashing"))
+    bars = _CountingBars()
+    # When it is ingested and queried
+    evaluation.ingest(services, dataset, bars)
+    evaluation.run_queries(services, dataset, 10, bars)
+    services.close()
+    # Then each bar had its total (so tqdm shows an ETA)
+    assert bars.totals == [("ingest", 4, "doc"), ("queries", 3, "q")]
