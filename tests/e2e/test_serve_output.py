@@ -10,19 +10,12 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from tests.builders import make_pdf
+from tests.builders import make_damaged_pdf
 from tests.e2e.helpers import Api, Reply, serve, server_environment, upload, wait_for_status
 
 REQUEST_LINE = re.compile(
     r"(GET|POST|PUT|DELETE) (/\S*) (\d{3}) (\d+\.\d)ms ([0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12})"
 )
-
-
-def _damaged_pdf() -> bytes:
-    """A readable PDF whose `startxref` is wrong: pypdf recovers, with warnings."""
-    data = make_pdf(["Anvils are shipped by rail.\n\nEach crate holds four anvils."])
-    at = data.rindex(b"startxref")
-    return data[:at] + b"startxref\n12\n%%EOF\n"
 
 
 def _run(tmp_path: Path, *options: str) -> tuple[Api, dict[str, Reply], str]:
@@ -37,7 +30,7 @@ def _run(tmp_path: Path, *options: str) -> tuple[Api, dict[str, Reply], str]:
             "health": api.request("GET", "/v1/health"),
             "missing": api.request("GET", "/v1/nothing?secret=1"),
         }
-        doc_id = upload(api, token, "reports/damaged.pdf", _damaged_pdf(), "application/pdf")
+        doc_id = upload(api, token, "reports/damaged.pdf", make_damaged_pdf(), "application/pdf")
         assert wait_for_status(api, token, doc_id)["status"] == "INDEXED"
         replies["query"] = api.request("POST", "/v1/query", token=token, json_body={"query": "how are anvils shipped?"})
     finally:

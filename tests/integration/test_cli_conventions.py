@@ -17,6 +17,7 @@ import pytest
 from citewise.domain.models import Filter
 from citewise_local import config
 from citewise_local.cli import _parser, main
+from tests.builders import make_damaged_pdf
 
 REPO = Path(__file__).parents[2]
 CITEWISE = Path(sys.executable).parent / "citewise"
@@ -235,3 +236,17 @@ def test_the_completion_script_calls_citewise(shell: str) -> None:
     assert "_ARGCOMPLETE" in script and "citewise" in script
     if shell == "bash":  # it is valid bash
         subprocess.run(["bash", "-n"], input=script, text=True, check=True, timeout=30)
+
+
+def test_library_warnings_go_to_the_log_file_not_the_terminal(
+    tmp_path: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a PDF pypdf reads with warnings
+    damaged = workdir / "damaged.pdf"
+    damaged.write_bytes(make_damaged_pdf())
+    home = tmp_path / "home"
+    # When it is ingested
+    assert main(["ingest", str(damaged), "--tenant", "acme", "--home", str(home)]) == 0
+    # Then stderr is empty and the warnings are in the home's log
+    assert capsys.readouterr().err == ""
+    assert "WARNING pypdf._reader: incorrect startxref pointer" in (home / "logs" / "citewise.log").read_text()
