@@ -63,24 +63,10 @@ STDIN = "-"
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    environ = config.environment()
-    parser = _parser()
     try:
-        found = config.load_config(config.find_config(Path.cwd(), config.home_from(arguments, environ)))
-        config.apply_defaults(parser, found, environ)
-        overrides = config.settings_overrides(found, environ, McpSettings.model_fields)
+        args, overrides = config.parse(_parser(), list(sys.argv[1:] if argv is None else argv))
     except CitewiseError as exc:
         return _fail(exc)
-    if "_ARGCOMPLETE" in environ:  # a shell asking for completions (`citewise completion`): answer, exit
-        import argcomplete
-
-        argcomplete.autocomplete(parser)
-    args = parser.parse_args(arguments)
-    if problem := config.missing_required(args):
-        parser.error(problem)
-    if args.home is not None:
-        overrides["home"] = args.home
     args.settings_overrides = overrides
     try:
         settings: Settings = load_settings(Settings, **overrides)
@@ -109,9 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"citewise {__version__}")
-    commands = parser.add_subparsers(
-        required=True, metavar="COMMAND", help="`citewise COMMAND --help` shows its options and examples"
-    )
+    commands = _choices(parser, "COMMAND")
 
     ingest = _command(
         commands,
@@ -178,9 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         _json_flag(sub, "the response")
         sub.set_defaults(run=run)
 
-    docs = _command(commands, "docs", "list, show or delete documents").add_subparsers(
-        required=True, metavar="ACTION", help="`citewise docs ACTION --help` shows its options"
-    )
+    docs = _choices(_command(commands, "docs", "list, show or delete documents"), "ACTION")
     listing = _command(
         docs,
         "list",
@@ -211,9 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
 
     tenant = _command(commands, "settings", "the tenant's ranking signals and routing vocabulary")
-    actions = tenant.add_subparsers(
-        required=True, metavar="ACTION", help="`citewise settings ACTION --help` shows its options"
-    )
+    actions = _choices(tenant, "ACTION")
     show = _command(
         actions,
         "show",
@@ -355,6 +335,13 @@ def _parser() -> argparse.ArgumentParser:
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilogs' example lines as written."""
+
+
+def _choices(parser: argparse.ArgumentParser, metavar: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The commands (or actions) `parser` requires one of."""
+    return parser.add_subparsers(
+        required=True, metavar=metavar, help=f"`{parser.prog} {metavar} --help` shows its options and examples"
+    )
 
 
 def _command(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from citewise.domain.errors import ValidationError
+from citewise.runtime.settings import McpSettings
 
 LOCAL_CONFIG = Path("citewise.toml")
 """The project's config file, looked for in the working directory first."""
@@ -58,6 +59,35 @@ class ConfigFile:
     options: dict[str, Any] = field(default_factory=dict)
     commands: dict[str, dict[str, Any]] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+
+
+def parse(parser: argparse.ArgumentParser, arguments: list[str]) -> tuple[argparse.Namespace, dict[str, object]]:
+    """The command line parsed with every source's defaults in place, and the settings to load (the
+    file's `[settings]` below the environment, `--home` above it). ValidationError for a bad config file;
+    a usage error (argparse's exit 2) for a missing required option.
+
+    When a shell asks for completions (the script `citewise completion` prints sets `_ARGCOMPLETE`),
+    argcomplete answers from this same parser and exits: imported only then, it costs a command nothing.
+    """
+    environ = environment()
+    found = load_config(find_config(Path.cwd(), home_from(arguments, environ)))
+    apply_defaults(parser, found, environ)
+    overrides = settings_overrides(found, environ, McpSettings.model_fields)
+    if "_ARGCOMPLETE" in environ:
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
+    args = parser.parse_args(arguments)
+    if problem := missing_required(args):
+        parser.error(problem)
+    if args.home is not None:
+        overrides["home"] = args.home
+    return args, overrides
+
+
+def environment() -> Mapping[str, str]:
+    """The process environment, read in this one place."""
+    return os.environ
 
 
 def home_from(argv: list[str], environ: Mapping[str, str]) -> Path:
@@ -219,8 +249,3 @@ def _checked(action: argparse.Action, value: Any, where: str) -> Any:
     if action.choices is not None and converted not in action.choices:
         raise ValidationError(f"config file {where}: must be one of " + ", ".join(map(str, action.choices)))
     return converted
-
-
-def environment() -> Mapping[str, str]:
-    """The process environment (one place reads it, so the tests can hand another)."""
-    return os.environ
