@@ -43,6 +43,13 @@ def make_pdf(pages: list[str], *, title: str | None = None) -> bytes:
     return bytes(pdf.output())
 
 
+def make_damaged_pdf() -> bytes:
+    """A readable PDF whose `startxref` is wrong: pypdf recovers, with warnings (on its logger)."""
+    data = make_pdf(["Anvils are shipped by rail.\n\nEach crate holds four anvils."])
+    at = data.rindex(b"startxref")
+    return data[:at] + b"startxref\n12\n%%EOF\n"
+
+
 def make_blank_pdf(page_count: int) -> bytes:
     """A PDF of `page_count` empty pages, quick to write even for thousands of pages."""
     writer = PdfWriter()

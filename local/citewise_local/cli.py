@@ -1,11 +1,9 @@
 """The `citewise` command: ingest, query, search and manage documents on the embedded local stack.
 
-The CLI is a client of the library like a Lambda handler is: it builds a `Caller` from its flags (the
+The CLI is a client of the library like a Lambda handler is: it builds a `Caller` from its options (the
 local stand-in for an authenticated identity), calls one library function, and renders the result.
-Every error becomes one line `error: CODE: message` on stderr; nothing is a traceback. Exit status: 0
-success; 1 the command ran but something failed (a document FAILED); 2 a usage, input or configuration
-error (the same command fails again); 3 the answer model's endpoint failed or a backend throttled (worth
-retrying later). The embedded index and model are files: their errors are configuration (2).
+Every error becomes one line `error: CODE: message` on stderr; nothing is a traceback. Where an option's
+value comes from (flag, environment, config file, default) is `citewise_local.config`'s business.
 """
 
 from __future__ import annotations
@@ -35,8 +33,12 @@ from citewise.query.answering import answer_question
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
+from citewise_local import config, logs
+from citewise_local.auth import MAX_TTL
 from citewise_local.folders import FOLDER_CHANNEL, scan
+from citewise_local.progress import Bars, Stopwatch
 from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
+from citewise_local.servelog import LOG_FORMATS
 
 EXIT_FAILED = 1
 """The command ran, but something in it failed (a document FAILED to ingest)."""
@@ -45,16 +47,33 @@ EXIT_ERROR = 2
 EXIT_UNAVAILABLE = 3
 """The answer model's endpoint failed, or a backend throttled: the same command may succeed later."""
 _UNAVAILABLE = (GenerationError, ThrottledError)
+EXIT_STATUS = """\
+exit status:
+  0  success
+  1  the command ran but something failed (a document FAILED)
+  2  a usage, input or configuration error: the same command fails again (the embedded index and model
+     are files, so their errors are configuration)
+  3  the answer model's endpoint failed or a backend throttled: worth retrying later"""
+DEFAULT_USER = "local"
+COMPLETION_SHELLS = ("bash", "zsh", "fish", "tcsh", "powershell")
+"""The shells argcomplete writes a completion script for."""
+STDIN = "-"
+"""The question argument that means: read the question from standard input."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
-    args = _parser().parse_args(argv)
-    overrides = {} if args.home is None else {"home": args.home}
     try:
+        args, overrides = config.parse(_parser(), list(sys.argv[1:] if argv is None else argv))
+    except CitewiseError as exc:
+        return _fail(exc)
+    args.settings_overrides = overrides
+    try:
+        settings: Settings = load_settings(Settings, **overrides)
+        logs.capture_to_file(settings.home_dir / logs.LOGS_DIR / logs.CLI_LOG)
         if getattr(args, "own_services", False):
-            return int(args.run(args, load_settings(**overrides)))
-        services = build_services(load_settings(**overrides))
+            return int(args.run(args, settings))
+        services = build_services(settings)
     except CitewiseError as exc:
         return _fail(exc)
     try:
@@ -69,63 +88,126 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="citewise", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="citewise",
+        description=__doc__.splitlines()[0],
+        epilog=f"{config.PRECEDENCE}\n{EXIT_STATUS}",
+        formatter_class=_Formatter,
+    )
     parser.add_argument("--version", action="version", version=f"citewise {__version__}")
-    parser.add_argument("--home", type=Path, help="where the local index lives (default $CITEWISE_HOME or ~/.citewise)")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = _choices(parser, "COMMAND")
 
-    ingest = commands.add_parser("ingest", help="index files and folders (re-running skips unchanged files)")
-    ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    ingest = _command(
+        commands,
+        "ingest",
+        "index files and folders (re-running skips unchanged files)",
+        "citewise ingest samples/corpus --tenant acme",
+        "citewise ingest notes/ report.pdf --tenant acme --user alice --visibility private --json",
+    )
+    ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files and folders (folders recursively)")
     _identity(ingest)
-    ingest.add_argument("--visibility", choices=[v.value for v in Visibility], default=Visibility.SHARED.value)
-    ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ingest.add_argument(
+        "--visibility",
+        choices=[v.value for v in Visibility],
+        default=Visibility.SHARED.value,
+        help="shared: the whole tenant reads them; private: only --user (default: shared)",
+    )
+    _json_flag(ingest, "the summary")
     ingest.set_defaults(run=_ingest)
 
-    for name, run, text in (
-        ("query", _query, "answer a question with citations"),
-        ("search", _search, "rank chunks for a query (retrieval only)"),
+    for name, run, text, example in (
+        ("query", _query, "answer a question with citations", 'citewise query "How do I deploy?" --tenant acme'),
+        ("search", _search, "rank chunks for a query (retrieval only)", 'citewise search "cdk deploy" --tenant acme'),
     ):
-        sub = commands.add_parser(name, help=text)
-        sub.add_argument("query")
+        sub = _command(
+            commands,
+            name,
+            text,
+            example,
+            f"echo 'what changed in Q3?' | citewise {name} - --tenant acme --top-k 10",
+            f'citewise {name} deploy --tenant acme --filter \'{{"equals": {{"key": "source", "value": "wiki"}}}}\'',
+        )
+        sub.add_argument("query", metavar="QUESTION", help="the question; - reads it from standard input")
         _identity(sub)
-        sub.add_argument("--top-k", type=int, default=5)
-        sub.add_argument("--min-score", type=float, default=0.0)
-        sub.add_argument("--max-sources", type=int)
-        sub.add_argument("--filter", type=_json_arg, help="Bedrock Knowledge Bases filter as JSON")
+        sub.add_argument(
+            "--top-k",
+            metavar="N",
+            type=int,
+            default=5,
+            help=f"chunks to retrieve, {_limits(SearchRequest, 'top_k')} (default 5)",
+        )
+        sub.add_argument(
+            "--min-score",
+            metavar="SCORE",
+            type=float,
+            default=0.0,
+            help=f"leave out chunks whose fused score is below this, {_limits(SearchRequest, 'min_score')} (default 0)",
+        )
+        sub.add_argument(
+            "--max-sources",
+            metavar="N",
+            type=int,
+            help=f"chunks from at most this many documents, {_limits(SearchRequest, 'max_sources')} (default: top-k)",
+        )
+        sub.add_argument(
+            "--filter",
+            type=_json_arg,
+            metavar="JSON",
+            help="a Bedrock Knowledge Bases filter, ANDed inside the access filter; operators: "
+            + ", ".join(Filter.operators()),
+        )
         sub.add_argument(
             "--no-route", action="store_true", help="search the whole text: no dates, sources or ids taken as filters"
         )
-        sub.add_argument("--json", action="store_true")
+        _json_flag(sub, "the response")
         sub.set_defaults(run=run)
 
-    docs = commands.add_parser("docs", help="list, show or delete documents").add_subparsers(required=True)
-    listing = docs.add_parser("list", help="documents of the tenant visible to the user")
+    docs = _choices(_command(commands, "docs", "list, show or delete documents"), "ACTION")
+    listing = _command(
+        docs,
+        "list",
+        "documents of the tenant visible to the user",
+        "citewise docs list --tenant acme --status FAILED",
+        "citewise docs list --tenant acme --prefix corpus/ --limit 20 --json",
+    )
     _identity(listing)
-    listing.add_argument("--status", choices=[s.value for s in DocumentStatus])
-    listing.add_argument("--prefix", help="only paths starting with this")
+    listing.add_argument("--status", choices=[s.value for s in DocumentStatus], help="only documents in this status")
+    listing.add_argument("--prefix", help="only paths starting with this, e.g. corpus/")
     listing.add_argument(
         "--source", help="only documents from this source, the content's origin (exact: jira, confluence, ...)"
     )
-    listing.add_argument("--limit", type=int, default=100)
-    listing.add_argument("--cursor")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument(
+        "--limit", metavar="N", type=_within(int, 1, 1000), default=100, help="documents per page, 1-1000 (default 100)"
+    )
+    listing.add_argument("--cursor", help="the next page: the cursor the previous page printed")
+    _json_flag(listing, "the page")
     listing.set_defaults(run=_docs_list)
     for name, run, text in (
-        ("show", _docs_show, "one document"),
-        ("delete", _docs_delete, "remove a document"),
+        ("show", _docs_show, "one document: status, chunks, pages, last error"),
+        ("delete", _docs_delete, "remove a document, its chunks and its stored file (owner or --group admin)"),
     ):
-        sub = docs.add_parser(name, help=text)
-        sub.add_argument("doc_id", metavar="ID")
+        sub = _command(docs, name, text, f"citewise docs {name} ID --tenant acme")
+        sub.add_argument("doc_id", metavar="ID", help="the document id (docs list prints it)")
         _identity(sub)
-        sub.add_argument("--json", action="store_true")
+        _json_flag(sub, "the result")
         sub.set_defaults(run=run)
 
-    tenant = commands.add_parser("settings", help="the tenant's ranking signals and routing vocabulary")
-    actions = tenant.add_subparsers(required=True)
-    show = actions.add_parser("show", help="the tenant's settings (absent fields: the deployment's defaults)")
+    tenant = _command(commands, "settings", "the tenant's ranking signals and routing vocabulary")
+    actions = _choices(tenant, "ACTION")
+    show = _command(
+        actions,
+        "show",
+        "the tenant's settings (absent fields: the deployment's defaults)",
+        "citewise settings show --tenant acme",
+    )
     _identity(show)
     show.set_defaults(run=_settings_show)
-    change = actions.add_parser("set", help="change settings (tenant admins: --group admin)")
+    change = _command(
+        actions,
+        "set",
+        "change settings (tenant admins: --group admin)",
+        "citewise settings set '{\"freshness_weight\": 0.5}' --tenant acme --group admin",
+    )
     change.add_argument(
         "changes",
         type=_json_arg,
@@ -136,42 +218,182 @@ def _parser() -> argparse.ArgumentParser:
     _identity(change)
     change.set_defaults(run=_settings_set)
 
-    evaluate = commands.add_parser("eval", help="retrieval quality on a BEIR-format dataset")
+    evaluate = _command(
+        commands,
+        "eval",
+        "retrieval quality on a BEIR-format dataset",
+        "citewise eval --dataset /data/scifact --mode hybrid --per-query scifact.jsonl",
+    )
     evaluate.add_argument("--dataset", type=Path, required=True, help="folder with corpus.jsonl, queries.jsonl, qrels")
-    evaluate.add_argument("--mode", choices=["hybrid", "bm25", "vector"], default=None, help="default: the setting")
-    evaluate.add_argument("--top-k", type=int, default=100, help="documents ranked per query (default 100)")
-    evaluate.add_argument("--embedder", choices=["minilm", "hashing"], default=None, help="default: the setting")
+    evaluate.add_argument(
+        "--mode", choices=["hybrid", "bm25", "vector"], default=None, help="default: CITEWISE_SEARCH_MODE (hybrid)"
+    )
+    evaluate.add_argument(
+        "--top-k",
+        metavar="N",
+        type=_within(int, 1, 1000),
+        default=100,
+        help="documents ranked per query, 1-1000 (default 100)",
+    )
+    evaluate.add_argument(
+        "--embedder", choices=["minilm", "hashing"], default=None, help="default: CITEWISE_EMBEDDER (minilm)"
+    )
     evaluate.add_argument("--per-query", type=Path, help="write each query's metrics and ranking here (JSON lines)")
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    _json_flag(evaluate, "the metrics")
     evaluate.set_defaults(run=_eval, own_services=True)
 
-    serve = commands.add_parser("serve", help="run the HTTP API locally, calling the Lambda handlers")
+    serve = _command(
+        commands,
+        "serve",
+        "run the HTTP API locally, calling the Lambda handlers",
+        "citewise serve --port 9000",
+        "citewise serve --log-format json --metrics 2> serve.jsonl",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0: any free port)")
+    serve.add_argument(
+        "--port",
+        metavar="PORT",
+        type=int,
+        default=8080,
+        help="0-65535 (default 8080; 0: any free port)",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text: one readable line per request on stderr, the handlers' JSON logs to --log-file; "
+        "json: both as JSON lines on stderr (default: text)",
+    )
+    serve.add_argument(
+        "--log-file",
+        type=Path,
+        metavar="PATH",
+        help=f"where the handlers' logs go with text (default $CITEWISE_HOME/{logs.LOGS_DIR}/{logs.SERVE_LOG})",
+    )
+    serve.add_argument(
+        "--metrics", action="store_true", help="keep the handlers' EMF metric documents in their logs (default: off)"
+    )
     serve.set_defaults(run=_serve, own_services=True)
 
-    mcp = commands.add_parser("mcp", help="serve the read-only agent tools (MCP) on stdio, as one user")
+    mcp = _command(
+        commands,
+        "mcp",
+        "serve the read-only agent tools (MCP) on stdio, as one user",
+        "claude mcp add citewise -- citewise mcp --tenant acme --user alice",
+    )
     _identity(mcp)
     mcp.add_argument("--profiles", type=Path, help="a TOML file of tool profiles (default $CITEWISE_MCP_PROFILES)")
     mcp.set_defaults(run=_mcp, own_services=True)
 
-    token = commands.add_parser("token", help="print a bearer token for the local server (Cognito's claims)")
-    token.add_argument("--tenant", required=True, help="tenant id, the token's custom:tenant_id")
-    token.add_argument("--user", required=True, help="user id, the token's sub")
+    token = _command(
+        commands,
+        "token",
+        "print a bearer token for the local server (Cognito's claims)",
+        "TOKEN=$(citewise token --tenant acme --user alice --group admin)",
+    )
+    token.add_argument("--tenant", help="tenant id, the token's custom:tenant_id (or CITEWISE_TENANT)")
+    token.add_argument(
+        "--user", default=DEFAULT_USER, help=f"user id, the token's sub (or CITEWISE_USER; default: {DEFAULT_USER})"
+    )
     token.add_argument("--group", action="append", default=[], help="a cognito:groups entry (repeatable)")
-    token.add_argument("--ttl", type=int, default=3600, help="seconds until it expires (default 3600)")
+    token.add_argument(
+        "--ttl",
+        metavar="SECONDS",
+        type=int,
+        default=3600,
+        help=f"seconds until it expires, 1-{MAX_TTL} (default 3600)",
+    )
     token.set_defaults(run=_token, own_services=True)
 
-    demo = commands.add_parser("demo", help="ingest the sample corpus and answer its questions")
-    demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
-    demo.add_argument("--questions", type=Path, default=Path("samples/questions.json"))
+    demo = _command(commands, "demo", "ingest the sample corpus and answer its questions", "citewise demo")
+    demo.add_argument(
+        "--corpus", type=Path, default=Path("samples/corpus"), help="folder to ingest (default samples/corpus)"
+    )
+    demo.add_argument(
+        "--questions", type=Path, default=Path("samples/questions.json"), help='a JSON list of {"question": ...}'
+    )
     demo.set_defaults(run=_demo)
+
+    completion = _command(
+        commands,
+        "completion",
+        "print the shell's completion script",
+        'eval "$(citewise completion bash)"   # in ~/.bashrc',
+        'eval "$(citewise completion zsh)"    # in ~/.zshrc',
+    )
+    completion.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to complete in")
+    completion.set_defaults(run=_completion, own_services=True)
+
+    config.add_everywhere(
+        parser, "--home", type=Path, help="where the local index lives (default $CITEWISE_HOME, else ~/.citewise)"
+    )
+    config.add_everywhere(
+        parser, "--quiet", "-q", action="store_true", help="no progress bars (never shown when not on a terminal)"
+    )
     return parser
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilogs' example lines as written."""
+
+
+def _choices(parser: argparse.ArgumentParser, metavar: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The commands (or actions) `parser` requires one of."""
+    return parser.add_subparsers(
+        required=True, metavar=metavar, help=f"`{parser.prog} {metavar} --help` shows its options and examples"
+    )
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str, *examples: str
+) -> argparse.ArgumentParser:
+    """A command with its one-line help, and its examples as the epilog of its own --help."""
+    epilog = "examples:\n" + "\n".join(f"  {example}" for example in examples) if examples else None
+    return commands.add_parser(name, help=text, description=text, epilog=epilog, formatter_class=_Formatter)
+
+
+def _json_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
+def _limits(model: type[pydantic.BaseModel], name: str) -> str:
+    """A field's range as the model declares it, e.g. `1-50`."""
+    low, high = _bounds(model, name)
+    return f"{low:g}-{high:g}"
+
+
+def _bounds(model: type[pydantic.BaseModel], name: str) -> tuple[float, float]:
+    found: dict[str, float] = {}
+    for constraint in model.model_fields[name].metadata:
+        for bound in ("ge", "le"):
+            if isinstance(getattr(constraint, bound, None), int | float):
+                found[bound] = getattr(constraint, bound)
+    return found["ge"], found["le"]
+
+
+def _within(kind: Callable[[str], Any], low: float, high: float) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` from `low` to `high`, else a usage error naming the range."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {low:g}-{high:g}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its own messages
+    return parse
+
+
 def _identity(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tenant", required=True, help="tenant id (on AWS it comes from the identity)")
-    parser.add_argument("--user", default="local", help="user id, for private documents (default: local)")
+    parser.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT; on AWS it comes from the identity)")
+    parser.add_argument(
+        "--user",
+        default=DEFAULT_USER,
+        help=f"user id, for private documents (or CITEWISE_USER; default: {DEFAULT_USER})",
+    )
     parser.add_argument(
         "--group", action="append", default=[], help="a group of the user, e.g. admin (repeatable; default: none)"
     )
@@ -190,22 +412,32 @@ def _json_arg(text: str) -> Any:
 
 def _request(args: argparse.Namespace) -> SearchRequest:
     return SearchRequest(
-        query=args.query,
+        query=sys.stdin.read().strip() if args.query == STDIN else args.query,
         top_k=args.top_k,
         min_score=args.min_score,
         max_sources=args.max_sources,
-        filters=Filter.model_validate(args.filter) if args.filter is not None else None,
+        filters=_filter(args.filter) if args.filter is not None else None,
         route=not args.no_route,
     )
+
+
+def _filter(value: Any) -> Filter:
+    """`--filter`'s JSON as a Filter; a wrong one names the option (and the operators, see Filter)."""
+    try:
+        return Filter.model_validate(value)
+    except pydantic.ValidationError as exc:
+        raise ValidationError(f"--filter: {_pydantic_message(exc)}") from exc
 
 
 # --- commands --------------------------------------------------------------------------------------
 
 
 def _ingest(args: argparse.Namespace, services: Services) -> int:
+    clock = Stopwatch()
     caller = _caller(args)
     found = scan(args.paths, caller.tenant_id, caller.user_id, Visibility(args.visibility))
-    results, unrecorded = _ingest_all(services, found.objects)
+    with Bars(quiet=args.quiet) as bars:
+        results, unrecorded = _ingest_all(services, found.objects, bars)
     seen = {obj.path for obj in found.objects}
     for prefix in found.prefixes:
         for document in _all_documents(services, caller.tenant_id, prefix):
@@ -229,30 +461,29 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
     failures += unrecorded + [{"path": path, "error": reason} for path, reason in found.invalid]
     summary["failed"] = len(failures)
     if args.json:
-        print(json.dumps({**summary, "failures": failures}, indent=2))
+        print(json.dumps({**summary, "elapsed_s": round(clock.seconds, 3), "failures": failures}, indent=2))
     else:
-        print(render_summary(summary, failures))
+        print(render_summary(summary, failures, clock))
     return EXIT_FAILED if failures else 0
 
 
-def _ingest_all(services: Services, objects: list[SourceObject]) -> tuple[list[IngestResult], list[dict[str, str]]]:
+def _ingest_all(
+    services: Services, objects: list[SourceObject], bars: Bars
+) -> tuple[list[IngestResult], list[dict[str, str]]]:
     """Ingest each object; one failure never stops the run. Returns results and unrecorded failures."""
-    from tqdm import tqdm
-
     results: list[IngestResult] = []
     unrecorded: list[dict[str, str]] = []
-    with tqdm(total=len(objects), unit="doc", disable=len(objects) < 2 or None, file=sys.stderr) as progress:
-        for obj, outcome in services.ingestor.ingest_many(objects):
-            progress.update()
-            if isinstance(outcome, IngestResult):
-                results.append(outcome)
-                continue
-            # Transient failures are already recorded as FAILED; invalid paths have no record.
-            document = services.registry.get(obj.tenant_id, document_id(obj.tenant_id, obj.path))
-            if document is None:
-                unrecorded.append({"path": obj.path, "error": f"{outcome.code}: {outcome.message}"})
-            else:
-                results.append(IngestResult(Outcome.FAILED, document))
+    outcomes = services.ingestor.ingest_many(objects, progress=bars)
+    for obj, outcome in bars.items(outcomes, len(objects), "ingest", "doc"):
+        if isinstance(outcome, IngestResult):
+            results.append(outcome)
+            continue
+        # Transient failures are already recorded as FAILED; invalid paths have no record.
+        document = services.registry.get(obj.tenant_id, document_id(obj.tenant_id, obj.path))
+        if document is None:
+            unrecorded.append({"path": obj.path, "error": f"{outcome.code}: {outcome.message}"})
+        else:
+            results.append(IngestResult(Outcome.FAILED, document))
     return results, unrecorded
 
 
@@ -334,13 +565,16 @@ def _settings_set(args: argparse.Namespace, services: Services) -> int:
 
 
 def _demo(args: argparse.Namespace, services: Services) -> int:
+    clock = Stopwatch()
     questions = json.loads(args.questions.read_text(encoding="utf-8"))
     caller = Caller(tenant_id="demo", user_id="demo")
     found = scan([args.corpus], caller.tenant_id, caller.user_id, Visibility.SHARED)
-    results, unrecorded = _ingest_all(services, found.objects)
+    with Bars(quiet=args.quiet) as bars:
+        results, unrecorded = _ingest_all(services, found.objects, bars)
     counts = Counter(result.outcome.value for result in results)
     print(
-        f"Ingested {len(results)} documents from {args.corpus} with the {services.embedder.name} embedder: "
+        f"Ingested {len(results)} documents from {args.corpus} with the {services.embedder.name} embedder "
+        f"in {clock}: "
         + ", ".join(
             f"{counts[o.value]} {o.value}" for o in (Outcome.NEW, Outcome.MODIFIED, Outcome.UNCHANGED, Outcome.FAILED)
         )
@@ -356,8 +590,6 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
     """Ingest the dataset into its own index under the home (reused when unchanged) and score it."""
-    from tqdm import tqdm
-
     from citewise_local import evaluation
 
     dataset = evaluation.load_beir(args.dataset)
@@ -366,18 +598,12 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     eval_settings = settings.model_copy(
         update={"home": home, "embedder": embedder, "search_mode": args.mode or settings.search_mode}
     )
+    clock = Stopwatch()
     services = build_services(eval_settings)
     try:
-        quiet = None if not args.json else True
-        ingest_s, _ = evaluation.ingest(
-            services, dataset, lambda items: tqdm(items, desc="ingest", unit="doc", file=sys.stderr, disable=quiet)
-        )
-        results = evaluation.run_queries(
-            services,
-            dataset,
-            args.top_k,
-            lambda items: tqdm(items, desc="queries", unit="q", file=sys.stderr, disable=quiet),
-        )
+        with Bars(quiet=args.quiet or args.json) as bars:
+            ingest_s, _ = evaluation.ingest(services, dataset, bars)
+            results = evaluation.run_queries(services, dataset, args.top_k, bars)
     finally:
         services.close()
     report = evaluation.report(eval_settings.search_mode, services.embedder.name, ingest_s, results)
@@ -386,7 +612,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
             for result in results:
                 stream.write(json.dumps({"query_id": result.query_id, **result.metrics, "ranked": result.ranked[:10]}))
                 stream.write("\n")
-    summary = report.summary()
+    summary = {**report.summary(), "elapsed_s": round(clock.seconds, 1)}
     if args.json:
         print(json.dumps(summary))
     else:
@@ -395,19 +621,36 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    """Serve until Ctrl-C; the URL goes to stdout, one line per request to stderr."""
+    """Serve until Ctrl-C; the URL goes to stdout, one line per request to stderr, the handlers' logs to
+    the log file (or stderr with JSON)."""
+    from citewise_local.lambdaenv import Output
     from citewise_local.server import LocalServer
 
     # Upload URLs point at the address served, unless CITEWISE_PUBLIC_URL says how clients reach it.
     public_url = settings.public_url if "public_url" in settings.model_fields_set else None
+    log_file = (
+        None if args.log_format == "json" else args.log_file or settings.home_dir / logs.LOGS_DIR / logs.SERVE_LOG
+    )
+    output = Output(file=None if log_file is None else str(log_file), metrics=args.metrics)
     try:
-        server = LocalServer((args.host, args.port), settings, public_url=public_url)
-    except (OSError, OverflowError) as exc:  # address in use or unknown; port out of range
+        if log_file is not None:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+        server = LocalServer(
+            (args.host, args.port), settings, public_url=public_url, log_format=args.log_format, handler_output=output
+        )
+    except (OSError, OverflowError) as exc:  # address in use or unknown; port out of range; log folder
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ValidationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
+        where = (
+            f"write {exc.filename}"
+            if isinstance(exc, OSError) and exc.filename
+            else f"listen on {args.host}:{args.port}"
+        )
+        raise ValidationError(f"cannot {where}: {reason}") from exc
     home = f" --home {args.home}" if args.home is not None else ""
     print(f"citewise API on {server.url} (Swagger UI: {server.url}/v1/docs); Ctrl-C stops it", flush=True)
     print(f"token: citewise{home} token --tenant T --user U, sent as 'Authorization: Bearer <token>'", flush=True)
+    if log_file is not None:
+        print(f"handler logs: {log_file}", flush=True)
     stops = _stop_on_sigterm()
     try:
         server.serve_forever()
@@ -447,7 +690,7 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     overrides: dict[str, object] = {"home": settings.home}
     if args.profiles is not None:
         overrides["mcp_profiles"] = args.profiles
-    mcp_settings = load_settings(McpSettings, **overrides)
+    mcp_settings = load_settings(McpSettings, **{**args.settings_overrides, **overrides})
     caller = _caller(args)
     services = build_services(mcp_settings)
     try:
@@ -470,6 +713,14 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _completion(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the script that makes the shell ask `citewise` itself for completions (see `main`)."""
+    from argcomplete.shell_integration import shellcode
+
+    print(shellcode(["citewise"], shell=args.shell))
+    return 0
+
+
 # --- errors ----------------------------------------------------------------------------------------
 
 
@@ -480,5 +731,8 @@ def _fail(error: CitewiseError) -> int:
 
 def _pydantic_message(exc: pydantic.ValidationError) -> str:
     return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors(include_url=False)
+        "".join(f"{p}." for p in err["loc"]).removesuffix(".")
+        + (": " if err["loc"] else "")
+        + err["msg"].removeprefix("Value error, ")
+        for err in exc.errors(include_url=False)
     )

@@ -19,7 +19,7 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from citewise.domain.models import Caller
 from citewise.domain.objects import SourceObject
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.runtime.services import Services
+from citewise_local.progress import Bars
 
 EVAL_TENANT = "eval"
 CALLER = Caller(tenant_id=EVAL_TENANT, user_id="eval")
@@ -164,13 +165,12 @@ def document_path(corpus_id: str) -> str:
     return f"{quote(corpus_id, safe='')}.md"
 
 
-def ingest(
-    services: Services, dataset: Dataset, progress: Callable[[Iterable[Any]], Iterable[Any]]
-) -> tuple[float, Counter[Outcome]]:
+def ingest(services: Services, dataset: Dataset, bars: Bars) -> tuple[float, Counter[Outcome]]:
     """Ingest the corpus (unchanged documents are skipped): wall time in seconds and outcome counts."""
     outcomes: Counter[Outcome] = Counter()
     started = time.perf_counter()
-    for obj, outcome in progress(services.ingestor.ingest_many(_sources(dataset))):
+    ingested = services.ingestor.ingest_many(_sources(dataset), progress=bars)
+    for obj, outcome in bars.items(ingested, len(dataset.corpus), "ingest", "doc"):
         if not isinstance(outcome, IngestResult) or outcome.outcome is Outcome.FAILED:
             reason = outcome.document.error if isinstance(outcome, IngestResult) else outcome.message
             raise ValidationError(f"corpus document {obj.path!r} failed: {reason}")
@@ -193,16 +193,12 @@ def _sources(dataset: Dataset) -> Iterator[SourceObject]:
         )
 
 
-def run_queries(
-    services: Services,
-    dataset: Dataset,
-    top_k: int,
-    progress: Callable[[Iterable[Any]], Iterable[Any]],
-) -> list[QueryResult]:
+def run_queries(services: Services, dataset: Dataset, top_k: int, bars: Bars) -> list[QueryResult]:
     """Rank the corpus for every judged query; documents are ranked by their best chunk."""
     path_to_id = {document_path(corpus_id): corpus_id for corpus_id in dataset.corpus}
     results = []
-    for query_id in progress([q for q in dataset.queries if q in dataset.qrels]):
+    judged = [q for q in dataset.queries if q in dataset.qrels]
+    for query_id in bars.items(judged, len(judged), "queries", "q"):
         started = time.perf_counter()
         hits = services.retriever.rank(CALLER, dataset.queries[query_id], None, top_k)
         latency = (time.perf_counter() - started) * 1000

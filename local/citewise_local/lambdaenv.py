@@ -11,12 +11,21 @@ runs one invocation at a time; a request that finds every environment busy gets 
 
 This module imports only the standard library, the error hierarchy and the emulator's `LambdaContext`
 (itself standard library only), so an environment's own start costs no more than the handler it loads.
+
+An environment's output (the handler's Powertools JSON logs, its EMF metric documents, warnings of the
+libraries it uses) is routed by `Output`: to a log file or to stderr, never to the server's stdout, and
+without EMF documents unless metrics are asked for. Lambda sends all of it to CloudWatch; a terminal
+serving requests is no place for it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
+import logging
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -25,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from citewise.domain.errors import CitewiseError
 from citewise_local.emulator import LambdaContext
@@ -69,7 +78,81 @@ def load_handler(functions_dir: Path, name: str) -> Handler:
     return handler  # type: ignore[no-any-return]
 
 
-def _serve_invocations(connection: Connection, functions_dir: str, name: str) -> None:
+@dataclass(frozen=True)
+class Output:
+    """Where an environment writes: `file` (appended to), else the server's stderr; EMF metric documents
+    kept only with `metrics`. No `Output` at all leaves the process's streams as inherited."""
+
+    file: str | None = None
+    metrics: bool = False
+
+
+class _WithoutMetrics(io.TextIOBase):
+    """A text stream that passes every line on except EMF metric documents (JSON objects with `_aws`)."""
+
+    def __init__(self, target: TextIO) -> None:
+        self._target = target
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            if not _is_metric_document(line):
+                self._target.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
+def _is_metric_document(line: str) -> bool:
+    if not line.startswith('{"_aws"'):
+        return False
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and "CloudWatchMetrics" in document.get("_aws", {})
+
+
+class _NotPowertools(logging.Filter):
+    """Records the handler's Powertools logger (`citewise`, by POWERTOOLS_SERVICE_NAME) has not already
+    written: those of other libraries (pypdf's warnings)."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self._service = service
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name != self._service and not record.name.startswith(f"{self._service}.")
+
+
+def _route_output(output: Output) -> None:
+    """Point this process's stdout and stderr (file descriptors, so nothing escapes) where `output` says,
+    before the handler loads: Powertools' logger keeps the `sys.stdout` it finds at import."""
+    if output.file is not None:
+        descriptor = os.open(output.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(descriptor, 1)
+        os.dup2(descriptor, 2)
+        os.close(descriptor)
+    else:
+        os.dup2(2, 1)
+    if not output.metrics:
+        sys.stdout = _WithoutMetrics(sys.stdout)
+    from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+    # Other libraries' log records (pypdf's warnings) as JSON lines like the handler's own.
+    third_party = logging.StreamHandler(sys.stdout)
+    third_party.setFormatter(LambdaPowertoolsFormatter())
+    third_party.addFilter(_NotPowertools(os.environ.get("POWERTOOLS_SERVICE_NAME", "service_undefined")))
+    logging.getLogger().addHandler(third_party)
+    logging.captureWarnings(True)
+
+
+def _serve_invocations(connection: Connection, functions_dir: str, name: str, output: Output | None = None) -> None:
     """The main of an environment's process: load the handler, then run what the pipe brings, one at a time.
 
     Ctrl-C reaches the terminal's whole process group; the server decides when environments stop (after
@@ -78,6 +161,8 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str) ->
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        if output is not None:
+            _route_output(output)
         handler = load_handler(Path(functions_dir), name)
     except BaseException as exc:  # noqa: BLE001 - the server reports any failed cold start
         _answer(connection, ("failed", str(exc) if isinstance(exc, CitewiseError) else traceback.format_exc()))
@@ -121,13 +206,16 @@ class ExecutionEnvironment:
     Construction starts the process; `wait_ready` waits for its cold start, so several can start at once.
     """
 
-    def __init__(self, functions_dir: Path, name: str) -> None:
+    def __init__(self, functions_dir: Path, name: str, output: Output | None = None) -> None:
         self.name = name
         # Spawned, not forked: the server has threads (and maybe held locks) that a fork would copy.
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
         self._process = context.Process(
-            target=_serve_invocations, args=(child, str(functions_dir), name), name=f"citewise-{name}", daemon=True
+            target=_serve_invocations,
+            args=(child, str(functions_dir), name, output),
+            name=f"citewise-{name}",
+            daemon=True,
         )
         self._process.start()
         child.close()

@@ -97,7 +97,16 @@ def render_routing(routing: Routing) -> str:
     return line + " (--no-route to search the whole text)"
 
 
-def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, str]]) -> str:
-    """The ingest summary line, then each failure with its reason."""
-    line = ", ".join(f"{key.replace('_', ' ')}: {value}" for key, value in summary.items())
+RARE_OUTCOMES = frozenset({"superseded", "refused"})
+"""Counts the text summary leaves out when zero: `superseded` (a newer version or a delete of the same
+document took over while this run ingested it) and `refused` (owned by another user) seldom happen in a
+CLI run. `--json` always has every count."""
+
+
+def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, str]], elapsed: object) -> str:
+    """The ingest summary line with the run's wall time, then each failure with its reason."""
+    counts = [
+        f"{key.replace('_', ' ')}: {value}" for key, value in summary.items() if value or key not in RARE_OUTCOMES
+    ]
+    line = ", ".join([*counts, f"elapsed: {elapsed}"])
     return "\n".join([line, *(f"  FAILED {f['path']}: {f['error']}" for f in failures)])

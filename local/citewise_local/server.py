@@ -23,7 +23,8 @@ Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built fr
 - Protocol errors (a malformed request line, a URL or headers over the limits, an HTTP version other
   than 1.x, a request that stops half-way) get the API's JSON error body and close the connection; a
   connection that sends nothing for `idle_timeout` seconds is closed.
-- Logs: one line per request on stderr (method, path, status, milliseconds), never bodies or tokens.
+- Logs: one line per request on stderr (method, path, status, milliseconds, request id; text or JSON, see
+  `citewise_local.servelog`), never bodies or tokens; the handlers' own logs go where `Output` says.
 
 The events come from the Lambda emulator (`citewise_local.emulator`), the one the tests drive the
 handlers with.
@@ -37,7 +38,6 @@ import importlib.resources
 import json
 import os
 import queue
-import sys
 import threading
 import time
 import traceback
@@ -86,8 +86,9 @@ from citewise_local.emulator import (
     sqs_event,
     sqs_record,
 )
-from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool
+from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool, Output
 from citewise_local.registry import LocalRegistry
+from citewise_local.servelog import LogFormat, ServeLog
 
 INGEST_FUNCTION = "ingest"
 FUNCTIONS: tuple[str, ...] = tuple(sorted({route.function for route in ROUTES} | {INGEST_FUNCTION}))
@@ -313,6 +314,8 @@ class LocalServer(ThreadingHTTPServer):
         idle_timeout: float = IDLE_TIMEOUT_S,
         retry_delay: float = 1.0,
         log_stream: TextIO | None = None,
+        log_format: LogFormat = "text",
+        handler_output: Output | None = None,
     ) -> None:
         self.pools: dict[str, FunctionPool] = {}  # before binding: a failed bind calls server_close
         super().__init__(address, _RequestHandler)
@@ -322,13 +325,15 @@ class LocalServer(ThreadingHTTPServer):
             self.settings = settings.model_copy(update={"public_url": self.url})
             self.max_body_bytes = max_body_bytes
             self.idle_timeout = idle_timeout
-            self._log_stream = log_stream
-            self._log_lock = threading.Lock()
+            self.serve_log = ServeLog(log_stream, log_format)
+            self.handler_output = handler_output
             self.home = settings.home_dir.resolve()
             self.token_key = local_key(self.home, TOKEN_PURPOSE)
             self.blobs = local_blob_store(self.settings.model_copy(update={"home": self.home}))
             self.sequencer = Sequencer()
             forced, defaults = handler_environment(self.home, self.url)
+            if handler_output is not None and handler_output.metrics:
+                forced["POWERTOOLS_METRICS_DISABLED"] = "false"
             os.environ.update(forced)
             for name, value in defaults.items():
                 os.environ.setdefault(name, value)
@@ -347,7 +352,7 @@ class LocalServer(ThreadingHTTPServer):
     def _start_environments(self, directory: Path, max_environments: int) -> None:
         """A pool per function, each with one environment started ahead: all start at once, then the
         cold starts are awaited, so the first request does not pay for them."""
-        started = {name: ExecutionEnvironment(directory, name) for name in FUNCTIONS}
+        started = {name: ExecutionEnvironment(directory, name, self.handler_output) for name in FUNCTIONS}
         for name in FUNCTIONS:
             self.pools[name] = FunctionPool(functools.partial(self._cold_start, directory, name), max_environments)
         try:
@@ -362,7 +367,7 @@ class LocalServer(ThreadingHTTPServer):
     def _cold_start(self, directory: Path, name: str) -> ExecutionEnvironment:
         """One more environment for `name`, when every one it has is busy; logged, as Lambda's INIT is."""
         started = time.perf_counter()
-        environment = ExecutionEnvironment(directory, name)
+        environment = ExecutionEnvironment(directory, name, self.handler_output)
         environment.wait_ready()
         self.log(f"{name}: a new execution environment in {(time.perf_counter() - started) * 1000:.0f}ms")
         return environment
@@ -434,11 +439,8 @@ class LocalServer(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
     def log(self, line: str) -> None:
-        """One line on stderr (or the given stream)."""
-        stream = self._log_stream or sys.stderr
-        with self._log_lock:
-            stream.write(line + "\n")
-            stream.flush()
+        """One line of the server's own (see `citewise_local.servelog`)."""
+        self.serve_log.event(line)
 
     def server_close(self) -> None:
         """Stop listening, deliver what the ingest queue still holds, then end the environments."""
@@ -565,24 +567,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.server.log(traceback.format_exc().rstrip())
             status = self._send_error(exc, request_id, close=True)
         finally:
-            self._log_request(status)
+            self._log_request(status, request_id)
 
     def _is_upload(self, raw_path: str) -> bool:
         return self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
 
-    def _log_request(self, status: int) -> None:
+    def _log_request(self, status: int, request_id: str) -> None:
         """The request's one log line, once. `_send` writes it before the response, so a client that has its
         answer can already read the line (tests do); `_handle` writes it if nothing was sent."""
         if self._logged:
             return
         self._logged = True
+        method = path = None  # what could not be parsed is not shown: it may be huge, or hold an upload token
         if self._parsed:
             raw_path = urlsplit(self.path).path
-            request = f"{self.command} {UPLOAD_ROUTE + '...' if self._is_upload(raw_path) else raw_path}"
-        else:  # what could not be parsed is not shown: it may be huge, or hold an upload token
-            request = "(unreadable request)"
+            method, path = self.command, UPLOAD_ROUTE + "..." if self._is_upload(raw_path) else raw_path
         elapsed = (time.perf_counter() - self._started) * 1000
-        self.server.log(f"{request} {status} {elapsed:.1f}ms")
+        self.server.serve_log.request(method, path, status, elapsed, request_id)
 
     # --- the API -----------------------------------------------------------------------------------
 
@@ -733,7 +734,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         # Logged before anything goes out: a client holding the answer (an empty body is all headers) can
         # already read the line.
-        self._log_request(status)
+        self._log_request(status, request_id)
         self.end_headers()
         if self.command != "HEAD":  # a HEAD answer has the headers of the body it does not carry
             self.wfile.write(data)

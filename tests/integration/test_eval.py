@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -13,6 +15,9 @@ from citewise.runtime.services import build_services
 from citewise.runtime.settings import Settings
 from citewise_local import evaluation
 from citewise_local.cli import main
+from citewise_local.progress import Bars
+
+T = TypeVar("T")
 
 CORPUS = {
     "d1": ("Volcanoes", "Lava flows from erupting volcanoes cool into basalt."),
@@ -71,6 +76,7 @@ def test_eval_prints_one_json_object_with_the_metrics(
         "ingest_s",
         "query_p50_ms",
         "query_p95_ms",
+        "elapsed_s",
     ]
     assert (summary["mode"], summary["embedder"], summary["queries"]) == ("bm25", "hashing-384", 3)
     assert summary["ndcg@10"] == summary["mrr@10"] == summary["recall@10"] == 1.0
@@ -83,9 +89,9 @@ def test_a_second_run_reuses_the_index(tmp_path: Path) -> None:
     dataset = evaluation.load_beir(_write_dataset(tmp_path / "tiny"))
     settings = Settings(home=evaluation.index_home(tmp_path, dataset, "hashing", 400, 50), embedder="hashing")
     services = build_services(settings)
-    _, first = evaluation.ingest(services, dataset, lambda items: items)
+    _, first = evaluation.ingest(services, dataset, Bars(quiet=True))
     # When ingested again with the same settings
-    _, second = evaluation.ingest(services, dataset, lambda items: items)
+    _, second = evaluation.ingest(services, dataset, Bars(quiet=True))
     services.close()
     # Then nothing is parsed or embedded again
     assert first == Counter({Outcome.NEW: 4}) and second == Counter({Outcome.UNCHANGED: 4})
@@ -101,3 +107,28 @@ def test_a_folder_without_qrels_is_refused(tmp_path: Path, capsys: pytest.Captur
     assert capsys.readouterr().err.startswith(
         "error: VALIDATION_ERROR: " + f"{folder} is not a BEIR dataset: missing queries.jsonl, qrels.tsv"
     )
+
+
+class _CountingBars(Bars):
+    """Bars that remember the totals they were given (and draw nothing: not a terminal)."""
+
+    def __init__(self) -> None:
+        super().__init__(quiet=True)
+        self.totals: list[tuple[str, int, str]] = []
+
+    def items(self, iterable: Iterable[T], total: int, what: str, unit: str) -> Iterator[T]:
+        self.totals.append((what, total, unit))
+        return super().items(iterable, total, what, unit)
+
+
+def test_eval_progress_knows_its_totals(tmp_path: Path) -> None:
+    # Given the tiny dataset (4 documents, 3 judged queries)
+    dataset = evaluation.load_beir(_write_dataset(tmp_path / "tiny"))
+    services = build_services(Settings(home=tmp_path / "home", embedder="hashing"))
+    bars = _CountingBars()
+    # When it is ingested and queried
+    evaluation.ingest(services, dataset, bars)
+    evaluation.run_queries(services, dataset, 10, bars)
+    services.close()
+    # Then each bar had its total (so tqdm shows an ETA)
+    assert bars.totals == [("ingest", 4, "doc"), ("queries", 3, "q")]

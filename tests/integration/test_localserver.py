@@ -491,11 +491,12 @@ def test_the_docs_page_loads_nothing_from_the_network(api: Running) -> None:
 
 def test_each_request_is_one_log_line_without_bodies_or_tokens(api: Running, token: Callable[..., str]) -> None:
     secret_token = token()
-    call(api.url, "POST", "/v1/query", body=b'{"query": "confidential question"}', headers=bearer(secret_token))
-    call(api.url, "GET", "/v1/nothing?x=1")
+    query = call(api.url, "POST", "/v1/query", body=b'{"query": "confidential question"}', headers=bearer(secret_token))
+    missing = call(api.url, "GET", "/v1/nothing?x=1")
     lines = api.log.getvalue().splitlines()
-    assert re.fullmatch(r"POST /v1/query 201 \d+\.\dms", lines[0])
-    assert re.fullmatch(r"GET /v1/nothing 404 \d+\.\dms", lines[1])
+    # method, path, status, milliseconds and the request id the response carries
+    assert re.fullmatch(rf"POST /v1/query 201 \d+\.\dms {query.headers['x-amzn-RequestId']}", lines[0])
+    assert re.fullmatch(rf"GET /v1/nothing 404 \d+\.\dms {missing.headers['x-amzn-RequestId']}", lines[1])
     assert "confidential" not in api.log.getvalue() and secret_token not in api.log.getvalue()
 
 

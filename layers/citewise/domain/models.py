@@ -267,14 +267,24 @@ class Filter(BaseModel):
     andAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
     orAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_operators(cls, data: Any) -> Any:
+        # Said before pydantic's "extra inputs are not permitted", which does not say what is permitted.
+        if isinstance(data, dict) and (unknown := sorted(set(data) - {*cls.operators(), *cls.model_fields})):
+            raise ValueError(f"unknown filter operator {unknown[0]!r}; the operators are: {', '.join(cls.operators())}")
+        return data
+
+    @classmethod
+    def operators(cls) -> list[str]:
+        """The operators a filter object may hold, by their wire names (the fields' aliases)."""
+        return [info.alias or name for name, info in cls.model_fields.items()]
+
     @model_validator(mode="after")
     def _exactly_one_operator_within_the_limits(self) -> Filter:
         operators = [name for name in self.model_fields_set if getattr(self, name) is not None]
         if len(operators) != 1 or len(self.model_fields_set) != 1:
-            raise ValueError(
-                "a filter object must have exactly one operator, one of: "
-                + ", ".join(COMPARISON_OPERATORS + LOGICAL_OPERATORS)
-            )
+            raise ValueError("a filter object must have exactly one operator, one of: " + ", ".join(self.operators()))
         # Checked at every level as the tree is validated bottom-up, so an oversized tree is refused at the
         # first subtree over a limit; both walks stop at the depth limit of the children.
         if self.depth > MAX_FILTER_DEPTH:

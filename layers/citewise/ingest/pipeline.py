@@ -24,6 +24,7 @@ PENDING and raises the conflict, so its message is redelivered and re-ingests th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -50,6 +51,7 @@ from citewise.ingest.chunking import Chunker
 from citewise.ingest.parsing import parse
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
+from citewise.ports.progress import Progress, Step, silent
 from citewise.ports.registry import DeletedDocumentError, DocumentRegistry
 
 logger = logging.getLogger(__name__)
@@ -148,12 +150,13 @@ class Ingestor:
         return outcome
 
     def ingest_many(
-        self, objects: Iterable[SourceObject], *, group: int = 32
+        self, objects: Iterable[SourceObject], *, group: int = 32, progress: Progress = silent
     ) -> Iterator[tuple[SourceObject, IngestResult | CitewiseError]]:
         """`ingest` for many objects, yielding each with its result or the error `ingest` would raise.
 
         Objects are taken `group` at a time so the chunks of all changed documents in a group are
         embedded together: one large batch keeps a model busy where one call per short document does not.
+        `progress` hears of the long steps inside a group: a PDF's pages read, the group's chunks embedded.
         """
         self.ensure_index()
         for batch in batched(objects, group):
@@ -164,9 +167,9 @@ class Ingestor:
                     works.append(started)
                 else:
                     yield obj, started
-            prepared = [work for work in works if self._guarded(work, self._prepare)]
+            prepared = [work for work in works if self._guarded(work, functools.partial(self._prepare, progress))]
             try:
-                self._embed(prepared)
+                self._embed(prepared, progress)
             except Exception as exc:  # noqa: BLE001 - each document records the failure its own way
                 for work in prepared:
                     self._guarded(work, _raiser(exc))
@@ -297,7 +300,7 @@ class Ingestor:
             self._superseded(work, exc, touched_index=True)  # `_fail` removed the document's chunks first
             return None
 
-    def _prepare(self, work: _Work) -> None:
+    def _prepare(self, progress: Progress, work: _Work) -> None:
         """Load, parse and chunk the object."""
         obj, pending = work.obj, work.pending
         if obj.defect is not None:
@@ -309,7 +312,14 @@ class Ingestor:
             )
         described = provenance(obj.path, obj.attributes, self.provenance_keys)  # a date that is not one fails here
         data = obj.load()
-        parsed = parse(data, obj.path, obj.content_type, max_pages=self.limits.max_pages)
+        step = Step("parse", obj.path, "page")
+        parsed = parse(
+            data,
+            obj.path,
+            obj.content_type,
+            max_pages=self.limits.max_pages,
+            on_page=lambda done, total: progress(step, done, total),
+        )
         title = parsed.title or obj.path.rsplit("/", 1)[-1]
         source_date = described.declared_date or parsed.source_date or _object_date(obj) or pending.updated_at
         metadata = DocumentMetadata(
@@ -342,7 +352,7 @@ class Ingestor:
             }
         )
 
-    def _embed(self, works: list[_Work]) -> None:
+    def _embed(self, works: list[_Work], progress: Progress) -> None:
         """Give every chunk a vector: stored ones are reused, the rest embedded together in batches."""
         vectors: dict[tuple[str, str], Vector] = {}
         missing: dict[tuple[str, str], str] = {}
@@ -355,9 +365,11 @@ class Ingestor:
                     text = embedding_text(chunk.document.title, chunk.heading_path, chunk.text)
                     missing[(tenant_id, chunk.content_hash)] = text
         keys = list(missing)
+        step = Step("embed", works[0].obj.path if len(works) == 1 else f"{len(works)} documents", "chunk")
         for start in range(0, len(keys), self.embed_batch_size):
             batch = keys[start : start + self.embed_batch_size]
             vectors.update(zip(batch, self.embedder.embed_documents([missing[k] for k in batch]), strict=True))
+            progress(step, start + len(batch), len(keys))
         for work in works:
             keys_of_work = [(work.obj.tenant_id, c.content_hash) for c in work.chunks]
             work.vectors = [vectors[key] for key in keys_of_work]

@@ -58,11 +58,19 @@ SUPPORTED_CONTENT_TYPES: tuple[str, ...] = tuple(sorted(_CONTENT_TYPES))
 """Media types `parse` accepts when the file name has no supported extension."""
 
 
-def parse(data: bytes, filename: str, content_type: str | None = None, *, max_pages: int = 2000) -> ParsedDocument:
+def parse(
+    data: bytes,
+    filename: str,
+    content_type: str | None = None,
+    *,
+    max_pages: int = 2000,
+    on_page: Callable[[int, int], None] | None = None,
+) -> ParsedDocument:
     """Parse one document into text and blocks (see the module docstring for the block contract).
 
     `filename` picks the format by extension (case-insensitive) and names the file in error messages;
-    `content_type` (parameters such as charset ignored) is the fallback. `max_pages` bounds PDFs.
+    `content_type` (parameters such as charset ignored) is the fallback. `max_pages` bounds PDFs, and
+    `on_page(done, total)` follows a PDF's pages as they are read (the other formats parse in one go).
 
     Raises UnsupportedMediaTypeError for a format citewise cannot parse, ParseError for empty,
     corrupt, binary or text-less input, and PayloadTooLargeError for a PDF over `max_pages` pages.
@@ -77,7 +85,7 @@ def parse(data: bytes, filename: str, content_type: str | None = None, *, max_pa
     if document_format == "pdf":
         from citewise.ingest.parsing.pdf import parse_pdf
 
-        return parse_pdf(data, filename, max_pages=max_pages)
+        return parse_pdf(data, filename, max_pages=max_pages, on_page=on_page)
     from citewise.ingest.parsing.docx import parse_docx
 
     return parse_docx(data, filename)

@@ -6,6 +6,7 @@ import io
 import re
 import struct
 import zlib
+from collections.abc import Callable
 from datetime import datetime
 
 from pypdf import PageObject, PasswordType, PdfReader
@@ -42,9 +43,12 @@ _SPACE_RUNS = re.compile(r"[ \t]{2,}")
 _MAX_TITLE_CHARS = 200
 
 
-def parse_pdf(data: bytes, filename: str, *, max_pages: int) -> ParsedDocument:
+def parse_pdf(
+    data: bytes, filename: str, *, max_pages: int, on_page: Callable[[int, int], None] | None = None
+) -> ParsedDocument:
     """Parse a PDF's text layer; the title is the metadata title, else the first line of text.
 
+    `on_page(done, total)` is called after each page's text is extracted, the slow part of a long PDF.
     The page limit is checked against the page count before any text is extracted, so an oversized
     document costs almost nothing to reject. Scanned PDFs (pages without text) are rejected because
     OCR is not supported.
@@ -56,7 +60,11 @@ def parse_pdf(data: bytes, filename: str, *, max_pages: int) -> ParsedDocument:
         pages = list(reader.pages)
         # The declared count can lie; the page tree cannot.
         _check_page_limit(len(pages), filename, max_pages)
-        texts = [_page_text(page) for page in pages]
+        texts = []
+        for page in pages:
+            texts.append(_page_text(page))
+            if on_page is not None:
+                on_page(len(texts), len(pages))
         metadata_title = reader.metadata.title if reader.metadata else None
         source_date = _metadata_date(reader)
     except _PYPDF_FAILURES as exc:
