@@ -152,7 +152,7 @@ class CitewiseClient:
 
     def delete_document(self, document_id: str) -> None:
         """Remove a document: its stored object, its chunks and its record (owner or tenant admin)."""
-        self._call("DELETE", f"/v1/documents/{_segment(document_id)}", None)
+        self._request("DELETE", f"/v1/documents/{_segment(document_id)}")
 
     # --- uploads ------------------------------------------------------------------------------------
 
@@ -210,25 +210,37 @@ class CitewiseClient:
         poll: float = 0.25,
     ) -> Document:
         """Poll the document until the uploaded version is INDEXED or FAILED (TIMEOUT error after `timeout`
-        seconds); `on_status` sees each state read. A sidecar has no state of its own: its document is
-        returned as it is."""
+        seconds); `on_status` sees each state read. A sidecar has no ingestion of its own to wait for
+        (ValueError): it applies when its document is next ingested."""
+        if uploaded.sidecar:
+            raise ValueError(f"{uploaded.path} is a sidecar: it has no ingestion of its own to wait for")
         deadline = time.monotonic() + timeout
         interval = poll
         while True:
-            document = self.get_document(uploaded.document_id)
-            if on_status is not None:
+            document = self._recorded(uploaded.document_id)
+            if document is not None and on_status is not None:
                 on_status(document)
-            if uploaded.sidecar or (document.version == uploaded.version and document.status in FINAL_STATES):
+            if document is not None and document.version == uploaded.version and document.status in FINAL_STATES:
                 return document
             left = deadline - time.monotonic()
             if left <= 0:
+                state = document.status.value if document is not None else "not recorded yet"
                 raise CitewiseClientError(
                     "TIMEOUT",
-                    f"{uploaded.path} was not ingested within {timeout:g} s (still {document.status.value})",
-                    details={"document_id": uploaded.document_id, "status": document.status.value},
+                    f"{uploaded.path} was not ingested within {timeout:g} s (still {state})",
+                    details={"document_id": uploaded.document_id, "status": state},
                 )
             time.sleep(min(interval, left))
             interval = min(interval * 1.5, 2.0)
+
+    def _recorded(self, document_id: str) -> Document | None:
+        """The document, or None while ingestion has not recorded it (the notification is on its way)."""
+        try:
+            return self.get_document(document_id)
+        except CitewiseClientError as exc:
+            if exc.code == "NOT_FOUND":
+                return None
+            raise
 
     def upload_and_wait(self, file: Path | str, *, timeout: float = 300.0, **options: Any) -> Document:
         """`upload`, then `wait`: the document as ingestion left it, INDEXED or FAILED with its `error`."""
@@ -251,20 +263,23 @@ class CitewiseClient:
 
     # --- plumbing -----------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, model: type[_Model] | None, *, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        content = self._send(method, self.base_url + path, data, headers, authorized=True, keep_body=True)
-        if model is None:
-            return None
+    def _call(self, method: str, path: str, model: type[_Model], *, body: Any = None) -> _Model:
+        """The API's answer to `method path` read as `model`."""
+        text = self._request(method, path, body)
         try:
-            return model.model_validate_json(content["body"])
+            return model.model_validate_json(text)
         except pydantic.ValidationError as exc:
             raise CitewiseClientError(
                 "UNEXPECTED_RESPONSE", f"{method} {path} answered a body that is not a {model.__name__}: {exc}"
             ) from exc
+
+    def _request(self, method: str, path: str, body: Any = None) -> str:
+        """The body of the API's answer to `method path` with `body` as JSON."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        return self._send(method, self.base_url + path, data, headers, authorized=True, keep_body=True)["body"]
 
     def _send(
         self,

@@ -3,9 +3,11 @@
 The CLI is a client of the library like a Lambda handler is: it builds a `Caller` from its flags (the
 local stand-in for an authenticated identity), calls one library function, and renders the result.
 Every error becomes one line `error: CODE: message` on stderr; nothing is a traceback. Exit status: 0
-success; 1 the command ran but something failed (a document FAILED); 2 a usage, input or configuration
-error (the same command fails again); 3 the answer model's endpoint failed or a backend throttled (worth
-retrying later). The embedded index and model are files: their errors are configuration (2).
+success; 1 the command ran but something failed (a document FAILED) or, as for grep, found nothing (a
+query without a grounded answer, a search without hits: `note: CODE: why` on stderr); 2 a usage, input
+or configuration error (the same command fails again); 3 the answer model's endpoint failed or a backend
+throttled (worth retrying later). The embedded index and model are files: their errors are
+configuration (2). Commands that only read refuse a home without citewise data (`citewise_local.home`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,16 @@ import pydantic
 from citewise import __version__
 from citewise.domain.access import may_modify
 from citewise.domain.errors import CitewiseError, GenerationError, ThrottledError, ValidationError
-from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
+from citewise.domain.models import (
+    Answer,
+    Caller,
+    Document,
+    DocumentStatus,
+    Filter,
+    Notice,
+    SearchRequest,
+    Visibility,
+)
 from citewise.domain.objects import SourceObject
 from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id, validate_tenant_id
@@ -32,10 +43,12 @@ from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.query.answering import answer_question
+from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
 from citewise_local.folders import FOLDER_CHANNEL, scan
+from citewise_local.home import require_home
 from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
 
 EXIT_FAILED = 1
@@ -52,9 +65,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     overrides = {} if args.home is None else {"home": args.home}
     try:
+        settings = load_settings(**overrides)
+        if args.run not in _CREATES_HOME and not args.init:
+            require_home(settings.home_dir)
         if getattr(args, "own_services", False):
-            return int(args.run(args, load_settings(**overrides)))
-        services = build_services(load_settings(**overrides))
+            return int(args.run(args, settings))
+        services = build_services(settings)
     except CitewiseError as exc:
         return _fail(exc)
     try:
@@ -72,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="citewise", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"citewise {__version__}")
     parser.add_argument("--home", type=Path, help="where the local index lives (default $CITEWISE_HOME or ~/.citewise)")
+    parser.add_argument(
+        "--init",
+        action="store_true",
+        help="use a home that holds no citewise data yet (commands that only read refuse one otherwise)",
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     ingest = commands.add_parser("ingest", help="index files and folders (re-running skips unchanged files)")
@@ -161,6 +182,12 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--group", action="append", default=[], help="a cognito:groups entry (repeatable)")
     token.add_argument("--ttl", type=int, default=3600, help="seconds until it expires (default 3600)")
     token.set_defaults(run=_token, own_services=True)
+
+    from citewise_local import upload
+
+    sending = commands.add_parser("upload", help="upload files to a citewise API and wait until they are indexed")
+    upload.add_arguments(sending)
+    sending.set_defaults(run=_upload, own_services=True)
 
     demo = commands.add_parser("demo", help="ingest the sample corpus and answer its questions")
     demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
@@ -271,17 +298,27 @@ def _query(args: argparse.Namespace, services: Services) -> int:
     answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
     routed = render_routing(answer.routing) if answer.routing else ""
     print(answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)])))
-    return 0
+    return _noted(answer.notice)
 
 
 def _search(args: argparse.Namespace, services: Services) -> int:
-    retrieval = services.retriever.retrieve(_caller(args), _request(args))
+    caller, request = _caller(args), _request(args)
+    retrieval = services.retriever.retrieve(caller, request)
     if args.json:
         hits = [hit.model_dump(mode="json") for hit in retrieval.hits]
         print(json.dumps({"hits": hits, "routing": retrieval.routing.model_dump(mode="json")}, indent=2))
     else:
         print("\n".join(filter(None, [render_routing(retrieval.routing), render_hits(retrieval.hits)])))
-    return 0
+    return 0 if retrieval.hits else _noted(no_hits_notice(services.retriever, caller, request, retrieval))
+
+
+def _noted(notice: Notice | None) -> int:
+    """Like grep: 0 when something was found; else 1, with why on stderr (an empty tenant, a filter that
+    matched nothing, nothing that answers)."""
+    if notice is None:
+        return 0
+    print(f"note: {notice.code}: {notice.message}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _docs_list(args: argparse.Namespace, services: Services) -> int:
@@ -462,12 +499,23 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _upload(args: argparse.Namespace, settings: Settings) -> int:
+    """A client of a server: the home is not used (the server has its own)."""
+    from citewise_local import upload
+
+    return upload.run(args)
+
+
 def _token(args: argparse.Namespace, settings: Settings) -> int:
     from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
 
     key = local_key(settings.home_dir, TOKEN_PURPOSE)
     print(mint_token(key, tenant_id=args.tenant, user_id=args.user, groups=args.group, ttl=args.ttl))
     return 0
+
+
+# Commands that write data into the home create it; the others refuse a home without data (`home`).
+_CREATES_HOME = frozenset({_ingest, _demo, _eval, _serve, _settings_set, _upload})
 
 
 # --- errors ----------------------------------------------------------------------------------------
