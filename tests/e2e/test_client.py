@@ -35,6 +35,8 @@ def test_an_uploaded_file_is_indexed_answered_listed_and_deleted(client: Citewis
     empty = client.query("How often is the signing key rotated?")
     assert (empty.answer, empty.grounded) == (NO_DOCUMENTS, False)
     assert empty.notice is not None and empty.notice.code == "NO_DOCUMENTS"
+    nothing = client.search("signing key")
+    assert nothing.hits == [] and nothing.notice is not None and nothing.notice.code == "NO_DOCUMENTS"
     # When a file is uploaded into a folder and waited for
     seen: list[DocumentStatus] = []
     uploaded = client.upload(write(tmp_path, "runbook.md", RUNBOOK), filename="ops/runbook.md")
@@ -52,6 +54,8 @@ def test_an_uploaded_file_is_indexed_answered_listed_and_deleted(client: Citewis
     assert answer.citations[0].quote == "Rotate the signing key every ninety days."
     hits = client.search("signing key", filters={"startsWith": {"key": "path", "value": "ops/"}}).hits
     assert [hit.chunk.document.doc_id for hit in hits] == [document.doc_id]
+    typed = client.search("signing key", filters={"equals": {"key": "page", "value": "1"}})
+    assert typed.hits == [] and typed.notice is not None and typed.notice.code == "NO_FILTER_MATCH"
     # And it is listed and read back
     page = client.list_documents(status=DocumentStatus.INDEXED, path_prefix="ops/")
     assert [d.doc_id for d in page.items] == [document.doc_id] and page.next_cursor is None
