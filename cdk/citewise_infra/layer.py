@@ -47,6 +47,9 @@ FORBIDDEN = frozenset({"numpy", "tokenizers", "safetensors", "torch", "grpcio", 
 # Lambda's limit on a function plus its layers, unzipped; keep room for the function code.
 MAX_UNZIPPED_BYTES = 200 * 1024 * 1024
 _SKIPPED_FILES = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+NOT_IN_LAYER = frozenset({"client.py"})
+"""Modules of the library (paths inside it) that Lambda never runs: the HTTP client of the API, which is
+in the `citewise` package for its users (`from citewise.client import ...`), not for the functions."""
 
 
 def lambda_markers(architecture: Architecture) -> dict[str, str]:
@@ -215,8 +218,13 @@ def pip_command(target: Path, architecture: Architecture, requirements_file: Pat
 
 
 def copy_library(destination: Path, source: Path = LIBRARY_DIR) -> None:
-    """Install the `citewise` package itself: pure Python, copied as is (no caches)."""
-    shutil.copytree(source, destination / source.name, ignore=_SKIPPED_FILES, dirs_exist_ok=True)
+    """Install the `citewise` package itself: pure Python, copied as is (no caches, no `NOT_IN_LAYER`)."""
+
+    def skipped(directory: str, names: list[str]) -> set[str]:
+        found = set(_SKIPPED_FILES(directory, names))
+        return found | (NOT_IN_LAYER & set(names)) if Path(directory) == source else found
+
+    shutil.copytree(source, destination / source.name, ignore=skipped, dirs_exist_ok=True)
 
 
 def sizes(root: Path) -> tuple[int, int]:
@@ -237,7 +245,8 @@ def source_hash(architecture: Architecture) -> str:
     digest.update(f"{architecture}/{PYTHON_VERSION}\n".encode())
     digest.update(LAYER_REQUIREMENTS.read_bytes())
     for path in sorted(LIBRARY_DIR.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+        in_layer = path.relative_to(LIBRARY_DIR).as_posix() not in NOT_IN_LAYER
+        if in_layer and path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
             digest.update(path.relative_to(LIBRARY_DIR).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -2,8 +2,14 @@
 
 The CLI is a client of the library like a Lambda handler is: it builds a `Caller` from its options (the
 local stand-in for an authenticated identity), calls one library function, and renders the result.
-Every error becomes one line `error: CODE: message` on stderr; nothing is a traceback. Where an option's
-value comes from (flag, environment, config file, default) is `citewise_local.config`'s business.
+Every error becomes one line `error: CODE: message` on stderr; nothing is a traceback. Exit status: 0
+success; 1 the command ran but something failed (a document FAILED) or, as for grep, found nothing (a
+query without a grounded answer, a search without hits: `note: CODE: why` on stderr); 2 a usage, input
+or configuration error (the same command fails again); 3 the answer model's endpoint failed or a backend
+throttled (worth retrying later). The embedded index and model are files: their errors are
+configuration (2). Where an option's value comes from (flag, environment, config file, default) is
+`citewise_local.config`'s business; commands that only read refuse a home without citewise data
+(`citewise_local.home`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ import pydantic
 from citewise import __version__
 from citewise.domain.access import may_modify
 from citewise.domain.errors import CitewiseError, GenerationError, ThrottledError, ValidationError
-from citewise.domain.models import Answer, Caller, Document, DocumentStatus, Filter, SearchRequest, Visibility
+from citewise.domain.models import (
+    Answer,
+    Caller,
+    Document,
+    DocumentStatus,
+    Filter,
+    Notice,
+    SearchRequest,
+    Visibility,
+)
 from citewise.domain.objects import SourceObject
 from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id, validate_tenant_id
@@ -30,12 +45,14 @@ from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.query.answering import answer_question
+from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
 from citewise_local import config, logs
 from citewise_local.auth import MAX_TTL
 from citewise_local.folders import FOLDER_CHANNEL, scan
+from citewise_local.home import require_home
 from citewise_local.progress import Bars, Stopwatch
 from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
 from citewise_local.servelog import LOG_FORMATS
@@ -70,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.settings_overrides = overrides
     try:
         settings: Settings = load_settings(Settings, **overrides)
+        if args.run not in _HOME_NOT_REQUIRED and not args.init:
+            require_home(settings.home_dir)
         logs.capture_to_file(settings.home_dir / logs.LOGS_DIR / logs.CLI_LOG)
         if getattr(args, "own_services", False):
             return int(args.run(args, settings))
@@ -305,6 +324,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     token.set_defaults(run=_token, own_services=True)
 
+    from citewise_local import upload
+
+    sending = _command(
+        commands,
+        "upload",
+        "upload files to a citewise API and wait until they are indexed",
+        'citewise upload report.pdf notes.md --server http://127.0.0.1:8080 --token "$TOKEN"',
+    )
+    upload.add_arguments(sending)
+    sending.set_defaults(run=_upload, own_services=True)
+
     demo = _command(commands, "demo", "ingest the sample corpus and answer its questions", "citewise demo")
     demo.add_argument(
         "--corpus", type=Path, default=Path("samples/corpus"), help="folder to ingest (default samples/corpus)"
@@ -326,6 +356,12 @@ def _parser() -> argparse.ArgumentParser:
 
     config.add_everywhere(
         parser, "--home", type=Path, help="where the local index lives (default $CITEWISE_HOME, else ~/.citewise)"
+    )
+    config.add_everywhere(
+        parser,
+        "--init",
+        action="store_true",
+        help="use a home that holds no citewise data yet (commands that only read refuse one otherwise)",
     )
     config.add_everywhere(
         parser, "--quiet", "-q", action="store_true", help="no progress bars (never shown when not on a terminal)"
@@ -502,17 +538,27 @@ def _query(args: argparse.Namespace, services: Services) -> int:
     answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
     routed = render_routing(answer.routing) if answer.routing else ""
     print(answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)])))
-    return 0
+    return _noted(answer.notice)
 
 
 def _search(args: argparse.Namespace, services: Services) -> int:
-    retrieval = services.retriever.retrieve(_caller(args), _request(args))
+    caller, request = _caller(args), _request(args)
+    retrieval = services.retriever.retrieve(caller, request)
     if args.json:
         hits = [hit.model_dump(mode="json") for hit in retrieval.hits]
         print(json.dumps({"hits": hits, "routing": retrieval.routing.model_dump(mode="json")}, indent=2))
     else:
         print("\n".join(filter(None, [render_routing(retrieval.routing), render_hits(retrieval.hits)])))
-    return 0
+    return 0 if retrieval.hits else _noted(no_hits_notice(services.retriever, caller, request, retrieval))
+
+
+def _noted(notice: Notice | None) -> int:
+    """Like grep: 0 when something was found; else 1, with why on stderr (an empty tenant, a filter that
+    matched nothing, nothing that answers)."""
+    if notice is None:
+        return 0
+    print(f"note: {notice.code}: {notice.message}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _docs_list(args: argparse.Namespace, services: Services) -> int:
@@ -705,6 +751,13 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _upload(args: argparse.Namespace, settings: Settings) -> int:
+    """A client of a server: the home is not used (the server has its own)."""
+    from citewise_local import upload
+
+    return upload.run(args)
+
+
 def _token(args: argparse.Namespace, settings: Settings) -> int:
     from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
 
@@ -719,6 +772,11 @@ def _completion(args: argparse.Namespace, settings: Settings) -> int:
 
     print(shellcode(["citewise"], shell=args.shell))
     return 0
+
+
+# Commands that write data into the home create it, and two never use it (upload talks to a server,
+# completion prints a script); the others refuse a home without data (`home`).
+_HOME_NOT_REQUIRED = frozenset({_ingest, _demo, _eval, _serve, _settings_set, _upload, _completion})
 
 
 # --- errors ----------------------------------------------------------------------------------------

@@ -659,7 +659,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             data = self._read_body(blobs.max_bytes)
             grant = blobs.verify(token)
-            blobs.redeem(token, data, dict(self.headers.items()))
+            version = blobs.redeem(token, data, dict(self.headers.items()))
         except CitewiseError as exc:
             return self._send_s3_error(exc, request_id, close=isinstance(exc, PayloadTooLargeError))
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
@@ -674,7 +674,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             request_id=request_id,
         )
         self.server.notify(record)
-        return self._send(200, b"", [("ETag", f'"{etag}"'), ("x-amz-request-id", request_id)], request_id)
+        # S3 names the version written on a versioned bucket (the stack's is): what ingestion records.
+        headers = [("ETag", f'"{etag}"'), ("x-amz-version-id", version), ("x-amz-request-id", request_id)]
+        return self._send(200, b"", headers, request_id)
 
     def _send_s3_error(self, error: CitewiseError, request_id: str, *, close: bool) -> int:
         code = next((code for kind, code in _S3_CODES if isinstance(error, kind)), "InternalError")

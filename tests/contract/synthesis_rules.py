@@ -7,13 +7,14 @@ import re
 from collections.abc import Sequence
 
 from citewise.domain.models import Answer, SearchHit
-from citewise.domain.textutil import MAX_QUOTE_CHARS
+from citewise.domain.textutil import MAX_QUOTE_CHARS, content_terms
 from citewise.ports.synthesizer import NO_ANSWER
 
 
 def assert_keeps_the_contract(answer: Answer, hits: Sequence[SearchHit]) -> None:
     """Every [n] is a source of the answer, numbered in order of first citation, with a citation quoting
-    its own chunk verbatim; a grounded answer's sources are the hits reordered, any other is NO_ANSWER."""
+    its own chunk verbatim; an answer with citations offers the hits reordered as its sources; a grounded
+    one says nothing after its last citation; one without citations is NO_ANSWER."""
     markers = [int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)]
     assert all(1 <= n <= len(answer.sources) for n in markers)
     assert list(dict.fromkeys(markers)) == list(range(1, len(set(markers)) + 1))
@@ -23,8 +24,12 @@ def assert_keeps_the_contract(answer: Answer, hits: Sequence[SearchHit]) -> None
         assert citation.chunk_id == cited.chunk_id and citation.doc_id == cited.document.doc_id
         assert citation.quote and citation.quote in cited.text
         assert len(citation.quote) <= MAX_QUOTE_CHARS
-    if answer.grounded:
+    if answer.citations:
+        # An answer with citations offers every hit as a source, cited ones first.
         assert sorted(h.chunk.chunk_id for h in answer.sources) == sorted(h.chunk.chunk_id for h in hits)
+    if answer.grounded:
+        # Grounded: cited, and nothing is said after the last citation (every sentence ends with one).
         assert answer.citations
-    else:
+        assert not content_terms(re.split(r"\[\d+\]", answer.answer)[-1])
+    elif not answer.citations:
         assert (answer.answer, answer.citations, answer.sources) == (NO_ANSWER, [], [])

@@ -97,8 +97,11 @@ def test_a_marker_naming_no_given_source_is_dropped(pair: tuple[Synthesizer, Scr
     answer = synthesizer.answer(ROTATION, HITS)
     # Then only the given source is cited
     assert_keeps_the_contract(answer, HITS)
-    assert answer.grounded and "[7]" not in answer.answer and "[9]" not in answer.answer
+    assert "[7]" not in answer.answer and "[9]" not in answer.answer
     assert {c.doc_id for c in answer.citations} == {"d2"}
+    # And a model's claim that cited only a made-up source leaves its answer not grounded (the extractive
+    # synthesizer, which asks no model, quotes the rotation sentence alone)
+    assert answer.grounded is (model.prompts == [])
 
 
 def test_no_hits_is_the_honest_unanswered_without_asking_a_model(pair: tuple[Synthesizer, ScriptedModel]) -> None:

@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ import pytest
 
 INGEST_TIMEOUT_S = 60
 START_TIMEOUT_S = 60
+
+
+def new_tenant() -> str:
+    """A tenant of its own for each test: the server (and its home) is shared by the session."""
+    return f"t-{uuid.uuid4().hex[:12]}"
 
 
 def citewise_script() -> str:

@@ -7,17 +7,12 @@ import base64
 import json
 import subprocess
 import time
-import uuid
 from typing import Any
 
 import pytest
 
 from tests.e2e.helpers import Api, Reply, citewise_script, mint, upload, wait_for_status
-
-
-def _tenant() -> str:
-    """A tenant of its own for each test: the server (and its home) is shared by the session."""
-    return f"t-{uuid.uuid4().hex[:12]}"
+from tests.e2e.helpers import new_tenant as _tenant
 
 
 def _error(reply: Reply, status: int, code: str) -> dict[str, Any]:

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 from aws_cdk import DockerImage
+from citewise_infra import layer
+from citewise_infra.constants import LIBRARY_DIR
 from citewise_infra.layer import (
     FORBIDDEN,
+    NOT_IN_LAYER,
     RUNTIME_PROVIDED,
     Installed,
     LocalLayerBundling,
@@ -159,6 +162,29 @@ def test_the_library_is_copied_without_caches(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "out" / "citewise").rglob("*")) == ["__init__.py"]
 
 
+def test_the_api_client_is_left_out_of_the_layer_and_of_its_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a library with the client at its root and a module of the same name further down
+    source = tmp_path / "src" / "citewise"
+    (source / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "client.py", "sub/client.py"):
+        (source / name).write_text("")
+    # When it is copied into the layer
+    copy_library(tmp_path / "out", source)
+    # Then only the root's client is left out
+    copied = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.py"))
+    assert copied == ["citewise/__init__.py", "citewise/sub/client.py"]
+    # And the client is not part of the layer's asset hash: editing it rebuilds no layer, editing the rest does
+    assert NOT_IN_LAYER == {"client.py"} and (LIBRARY_DIR / "client.py").is_file()
+    monkeypatch.setattr(layer, "LIBRARY_DIR", source)
+    before = layer.source_hash("arm64")
+    (source / "client.py").write_text("changed = True\n")
+    assert layer.source_hash("arm64") == before
+    (source / "sub" / "client.py").write_text("changed = True\n")
+    assert layer.source_hash("arm64") != before
+
+
 class FakePip:
     """Installs the pinned packages' real metadata (and a file per package) instead of downloading."""
 
@@ -210,6 +236,7 @@ def test_the_bundled_layer_holds_the_library_and_nothing_of_the_local_platform(t
     files = {path.relative_to(site).as_posix() for path in site.rglob("*") if path.is_file()}
     # Then the library is there, and neither the moved modules nor the local package are
     assert {"citewise/runtime/services.py", "citewise/api/handler.py", "citewise/runtime/ingest_handler.py"} <= files
+    assert "citewise/client.py" not in files  # the API's HTTP client: for its users, not for Lambda
     assert files.isdisjoint(f"citewise/{module}" for module in MOVED_TO_LOCAL)
     assert not [name for name in files if name.split("/", 1)[0].startswith("citewise_local")]
     # And no bundled module imports local-only code, even inside a function

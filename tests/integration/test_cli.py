@@ -159,7 +159,8 @@ def test_bad_inputs_fail_one_by_one_and_the_rest_is_indexed(cli: Any, tmp_path: 
     ],
 )
 def test_bad_requests_get_one_clear_error_line(cli: Any, args: list[str], message: str) -> None:
-    status, out, err = cli(*args)
+    # On a new home, taken on purpose (--init): the errors are the request's
+    status, out, err = cli("--init", *args)
     assert status == 2 and out == ""
     assert err.startswith(f"error: {message}") and err.count("\n") == 1
 
@@ -411,3 +412,54 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"citewise {citewise.__version__}\n"
+
+
+def test_reading_commands_refuse_a_home_without_citewise_data_and_writing_ones_create_it(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Given a home that does not exist yet (a typo, say), then an empty folder
+    for _ in range(2):
+        # When a reading command runs on it, then it is refused, naming the home and the way out
+        for args in (
+            ["query", "hi", "--tenant", "acme"],
+            ["docs", "list", "--tenant", "acme"],
+            ["token", "--tenant", "acme", "--user", "u"],
+        ):
+            status, out, err = cli(*args)
+            assert (status, out) == (2, "") and f"{tmp_path / 'home'} " in err and "--init" in err
+        (tmp_path / "home").mkdir(exist_ok=True)
+    # And nothing was created by trying
+    assert list((tmp_path / "home").iterdir()) == []
+    # With --init it is used (and the query says nothing is indexed: exit 1, the reason on stderr)
+    status, out, err = cli("--init", "query", "hi", "--tenant", "acme")
+    assert status == 1 and "No documents are indexed for you yet" in out
+    assert (
+        err
+        == "note: NO_DOCUMENTS: No documents are indexed for you yet: upload or ingest some first, then ask again.\n"
+    )
+    # A writing command creates it; reading ones work from then on
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe vault opens at nine every morning.")
+    fresh = tmp_path / "fresh"
+    assert main(["--home", str(fresh), "ingest", str(notes), "--tenant", "acme"]) == 0
+    assert main(["--home", str(fresh), "query", "When does the vault open?", "--tenant", "acme"]) == 0
+
+
+def test_query_and_search_exit_1_with_the_reason_when_nothing_is_found(cli: Any, tmp_path: Path) -> None:
+    # Given a tenant with one document with a numeric attribute
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "vault.md").write_text("# Notes\n\nThe vault opens at nine every morning.")
+    (docs / "vault.md.metadata.json").write_text('{"metadataAttributes": {"year": 2025}}')
+    assert cli("ingest", str(docs), "--tenant", "acme")[0] == 0
+    # When asked off-corpus, filtered by the wrong type, or from an empty tenant
+    off = cli("query", "What is the airspeed velocity of an unladen swallow?", "--tenant", "acme")
+    typed = cli("search", "vault", "--tenant", "acme", "--filter", '{"equals": {"key": "year", "value": "2025"}}')
+    empty = cli("search", "vault", "--tenant", "globex")
+    # Then each exits 1 and says why on stderr
+    assert (off[0], off[2]) == (1, "note: NOT_FOUND: No passage of the retrieved documents answers the question.\n")
+    assert typed[0] == 1 and typed[2].startswith("note: NO_FILTER_MATCH: No document matched your filters. ")
+    assert "'year' with a string ('2025')" in typed[2]
+    assert empty[0] == 1 and empty[2].startswith("note: NO_DOCUMENTS: ")
+    # And a question it answers exits 0 with nothing on stderr
+    assert cli("query", "When does the vault open?", "--tenant", "acme")[::2] == (0, "")

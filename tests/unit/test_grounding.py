@@ -55,6 +55,31 @@ def test_grouped_and_named_markers_are_understood() -> None:
     assert [c.doc_id for c in answer.citations] == ["d2", "d1", "d3"]
 
 
+def test_an_answer_is_grounded_when_every_sentence_cites_a_source_that_shares_its_words() -> None:
+    answer = ground("Tenants are isolated by a filter [2]. Uploads use presigned URLs [3].", HITS)
+    assert answer.grounded and [c.doc_id for c in answer.citations] == ["d2", "d3"]
+
+
+def test_a_sentence_without_a_citation_leaves_the_answer_cited_but_not_grounded() -> None:
+    # Given a model that adds an uncited claim before, and another after, a cited one
+    for text in (
+        "Tenants pay per seat. Tenants are isolated by a filter [2].",
+        "Tenants are isolated by a filter [2]. Each tenant pays per seat.",
+    ):
+        # When grounded
+        answer = ground(text, HITS)
+        # Then the text and its valid citation are kept, and the answer says it is not grounded
+        assert answer.answer == text.replace("[2]", "[1]") and answer.citations[0].doc_id == "d2"
+        assert not answer.grounded
+
+
+def test_a_citation_of_a_source_that_shares_no_word_with_its_sentence_is_not_support() -> None:
+    # Given a sentence cited to a source that says nothing it says
+    answer = ground("Tenants are isolated by a filter [3].", HITS)
+    # Then the citation is kept (its quote is the source's first sentence) but the answer is not grounded
+    assert answer.citations[0].quote == "Uploads use presigned URLs." and not answer.grounded
+
+
 # --- the grounding property ------------------------------------------------------------------------
 
 WORDS = ["tenant", "index", "queue", "vector", "alarm", "page", "the", "is", "of", "cost"]

@@ -10,6 +10,7 @@ from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
 from citewise.domain.models import SearchRequest
 from citewise.query.answering import answer_question
+from citewise.query.notices import no_hits_notice
 from citewise.runtime.observability import count_reranking, metrics, timed
 
 _RESPONSES = responses(400, 401, 403, 415, 429, 502)
@@ -25,7 +26,9 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         description=(
             "Retrieves chunks inside your access (your tenant's shared documents and your own private "
             "ones), then answers with inline [n] markers; citation n quotes source n verbatim. `grounded` is "
-            "false when nothing relevant enough was found. Unknown fields are rejected."
+            "true only when every sentence is supported by a source it cites; otherwise `notice` says why (nothing "
+            "indexed for you, no document matched the filters, nothing answers, unsupported sentences). Unknown "
+            "fields are rejected."
         ),
         tags=["query"],
         security=SECURED,
@@ -53,7 +56,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         summary="Rank chunks for a query (retrieval only)",
         description=(
             "The same request as /v1/query; returns the ranked chunks with the fused score and the separate "
-            "vector and keyword scores, and each chunk's document metadata."
+            "vector and keyword scores, and each chunk's document metadata; without hits, `notice` says why."
         ),
         tags=["query"],
         security=SECURED,
@@ -64,6 +67,11 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         with timed("RetrievalLatency"):
             retrieval = services.retriever.retrieve(caller, request)
         count_reranking(retrieval.reranking)
+        notice = None if retrieval.hits else no_hits_notice(services.retriever, caller, request, retrieval)
         return SearchResponse(
-            hits=retrieval.hits, routing=retrieval.routing, reranking=retrieval.reranking, request_id=request_id(app)
+            hits=retrieval.hits,
+            routing=retrieval.routing,
+            reranking=retrieval.reranking,
+            notice=notice,
+            request_id=request_id(app),
         )

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from citewise.domain.models import Answer, Frozen, Reranking, Routing, SearchHit
+from citewise.domain.models import Answer, Frozen, Notice, Reranking, Routing, SearchHit
 
 
 class QueryResponse(Answer):
@@ -21,6 +21,9 @@ class SearchResponse(Frozen):
     hits: list[SearchHit]
     routing: Routing | None = None
     reranking: Reranking | None = None
+    notice: Notice | None = Field(
+        default=None, description="Why there are no hits (NO_DOCUMENTS, NO_FILTER_MATCH, NOT_FOUND); null with hits."
+    )
     request_id: str
 
 

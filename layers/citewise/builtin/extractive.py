@@ -1,49 +1,103 @@
-"""The offline synthesizer: answers by quoting the retrieved sentences that best match the question.
+"""The offline synthesizer: answers by quoting the retrieved sentences that answer the question.
 
 It cannot hallucinate by construction: every sentence of the answer is a verbatim span of a cited
-chunk. Sentences are scored by the question's content words they contain, weighted by how rare each word
-is among the candidate sentences (so "tenant" counts more than "document" in a corpus about documents),
-with a mild preference for higher-ranked sources.
+chunk. What it must not do either is quote sentences that do not answer (an off-corpus question still
+retrieves the nearest chunks). So each sentence gets an absolute relevance, the share of the question
+it covers: the question's content words it contains (its section's headings count half, and only
+beside at least one of its own), each weighted
+by how rare it is among the candidate sentences, over the weight of all the question's words, where a
+word that no candidate contains weighs the most. A question whose best sentence covers less than
+`MIN_RELEVANCE` is answered "not found". The threshold is calibrated on the sample corpus and on
+SciFact-train (docs/generation.md, `benchmarks/answer_relevance.py`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from citewise.domain.models import Answer, Citation, SearchHit
 from citewise.domain.textutil import content_terms, sentence_spans, word_prefix
 from citewise.ports.synthesizer import cite, unanswered
 
+MIN_RELEVANCE = 0.4
+"""The share of the question a sentence must cover to be quoted (calibration: docs/generation.md)."""
+HEADING_CREDIT = 0.5
+"""What a question word found only in the sentence's headings counts for, against one in the sentence."""
+_STEM_PREFIX = 5
+"""Words sharing a prefix this long, one the start of the other, are one word (`rotat`/`rotation`):
+the light stemmer of `textutil` leaves such pairs apart."""
+
 
 @dataclass(frozen=True, slots=True)
-class _Candidate:
-    source: int  # 1-based index into the hits
+class Sentence:
+    """A candidate sentence: its source (1-based index into the hits), its span, and its words."""
+
+    source: int
     start: int
     end: int
     terms: frozenset[str]
+    heading_terms: frozenset[str]
+
+
+def candidates(hits: Sequence[SearchHit]) -> list[Sentence]:
+    """Every statement (not a heading or a title-like line) of every hit, in rank order."""
+    found = []
+    for source, hit in enumerate(hits, start=1):
+        text, headings = hit.chunk.text, hit.chunk.heading_path
+        heading_terms = frozenset(term for heading in headings for term in content_terms(heading))
+        for start, end in sentence_spans(text):
+            if _is_statement(text[start:end], headings):
+                found.append(Sentence(source, start, end, frozenset(content_terms(text[start:end])), heading_terms))
+    return found
+
+
+def relevance(question: str, sentences: Sequence[Sentence]) -> list[float]:
+    """The share of the question each sentence covers, 0-1 (module docstring)."""
+    wanted = set(content_terms(question))
+    if not wanted:
+        return [0.0 for _ in sentences]
+    found = [(_matched(wanted, s.terms), _matched(wanted, s.heading_terms)) for s in sentences]
+    frequency = Counter(term for own, headed in found for term in own | headed)
+    weight = {term: math.log(1 + len(sentences) / (1 + frequency[term])) for term in wanted}
+    total = sum(weight.values())
+    # A sentence must say something the question asks about: its headings alone name a topic, not an answer.
+    return [
+        (sum(weight[t] for t in own) + HEADING_CREDIT * sum(weight[t] for t in headed - own)) / total if own else 0.0
+        for own, headed in found
+    ]
+
+
+def _matched(wanted: set[str], terms: Iterable[str]) -> set[str]:
+    """The question words among `terms`, a shared long prefix counting as the same word."""
+    terms = set(terms)
+    return {
+        want
+        for want in wanted
+        if want in terms
+        or (
+            len(want) >= _STEM_PREFIX
+            and any(len(t) >= _STEM_PREFIX and (t.startswith(want) or want.startswith(t)) for t in terms)
+        )
+    }
 
 
 class ExtractiveSynthesizer:
-    """Quotes up to `max_sentences` sentences, at most `per_source` from one source."""
+    """Quotes up to `max_sentences` sentences covering at least `min_relevance` of the question, at most
+    `per_source` from one source."""
 
-    def __init__(self, max_sentences: int = 3, per_source: int = 2) -> None:
+    def __init__(self, max_sentences: int = 3, per_source: int = 2, min_relevance: float = MIN_RELEVANCE) -> None:
         self.max_sentences = max_sentences
         self.per_source = per_source
+        self.min_relevance = min_relevance
 
     def answer(self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None) -> Answer:
         """Quotes the best-matching sentences; `instructions` are ignored: there is no model to instruct,
         and quoting verbatim with a citation per sentence already is the strictest reading of any."""
-        wanted = set(content_terms(question))
-        candidates = [
-            _Candidate(source, start, end, frozenset(content_terms(hit.chunk.text[start:end])))
-            for source, hit in enumerate(hits, start=1)
-            for start, end in sentence_spans(hit.chunk.text)
-            if _is_statement(hit.chunk.text[start:end], hit.chunk.heading_path)
-        ]
-        chosen = self._choose(wanted, candidates)
+        sentences = candidates(hits)
+        chosen = self._choose(sentences, relevance(question, sentences))
         if not chosen:
             return unanswered()
         # Number sources in the order the answer first cites them, so the answer reads [1], [2], ...
@@ -52,43 +106,36 @@ class ExtractiveSynthesizer:
         number = {original: new for new, original in enumerate(order, start=1)}
         citations: list[Citation] = []
         parts: list[str] = []
-        for candidate in chosen:
-            hit = hits[candidate.source - 1]
-            quote = word_prefix(hit.chunk.text[candidate.start : candidate.end])
-            citations.append(cite(hit, number[candidate.source], quote))
-            ellipsis = "..." if len(quote) < candidate.end - candidate.start else ""
-            parts.append(f"{quote}{ellipsis} [{number[candidate.source]}]")
+        for sentence in chosen:
+            hit = hits[sentence.source - 1]
+            quote = word_prefix(hit.chunk.text[sentence.start : sentence.end])
+            citations.append(cite(hit, number[sentence.source], quote))
+            ellipsis = "..." if len(quote) < sentence.end - sentence.start else ""
+            parts.append(f"{quote}{ellipsis} [{number[sentence.source]}]")
         sources = [hits[original - 1] for original in order]
         return Answer(answer=" ".join(parts), citations=citations, sources=sources, grounded=True)
 
-    def _choose(self, wanted: set[str], candidates: list[_Candidate]) -> list[_Candidate]:
-        if not wanted or not candidates:
-            return []
-        frequency = Counter(term for c in candidates for term in c.terms & wanted)
-        idf = {t: math.log(1 + len(candidates) / frequency[t]) for t in frequency}
-        total = sum(idf.values())
-        scored = []
-        for order, candidate in enumerate(candidates):
-            overlap = candidate.terms & wanted
-            if not overlap:
-                continue
-            coverage = sum(idf[t] for t in overlap) / total
-            rank_prior = 1.0 / (1.0 + 0.15 * (candidate.source - 1))
-            scored.append((coverage * rank_prior, order, candidate))
+    def _choose(self, sentences: list[Sentence], scores: list[float]) -> list[Sentence]:
+        scored = [
+            # A mild preference for higher-ranked sources among sentences that answer alike.
+            (score / (1.0 + 0.15 * (sentence.source - 1)), order, sentence)
+            for order, (sentence, score) in enumerate(zip(sentences, scores, strict=True))
+            if score >= self.min_relevance
+        ]
         scored.sort(key=lambda item: (-item[0], item[1]))
         best = scored[0][0] if scored else 0.0
-        chosen: list[_Candidate] = []
+        chosen: list[Sentence] = []
         seen_text: set[frozenset[str]] = set()
         per_source: Counter[int] = Counter()
-        for score, _, candidate in scored:
+        for score, _, sentence in scored:
             # Weak matches next to a strong one are noise: keep sentences within half the best score.
             if score < best / 2 or len(chosen) == self.max_sentences:
                 break
-            if per_source[candidate.source] == self.per_source or candidate.terms in seen_text:
+            if per_source[sentence.source] == self.per_source or sentence.terms in seen_text:
                 continue
-            chosen.append(candidate)
-            seen_text.add(candidate.terms)
-            per_source[candidate.source] += 1
+            chosen.append(sentence)
+            seen_text.add(sentence.terms)
+            per_source[sentence.source] += 1
         return chosen
 
 

@@ -495,13 +495,32 @@ class Citation(Frozen):
     score: float
 
 
+NoticeCode = Literal["NO_DOCUMENTS", "NO_FILTER_MATCH", "NOT_FOUND", "NOT_GROUNDED"]
+
+
+class Notice(Frozen):
+    """Why an answer is not a grounded one: `code` for programs, `message` (with a hint) for people."""
+
+    code: NoticeCode = Field(
+        description="NO_DOCUMENTS: nothing is indexed that you may read; NO_FILTER_MATCH: your filters (or the "
+        "routed ones) matched no document; NOT_FOUND: no retrieved passage answers the question; NOT_GROUNDED: "
+        "the answer has sentences no cited source supports.",
+        examples=["NO_DOCUMENTS"],
+    )
+    message: str = Field(examples=["No documents are indexed for you yet: upload or ingest some first."])
+
+
 class Answer(Frozen):
     """An answer whose every [n] marker resolves to a citation from the given sources."""
 
     answer: str
     citations: list[Citation]
     sources: list[SearchHit]
-    grounded: bool = Field(description="False when no source was relevant enough to answer from.")
+    grounded: bool = Field(
+        description="True only when every sentence of the answer cites a source that supports it; false when "
+        "nothing relevant was found (the answer says so) or some sentence is unsupported (`notice` says which)."
+    )
+    notice: Notice | None = Field(default=None, description="Why the answer is not grounded; null when it is.")
     usage: dict[str, int] | None = Field(
         default=None, description="Model token usage (input_tokens, output_tokens, total_tokens), if a model ran."
     )

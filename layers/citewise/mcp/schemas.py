@@ -117,7 +117,10 @@ class RagQueryResult(Frozen):
     """An answer with [n] markers and the sources they cite."""
 
     answer: str = Field(description="The answer; every [n] marker cites source n.")
-    grounded: bool = Field(description="False when nothing relevant enough was found: the answer says so.")
+    grounded: bool = Field(
+        description="True only when every sentence cites a source that supports it; false when nothing relevant "
+        "was found (the answer says so, and why: no documents for you, or none that answers)."
+    )
     sources: list[Source]
     tool: str = Field(description="The tool that answered (a profile's name, or rag_query).")
     routing: Routing | None = Field(default=None, description="What query routing did to the question, if it ran.")

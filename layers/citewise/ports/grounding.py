@@ -19,7 +19,13 @@ The model is trusted with wording, never with citations. `ground` rebuilds them 
   always verbatim text of the cited chunk, though not a proof that the chunk says what the answer says;
 - an answer without one valid citation is not grounded, so the caller gets the honest `NO_ANSWER`
   instead of unverifiable text. Whatever an operator's instructions say, this holds: it is code, not
-  a request to the model.
+  a request to the model;
+- an answer is `grounded` only when every sentence is supported: it carries a marker naming a given
+  source (a marker closes the sentence before it) and that source has a sentence sharing a content
+  word with it. A sentence without a valid marker, text after the last marker (an answer cut at the
+  token limit), or a marker on a source that shares no word with the sentence leave the text and its
+  valid citations as they are, with `grounded: false`: the reader sees what is cited and is told that
+  not everything is.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     order: list[int] = []  # given source numbers (1-based) in order of first citation
     claims: list[tuple[int, frozenset[str]]] = []  # (given source number, words of the citing sentence)
     dropped: set[int] = set()
+    uncited = 0  # sentences with content words that no valid marker closes
     parts: list[str] = []
     cursor = 0
     previous: frozenset[str] = frozenset()
@@ -109,7 +116,9 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
         dropped.update(n for n in numbers if not 1 <= n <= len(hits))
         # A marker closes the claim written since the previous marker; markers right after another
         # marker (a "[1]. [2]" run split by punctuation) share that claim.
-        claim = _last_sentence_terms(text[cursor : match.start()]) or previous
+        written = _sentence_terms(text[cursor : match.start()])
+        claim = written[-1] if written else previous
+        uncited += max(len(written) - 1, 0) + (1 if written and not valid else 0)
         previous = claim
         for n in valid:
             if n not in order:
@@ -120,6 +129,7 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
             parts.append(space + "".join(f"[{order.index(n) + 1}]" for n in valid))
         cursor = match.end()
     parts.append(text[cursor:])
+    uncited += len(_sentence_terms(text[cursor:]))
     if dropped:
         logger.warning("dropped citation markers for sources not given: %s (%d given)", sorted(dropped), len(hits))
     if not order:
@@ -128,37 +138,42 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     number = {given: new for new, given in enumerate(order, start=1)}
     citations: list[Citation] = []
     seen: set[tuple[int, str]] = set()
+    supported: dict[frozenset[str], bool] = {}
     for given, claim in claims:
         hit = hits[given - 1]
-        quote = _best_quote(hit.chunk.text, claim)
+        quote, shared = _best_quote(hit.chunk.text, claim)
+        supported[claim] = supported.get(claim, False) or shared > 0
         if (given, quote) in seen:
             continue
         seen.add((given, quote))
         citations.append(cite(hit, number[given], quote))
     sources = [hits[given - 1] for given in order]
     sources += [hit for given, hit in enumerate(hits, start=1) if given not in number]
-    return Answer(answer="".join(parts).strip(), citations=citations, sources=sources, grounded=True)
+    grounded = uncited == 0 and all(supported.values())
+    if not grounded:
+        logger.info(
+            "answer not grounded: %d uncited sentences, %d unsupported", uncited, list(supported.values()).count(False)
+        )
+    return Answer(answer="".join(parts).strip(), citations=citations, sources=sources, grounded=grounded)
 
 
-def _last_sentence_terms(text: str) -> frozenset[str]:
-    """Content words of the last sentence of `text` that has any (empty if none does)."""
-    for start, end in reversed(sentence_spans(text)):
-        terms = content_terms(text[start:end])
-        if terms:
-            return frozenset(terms)
-    return frozenset()
+def _sentence_terms(text: str) -> list[frozenset[str]]:
+    """Content words of each sentence of `text` that has any, in order."""
+    found = (frozenset(content_terms(text[start:end])) for start, end in sentence_spans(text))
+    return [terms for terms in found if terms]
 
 
-def _best_quote(chunk_text: str, claim: frozenset[str]) -> str:
-    """The chunk sentence sharing most content words with `claim` (ties: earliest), within the cap."""
+def _best_quote(chunk_text: str, claim: frozenset[str]) -> tuple[str, int]:
+    """The chunk sentence sharing most content words with `claim` (ties: earliest), within the cap, and
+    how many words it shares (0: the chunk says nothing the claim says; the quote is its first sentence)."""
     spans = sentence_spans(chunk_text)
     if not spans:
-        return word_prefix(chunk_text.strip())
-    best = max(
-        enumerate(spans),
-        key=lambda item: (len(claim.intersection(content_terms(chunk_text[item[1][0] : item[1][1]]))), -item[0]),
-    )[1]
-    return word_prefix(chunk_text[best[0] : best[1]])
+        return word_prefix(chunk_text.strip()), len(claim.intersection(content_terms(chunk_text)))
+    shared, _, (start, end) = max(
+        (len(claim.intersection(content_terms(chunk_text[s:e]))), -number, (s, e))
+        for number, (s, e) in enumerate(spans)
+    )
+    return word_prefix(chunk_text[start:end]), shared
 
 
 def _defuse(line: str) -> str:

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 from citewise.domain.models import Answer, Caller, SearchRequest
-from citewise.ports.synthesizer import Synthesizer, unanswered
+from citewise.ports.synthesizer import NO_ANSWER, Synthesizer, unanswered
+from citewise.query.notices import NO_DOCUMENTS, answer_notice, no_hits_notice
 from citewise.query.retrieval import Retriever
 
 Stage = Callable[[str], AbstractContextManager[object]]
@@ -27,6 +28,10 @@ def answer_question(
 ) -> Answer:
     """An answer citing only chunks the caller may read; with nothing above `min_score`, says so.
 
+    An answer that is not grounded carries a `notice` saying why (`citewise.query.notices`): nothing
+    indexed for the caller (the answer text says so too), filters that matched nothing, nothing that
+    answers, or sentences without support.
+
     `stage(name)` wraps the `retrieval` and `synthesis` steps, so a handler can time each one.
     `instructions` is an operator's extra system prompt for a generative synthesizer (a tool profile's);
     it never comes from the caller, and it cannot lift the citation rules (`Synthesizer.answer`).
@@ -34,7 +39,13 @@ def answer_question(
     with stage("retrieval"):
         retrieval = retriever.retrieve(caller, request)
     if not retrieval.hits:
-        return unanswered().model_copy(update={"routing": retrieval.routing, "reranking": retrieval.reranking})
+        notice = no_hits_notice(retriever, caller, request, retrieval)
+        text = NO_DOCUMENTS if notice.code == "NO_DOCUMENTS" else NO_ANSWER
+        return unanswered().model_copy(
+            update={"answer": text, "notice": notice, "routing": retrieval.routing, "reranking": retrieval.reranking}
+        )
     with stage("synthesis"):
         answer = synthesizer.answer(request.query, retrieval.hits, instructions=instructions)
-    return answer.model_copy(update={"routing": retrieval.routing, "reranking": retrieval.reranking})
+    return answer.model_copy(
+        update={"notice": answer_notice(answer), "routing": retrieval.routing, "reranking": retrieval.reranking}
+    )

@@ -1,0 +1,361 @@
+"""A small typed client of the v1 REST API, on the standard library's `urllib` (nothing to install).
+
+```python
+from citewise.client import CitewiseClient
+
+client = CitewiseClient("http://127.0.0.1:8080", token)
+document = client.upload_and_wait("handbook/onboarding.md")  # presign, PUT, wait for INDEXED or FAILED
+answer = client.query("How do I get a laptop?")
+print(answer.answer, [c.quote for c in answer.citations])
+```
+
+It returns the API's own models (`QueryResponse`, `Document`, ...), so a field the API adds is there
+without a client change. Every failure is a `CitewiseClientError` carrying the API's `code`, `message`,
+`details` and `request_id` (the id that finds the request in the logs); failures that never reached
+the API have codes of their own (`CONNECTION_ERROR`, `TIMEOUT`) and no request id.
+
+It is part of the `citewise` package so `from citewise.client import ...` works wherever citewise is
+installed, but Lambda never runs it: the layer bundling leaves it out (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pydantic
+
+from citewise.api.schemas import Health, QueryResponse, SearchResponse
+from citewise.domain.metadata import SIDECAR_SUFFIX
+from citewise.domain.models import Document, DocumentStatus, Filter
+from citewise.domain.tenant_settings import TenantSettings
+from citewise.ports.blobstore import PresignedUpload
+from citewise.ports.registry import DocumentPage
+
+_Model = TypeVar("_Model", bound=pydantic.BaseModel)
+FINAL_STATES = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+# The parsers pick the format by extension first; these are for the types `mimetypes` may not know.
+_CONTENT_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".json": "application/json"}
+
+
+class CitewiseClientError(Exception):
+    """An API error (`status` is its HTTP status), or a failure to reach the API (`status` None).
+
+    `code` is stable and meant for programs (`VALIDATION_ERROR`, `NOT_FOUND`, ... as in docs/api.md, S3's
+    own code such as `PreconditionFailed` for an upload PUT, `CONNECTION_ERROR`, `TIMEOUT`); `message` is
+    for people; `request_id` is the id to look up in the server's logs.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        details: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}" + (f" (request {request_id})" if request_id else ""))
+        self.code = code
+        self.message = message
+        self.status = status
+        self.details = dict(details or {})
+        self.request_id = request_id
+
+    @property
+    def retryable(self) -> bool:
+        """True when the same call may succeed later: throttling, a backend failure, no connection."""
+        return self.status is None or self.status == 429 or self.status >= 500
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """A stored upload: the document it is (or, for a sidecar, belongs to) and the version stored."""
+
+    document_id: str
+    path: str
+    version: str
+    sidecar: bool
+
+
+class CitewiseClient:
+    """The v1 API at `base_url` (e.g. `http://127.0.0.1:8080` or the stack's `ApiUrl`), as the user whose
+    bearer `token` it sends (a Cognito ID token, or `citewise token`'s output locally)."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 60.0) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"the API URL must be http(s)://host[:port][/stage], not {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._token = token
+
+    # --- query --------------------------------------------------------------------------------------
+
+    def query(
+        self,
+        question: str,
+        *,
+        top_k: int | None = None,
+        filters: Filter | Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        max_sources: int | None = None,
+        route: bool | None = None,
+    ) -> QueryResponse:
+        """An answer with `[n]` markers and citations (POST /v1/query); unset options take the API's defaults."""
+        body = _search_body(question, top_k, filters, min_score, max_sources, route)
+        return self._call("POST", "/v1/query", QueryResponse, body=body)
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        filters: Filter | Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        max_sources: int | None = None,
+        route: bool | None = None,
+    ) -> SearchResponse:
+        """Ranked chunks only (POST /v1/search)."""
+        body = _search_body(query, top_k, filters, min_score, max_sources, route)
+        return self._call("POST", "/v1/search", SearchResponse, body=body)
+
+    # --- documents ----------------------------------------------------------------------------------
+
+    def list_documents(
+        self,
+        *,
+        status: DocumentStatus | str | None = None,
+        source: str | None = None,
+        path_prefix: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """One page of the documents you can read, by path; pass `next_cursor` back for the next."""
+        params = {"status": status, "source": source, "path_prefix": path_prefix, "limit": limit, "cursor": cursor}
+        query = urllib.parse.urlencode({k: str(v) for k, v in params.items() if v is not None})
+        return self._call("GET", "/v1/documents" + (f"?{query}" if query else ""), DocumentPage)
+
+    def get_document(self, document_id: str) -> Document:
+        """One document: status, version, counts, attributes, last error."""
+        return self._call("GET", f"/v1/documents/{_segment(document_id)}", Document)
+
+    def delete_document(self, document_id: str) -> None:
+        """Remove a document: its stored object, its chunks and its record (owner or tenant admin)."""
+        self._request("DELETE", f"/v1/documents/{_segment(document_id)}")
+
+    # --- uploads ------------------------------------------------------------------------------------
+
+    def create_upload(
+        self,
+        filename: str,
+        size: int,
+        *,
+        content_type: str = DEFAULT_CONTENT_TYPE,
+        visibility: str = "shared",
+        metadata: Mapping[str, str] | None = None,
+    ) -> PresignedUpload:
+        """A presigned PUT for `filename` (its path in your tenant) of exactly `size` bytes."""
+        body = {
+            "filename": filename,
+            "content_type": content_type,
+            "size": size,
+            "visibility": visibility,
+            "metadata": dict(metadata or {}),
+        }
+        return self._call("POST", "/v1/uploads", PresignedUpload, body=body)
+
+    def upload(
+        self,
+        file: Path | str,
+        *,
+        filename: str | None = None,
+        content_type: str | None = None,
+        visibility: str = "shared",
+        metadata: Mapping[str, str] | None = None,
+    ) -> Uploaded:
+        """Presign and PUT one file (stored as `filename`, default its name); ingestion then runs on its own."""
+        path = Path(file)
+        data = path.read_bytes()
+        name = filename or path.name
+        grant = self.create_upload(
+            name,
+            len(data),
+            content_type=content_type or guess_content_type(name),
+            visibility=visibility,
+            metadata=metadata,
+        )
+        headers = self._send(grant.method, grant.url, data, dict(grant.headers), authorized=False)
+        # The version ingestion records: S3's VersionId on a versioned bucket (and `citewise serve`),
+        # else the ETag without its quotes, as the S3 adapter reads it.
+        version = headers.get("x-amz-version-id") or (headers.get("etag") or "").strip('"')
+        return Uploaded(grant.document_id, grant.path, version, name.endswith(SIDECAR_SUFFIX))
+
+    def wait(
+        self,
+        uploaded: Uploaded,
+        *,
+        timeout: float = 300.0,
+        on_status: Callable[[Document], None] | None = None,
+        poll: float = 0.25,
+    ) -> Document:
+        """Poll the document until the uploaded version is INDEXED or FAILED (TIMEOUT error after `timeout`
+        seconds); `on_status` sees each state read. A sidecar has no ingestion of its own to wait for
+        (ValueError): it applies when its document is next ingested."""
+        if uploaded.sidecar:
+            raise ValueError(f"{uploaded.path} is a sidecar: it has no ingestion of its own to wait for")
+        deadline = time.monotonic() + timeout
+        interval = poll
+        while True:
+            document = self._recorded(uploaded.document_id)
+            if document is not None and on_status is not None:
+                on_status(document)
+            if document is not None and document.version == uploaded.version and document.status in FINAL_STATES:
+                return document
+            left = deadline - time.monotonic()
+            if left <= 0:
+                state = document.status.value if document is not None else "not recorded yet"
+                raise CitewiseClientError(
+                    "TIMEOUT",
+                    f"{uploaded.path} was not ingested within {timeout:g} s (still {state})",
+                    details={"document_id": uploaded.document_id, "status": state},
+                )
+            time.sleep(min(interval, left))
+            interval = min(interval * 1.5, 2.0)
+
+    def _recorded(self, document_id: str) -> Document | None:
+        """The document, or None while ingestion has not recorded it (the notification is on its way)."""
+        try:
+            return self.get_document(document_id)
+        except CitewiseClientError as exc:
+            if exc.code == "NOT_FOUND":
+                return None
+            raise
+
+    def upload_and_wait(self, file: Path | str, *, timeout: float = 300.0, **options: Any) -> Document:
+        """`upload`, then `wait`: the document as ingestion left it, INDEXED or FAILED with its `error`."""
+        return self.wait(self.upload(file, **options), timeout=timeout)
+
+    # --- the tenant's settings and the service ------------------------------------------------------
+
+    def get_settings(self) -> TenantSettings:
+        """Your tenant's settings document (ranking signals, routing time zone and aliases)."""
+        return self._call("GET", "/v1/settings", TenantSettings)
+
+    def put_settings(self, settings: TenantSettings) -> TenantSettings:
+        """Replace your tenant's settings (tenant `admin` group); returns what was stored."""
+        body = settings.model_dump(mode="json", exclude_none=True, exclude={"updated_at", "updated_by"})
+        return self._call("PUT", "/v1/settings", TenantSettings, body=body)
+
+    def health(self) -> Health:
+        """Liveness of the API (no authentication, no backend called)."""
+        return self._call("GET", "/v1/health", Health)
+
+    # --- plumbing -----------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, model: type[_Model], *, body: Any = None) -> _Model:
+        """The API's answer to `method path` read as `model`."""
+        text = self._request(method, path, body)
+        try:
+            return model.model_validate_json(text)
+        except pydantic.ValidationError as exc:
+            raise CitewiseClientError(
+                "UNEXPECTED_RESPONSE", f"{method} {path} answered a body that is not a {model.__name__}: {exc}"
+            ) from exc
+
+    def _request(self, method: str, path: str, body: Any = None) -> str:
+        """The body of the API's answer to `method path` with `body` as JSON."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        return self._send(method, self.base_url + path, data, headers, authorized=True, keep_body=True)["body"]
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        *,
+        authorized: bool,
+        keep_body: bool = False,
+    ) -> dict[str, str]:
+        """The response headers (lower-cased), and with `keep_body` the body under the key `body`."""
+        if authorized:
+            headers = {**headers, "Authorization": f"Bearer {self._token}"}
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 - http(s) only
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                body = response.read() if keep_body else b""
+                answer = {name.lower(): value for name, value in response.headers.items()}
+        except urllib.error.HTTPError as exc:
+            raise _api_error(exc.code, exc.read(), exc.headers.get("Content-Type", "")) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            host = urllib.parse.urlsplit(url).netloc
+            raise CitewiseClientError("CONNECTION_ERROR", f"cannot reach {host}: {reason}") from exc
+        if keep_body:
+            answer["body"] = body.decode("utf-8")
+        return answer
+
+
+def guess_content_type(filename: str) -> str:
+    """The media type of a file name: the parser goes by the extension anyway; S3 stores this one."""
+    suffix = Path(filename).suffix.lower()
+    return _CONTENT_TYPES.get(suffix) or mimetypes.guess_type(filename)[0] or DEFAULT_CONTENT_TYPE
+
+
+def _search_body(
+    query: str,
+    top_k: int | None,
+    filters: Filter | Mapping[str, Any] | None,
+    min_score: float | None,
+    max_sources: int | None,
+    route: bool | None,
+) -> dict[str, Any]:
+    if isinstance(filters, Filter):
+        filters = filters.model_dump(mode="json", by_alias=True, exclude_none=True)
+    options = {"top_k": top_k, "filters": filters, "min_score": min_score, "max_sources": max_sources, "route": route}
+    return {"query": query, **{key: value for key, value in options.items() if value is not None}}
+
+
+def _segment(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _api_error(status: int, body: bytes, content_type: str) -> CitewiseClientError:
+    """The error a failed response carries: the API's JSON body, S3's XML error, or the bare status."""
+    text = body.decode("utf-8", errors="replace")
+    if "xml" in content_type:
+        try:
+            root = ElementTree.fromstring(text)  # noqa: S314 - a response to our own PUT, no entities
+            return CitewiseClientError(
+                root.findtext("Code") or f"HTTP_{status}",
+                root.findtext("Message") or text,
+                status=status,
+                request_id=root.findtext("RequestId"),
+            )
+        except ElementTree.ParseError:
+            pass
+    try:
+        error = json.loads(text)["error"]
+        return CitewiseClientError(
+            str(error["code"]),
+            str(error.get("message", "")),
+            status=status,
+            details=error.get("details") or {},
+            request_id=error.get("request_id"),
+        )
+    except (ValueError, KeyError, TypeError):
+        return CitewiseClientError(f"HTTP_{status}", text[:200] or f"HTTP {status}", status=status)
