@@ -36,10 +36,11 @@ from citewise.domain.batching import batched
 from citewise.domain.errors import SearchBackendError
 from citewise.domain.matching import matches, metadata_view
 from citewise.domain.models import Caller, Chunk, Filter, Vector, Visibility
-from citewise.domain.textutil import content_terms, embedding_text
+from citewise.domain.textutil import keyword_text
 from citewise.ports.index import ScoredChunk
+from citewise_local.analysis import keyword_terms
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"  # 3: Snowball terms of `textutil.keyword_text` (2: the light stemmer's of embedding_text)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -55,6 +56,8 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (tenant_id, doc_id);
 CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (tenant_id, content_hash);
+"""
+_KEYWORD_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (terms, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab (chunks_fts, 'row');
 """
@@ -83,7 +86,7 @@ class LocalIndex:
         self._path = path
         self._writer = self._connect()
         self._writer.execute("PRAGMA journal_mode=WAL")
-        self._writer.executescript(_SCHEMA)
+        self._writer.executescript(_SCHEMA + _KEYWORD_SCHEMA)
         self._write_lock = threading.Lock()
         self._readers: list[sqlite3.Connection] = []
         self._local = threading.local()
@@ -127,6 +130,8 @@ class LocalIndex:
             stored = dict(self._writer.execute("SELECT key, value FROM index_meta").fetchall())
             if not stored:
                 self._writer.executemany("INSERT INTO index_meta (key, value) VALUES (?, ?)", wanted.items())
+            elif stored == wanted | {"schema": "2"}:
+                self._rebuild_keywords()
             elif stored != wanted:
                 raise SearchBackendError(
                     f"the local index at {self._path} holds vectors of embedder '{stored.get('embedder')}' "
@@ -163,11 +168,25 @@ class LocalIndex:
                         row.tobytes(),
                     ),
                 )
-                terms = content_terms(embedding_text(chunk.document.title, chunk.heading_path, chunk.text))
-                self._writer.execute(
-                    "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
-                    (cursor.lastrowid, " ".join(prefix + term for term in terms)),
-                )
+                self._index_terms(prefix, cursor.lastrowid, chunk)
+
+    def _index_terms(self, prefix: str, rowid: int | None, chunk: Chunk) -> None:
+        """The chunk's keyword row: the tenant-prefixed terms of its `keyword_text`."""
+        terms = keyword_terms(keyword_text(chunk.document.title, chunk.heading_path, chunk.text))
+        self._writer.execute(
+            "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)", (rowid, " ".join(prefix + term for term in terms))
+        )
+
+    def _rebuild_keywords(self) -> None:
+        """Migrate a schema-2 index in place (inside the caller's transaction): the keyword table is
+        derived data, rebuilt from the stored chunks, so no document needs ingesting again."""
+        self._writer.execute("DROP TABLE chunks_vocab")
+        self._writer.execute("DROP TABLE chunks_fts")
+        for statement in _KEYWORD_SCHEMA.strip().splitlines():
+            self._writer.execute(statement)
+        for rowid, tenant_id, body in self._writer.execute("SELECT id, tenant_id, body FROM chunks").fetchall():
+            self._index_terms(_term_prefix(tenant_id), rowid, Chunk.model_validate_json(body))
+        self._writer.execute("UPDATE index_meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
 
     def delete_document(self, tenant_id: str, doc_id: str) -> int:
         with self._write_lock, _transaction(self._writer):
@@ -200,7 +219,7 @@ class LocalIndex:
     def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         conn = self._reader()
         prefix = _term_prefix(caller.tenant_id)
-        tokens = self._selective_tokens(conn, [prefix + term for term in content_terms(query)])
+        tokens = self._selective_tokens(conn, [prefix + term for term in keyword_terms(query)])
         if not tokens:
             return []
         sql = (
