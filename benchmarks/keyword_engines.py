@@ -9,8 +9,8 @@ Two measurements, each engine fed the same analysed terms (`citewise_local.analy
   100k-chunk index (half of the chunks), with its tenant and access filter. FTS5 is timed through
   `LocalIndex.keyword_search` (it also reads the 50 chunks back); bm25s and tantivy return ids only.
 
-`python -m benchmarks.keyword_engines --dataset ../shared/datasets/scifact-train` runs both; it needs
-the `bench` extra (bm25s, scipy, tantivy), which `make test` does not install.
+`python -m benchmarks.keyword_engines --dataset ../shared/datasets/scifact-train` runs both (`--only`
+one); it needs the `bench` extra (bm25s, scipy, tantivy), which `make test` does not install.
 """
 
 from __future__ import annotations
@@ -164,17 +164,19 @@ def _timed(rank: Callable[[str], object], texts: list[str]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(took), 2), "p95_ms": round(statistics.quantiles(took, n=20)[18], 2)}
 
 
-def latency(total: int = 100_000, queries: int = 200) -> dict[str, Any]:
+def latency(built: Path | None = None, total: int = 100_000, queries: int = 200) -> dict[str, Any]:
+    """The three engines on `query_latency`'s synthetic index: `built` (a file an earlier run left, to
+    skip the build's minutes), or a new one of `total` chunks."""
     caller = Caller(tenant_id="big", user_id="u1")
     rng = random.Random(42)  # noqa: S311 - synthetic data, not security
     texts = [" ".join(f"term{rng.randint(0, 5000)}" for _ in range(rng.randint(2, 6))) for _ in range(queries)]
     with tempfile.TemporaryDirectory() as home:
-        index = LocalIndex(Path(home) / "index.db")
+        index = LocalIndex(built or Path(home) / "index.db")
         index.ensure("hashing-384", 384)
-        build(index, total, random.Random(42))  # noqa: S311
-        figures = {
-            "fts5 (LocalIndex.keyword_search)": _timed(lambda t: index.keyword_search(caller, t, None, 50), texts)
-        }
+        if built is None:
+            build(index, total, random.Random(42))  # noqa: S311
+        search = _timed(lambda t: index.keyword_search(caller, t, None, 50), texts)
+        figures = {"fts5 (LocalIndex.keyword_search)": search}
         rows = (
             index._reader()
             .execute(  # noqa: SLF001 - the same chunks, for the other engines
@@ -212,17 +214,19 @@ def latency(total: int = 100_000, queries: int = 200) -> dict[str, Any]:
     )
     ranked = tantivy_ranker(engine, access, k=50)
     figures["tantivy (filter clause)"] = _timed(lambda t: ranked([prefix + w for w in keyword_terms(t)]), texts)
-    return {"chunks": total, "tenant_chunks": int(sum(1 for r in rows if r[0] == caller.tenant_id)), **figures}
+    return {"chunks": len(rows), "tenant_chunks": int(sum(1 for r in rows if r[0] == caller.tenant_id)), **figures}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--only", choices=["quality", "latency"])
+    parser.add_argument("--index", type=Path, help="a synthetic index an earlier run built (skips the build)")
     args = parser.parse_args()
-    print(json.dumps({"quality": quality(args.dataset)}, indent=1), flush=True)
-    if not args.skip_latency:
-        print(json.dumps({"latency": latency()}, indent=1))
+    if args.only != "latency":
+        print(json.dumps({"quality": quality(args.dataset)}, indent=1), flush=True)
+    if args.only != "quality":
+        print(json.dumps({"latency": latency(args.index)}, indent=1))
 
 
 if __name__ == "__main__":

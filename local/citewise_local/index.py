@@ -386,7 +386,8 @@ class _transaction:  # noqa: N801 - used like a function: `with _transaction(con
 
 def _allowed(matrix: _Matrix, caller: Caller, lo: int, hi: int) -> npt.NDArray[np.bool_]:
     """Which rows of the tenant slice `lo:hi` the caller may read: shared ones and the caller's own."""
-    return matrix.shared[lo:hi] | (matrix.owners[lo:hi] == matrix.owner_codes.get(caller.user_id, -1))
+    owned: npt.NDArray[np.bool_] = matrix.owners[lo:hi] == matrix.owner_codes.get(caller.user_id, -1)
+    return matrix.shared[lo:hi] | owned
 
 
 def _term_prefix(tenant_id: str) -> str:
