@@ -114,7 +114,7 @@ def word_prefix(sentence: str, max_chars: int = MAX_QUOTE_CHARS) -> str:
 
 
 def embedding_text(title: str, heading_path: tuple[str, ...], text: str) -> str:
-    """The text that is embedded and indexed for BM25: a context header, then the chunk itself.
+    """The text that is embedded: a context header, then the chunk itself (BM25 reads `keyword_text`).
 
     The header (document title and heading path) lets a chunk that never repeats its section's subject
     still match questions about it.
