@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
 from pathlib import Path
 
 from citewise.builtin.hashing import HashingEmbedder
-from citewise.domain.models import Caller, Chunk, DocumentMetadata, Visibility
+from citewise.domain.models import Caller
 from citewise.domain.textutil import keyword_text
 from citewise_local.analysis import ENGLISH_STOPWORDS, keyword_terms
 from citewise_local.index import SCHEMA_VERSION, LocalIndex
+from tests.contract.test_index_contract import make_chunk
 
 EMBEDDER = HashingEmbedder(32)
 
@@ -48,7 +48,7 @@ def test_a_schema_2_local_index_is_migrated_in_place_without_reingesting(tmp_pat
     path = tmp_path / "index.db"
     index = LocalIndex(path)
     index.ensure(EMBEDDER.name, EMBEDDER.dimension)
-    chunk = _chunk("Connections are pooled per worker.")
+    chunk = make_chunk("acme", "doc", 0, "Connections are pooled per worker.", title="Pool")
     index.replace_document("acme", "doc", [chunk], EMBEDDER.embed_documents([chunk.text]))
     index.close()
     with sqlite3.connect(path) as conn:
@@ -63,27 +63,10 @@ def test_a_schema_2_local_index_is_migrated_in_place_without_reingesting(tmp_pat
 
     # Then the keyword table is rebuilt from the stored chunks (Snowball: connected ~ connections) and the
     # schema recorded, while the chunk and its vector are untouched
-    assert [hit.chunk.chunk_id for hit in index.keyword_search(caller, "connected", None, 5)] == ["doc-0"]
+    assert [hit.chunk.chunk_id for hit in index.keyword_search(caller, "connected", None, 5)] == ["acme-doc-00000"]
     assert index.keyword_search(caller, "stale", None, 5) == []
-    assert [hit.chunk.chunk_id for hit in index.vector_search(caller, EMBEDDER.embed_query(chunk.text), None, 5)] == [
-        "doc-0"
-    ]
+    found = index.vector_search(caller, EMBEDDER.embed_query(chunk.text), None, 5)
+    assert [hit.chunk.chunk_id for hit in found] == ["acme-doc-00000"]
     index.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM index_meta WHERE key = 'schema'").fetchone() == (SCHEMA_VERSION,)
-
-
-def _chunk(text: str) -> Chunk:
-    now = datetime(2024, 5, 1, tzinfo=UTC)
-    document = DocumentMetadata(
-        tenant_id="acme",
-        doc_id="doc",
-        owner="alice",
-        visibility=Visibility.SHARED,
-        source="s3",
-        path="doc.md",
-        title="Pool",
-        created_at=now,
-        updated_at=now,
-    )
-    return Chunk(chunk_id="doc-0", ordinal=0, text=text, start=0, end=len(text), content_hash="h", document=document)
