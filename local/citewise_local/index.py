@@ -14,6 +14,9 @@ Choices that keep tenants apart and a query fast when the index is large:
 - BM25 cost grows with the postings it scores (about 2 us each). A query's terms are taken rarest
   first until `MAX_POSTINGS` postings are reached; the very common terms left out carry little IDF
   weight, the same bet that Lucene's WAND/MaxScore pruning makes, here approximate.
+- The keyword ranking reads the FTS table alone and checks the access rule on the same in-memory arrays
+  as vector search: joining each match to `chunks` (wide rows: body and vector) cost one random B-tree
+  lookup per posting, most of a keyword query at 100k chunks (docs/benchmarks.md).
 - Every chunk a search returns is re-read with the tenant and access filter in the SQL, so a row id
   reused after a concurrent delete can never hand one tenant another's chunk.
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,10 +39,11 @@ from citewise.domain.batching import batched
 from citewise.domain.errors import SearchBackendError
 from citewise.domain.matching import matches, metadata_view
 from citewise.domain.models import Caller, Chunk, Filter, Vector, Visibility
-from citewise.domain.textutil import content_terms, embedding_text
+from citewise.domain.textutil import keyword_text
 from citewise.ports.index import ScoredChunk
+from citewise_local.analysis import keyword_terms
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"  # 3: Snowball terms of `textutil.keyword_text` (2: the light stemmer's of embedding_text)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -55,6 +59,8 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (tenant_id, doc_id);
 CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (tenant_id, content_hash);
+"""
+_KEYWORD_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (terms, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab (chunks_fts, 'row');
 """
@@ -83,7 +89,7 @@ class LocalIndex:
         self._path = path
         self._writer = self._connect()
         self._writer.execute("PRAGMA journal_mode=WAL")
-        self._writer.executescript(_SCHEMA)
+        self._writer.executescript(_SCHEMA + _KEYWORD_SCHEMA)
         self._write_lock = threading.Lock()
         self._readers: list[sqlite3.Connection] = []
         self._local = threading.local()
@@ -127,6 +133,8 @@ class LocalIndex:
             stored = dict(self._writer.execute("SELECT key, value FROM index_meta").fetchall())
             if not stored:
                 self._writer.executemany("INSERT INTO index_meta (key, value) VALUES (?, ?)", wanted.items())
+            elif stored == wanted | {"schema": "2"}:
+                self._rebuild_keywords()
             elif stored != wanted:
                 raise SearchBackendError(
                     f"the local index at {self._path} holds vectors of embedder '{stored.get('embedder')}' "
@@ -163,11 +171,25 @@ class LocalIndex:
                         row.tobytes(),
                     ),
                 )
-                terms = content_terms(embedding_text(chunk.document.title, chunk.heading_path, chunk.text))
-                self._writer.execute(
-                    "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
-                    (cursor.lastrowid, " ".join(prefix + term for term in terms)),
-                )
+                self._index_terms(prefix, cursor.lastrowid, chunk)
+
+    def _index_terms(self, prefix: str, rowid: int | None, chunk: Chunk) -> None:
+        """The chunk's keyword row: the tenant-prefixed terms of its `keyword_text`."""
+        terms = keyword_terms(keyword_text(chunk.document.title, chunk.heading_path, chunk.text))
+        self._writer.execute(
+            "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)", (rowid, " ".join(prefix + term for term in terms))
+        )
+
+    def _rebuild_keywords(self) -> None:
+        """Migrate a schema-2 index in place (inside the caller's transaction): the keyword table is
+        derived data, rebuilt from the stored chunks, so no document needs ingesting again."""
+        self._writer.execute("DROP TABLE chunks_vocab")
+        self._writer.execute("DROP TABLE chunks_fts")
+        for statement in _KEYWORD_SCHEMA.strip().splitlines():
+            self._writer.execute(statement)
+        for rowid, tenant_id, body in self._writer.execute("SELECT id, tenant_id, body FROM chunks").fetchall():
+            self._index_terms(_term_prefix(tenant_id), rowid, Chunk.model_validate_json(body))
+        self._writer.execute("UPDATE index_meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
 
     def delete_document(self, tenant_id: str, doc_id: str) -> int:
         with self._write_lock, _transaction(self._writer):
@@ -200,25 +222,30 @@ class LocalIndex:
     def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         conn = self._reader()
         prefix = _term_prefix(caller.tenant_id)
-        tokens = self._selective_tokens(conn, [prefix + term for term in content_terms(query)])
+        tokens = self._selective_tokens(conn, [prefix + term for term in keyword_terms(query)])
         if not tokens:
             return []
-        sql = (
-            "SELECT c.id, -bm25(chunks_fts) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ? AND c.tenant_id = ? AND (c.visibility = ? OR c.owner = ?)"
-            " ORDER BY bm25(chunks_fts)"
-        )
-        params: list[object] = [
-            " OR ".join(f'"{token}"' for token in tokens),
-            caller.tenant_id,
-            Visibility.SHARED.value,
-            caller.user_id,
-        ]
-        if filters is None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        ranked = ((int(i), float(s)) for i, s in conn.execute(sql, params))
-        return self._take(conn, caller, ranked, filters, limit)
+        # The tenant's own terms match only its chunks; the access rule is checked on the in-memory
+        # arrays (`_readable`) rather than by joining `chunks`, whose wide rows made one B-tree lookup per
+        # match the larger part of a query; `_take` checks tenant and access again in SQL.
+        sql = "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts)"
+        ranked = ((int(i), float(s)) for i, s in conn.execute(sql, [" OR ".join(f'"{token}"' for token in tokens)]))
+        return self._take(conn, caller, self._readable(caller, ranked), filters, limit)
+
+    def _readable(self, caller: Caller, ranked: Iterable[tuple[int, float]]) -> Iterator[tuple[int, float]]:
+        """The ranked rows of the caller's tenant that the caller may read, in order (lazily: a search
+        stops reading its ranking once it has its results)."""
+        matrix = self._current_matrix()
+        bounds = matrix.tenant_slices.get(caller.tenant_id)
+        if bounds is None:
+            return
+        lo, hi = bounds
+        ids, allowed = matrix.ids[lo:hi], _allowed(matrix, caller, lo, hi)
+        for batch in batched(ranked, _FILTER_BATCH):
+            wanted = np.fromiter((i for i, _ in batch), dtype=np.int64, count=len(batch))
+            at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+            keep = (ids[at] == wanted) & allowed[at]  # a row newer than the arrays is left out
+            yield from (pair for pair, readable in zip(batch, keep, strict=True) if readable)
 
     @staticmethod
     def _selective_tokens(conn: sqlite3.Connection, tokens: list[str]) -> list[str]:
@@ -253,8 +280,7 @@ class LocalIndex:
         # einsum runs a single-threaded SIMD loop: about twice as fast here as BLAS gemv, whose threads
         # fight the keyword search running beside it.
         scores = np.einsum("ij,j->i", matrix.vectors[lo:hi], query)
-        owner_code = matrix.owner_codes.get(caller.user_id, -1)
-        allowed = matrix.shared[lo:hi] | (matrix.owners[lo:hi] == owner_code)
+        allowed = _allowed(matrix, caller, lo, hi)
         scores[~allowed] = -np.inf
         visible = int(allowed.sum())
         if filters is None and limit < visible:
@@ -356,6 +382,12 @@ class _transaction:  # noqa: N801 - used like a function: `with _transaction(con
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _allowed(matrix: _Matrix, caller: Caller, lo: int, hi: int) -> npt.NDArray[np.bool_]:
+    """Which rows of the tenant slice `lo:hi` the caller may read: shared ones and the caller's own."""
+    owned: npt.NDArray[np.bool_] = matrix.owners[lo:hi] == matrix.owner_codes.get(caller.user_id, -1)
+    return matrix.shared[lo:hi] | owned
 
 
 def _term_prefix(tenant_id: str) -> str:

@@ -254,6 +254,32 @@ def test_keyword_search_ranks_the_obvious_match_first(index: VectorIndex) -> Non
     assert results[0].score > results[1].score > 0
 
 
+def test_keyword_search_stems_with_snowball_and_drops_the_english_stop_set_on_every_backend(
+    index: VectorIndex,
+) -> None:
+    # Given chunks whose words differ from the query's only by suffixes Snowball English removes
+    put(
+        index,
+        make_chunk("acme", "pool", 0, "the pool reuses connected sockets"),
+        make_chunk("acme", "pool", 1, "connecting twice is generously allowed"),
+        make_chunk("acme", "pool", 2, "nothing relevant here"),
+    )
+
+    # When searched by keyword / Then both match through their stems; a query of stopwords matches nothing
+    assert sorted(keyword(index, ALICE, "connections")) == ["acme-pool-00000", "acme-pool-00001"]
+    assert keyword(index, ALICE, "generous") == ["acme-pool-00001"]
+    assert keyword(index, ALICE, "the is") == []
+
+
+def test_a_word_of_the_title_outranks_the_same_word_in_the_text_on_every_backend(index: VectorIndex) -> None:
+    # Given two documents of equal length, "cherry" in the title of one and in the text of the other
+    put(index, make_chunk("acme", "a", 0, "pruning orchard trees in late winter", title="Cherry"))
+    put(index, make_chunk("acme", "b", 0, "pruning cherry trees in late winter", title="Orchard"))
+
+    # When searched by keyword / Then the title (weighted twice) ranks first on every backend
+    assert keyword(index, ALICE, "cherry") == ["acme-a-00000", "acme-b-00000"]
+
+
 def test_vector_search_ranks_the_identical_text_first_with_cosine_one(index: VectorIndex) -> None:
     # Given three chunks
     texts = ["rotate encryption keys yearly", "quarterly revenue report", "encryption key rotation policy"]
@@ -610,6 +636,18 @@ def test_the_double_refuses_a_vector_of_the_wrong_dimension_as_opensearch_does(d
     assert raised.value.details == {"chunk_id": chunk.chunk_id, "error_type": "mapper_parsing_exception", "status": 400}
     assert "Vector dimension mismatch. Expected: 64, Given: 3" in raised.value.message
     assert "Preview" not in raised.value.message  # a preview of a field's value could be document text
+
+
+def test_the_double_refuses_a_text_field_of_an_undefined_analyzer_as_opensearch_does(double: Double) -> None:
+    # Given an index body whose text field names an analyzer its settings do not define
+    double.fake.indices.clear()
+    body = _index_body()
+    del body["settings"]["analysis"]
+
+    # When created / Then refused with OpenSearch's error type
+    with pytest.raises(RequestError) as refused:
+        double.index._client.indices.create(index="chunks", body=body)
+    assert refused.value.error == "mapper_parsing_exception"
 
 
 def test_an_ensured_adapter_checks_dimensions_before_sending(double: Double) -> None:

@@ -10,8 +10,11 @@ version): index create/exists/get/mapping/delete, `_bulk` (index, create, delete
   does not read them), a bulk body over 10 MiB is a 413, and on Serverless a `refresh` parameter is refused;
 - queries: only the query types and search keys it knows (an unknown one is a 400, as in OpenSearch),
   the query vector's dimension, numeric terms on numeric fields.
-Search is exact: BM25 (k1 1.2, b 0.75) over `citewise.domain.textutil.content_terms` standing in for the
-`english` analyzer, and exact k-NN with OpenSearch's score transforms, honouring `filter` inside `knn`.
+Search is exact: BM25 (k1 1.2, b 0.75) over the terms of `citewise_local.analysis.keyword_terms` for a text
+field analysed by citewise's `citewise_english` analyzer (the index's own analysis settings must define it
+as `opensearch_queries.ANALYSIS` does; an analyzer that is neither defined nor built in is refused, as
+OpenSearch refuses it) and over `citewise.domain.textutil.content_terms` standing in for a built-in
+analyzer, and exact k-NN with OpenSearch's score transforms, honouring `filter` inside `knn`.
 Writes become searchable at a refresh (`_refresh`, or `?refresh=true|wait_for`), as on a domain; with
 `serverless=True` they become searchable `refresh_interval` seconds after they are written (0: at once;
 a vector collection takes up to about 60 s, tests use a fraction of a second), a client `_id` on
@@ -41,7 +44,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from citewise.aws.opensearch_queries import ANALYSIS
 from citewise.domain.textutil import content_terms
+from citewise_local.analysis import keyword_terms
 
 VERSION = "2.17.0"
 FIELD_TYPES = {
@@ -58,6 +63,7 @@ FIELD_TYPES = {
     "knn_vector",
 }
 OBJECT_TYPES = {"object", "nested"}
+BUILT_IN_ANALYZERS = {"standard", "simple", "whitespace", "english"}
 TOTAL_FIELDS_LIMIT = 1000  # index.mapping.total_fields.limit's default
 MAX_CLAUSE_COUNT = 1024  # indices.query.bool.max_clause_count's default
 MAX_CONTENT_LENGTH = 10 * 1024 * 1024  # the smallest OpenSearch Service payload limit (HTTP 413 above it)
@@ -105,6 +111,16 @@ class Index:
     seq_no: int = 0
     pending: list[tuple[float, str, Json | None]] = field(default_factory=list)
     """Serverless: writes not yet searchable, as (visible from, _id, source or None for a delete)."""
+
+    def analyzer(self, name: str) -> Callable[[str], list[str]]:
+        """The terms a text field analysed by `name` holds: `keyword_terms` for citewise's own analyzer
+        (defined here exactly as `opensearch_queries.ANALYSIS` defines it), `content_terms` otherwise."""
+        defined = self.settings["index"].get("analysis", {})
+        if name in defined.get("analyzer", {}):
+            if defined != ANALYSIS:
+                raise ApiError(400, "illegal_argument_exception", f"the double knows no analyzer [{name}] like this")
+            return keyword_terms
+        return content_terms
 
     def publish(self, now: float) -> None:
         """Make the pending writes due by `now` searchable, in the order they were written."""
@@ -259,11 +275,16 @@ class FakeOpenSearch:
         settings = body.get("settings", {})
         knn_enabled = settings.get("index", {}).get("knn", settings.get("index.knn")) in (True, "true")
         mappings = copy.deepcopy(body.get("mappings", {}))
-        _check_properties(mappings.get("properties", {}), knn_enabled)
+        analysis = settings.get("analysis", {})
+        analyzers = BUILT_IN_ANALYZERS | set(analysis.get("analyzer", {}))
+        _check_properties(mappings.get("properties", {}), knn_enabled, analyzers)
         for template in mappings.get("dynamic_templates", []):
             ((_, spec),) = template.items()
-            _check_properties({"t": spec["mapping"]}, knn_enabled)
-        self.indices[name] = Index(name, mappings, {"index": {"knn": str(knn_enabled).lower()}})
+            _check_properties({"t": spec["mapping"]}, knn_enabled, analyzers)
+        stored_settings: Json = {"index": {"knn": str(knn_enabled).lower()}}
+        if analysis:
+            stored_settings["index"]["analysis"] = copy.deepcopy(analysis)
+        self.indices[name] = Index(name, mappings, stored_settings)
         return {"acknowledged": True, "shards_acknowledged": True, "index": name}
 
     def _refresh(self, index: Index) -> None:
@@ -532,8 +553,8 @@ class _Searcher:
     def q_match(self, spec: Json, candidates: set[str]) -> dict[str, float]:
         ((name, value),) = spec.items()
         text = value["query"] if isinstance(value, dict) else value
-        self.require(name, {"text"}, "match")
-        terms = Counter(content_terms(text))
+        mapping = self.require(name, {"text"}, "match")
+        terms = Counter(self.index.analyzer(mapping.get("analyzer", "standard"))(text))
         lengths = {d: len(self.values(d, name)) for d in self.docs}
         average = sum(lengths.values()) / max(1, sum(1 for n in lengths.values() if n)) or 1.0
         scores: dict[str, float] = {}
@@ -633,7 +654,8 @@ class _Searcher:
         values = raw if isinstance(raw, list) else [raw]
         kind = mapping["type"]
         if kind == "text":
-            return [term for v in values for term in content_terms(str(v))]
+            analyze = self.index.analyzer(mapping.get("analyzer", "standard"))
+            return [term for v in values for term in analyze(str(v))]
         if kind == "keyword":
             limit = mapping.get("ignore_above")
             return [str(v) for v in values if v is not None and (limit is None or len(str(v)) <= limit)]
@@ -655,13 +677,17 @@ class _Searcher:
 # --- mapping checks ---------------------------------------------------------------------------------
 
 
-def _check_properties(properties: Json, knn_enabled: bool) -> None:
+def _check_properties(properties: Json, knn_enabled: bool, analyzers: set[str]) -> None:
     for name, mapping in properties.items():
         kind = mapping.get("type", "object" if "properties" in mapping else None)
         if kind not in FIELD_TYPES:
             raise ApiError(400, "mapper_parsing_exception", f"No handler for type [{kind}] declared on field [{name}]")
+        if kind == "text" and mapping.get("analyzer", "standard") not in analyzers:
+            raise ApiError(
+                400, "mapper_parsing_exception", f"analyzer [{mapping['analyzer']}] has not been configured in mappings"
+            )
         if kind in OBJECT_TYPES:
-            _check_properties(mapping.get("properties", {}), knn_enabled)
+            _check_properties(mapping.get("properties", {}), knn_enabled, analyzers)
         if kind == "knn_vector":
             _check_vector(name, mapping, knn_enabled)
 
@@ -889,7 +915,7 @@ def _leaf_clauses(query: Any) -> int:
     for key, value in query.items():
         if key == "match":
             ((_, spec),) = value.items()
-            count += len(set(content_terms(str(spec["query"] if isinstance(spec, dict) else spec))))
+            count += len(set(keyword_terms(str(spec["query"] if isinstance(spec, dict) else spec))))
         elif key in LEAF_QUERIES:
             count += 1
             if key == "knn":

@@ -102,10 +102,27 @@ def test_index_body_maps_every_field_and_the_vector_space() -> None:
     # When the index body is built with the defaults
     body = q.index_body(384, embedder="hashing-384")
 
-    # Then it enables k-NN without shard settings (Serverless refuses them) and maps each field
-    assert body["settings"] == {"index": {"knn": True}}
+    # Then it enables k-NN without shard settings (Serverless refuses them), defines the Snowball English
+    # analyzer (the english analyzer's chain: possessives, lower case, `_english_` stop set) and maps each field
+    assert body["settings"] == {
+        "index": {"knn": True},
+        "analysis": {
+            "filter": {
+                "citewise_possessive": {"type": "stemmer", "language": "possessive_english"},
+                "citewise_stop": {"type": "stop", "stopwords": "_english_"},
+                "citewise_snowball": {"type": "snowball", "language": "English"},
+            },
+            "analyzer": {
+                "citewise_english": {
+                    "type": "custom",
+                    "tokenizer": "standard",
+                    "filter": ["citewise_possessive", "lowercase", "citewise_stop", "citewise_snowball"],
+                }
+            },
+        },
+    }
     mappings = body["mappings"]
-    assert mappings["_meta"] == {"embedder": "hashing-384", "dimension": 384, "schema": "2"}
+    assert mappings["_meta"] == {"embedder": "hashing-384", "dimension": 384, "schema": "3"}
     assert mappings["dynamic"] == "strict"
     assert mappings["date_detection"] is False
     assert mappings["numeric_detection"] is False
@@ -137,7 +154,7 @@ def test_index_body_maps_every_field_and_the_vector_space() -> None:
                 "list": {"type": "keyword", "ignore_above": 8191},
             },
         },
-        "text": {"type": "text", "analyzer": "english"},
+        "text": {"type": "text", "analyzer": "citewise_english"},
         "chunk": {"type": "object", "enabled": False},
         "vector": {
             "type": "knn_vector",
@@ -238,7 +255,7 @@ def test_document_source_holds_system_fields_bm25_text_the_chunk_and_its_vector(
         "updated_at": "2024-06-15T12:00:00+00:00",
         "page": 3,
         "attributes": q.filterable_fields(chunk),
-        "text": "Security Policy > Keys\n\nRotate keys every ninety days.",
+        "text": "Security Policy > Keys\nSecurity Policy > Keys\nRotate keys every ninety days.",
         "chunk": chunk.model_dump(mode="json"),
         "vector": [0.6, 0.8],
     }

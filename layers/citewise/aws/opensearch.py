@@ -130,7 +130,7 @@ class OpenSearchIndex:
         if stored_schema != q.SCHEMA_VERSION:
             raise SearchBackendError(
                 f"the OpenSearch index '{self._index}' has citewise's mapping schema {stored_schema}, this version "
-                f"writes schema {q.SCHEMA_VERSION} (filterable attributes as nested key/value entries); create "
+                f"writes schema {q.SCHEMA_VERSION} (its keyword analyzer and text differ); create "
                 "the index under a new name and re-ingest, as docs/aws.md ('Migrating an index') describes",
                 details={"index": self._index, "indexed_schema": stored_schema, "schema": q.SCHEMA_VERSION},
             )

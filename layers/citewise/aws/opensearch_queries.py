@@ -28,9 +28,11 @@ Decisions:
   limit is 32766 bytes), and `domain.metadata` caps attribute values well below that.
 - The system fields (tenant_id, doc_id, owner, visibility, ...) are also top-level keyword/date/integer
   fields: the access filter, document operations and aggregations use those.
-- `text` holds `textutil.embedding_text(...)` (title and headings, then the chunk) analysed with the
-  built-in `english` analyzer for BM25; `chunk` is the whole `Chunk` as JSON, stored but not indexed
-  (`enabled: false`), from which results are rebuilt.
+- `text` holds `textutil.keyword_text(...)` (the title and heading path, weighted by repetition, then the
+  chunk) analysed for BM25 with `citewise_english` (`ANALYSIS`): the built-in `english` analyzer's steps
+  with the Snowball English stemmer (Porter2) in place of Porter's, so that the local index
+  (`citewise_local.analysis`, PyStemmer) makes the same terms from the same text. `chunk` is the whole
+  `Chunk` as JSON, stored but not indexed (`enabled: false`), from which results are rebuilt.
 - `generation` marks every chunk written by one `replace_document` call, so the chunks of older
   versions are found with one `must_not` term, whatever their ids (Serverless assigns its own). It
   starts with the write's time in nanoseconds, zero-padded (`new_generation`), so generations order
@@ -48,11 +50,27 @@ from typing import Any
 
 from citewise.domain.matching import metadata_view, system_fields
 from citewise.domain.models import Caller, Chunk, Comparison, Filter, Vector, Visibility
-from citewise.domain.textutil import embedding_text
+from citewise.domain.textutil import keyword_text
 
-SCHEMA_VERSION = "2"  # 2: attributes as nested key/value entries (1: one field per key)
+SCHEMA_VERSION = "3"  # 3: `citewise_english`, weighted headings; 2: nested attributes; 1: a field per key
 VECTOR_FIELD = "vector"
 TEXT_FIELD = "text"
+ANALYZER = "citewise_english"
+ANALYSIS: dict[str, Any] = {
+    "filter": {
+        "citewise_possessive": {"type": "stemmer", "language": "possessive_english"},
+        "citewise_stop": {"type": "stop", "stopwords": "_english_"},
+        "citewise_snowball": {"type": "snowball", "language": "English"},
+    },
+    "analyzer": {
+        ANALYZER: {
+            "type": "custom",
+            "tokenizer": "standard",
+            "filter": ["citewise_possessive", "lowercase", "citewise_stop", "citewise_snowball"],
+        }
+    },
+}
+"""The `english` analyzer's chain (possessives, lower case, the `_english_` stop set) with Snowball English."""
 KEYWORD_LIMIT = 8191  # characters: 4 bytes each stays under Lucene's 32766-byte term limit
 MAX_BULK_BYTES = 10 * 1024 * 1024  # the smallest HTTP payload limit of an OpenSearch Service domain
 STR, NUM, BOOL, LIST = "str", "num", "bool", "list"
@@ -83,7 +101,7 @@ def index_body(
     keyword = {"type": "keyword"}
     long_keyword = {"type": "keyword", "ignore_above": KEYWORD_LIMIT}
     return {
-        "settings": {"index": {"knn": True}},
+        "settings": {"index": {"knn": True}, "analysis": ANALYSIS},
         "mappings": {
             "_meta": {"embedder": embedder, "dimension": dimension, "schema": SCHEMA_VERSION},
             "dynamic": "strict",
@@ -115,7 +133,7 @@ def index_body(
                         LIST: long_keyword,
                     },
                 },
-                TEXT_FIELD: {"type": "text", "analyzer": "english"},
+                TEXT_FIELD: {"type": "text", "analyzer": ANALYZER},
                 "chunk": {"type": "object", "enabled": False},
                 VECTOR_FIELD: {
                     "type": "knn_vector",
@@ -173,7 +191,7 @@ def document_source(chunk: Chunk, vector: Vector, *, generation: str) -> Body:
         **system_fields(chunk),
         "content_hash": chunk.content_hash,
         ATTRIBUTES: filterable_fields(chunk),
-        TEXT_FIELD: embedding_text(doc.title, chunk.heading_path, chunk.text),
+        TEXT_FIELD: keyword_text(doc.title, chunk.heading_path, chunk.text),
         "chunk": chunk.model_dump(mode="json"),
         VECTOR_FIELD: list(vector),
     }

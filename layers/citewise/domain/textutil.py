@@ -114,11 +114,33 @@ def word_prefix(sentence: str, max_chars: int = MAX_QUOTE_CHARS) -> str:
 
 
 def embedding_text(title: str, heading_path: tuple[str, ...], text: str) -> str:
-    """The text that is embedded and indexed for BM25: a context header, then the chunk itself.
+    """The text that is embedded: a context header, then the chunk itself (BM25 reads `keyword_text`).
 
     The header (document title and heading path) lets a chunk that never repeats its section's subject
     still match questions about it.
     """
-    path = [h for h in heading_path if h != title]
-    header = " > ".join([title, *path]) if title else " > ".join(path)
+    header = heading_text(title, heading_path)
     return f"{header}\n\n{text}" if header else text
+
+
+def heading_text(title: str, heading_path: tuple[str, ...]) -> str:
+    """The document title and the chunk's heading path (the title not repeated): `Title > Section`."""
+    path = [h for h in heading_path if h != title]
+    return " > ".join([title, *path]) if title else " > ".join(path)
+
+
+HEADING_WEIGHT = 2
+"""How many times a word of the title or heading path counts in the keyword text (see `keyword_text`)."""
+
+
+def keyword_text(title: str, heading_path: tuple[str, ...], text: str) -> str:
+    """The text both keyword indexes rank a chunk by: its heading line `HEADING_WEIGHT` times, then the chunk.
+
+    A word of the title or a section heading says more about a chunk than one in its running text. The
+    weight is given by repeating the heading (index-time boosting: BM25 then reads a weighted term
+    frequency and length, as BM25F does) rather than by a second field boosted at query time: OpenSearch
+    counts every analysed term of every field queried against `max_clause_count` (1,024), and a second
+    field would double what a long question spends (`citewise.query.retrieval.MAX_KEYWORD_CHARS`).
+    """
+    header = heading_text(title, heading_path)
+    return "\n".join([*([header] * HEADING_WEIGHT if header else []), text])
