@@ -43,7 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix", default="", help="folder in the tenant to upload into, e.g. reports/ (default: none)"
     )
-    parser.add_argument("--visibility", choices=[v.value for v in Visibility], default=Visibility.SHARED.value)
+    parser.add_argument(
+        "--visibility",
+        choices=[v.value for v in Visibility],
+        default=Visibility.SHARED.value,
+        help="shared: the whole tenant reads them; private: only the token's user (default: shared)",
+    )
     parser.add_argument(
         "--metadata",
         action="append",
