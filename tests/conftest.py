@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 
+# Powertools reads these once, when `citewise.runtime.observability` is first imported (as at a cold
+# start, where the stack sets them on every function): set before any test can import it, so the
+# metrics have their namespace whichever test file happens to import it first.
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Citewise")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "citewise-test")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
 from tests.conformance.botocore_calls import CallRecorder

@@ -3,8 +3,8 @@
 It cannot hallucinate by construction: every sentence of the answer is a verbatim span of a cited
 chunk. What it must not do either is quote sentences that do not answer (an off-corpus question still
 retrieves the nearest chunks). So each sentence gets an absolute relevance, the share of the question
-it covers: the question's content words it contains (its section's headings count half, and only
-beside at least one of its own), each weighted
+it covers: the question's content words it contains (its section's headings and its document's title
+and path count half, and only beside at least one of its own), each weighted
 by how rare it is among the candidate sentences, over the weight of all the question's words, where a
 word that no candidate contains weighs the most. A question whose best sentence covers less than
 `MIN_RELEVANCE` is answered "not found". The threshold is calibrated on the sample corpus and on
@@ -26,6 +26,9 @@ MIN_RELEVANCE = 0.4
 """The share of the question a sentence must cover to be quoted (calibration: docs/generation.md)."""
 HEADING_CREDIT = 0.5
 """What a question word found only in the sentence's headings counts for, against one in the sentence."""
+FRAMING_WORDS = frozenset({"say", "said", "tell", "mention", "describe", "explain", "talk"})
+"""Words that frame a question ("what does PROJ-3 say about retries?", "tell me about ...") rather than
+ask for anything: no sentence contains them, so counted they would weigh the most and sink every answer."""
 _STEM_PREFIX = 5
 """Words sharing a prefix this long, one the start of the other, are one word (`rotat`/`rotation`):
 the light stemmer of `textutil` leaves such pairs apart."""
@@ -47,7 +50,9 @@ def candidates(hits: Sequence[SearchHit]) -> list[Sentence]:
     found = []
     for source, hit in enumerate(hits, start=1):
         text, headings = hit.chunk.text, hit.chunk.heading_path
-        heading_terms = frozenset(term for heading in headings for term in content_terms(heading))
+        # The document's title and path name its topic as its headings do ("what does PROJ-3 say ...").
+        names = (*headings, hit.chunk.document.title or "", hit.chunk.document.path)
+        heading_terms = frozenset(term for name in names for term in content_terms(name))
         for start, end in sentence_spans(text):
             if _is_statement(text[start:end], headings):
                 found.append(Sentence(source, start, end, frozenset(content_terms(text[start:end])), heading_terms))
@@ -56,7 +61,7 @@ def candidates(hits: Sequence[SearchHit]) -> list[Sentence]:
 
 def relevance(question: str, sentences: Sequence[Sentence]) -> list[float]:
     """The share of the question each sentence covers, 0-1 (module docstring)."""
-    wanted = set(content_terms(question))
+    wanted = set(content_terms(question)) - FRAMING_WORDS
     if not wanted:
         return [0.0 for _ in sentences]
     found = [(_matched(wanted, s.terms), _matched(wanted, s.heading_terms)) for s in sentences]
