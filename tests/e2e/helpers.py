@@ -137,15 +137,16 @@ def server_environment(home: Path) -> dict[str, str]:
     return env | {"CITEWISE_HOME": str(home), "CITEWISE_EMBEDDER": "hashing"}
 
 
-def serve(home: Path, log: Path, env: dict[str, str]) -> Api:
-    """`citewise serve` as a subprocess on a free port, its output appended to `log`; returned once it
-    answers /v1/health (killed if it does not). Stopping it is the caller's job."""
+def serve(home: Path, log: Path, env: dict[str, str], command: str | None = None) -> Api:
+    """`citewise serve` (the console script `command`, by default the project venv's) as a subprocess on a
+    free port, its output appended to `log`; returned once it answers /v1/health (killed if it does not).
+    Stopping it is the caller's job."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     with log.open("ab") as sink:
         process = subprocess.Popen(  # noqa: S603
-            [citewise_script(), "serve", "--port", str(port)], env=env, stdout=sink, stderr=subprocess.STDOUT
+            [command or citewise_script(), "serve", "--port", str(port)], env=env, stdout=sink, stderr=subprocess.STDOUT
         )
     server = Api(f"http://127.0.0.1:{port}", home, env, process, log)
     try:
