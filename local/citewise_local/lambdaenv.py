@@ -58,8 +58,8 @@ def load_handler(functions_dir: Path, name: str) -> Handler:
     file = functions_dir / name / "handler.py"
     if not file.is_file():
         raise CitewiseError(
-            f"no Lambda handler at {file}: `citewise serve` runs the handlers of a citewise source checkout "
-            f"(functions/<name>/handler.py for each function)"
+            f"no Lambda handler at {file}: `citewise serve` runs the handlers installed with citewise "
+            f"(the citewise_functions package, functions/<name>/handler.py of the checkout)"
         )
     module_name = f"citewise_local_function_{name}"
     spec = importlib.util.spec_from_file_location(module_name, file)

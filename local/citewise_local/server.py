@@ -2,7 +2,8 @@
 
 Each request is turned into the API Gateway REST proxy event (payload v1) that API Gateway would send,
 with the Cognito authorizer's claims for authenticated routes, and handed to `lambda_handler` of
-`functions/<name>/handler.py` with a Lambda-like context; the proxy response becomes the HTTP response.
+`functions/<name>/handler.py` (installed as the package `citewise_functions`) with a Lambda-like
+context; the proxy response becomes the HTTP response.
 Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built from.
 
 - Identity: `Authorization: Bearer <token>` from `citewise token`, verified here as the Cognito
@@ -52,7 +53,6 @@ from typing import Any, Literal, TextIO
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
-import citewise
 from citewise.api.routes import ROUTES, allowed_methods, match_route
 from citewise.domain.errors import (
     CitewiseError,
@@ -71,6 +71,7 @@ from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
 from citewise.ports.blobstore import is_sidecar, object_key
 from citewise.runtime.settings import Settings
+from citewise_local import packaged
 from citewise_local.auth import TOKEN_PURPOSE, local_key, verify_token
 from citewise_local.backend import local_blob_store
 from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
@@ -178,11 +179,6 @@ def reconciliation(
 
 
 # --- the Lambda side ----------------------------------------------------------------------------------
-
-
-def default_functions_dir() -> Path:
-    """`functions/` of the source checkout this library runs from."""
-    return Path(citewise.__file__).resolve().parents[2] / "functions"
 
 
 def handler_environment(home: Path, public_url: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -337,7 +333,7 @@ class LocalServer(ThreadingHTTPServer):
             os.environ.update(forced)
             for name, value in defaults.items():
                 os.environ.setdefault(name, value)
-            self._start_environments(functions_dir or default_functions_dir(), max_environments)
+            self._start_environments(functions_dir or packaged.functions_dir(), max_environments)
         except BaseException:
             self._close_pools()
             super().server_close()

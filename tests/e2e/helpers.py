@@ -143,16 +143,18 @@ def server_environment(home: Path) -> dict[str, str]:
     return env | {"CITEWISE_HOME": str(home), "CITEWISE_EMBEDDER": "hashing"}
 
 
-def serve(home: Path, log: Path, env: dict[str, str], *options: str, errors: Path | None = None) -> Api:
-    """`citewise serve [options]` as a subprocess on a free port, its output appended to `log` (its stderr
-    to `errors` if given); returned once it answers /v1/health (killed if it does not). Stopping it is the
-    caller's job."""
+def serve(
+    home: Path, log: Path, env: dict[str, str], *options: str, errors: Path | None = None, command: str | None = None
+) -> Api:
+    """`citewise serve [options]` (the console script `command`, by default the project venv's) as a
+    subprocess on a free port, its output appended to `log` (its stderr to `errors` if given); returned
+    once it answers /v1/health (killed if it does not). Stopping it is the caller's job."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     with log.open("ab") as sink, (errors or log).open("ab") as error_sink:
         process = subprocess.Popen(  # noqa: S603
-            [citewise_script(), "serve", "--port", str(port), *options],
+            [command or citewise_script(), "serve", "--port", str(port), *options],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT if errors is None else error_sink,

