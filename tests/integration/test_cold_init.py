@@ -15,8 +15,12 @@ from benchmarks.cold_imports import FUNCTIONS, HANDLERS, lambda_environment
 # first document; httpx and rich were what X-Ray's patch_all pulled in wherever httpx is installed.
 NEVER = ("numpy", "pypdfium2", "tokenizers", "httpx", "rich")
 # What each function's requests never need, kept out of its init.
+# Powertools' OpenAPI models serve the OpenAPI document only, not a request's validation.
+OPENAPI_MODELS = "aws_lambda_powertools.event_handler.openapi.models"
 NOT_AT_INIT = {
-    "query": ("citewise.ingest.pipeline", "citewise.ingest.parsing"),
+    "query": ("citewise.ingest.pipeline", "citewise.ingest.parsing", OPENAPI_MODELS),
+    "documents": (OPENAPI_MODELS,),
+    "mcp": (OPENAPI_MODELS,),
     "ingest": ("citewise.query.retrieval", "citewise.query.routing", "aws_lambda_powertools.event_handler"),
     "bootstrap": ("citewise.query.retrieval", "citewise.ingest.pipeline"),
 }
