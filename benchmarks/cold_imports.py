@@ -11,8 +11,8 @@ each target checks that with an audit hook. So the figure is import + settings +
 network time in it.
 
 Tracing is on, as on Lambda. Powertools' Tracer disables itself unless LAMBDA_TASK_ROOT is set and
-POWERTOOLS_TRACE_DISABLED is not true, so both are set, and X-Ray's `patch_all` runs at init. It
-patches, and so imports, every supported library that is installed.
+POWERTOOLS_TRACE_DISABLED is not true, so both are set, and X-Ray patches the libraries the functions
+use (botocore, http.client) at init, as on Lambda.
 
 Four figures per handler, each from its own fresh interpreter in every round:
 - the whole process's wall time;
@@ -56,6 +56,7 @@ WATCHED = (
     "botocore",
     "pydantic",
     "pypdf",
+    "pypdfium2",
     "opensearchpy",
     "requests",
     "aws_xray_sdk",

@@ -113,7 +113,7 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
-        "versions": {name: _version(name) for name in ("numpy", "pypdf", "pydantic", "tokenizers", "fpdf2")},
+        "versions": {name: _version(name) for name in ("numpy", "pypdfium2", "pydantic", "tokenizers", "fpdf2")},
         "load_average_at_start": list(os.getloadavg()),
         "commit": commit.stdout.strip() or None,
         "working_tree_dirty": bool(dirty.stdout.strip()),

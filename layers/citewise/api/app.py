@@ -22,7 +22,6 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from citewise import __version__
@@ -157,6 +156,10 @@ def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> API
 
 def openapi_document(*route_sets: Callable[[APIGatewayRestResolver], None]) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the routes, as served at /v1/openapi.json and kept in docs/."""
+    # Imported here: Powertools' OpenAPI models are a thousand-line pydantic module (about a fifth of the
+    # query function's imports) that only the document needs, never a request's validation.
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
     schema = build_resolver(*route_sets).get_openapi_json_schema(
         title=TITLE,
         version=__version__,

@@ -8,6 +8,7 @@ similarity approximates lexical overlap.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections import Counter
@@ -53,8 +54,14 @@ class HashingEmbedder:
     def _hashed(self, features: Counter[str]) -> Vector:
         vector = [0.0] * self._dimension
         for feature, count in features.items():
-            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-            bucket = int.from_bytes(digest[:4], "little") % self._dimension
-            sign = 1.0 if digest[4] & 1 else -1.0
-            vector[bucket] += sign * (1.0 + math.log(count))
+            hashed, sign = _feature_hash(feature)
+            vector[hashed % self._dimension] += sign * (1.0 + math.log(count))
         return vector
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _feature_hash(feature: str) -> tuple[int, float]:
+    """The feature's bucket before the modulo, and its sign; cached because a corpus repeats its words
+    and word pairs, and the hash was a third of a hashing ingest."""
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest[:4], "little"), 1.0 if digest[4] & 1 else -1.0

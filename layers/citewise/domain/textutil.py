@@ -6,6 +6,7 @@ is what makes content hashes and the hashing embedder stable.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -90,8 +91,13 @@ def _append_stripped(text: str, start: int, end: int, spans: list[tuple[int, int
         spans.append((start, end))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """A light English stemmer: enough to match `documents`/`document` without a dependency."""
+    """A light English stemmer: enough to match `documents`/`document` without a dependency.
+
+    Cached: a corpus repeats a few thousand words, and ingest stems every word of every chunk (the hashing
+    embedder and the keyword index each once), which made this loop most of a hashing ingest's time.
+    """
     word = word.casefold()
     for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:

@@ -23,7 +23,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from citewise.domain.models import Reranking
 
 logger = Logger()
-tracer = Tracer()
+# The libraries whose calls the functions make: botocore (DynamoDB, S3, Bedrock) and http.client, under
+# urllib3 (OpenSearch). X-Ray's patch_all would patch every library it supports that is importable, and
+# import each to do so: on a machine that has httpx, that alone added httpx, rich, click and pygments
+# to every cold start.
+_TRACED_MODULES = ("botocore", "httplib")
+tracer = Tracer(patch_modules=_TRACED_MODULES)
 metrics = Metrics()
 # The module loggers' parent must exist for Powertools to find it. (A service named `citewise` is that
 # parent already, and Powertools leaves it alone.)

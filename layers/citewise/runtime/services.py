@@ -21,15 +21,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from functools import cached_property
 from importlib.metadata import entry_points
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
-from citewise.ingest.chunking import Chunker
-from citewise.ingest.pipeline import Ingestor, Limits
 from citewise.ports.blobstore import BlobStore
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
@@ -37,12 +35,13 @@ from citewise.ports.registry import DocumentRegistry
 from citewise.ports.reranker import Reranker
 from citewise.ports.router import Router
 from citewise.ports.synthesizer import Synthesizer
-from citewise.query.fallback import FallbackSynthesizer
-from citewise.query.ranking import Signals
-from citewise.query.retrieval import Retriever, RoutingOptions
-from citewise.query.routing import DeterministicRouter
-from citewise.query.tenant_config import TenantSettingsCache
 from citewise.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    # Imported where they are built: the ingest function never loads the query side, nor the API
+    # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`).
+    from citewise.ingest.pipeline import Ingestor
+    from citewise.query.retrieval import Retriever
 
 BACKENDS_GROUP = "citewise.backends"
 EMBEDDERS_GROUP = "citewise.embedders"
@@ -111,6 +110,9 @@ class Services:
 
     @cached_property
     def ingestor(self) -> Ingestor:
+        from citewise.ingest.chunking import Chunker
+        from citewise.ingest.pipeline import Ingestor, Limits
+
         settings = self.settings
         return Ingestor(
             self.index,
@@ -124,6 +126,10 @@ class Services:
 
     @cached_property
     def retriever(self) -> Retriever:
+        from citewise.query.ranking import Signals
+        from citewise.query.retrieval import Retriever, RoutingOptions
+        from citewise.query.tenant_config import TenantSettingsCache
+
         settings = self.settings
         return Retriever(
             self.index,
@@ -217,6 +223,8 @@ def synthesizer_factory(settings: Settings) -> Callable[[], Synthesizer]:
             Callable[[Settings], Synthesizer], _plugin(SYNTHESIZERS_GROUP, settings.synthesizer, "CITEWISE_SYNTHESIZER")
         )
     if settings.generation_fallback == "extractive":
+        from citewise.query.fallback import FallbackSynthesizer
+
         return lambda: FallbackSynthesizer(make(settings), ExtractiveSynthesizer())
     return lambda: make(settings)
 
@@ -246,6 +254,8 @@ def check_synthesizer(settings: Settings) -> None:
 def build_router(settings: Settings) -> Router:
     """The configured router: the deterministic one, or the Bedrock LLM router with it as the fallback
     (its module and client are loaded only when chosen, the client on the first routed question)."""
+    from citewise.query.routing import DeterministicRouter
+
     if settings.router == "deterministic":
         return DeterministicRouter()
     from citewise.aws.bedrock_router import BedrockRouter

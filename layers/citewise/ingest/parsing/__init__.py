@@ -80,8 +80,8 @@ def parse(
         raise parse_error(filename, "the file is empty")
     if document_format in _TEXT_PARSERS:
         return _TEXT_PARSERS[document_format](decode_text(data, filename), filename)
-    # The binary formats' parsers are imported on use: pypdf alone costs an API function's cold start
-    # about 60 ms, and the API only asks `check_supported`.
+    # The binary formats' parsers are imported on use: the PDF library alone costs an API function's
+    # cold start about 40-60 ms, and the API only asks `check_supported`.
     if document_format == "pdf":
         from citewise.ingest.parsing.pdf import parse_pdf
 

@@ -1,46 +1,38 @@
-"""PDF: the text layer page by page, one block per paragraph, every block tagged with its page."""
+"""PDF: the text layer page by page, one block per paragraph, every block tagged with its page.
+
+The text comes from PDFium (pypdfium2), about five times faster than pypdf's layout mode on the same
+pages. PDFium's text has every line but no blank lines, so the paragraph breaks the structure-aware
+chunker needs are recovered from geometry (`citewise.ingest.parsing.pdf_lines`).
+"""
 
 from __future__ import annotations
 
-import io
 import re
-import struct
-import zlib
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
-from pypdf import PageObject, PasswordType, PdfReader
-from pypdf.errors import DependencyError, PyPdfError
-from pypdf.generic import DictionaryObject
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 
 from citewise.domain.errors import PayloadTooLargeError
 from citewise.domain.models import ParsedDocument
 from citewise.domain.provenance import as_utc
 from citewise.ingest.parsing.builder import DocumentBuilder
 from citewise.ingest.parsing.failures import parse_error
+from citewise.ingest.parsing.pdf_lines import Line, paragraphs, pdf_date
 from citewise.ingest.parsing.plaintext import split_paragraphs
 
-# pypdf raises PyPdfError subclasses for what it recognises as broken, but corrupt files still leak
-# plain Python errors from deep inside its object parser and filters.
-_PYPDF_FAILURES: tuple[type[Exception], ...] = (
-    PyPdfError,
-    DependencyError,
-    ValueError,
-    KeyError,
-    IndexError,
-    TypeError,
-    AttributeError,
-    AssertionError,
-    ZeroDivisionError,
-    OverflowError,
-    RecursionError,
-    NotImplementedError,
-    struct.error,
-    zlib.error,
-)
-_SPACE_RUNS = re.compile(r"[ \t]{2,}")
+# PDFium is not thread-safe: no two threads of a process may be inside it at once, even on two
+# different documents. Local mode ingests on worker threads, so every call into it holds this lock.
+_PDFIUM_LOCK = threading.Lock()
 # A fallback title is a heading at best; a whole first paragraph is not a title.
 _MAX_TITLE_CHARS = 200
+_SPACE_RUNS = re.compile(r"[ \t]{2,}")
+# PDFium ends each line of a page's text with a generated "\r\n"; a line that ends in a hyphen is
+# instead joined to the next, the hyphen given as U+FFFE. The text keeps both, as the page shows them.
+_LINE_END = "\r\n"
+_HYPHEN_AT_LINE_END = "\ufffe"
 
 
 def parse_pdf(
@@ -53,23 +45,20 @@ def parse_pdf(
     document costs almost nothing to reject. Scanned PDFs (pages without text) are rejected because
     OCR is not supported.
     """
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        _decrypt(reader, filename)
-        _check_page_limit(_declared_page_count(reader), filename, max_pages)
-        pages = list(reader.pages)
-        # The declared count can lie; the page tree cannot.
-        _check_page_limit(len(pages), filename, max_pages)
-        texts = []
-        for page in pages:
-            texts.append(_page_text(page))
-            if on_page is not None:
-                on_page(len(texts), len(pages))
-        metadata_title = reader.metadata.title if reader.metadata else None
-        source_date = _metadata_date(reader)
-    except _PYPDF_FAILURES as exc:
-        raise parse_error(filename, f"it is not a readable PDF ({type(exc).__name__}: {exc})") from exc
-    if not pages:
+    with _PDFIUM_LOCK:
+        document = _open(data, filename)
+        try:
+            page_count = len(document)
+            _check_page_limit(page_count, filename, max_pages)
+            texts = []
+            for index in range(page_count):
+                texts.append(_page_text(document, index, filename))
+                if on_page is not None:
+                    on_page(len(texts), page_count)
+            metadata = document.get_metadata_dict(skip_empty=True)
+        finally:
+            document.close()
+    if not page_count:
         raise parse_error(filename, "the PDF has no pages")
     if not any(text.strip() for text in texts):
         raise parse_error(filename, "the PDF has no text layer (it may be scanned); OCR is not supported")
@@ -77,42 +66,30 @@ def parse_pdf(
     for page_number, text in enumerate(texts, start=1):
         for paragraph in split_paragraphs(text):
             builder.block(paragraph, page=page_number)
-    return builder.build(title=_title(metadata_title, texts), page_count=len(pages), source_date=source_date)
+    return builder.build(
+        title=_title(metadata.get("Title"), texts), page_count=page_count, source_date=_metadata_date(metadata)
+    )
 
 
-def _metadata_date(reader: PdfReader) -> datetime | None:
+def _open(data: bytes, filename: str) -> pdfium.PdfDocument:
+    try:
+        # Many "encrypted" PDFs only restrict printing or copying: PDFium opens them with the empty
+        # user password, whatever their cipher.
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if exc.err_code == pdfium_c.FPDF_ERR_PASSWORD:
+            raise parse_error(filename, "the PDF is password protected") from exc
+        raise parse_error(filename, f"it is not a readable PDF (PdfiumError: {exc})") from exc
+
+
+def _metadata_date(metadata: dict[str, str]) -> datetime | None:
     """ModDate, else CreationDate, of the document information; a malformed one (PDF tools write many) is
     passed over, the object's own time then stands in."""
-    information = reader.metadata
-    if information is None:
-        return None
-    for attribute in ("modification_date", "creation_date"):
-        try:
-            moment = getattr(information, attribute)
-        except ValueError:
-            continue
+    for key in ("ModDate", "CreationDate"):
+        moment = pdf_date(metadata.get(key, ""))
         if moment is not None:
             return as_utc(moment)
     return None
-
-
-def _decrypt(reader: PdfReader, filename: str) -> None:
-    if not reader.is_encrypted:
-        return
-    # Many "encrypted" PDFs only restrict printing or copying and open with the empty user password.
-    try:
-        decrypted = reader.decrypt("") != PasswordType.NOT_DECRYPTED
-    except DependencyError as exc:
-        raise parse_error(filename, "the PDF uses AES encryption, which needs a crypto library") from exc
-    if not decrypted:
-        raise parse_error(filename, "the PDF is password protected")
-
-
-def _declared_page_count(reader: PdfReader) -> int:
-    pages = reader.root_object.get("/Pages")
-    pages = pages.get_object() if pages is not None else None
-    count = pages.get("/Count") if isinstance(pages, DictionaryObject) else None
-    return int(count) if isinstance(count, int) else 0
 
 
 def _check_page_limit(page_count: int, filename: str, max_pages: int) -> None:
@@ -123,16 +100,41 @@ def _check_page_limit(page_count: int, filename: str, max_pages: int) -> None:
         )
 
 
-def _page_text(page: PageObject) -> str:
-    # Layout mode keeps vertical gaps as blank lines, which is what separates paragraphs; it pads
-    # columns with spaces, which say nothing once the text is plain.
+def _page_text(document: pdfium.PdfDocument, index: int, filename: str) -> str:
+    """The page's lines, a blank line between paragraphs."""
     try:
-        text = page.extract_text(extraction_mode="layout")
-    except _PYPDF_FAILURES:
-        # Layout mode is younger and fails on fonts plain mode copes with (pypdf #2533, #3074);
-        # a page of text without paragraph breaks beats refusing the whole document.
-        text = page.extract_text()
-    return "\n".join(_SPACE_RUNS.sub(" ", line).strip() for line in text.split("\n"))
+        page = document[index]
+    except pdfium.PdfiumError as exc:
+        # The page tree declared a page it cannot deliver: the file is damaged.
+        raise parse_error(filename, f"it is not a readable PDF (page {index + 1}: {exc})") from exc
+    try:
+        text_page = page.get_textpage()
+        try:
+            return "\n\n".join("\n".join(paragraph) for paragraph in paragraphs(_lines(text_page)))
+        finally:
+            text_page.close()
+    finally:
+        page.close()
+
+
+def _lines(text_page: pdfium.PdfTextPage) -> list[Line]:
+    """Each line of the page with the loose box (font ascent to descent) of its first character."""
+    text = text_page.get_text_range()
+    lines: list[Line] = []
+    offset = 0  # in UTF-16 code units, PDFium's text index
+    for raw in text.split(_LINE_END):
+        stripped = _SPACE_RUNS.sub(" ", raw).strip().replace(_HYPHEN_AT_LINE_END, "-\n")
+        if stripped:
+            leading = len(raw) - len(raw.lstrip())
+            text_index = offset + len(raw[:leading].encode("utf-16-le")) // 2
+            char_index = pdfium_c.FPDFText_GetCharIndexFromTextIndex(text_page, text_index)
+            if char_index >= 0:
+                _left, bottom, _right, top = text_page.get_charbox(char_index, loose=True)
+                lines.append(Line(stripped, bottom, top))
+            else:
+                lines.append(Line(stripped, None, None))
+        offset += len(raw.encode("utf-16-le")) // 2 + len(_LINE_END)
+    return lines
 
 
 def _title(metadata_title: str | None, texts: list[str]) -> str | None:

@@ -1,0 +1,54 @@
+"""Each Lambda handler's cold init, in a fresh interpreter with a deployed function's environment: what
+it must not load (issue 17: init at most 3x `import boto3`; `benchmarks/cold_imports.py` times it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.cold_imports import FUNCTIONS, HANDLERS, lambda_environment
+
+# Loaded by no handler's init: numpy is not in the layer; PDFium and the MiniLM stack come with the
+# first document; httpx and rich were what X-Ray's patch_all pulled in wherever httpx is installed.
+NEVER = ("numpy", "pypdfium2", "tokenizers", "httpx", "rich")
+# What each function's requests never need, kept out of its init.
+# Powertools' OpenAPI models serve the OpenAPI document only, not a request's validation.
+OPENAPI_MODELS = "aws_lambda_powertools.event_handler.openapi.models"
+NOT_AT_INIT = {
+    "query": ("citewise.ingest.pipeline", "citewise.ingest.parsing", OPENAPI_MODELS),
+    "documents": (OPENAPI_MODELS,),
+    "mcp": (OPENAPI_MODELS,),
+    "ingest": ("citewise.query.retrieval", "citewise.query.routing", "aws_lambda_powertools.event_handler"),
+    "bootstrap": ("citewise.query.retrieval", "citewise.ingest.pipeline"),
+}
+
+_INIT = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("handler", {path!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+assert callable(module.lambda_handler)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("name", HANDLERS)
+def test_handler_init_loads_nothing_its_requests_do_not_need(name: str) -> None:
+    # Given a handler's module, and the environment its function gets on Lambda (tracing on)
+    code = _INIT.format(path=str(FUNCTIONS / name / "handler.py"))
+
+    # When a fresh interpreter loads it, as the runtime's init phase does
+    completed = subprocess.run(  # noqa: S603 - our own interpreter and code
+        [sys.executable, "-I", "-c", code], env=lambda_environment(name), capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    loaded = set(json.loads(completed.stdout.splitlines()[-1]))
+
+    # Then neither the packages no handler needs at init, nor the other side of the pipeline, are loaded
+    unwanted = NEVER + NOT_AT_INIT.get(name, ())
+    assert sorted(module for module in loaded if module.split(".")[0] in NEVER or module in unwanted) == []
+    # And X-Ray patched the clients the functions use
+    assert "aws_xray_sdk.ext.botocore.patch" in loaded
