@@ -36,7 +36,14 @@ from citewise.query.tenant_config import save_tenant_settings, tenant_settings_o
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
 from citewise_local.folders import FOLDER_CHANNEL, scan
-from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
+from citewise_local.render import (
+    render_answer,
+    render_comparison,
+    render_documents,
+    render_hits,
+    render_routing,
+    render_summary,
+)
 
 EXIT_FAILED = 1
 """The command ran, but something in it failed (a document FAILED to ingest)."""
@@ -142,7 +149,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--top-k", type=int, default=100, help="documents ranked per query (default 100)")
     evaluate.add_argument("--embedder", choices=["minilm", "hashing"], default=None, help="default: the setting")
     evaluate.add_argument("--per-query", type=Path, help="write each query's metrics and ranking here (JSON lines)")
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument(
+        "--compare",
+        action="store_true",
+        help="one ingest, then hybrid, bm25, vector and plain RRF (k 60) of the same lists, side by side",
+    )
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object (a list with --compare)")
     evaluate.set_defaults(run=_eval, own_services=True)
 
     serve = commands.add_parser("serve", help="run the HTTP API locally, calling the Lambda handlers")
@@ -355,7 +367,8 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    """Ingest the dataset into its own index under the home (reused when unchanged) and score it."""
+    """Ingest the dataset into its own index under the home (reused when unchanged) and score it: in the
+    configured mode, or with `--compare` in every mode and plain RRF, one ingest for all."""
     from tqdm import tqdm
 
     from citewise_local import evaluation
@@ -363,34 +376,45 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     dataset = evaluation.load_beir(args.dataset)
     embedder = args.embedder or settings.embedder
     home = evaluation.index_home(settings.home_dir, dataset, embedder, settings.chunk_tokens, settings.chunk_overlap)
-    eval_settings = settings.model_copy(
+    base = settings.model_copy(
         update={"home": home, "embedder": embedder, "search_mode": args.mode or settings.search_mode}
     )
-    services = build_services(eval_settings)
-    try:
-        quiet = None if not args.json else True
-        ingest_s, _ = evaluation.ingest(
-            services, dataset, lambda items: tqdm(items, desc="ingest", unit="doc", file=sys.stderr, disable=quiet)
-        )
-        results = evaluation.run_queries(
-            services,
-            dataset,
-            args.top_k,
-            lambda items: tqdm(items, desc="queries", unit="q", file=sys.stderr, disable=quiet),
-        )
-    finally:
-        services.close()
-    report = evaluation.report(eval_settings.search_mode, services.embedder.name, ingest_s, results)
+    runs = evaluation.comparison(base) if args.compare else {base.search_mode: base}
+    quiet = None if not args.json else True
+    ingest_s: float | None = None
+    reports = []
+    for name, run_settings in runs.items():
+        services = build_services(run_settings)
+        try:
+            if ingest_s is None:
+                ingest_s, _ = evaluation.ingest(
+                    services,
+                    dataset,
+                    lambda items: tqdm(items, desc="ingest", unit="doc", file=sys.stderr, disable=quiet),
+                )
+            results = evaluation.run_queries(
+                services,
+                dataset,
+                args.top_k,
+                lambda items, name=name: tqdm(items, desc=name, unit="q", file=sys.stderr, disable=quiet),  # type: ignore[misc]
+            )
+        finally:
+            services.close()
+        fusion = evaluation.fusion_settings(run_settings)
+        reports.append(evaluation.report(name, services.embedder.name, ingest_s, results, fusion))
     if args.per_query:
         with args.per_query.open("w", encoding="utf-8") as stream:
-            for result in results:
-                stream.write(json.dumps({"query_id": result.query_id, **result.metrics, "ranked": result.ranked[:10]}))
-                stream.write("\n")
-    summary = report.summary()
+            for report in reports:
+                for result in report.per_query:
+                    row = {"query_id": result.query_id, **result.metrics, "ranked": result.ranked[:10]}
+                    stream.write(json.dumps({"run": report.mode, **row} if args.compare else row) + "\n")
+    summaries = [report.summary() for report in reports]
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summaries if args.compare else summaries[0]))
+    elif args.compare:
+        print(render_comparison(summaries))
     else:
-        print("\n".join(f"{key:>14}: {value}" for key, value in summary.items()))
+        print("\n".join(f"{key:>14}: {value}" for key, value in summaries[0].items()))
     return 0
 
 
