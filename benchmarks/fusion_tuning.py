@@ -51,20 +51,16 @@ SEED = 16
 TUNING_SHARE = 0.6
 MAX_DEPTH = 200
 DEPTHS = (50, 100, 200)
-RRF_KS = (1, 2, 5, 10, 20, 60)
-RRF_VECTOR_WEIGHTS = (0.5, 0.75, 1.0, 1.5)
-SCORE_VECTOR_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
-ROCCHIO = tuple(itertools.product((3, 5, 10), (0.25, 0.5, 1.0)))
+RRF_KS = (2, 5, 10, 20, 60)
+RRF_VECTOR_WEIGHTS = (0.75, 1.0, 1.5)
+SCORE_VECTOR_WEIGHTS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+ROCCHIO = ((3, 0.5), (5, 1.0))
 """(top documents, weight of their mean) pairs tried for pseudo-relevance feedback."""
 CALIBRATION_DEPTH = 10
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
 FEATURE_SETS: dict[frozenset[str], list[tuple[str, ...]]] = {
-    frozenset({"keyword", "vector"}): [
-        ("cosine", "keyword"),
-        ("cosine", "cosine_gap", "keyword"),
-        ("cosine", "cosine_gap", "keyword", "fused"),
-    ],
-    frozenset({"keyword"}): [("keyword",), ("keyword", "fused")],
+    frozenset({"keyword", "vector"}): [("cosine", "keyword"), ("cosine", "cosine_gap", "keyword")],
+    frozenset({"keyword"}): [("keyword",)],
     frozenset({"vector"}): [("cosine",), ("cosine", "cosine_gap")],
 }
 
@@ -101,10 +97,12 @@ class Lists:
 Ranked = list[tuple[ScoredChunk, float, dict[str, float]]]
 
 
-def collect(services: Services, dataset: evaluation.Dataset) -> dict[str, Lists]:
+def collect(services: Services, dataset: evaluation.Dataset, log: Callable[[str], None]) -> dict[str, Lists]:
     """Every judged query's lists, read once."""
     lists = {}
-    for query_id in (q for q in dataset.queries if q in dataset.qrels):
+    for number, query_id in enumerate(q for q in dataset.queries if q in dataset.qrels):
+        if number % 100 == 0:
+            log(f"  {number} queries read")
         text = dataset.queries[query_id]
         vector = services.embedder.embed_query(text)
         lists[query_id] = Lists(
@@ -225,12 +223,12 @@ def examples(
         named = rankings(lists[q], setting, mode)
         features = evidence(named)
         seen: set[str] = set()
-        for scored, fused, raw in fusion.fuse(named):
+        for scored, _, raw in fusion.fuse(named):
             doc = corpus_id(scored)
             if doc in seen:
                 continue
             seen.add(doc)
-            rows.append(features(raw, fused))
+            rows.append(features(raw))
             labels.append(1 if lists[q].grades.get(doc, 0) > 0 else 0)
             if len(seen) == CALIBRATION_DEPTH:
                 break
@@ -358,7 +356,7 @@ def run(dataset_path: Path, settings: Settings, log: Callable[[str], None]) -> d
         started = time.perf_counter()
         evaluation.ingest(services, dataset, lambda items: items)
         log(f"index ready in {time.perf_counter() - started:.0f} s; reading lists")
-        lists = collect(services, dataset)
+        lists = collect(services, dataset, log)
         tuning, held_out = split(list(lists))
         log(f"{len(tuning)} tuning and {len(held_out)} held-out queries; sweeping {len(grid())} settings")
         swept = [{"setting": s.label(), **mean(per_query(lists, tuning, s))} for s in grid()]

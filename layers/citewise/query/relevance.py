@@ -7,8 +7,10 @@ the match). This score is a logistic model of evidence that does mean the same t
   that list's lowest cosine, which it did not beat);
 - `cosine_gap`: the cosine minus the best cosine of the query (how far below this query's best it is);
 - `keyword`: the chunk's BM25 score over the best BM25 score of the query (0-1; 0 outside the list).
-  Raw BM25 differs between backends and analyzers (FTS5, Lucene), its ratio to the best far less;
-- `fused`: the fused score (0-1).
+  Raw BM25 differs between backends and analyzers (FTS5, Lucene), its ratio to the best far less.
+
+The fused score is deliberately not a feature: it changes with the fusion method and weights, and the
+relevance of a hit should not.
 
     relevance = 1 / (1 + exp(-(intercept + sum(coefficient * feature))))
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 from citewise.ports.index import ScoredChunk
 
-FEATURES = ("cosine", "cosine_gap", "keyword", "fused")
+FEATURES = ("cosine", "cosine_gap", "keyword")
 
 
 @dataclass(frozen=True)
@@ -45,35 +47,36 @@ class Calibration:
 
 
 CALIBRATIONS: dict[frozenset[str], Calibration] = {
-    frozenset({"keyword", "vector"}): Calibration(0.0, {}),
-    frozenset({"keyword"}): Calibration(0.0, {}),
-    frozenset({"vector"}): Calibration(0.0, {}),
+    frozenset({"keyword", "vector"}): Calibration(
+        -6.3534, {"cosine": 2.3074, "cosine_gap": 13.8972, "keyword": 5.5406}
+    ),
+    frozenset({"keyword"}): Calibration(-10.8658, {"keyword": 10.663}),
+    frozenset({"vector"}): Calibration(-5.2041, {"cosine": 7.6576, "cosine_gap": 20.9185}),
 }
 """One model per set of rankings fused (hybrid, BM25 alone, vectors alone)."""
 
 
-def evidence(rankings: Mapping[str, Sequence[ScoredChunk]]) -> Callable[[Mapping[str, float], float], dict[str, float]]:
-    """The features of a hit from its raw scores in each list and its fused score, against these lists."""
+def evidence(rankings: Mapping[str, Sequence[ScoredChunk]]) -> Callable[[Mapping[str, float]], dict[str, float]]:
+    """The features of a hit from its raw scores in each list, against these lists."""
     vectors = [scored.score for scored in rankings.get("vector", ())]
     keywords = [scored.score for scored in rankings.get("keyword", ())]
     best_cosine, floor_cosine = (max(vectors), min(vectors)) if vectors else (0.0, 0.0)
     best_keyword = max(keywords, default=0.0)
 
-    def features(raw: Mapping[str, float], fused: float) -> dict[str, float]:
+    def features(raw: Mapping[str, float]) -> dict[str, float]:
         cosine = raw.get("vector", floor_cosine)
         keyword = raw.get("keyword", 0.0)
         return {
             "cosine": cosine,
             "cosine_gap": cosine - best_cosine,
             "keyword": keyword / best_keyword if best_keyword > 0 else 0.0,
-            "fused": fused,
         }
 
     return features
 
 
-def relevance_scores(rankings: Mapping[str, Sequence[ScoredChunk]]) -> Callable[[Mapping[str, float], float], float]:
-    """The calibrated relevance of a hit (its raw scores by list, its fused score) among these rankings."""
+def relevance_scores(rankings: Mapping[str, Sequence[ScoredChunk]]) -> Callable[[Mapping[str, float]], float]:
+    """The calibrated relevance of a hit (its raw score in each list it is in) among these rankings."""
     calibration = CALIBRATIONS[frozenset(rankings)]
     features = evidence(rankings)
-    return lambda raw, fused: calibration.probability(features(raw, fused))
+    return lambda raw: calibration.probability(features(raw))

@@ -97,10 +97,10 @@ class Retriever:
         *,
         mode: SearchMode = "hybrid",
         rrf_k: int = 5,
-        candidates: int = 50,
+        candidates: int = 100,
         keyword_weight: float = 1.0,
         vector_weight: float = 1.0,
-        fusion: FusionMethod = "rrf",
+        fusion: FusionMethod = "zscore",
         routing: RoutingOptions | None = None,
         signals: Signals | None = None,
         tenant_settings: Callable[[str], TenantSettings | None] | None = None,
@@ -184,7 +184,7 @@ class Retriever:
         for scored in found:
             doc_id = scored.chunk.document.doc_id
             if doc_id not in best and len(best) < request.top_k:
-                score = relevance({"vector": scored.score}, 0.0)
+                score = relevance({"vector": scored.score})
                 best[doc_id] = SearchHit(
                     chunk=scored.chunk, score=0.0, relevance_score=score, vector_score=scored.score
                 )
@@ -237,7 +237,7 @@ class Retriever:
             SearchHit(
                 chunk=scored.chunk,
                 score=round(score, 6),
-                relevance_score=relevance(raw, score),
+                relevance_score=relevance(raw),
                 vector_score=raw.get("vector"),
                 keyword_score=raw.get("keyword"),
             )
