@@ -31,6 +31,7 @@ from benchmarks.common import Section, log
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchRequest, Visibility
 from citewise.query.retrieval import Retriever
+from citewise.runtime.settings import Settings
 from citewise_local.index import LocalIndex
 
 DIMENSION = 384
@@ -74,8 +75,11 @@ def build(index: LocalIndex, total: int, rng: random.Random) -> None:
         index.replace_document(tenant, meta.doc_id, chunks, vectors.tolist())
 
 
-def measure(total: int, queries: int, rng: random.Random, rounds: int = 1) -> dict[str, Any]:
-    """Build an index of `total` chunks, then time `queries` hybrid queries and their floor, `rounds` times."""
+def measure(
+    total: int, queries: int, rng: random.Random, rounds: int = 1, candidates: int | None = None
+) -> dict[str, Any]:
+    """Build an index of `total` chunks, then time `queries` hybrid queries and their floor, `rounds` times;
+    `candidates` is the depth of each list before fusion (default: the setting's default)."""
     with tempfile.TemporaryDirectory() as home:
         index = LocalIndex(Path(home) / "index.db")
         index.ensure("hashing-384", DIMENSION)
@@ -83,7 +87,16 @@ def measure(total: int, queries: int, rng: random.Random, rounds: int = 1) -> di
         build(index, total, rng)
         build_s = time.perf_counter() - started
         embedder = HashingEmbedder(DIMENSION)
-        retriever = Retriever(index, embedder)
+        defaults = Settings()
+        retriever = Retriever(
+            index,
+            embedder,
+            fusion=defaults.fusion_method,
+            rrf_k=defaults.rrf_k,
+            keyword_weight=defaults.keyword_weight,
+            vector_weight=defaults.vector_weight,
+            candidates=candidates or defaults.candidates,
+        )
         caller = Caller(tenant_id="big", user_id="u1")
         retriever.search(caller, SearchRequest(query="term1 term50"))  # loads the matrix
         matrix = np.asarray(index._current_matrix().vectors)  # noqa: SLF001 - the floor uses the same vectors
@@ -94,6 +107,7 @@ def measure(total: int, queries: int, rng: random.Random, rounds: int = 1) -> di
         index.close()
     return {
         "chunks": total,
+        "candidates": retriever.candidates,
         "tenant_chunks": hi - lo,
         "build_s": round(build_s, 1),
         "rounds": rounds,
@@ -165,10 +179,13 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--candidates", type=int, nargs="+", default=[None], help="list depths to compare")
     args = parser.parse_args()
-    rng = random.Random(42)  # noqa: S311 - synthetic data, not security
     for size in args.sizes:
-        print(json.dumps(measure(size, args.queries, rng, args.rounds)))
+        for candidates in args.candidates:
+            rng = random.Random(42)  # noqa: S311 - synthetic data, not security; the same data per depth
+            result = measure(size, args.queries, rng, args.rounds, candidates)
+            print(json.dumps({k: v for k, v in result.items() if k != "per_round"}), flush=True)
 
 
 if __name__ == "__main__":

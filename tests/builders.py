@@ -44,7 +44,7 @@ def make_pdf(pages: list[str], *, title: str | None = None) -> bytes:
 
 
 def make_damaged_pdf() -> bytes:
-    """A readable PDF whose `startxref` is wrong: pypdf recovers, with warnings (on its logger)."""
+    """A readable PDF whose `startxref` is wrong (PDFium rebuilds the cross-reference table and reads it)."""
     data = make_pdf(["Anvils are shipped by rail.\n\nEach crate holds four anvils."])
     at = data.rindex(b"startxref")
     return data[:at] + b"startxref\n12\n%%EOF\n"

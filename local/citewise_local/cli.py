@@ -54,7 +54,14 @@ from citewise_local.auth import MAX_TTL
 from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.home import require_home
 from citewise_local.progress import Bars, Stopwatch
-from citewise_local.render import render_answer, render_documents, render_hits, render_routing, render_summary
+from citewise_local.render import (
+    render_answer,
+    render_comparison,
+    render_documents,
+    render_hits,
+    render_routing,
+    render_summary,
+)
 from citewise_local.servelog import LOG_FORMATS
 
 EXIT_FAILED = 1
@@ -258,7 +265,12 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", choices=["minilm", "hashing"], default=None, help="default: CITEWISE_EMBEDDER (minilm)"
     )
     evaluate.add_argument("--per-query", type=Path, help="write each query's metrics and ranking here (JSON lines)")
-    _json_flag(evaluate, "the metrics")
+    evaluate.add_argument(
+        "--compare",
+        action="store_true",
+        help="one ingest, then hybrid, bm25, vector and plain RRF (k 60) of the same lists, side by side",
+    )
+    _json_flag(evaluate, "the metrics (a list of them with --compare)")
     evaluate.set_defaults(run=_eval, own_services=True)
 
     serve = _command(
@@ -641,34 +653,44 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    """Ingest the dataset into its own index under the home (reused when unchanged) and score it."""
+    """Ingest the dataset into its own index under the home (reused when unchanged) and score it: in the
+    configured mode, or with `--compare` in every mode and plain RRF, one ingest for all."""
     from citewise_local import evaluation
 
     dataset = evaluation.load_beir(args.dataset)
     embedder = args.embedder or settings.embedder
     home = evaluation.index_home(settings.home_dir, dataset, embedder, settings.chunk_tokens, settings.chunk_overlap)
-    eval_settings = settings.model_copy(
+    base = settings.model_copy(
         update={"home": home, "embedder": embedder, "search_mode": args.mode or settings.search_mode}
     )
     clock = Stopwatch()
-    services = build_services(eval_settings)
-    try:
-        with Bars(quiet=args.quiet or args.json) as bars:
-            ingest_s, _ = evaluation.ingest(services, dataset, bars)
-            results = evaluation.run_queries(services, dataset, args.top_k, bars)
-    finally:
-        services.close()
-    report = evaluation.report(eval_settings.search_mode, services.embedder.name, ingest_s, results)
+    runs = evaluation.comparison(base) if args.compare else {base.search_mode: base}
+    ingest_s: float | None = None
+    reports = []
+    with Bars(quiet=args.quiet or args.json) as bars:
+        for name, run_settings in runs.items():
+            services = build_services(run_settings)
+            try:
+                if ingest_s is None:
+                    ingest_s, _ = evaluation.ingest(services, dataset, bars)
+                results = evaluation.run_queries(services, dataset, args.top_k, bars)
+            finally:
+                services.close()
+            fusion = evaluation.fusion_settings(run_settings)
+            reports.append(evaluation.report(name, services.embedder.name, ingest_s, results, fusion))
     if args.per_query:
         with args.per_query.open("w", encoding="utf-8") as stream:
-            for result in results:
-                stream.write(json.dumps({"query_id": result.query_id, **result.metrics, "ranked": result.ranked[:10]}))
-                stream.write("\n")
-    summary = {**report.summary(), "elapsed_s": round(clock.seconds, 1)}
+            for report in reports:
+                for result in report.per_query:
+                    row = {"query_id": result.query_id, **result.metrics, "ranked": result.ranked[:10]}
+                    stream.write(json.dumps({"run": report.mode, **row} if args.compare else row) + "\n")
+    summaries = [{**report.summary(), "elapsed_s": round(clock.seconds, 1)} for report in reports]
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summaries if args.compare else summaries[0]))
+    elif args.compare:
+        print(render_comparison(summaries))
     else:
-        print("\n".join(f"{key:>14}: {value}" for key, value in summary.items()))
+        print("\n".join(f"{key:>14}: {value}" for key, value in summaries[0].items()))
     return 0
 
 

@@ -23,13 +23,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Caller
 from citewise.domain.objects import SourceObject
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.runtime.services import Services
+from citewise.runtime.settings import Settings
 from citewise_local.progress import Bars
 
 EVAL_TENANT = "eval"
@@ -58,7 +59,8 @@ class QueryResult:
 
 @dataclass
 class Report:
-    """What `citewise eval` prints: means over judged queries, ingest time and query latency."""
+    """What `citewise eval` prints: means over judged queries, ingest time, query latency, and the retrieval
+    settings that produced them (fusion method, weights, depth)."""
 
     mode: str
     embedder: str
@@ -67,6 +69,7 @@ class Report:
     ingest_s: float
     query_p50_ms: float
     query_p95_ms: float
+    fusion: dict[str, Any] = field(default_factory=dict)
     per_query: list[QueryResult] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -79,7 +82,39 @@ class Report:
             "ingest_s": round(self.ingest_s, 1),
             "query_p50_ms": round(self.query_p50_ms, 1),
             "query_p95_ms": round(self.query_p95_ms, 1),
+            "fusion": self.fusion,
         }
+
+
+def fusion_settings(settings: Settings) -> dict[str, Any]:
+    """The settings that shape a ranking: mode, fusion method (and k for RRF), list weights, depth."""
+    described: dict[str, Any] = {"search_mode": settings.search_mode, "method": settings.fusion_method}
+    if settings.fusion_method == "rrf":
+        described["rrf_k"] = settings.rrf_k
+    described.update(
+        keyword_weight=settings.keyword_weight, vector_weight=settings.vector_weight, candidates=settings.candidates
+    )
+    return described
+
+
+COMPARED_RUN = "rrf60"
+"""The off-the-shelf baseline `--compare` adds: plain reciprocal-rank fusion, k = 60, equal weights."""
+
+
+def comparison(settings: Settings) -> dict[str, Settings]:
+    """The runs of `citewise eval --compare`, by name: these settings in hybrid, BM25 and vector mode, and
+    plain RRF (k = 60, equal weights) of the same two lists at the same depth."""
+    runs = {mode: settings.model_copy(update={"search_mode": mode}) for mode in ("hybrid", "bm25", "vector")}
+    runs[COMPARED_RUN] = settings.model_copy(
+        update={
+            "search_mode": "hybrid",
+            "fusion_method": "rrf",
+            "rrf_k": 60,
+            "keyword_weight": 1.0,
+            "vector_weight": 1.0,
+        }
+    )
+    return runs
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -165,6 +200,11 @@ def document_path(corpus_id: str) -> str:
     return f"{quote(corpus_id, safe='')}.md"
 
 
+def corpus_id_of(path: str) -> str:
+    """The corpus id of a document ingested at `document_path(corpus_id)`."""
+    return unquote(path.removesuffix(".md"))
+
+
 def ingest(services: Services, dataset: Dataset, bars: Bars) -> tuple[float, Counter[Outcome]]:
     """Ingest the corpus (unchanged documents are skipped): wall time in seconds and outcome counts."""
     outcomes: Counter[Outcome] = Counter()
@@ -195,20 +235,21 @@ def _sources(dataset: Dataset) -> Iterator[SourceObject]:
 
 def run_queries(services: Services, dataset: Dataset, top_k: int, bars: Bars) -> list[QueryResult]:
     """Rank the corpus for every judged query; documents are ranked by their best chunk."""
-    path_to_id = {document_path(corpus_id): corpus_id for corpus_id in dataset.corpus}
     results = []
     judged = [q for q in dataset.queries if q in dataset.qrels]
     for query_id in bars.items(judged, len(judged), "queries", "q"):
         started = time.perf_counter()
         hits = services.retriever.rank(CALLER, dataset.queries[query_id], None, top_k)
         latency = (time.perf_counter() - started) * 1000
-        ranked = list(dict.fromkeys(path_to_id[hit.chunk.document.path] for hit in hits))[:top_k]
+        ranked = list(dict.fromkeys(corpus_id_of(hit.chunk.document.path) for hit in hits))[:top_k]
         results.append(QueryResult(query_id, ranked, score_query(ranked, dataset.qrels[query_id]), latency))
     return results
 
 
-def report(mode: str, embedder: str, ingest_s: float, results: list[QueryResult]) -> Report:
-    """Means over the judged queries and latency percentiles."""
+def report(
+    mode: str, embedder: str, ingest_s: float, results: list[QueryResult], fusion: dict[str, Any] | None = None
+) -> Report:
+    """Means over the judged queries and latency percentiles; `fusion` describes the settings used."""
     if not results:
         raise ValidationError("no query of the dataset has relevance judgements")
     latencies = [r.latency_ms for r in results]
@@ -221,5 +262,6 @@ def report(mode: str, embedder: str, ingest_s: float, results: list[QueryResult]
         ingest_s=ingest_s,
         query_p50_ms=statistics.median(latencies),
         query_p95_ms=p95,
+        fusion=fusion or {},
         per_query=results,
     )

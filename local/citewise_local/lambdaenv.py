@@ -120,7 +120,7 @@ def _is_metric_document(line: str) -> bool:
 
 class _NotPowertools(logging.Filter):
     """Records the handler's Powertools logger (`citewise`, by POWERTOOLS_SERVICE_NAME) has not already
-    written: those of other libraries (pypdf's warnings)."""
+    written: those of other libraries (a parser's warnings)."""
 
     def __init__(self, service: str) -> None:
         super().__init__()
@@ -144,7 +144,7 @@ def _route_output(output: Output) -> None:
         sys.stdout = _WithoutMetrics(sys.stdout)
     from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
-    # Other libraries' log records (pypdf's warnings) as JSON lines like the handler's own.
+    # Other libraries' log records (a parser's warnings) as JSON lines like the handler's own.
     third_party = logging.StreamHandler(sys.stdout)
     third_party.setFormatter(LambdaPowertoolsFormatter())
     third_party.addFilter(_NotPowertools(os.environ.get("POWERTOOLS_SERVICE_NAME", "service_undefined")))

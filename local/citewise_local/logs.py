@@ -1,6 +1,6 @@
 """Where the CLI's own diagnostics go: a log file under the home, never the terminal.
 
-Libraries warn on stderr when nothing else is configured (pypdf about a malformed PDF it still reads,
+Libraries warn on stderr when nothing else is configured (a parser about a malformed file it still reads,
 Python's `warnings`): lines a user cannot act on, mixed into the summary. The file keeps them for when
 something does go wrong; what the user must see is the command's own output and its `error:` line.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 
@@ -33,11 +34,12 @@ def render_answer(answer: Answer) -> str:
 
 
 def render_hits(hits: Sequence[SearchHit]) -> str:
-    """One block per hit: rank, score, location, source and date, and the start of the chunk."""
+    """One block per hit: rank, relevance, score, location, source and date, and the start of the chunk."""
     if not hits:
         return "No matching chunks."
     return "\n".join(
-        f"{rank:>2}. {hit.score:.3f}{_components(hit)}  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n"
+        f"{rank:>2}. relevance {hit.relevance_score:.2f}  score {hit.score:.3f}{_components(hit)}"
+        f"  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n"
         f"    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
         for rank, hit in enumerate(hits, start=1)
     )
@@ -110,3 +112,15 @@ def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, s
     ]
     line = ", ".join([*counts, f"elapsed: {elapsed}"])
     return "\n".join([line, *(f"  FAILED {f['path']}: {f['error']}" for f in failures)])
+
+
+def render_comparison(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """`citewise eval --compare`: one row per run (metrics, latency), then the settings of each run."""
+    metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "query_p50_ms"]
+    rows = [f"{'run':<8}" + "".join(f"{name:>13}" for name in metrics)]
+    rows += [f"{s['mode']:<8}" + "".join(f"{s[name]:>13}" for name in metrics) for s in summaries]
+    rows.append("")
+    rows += [f"{s['mode']:<8}" + ", ".join(f"{key} {value}" for key, value in s["fusion"].items()) for s in summaries]
+    first = summaries[0]
+    rows.append(f"\n{first['queries']} queries, embedder {first['embedder']}, ingest {first['ingest_s']} s")
+    return "\n".join(rows)

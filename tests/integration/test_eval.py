@@ -76,12 +76,55 @@ def test_eval_prints_one_json_object_with_the_metrics(
         "ingest_s",
         "query_p50_ms",
         "query_p95_ms",
+        "fusion",
         "elapsed_s",
     ]
     assert (summary["mode"], summary["embedder"], summary["queries"]) == ("bm25", "hashing-384", 3)
+    defaults = Settings()
+    assert summary["fusion"]["search_mode"] == "bm25"
+    assert summary["fusion"]["method"] == defaults.fusion_method
+    assert summary["fusion"]["candidates"] == defaults.candidates
     assert summary["ndcg@10"] == summary["mrr@10"] == summary["recall@10"] == 1.0
     rows = [json.loads(line) for line in (tmp_path / "per-query.jsonl").read_text().splitlines()]
     assert [(r["query_id"], r["ranked"][0]) for r in rows] == [("q1", "d1"), ("q2", "d2"), ("q3", "d/4")]
+
+
+def test_compare_scores_every_mode_and_plain_rrf_from_one_ingest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a dataset and a fusion setting chosen by the environment
+    dataset = _write_dataset(tmp_path / "tiny")
+    monkeypatch.setenv("CITEWISE_FUSION_METHOD", "zscore")
+    monkeypatch.setenv("CITEWISE_CANDIDATES", "120")
+    ingests = []
+    real_ingest = evaluation.ingest
+    monkeypatch.setattr(evaluation, "ingest", lambda *a: ingests.append(1) or real_ingest(*a))
+    home = ["--home", str(tmp_path / "home")]
+
+    # When compared, as JSON and as text
+    status = main([*home, "eval", "--dataset", str(dataset), "--embedder", "hashing", "--compare", "--json"])
+    runs = json.loads(capsys.readouterr().out)
+    text_status = main([*home, "eval", "--dataset", str(dataset), "--embedder", "hashing", "--compare"])
+    text = capsys.readouterr().out
+
+    # Then one ingest per command serves four runs, each saying how it fused
+    assert (status, text_status, len(ingests)) == (0, 0, 2)
+    assert [run["mode"] for run in runs] == ["hybrid", "bm25", "vector", "rrf60"]
+    fusion = {run["mode"]: run["fusion"] for run in runs}
+    assert fusion["hybrid"]["method"] == fusion["bm25"]["method"] == "zscore"
+    assert [fusion[m]["search_mode"] for m in ("hybrid", "bm25", "vector")] == ["hybrid", "bm25", "vector"]
+    assert fusion["rrf60"] == {
+        "search_mode": "hybrid",
+        "method": "rrf",
+        "rrf_k": 60,
+        "keyword_weight": 1.0,
+        "vector_weight": 1.0,
+        "candidates": 120,
+    }
+    assert all(run["queries"] == 3 and 0 < run["ndcg@10"] <= 1 for run in runs)
+    assert runs[1]["ndcg@10"] == 1.0  # BM25 finds each query's one document first (as in the test above)
+    assert [line.split()[0] for line in text.splitlines()[1:5]] == ["hybrid", "bm25", "vector", "rrf60"]
+    assert "method zscore" in text and "rrf_k 60" in text
 
 
 def test_a_second_run_reuses_the_index(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import pytest
 from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchHit, SearchRequest
 from citewise.ingest.pipeline import Outcome
 from citewise.ports.index import ScoredChunk
-from citewise.query.retrieval import Retriever, reciprocal_rank_fusion
+from citewise.query.fusion import reciprocal_rank_fusion
+from citewise.query.retrieval import Retriever
 from citewise.runtime.services import Services
 from tests.factories import source
 
@@ -181,8 +182,8 @@ def corpus(services: Services) -> Services:
 
 
 def _retriever(services: Services, mode: str) -> Retriever:
-    # k = 60 (not the tuned default) so the expected scores below are the classic 61 / (60 + r)
-    return Retriever(services.index, services.embedder, mode=mode, rrf_k=60)  # type: ignore[arg-type]
+    # RRF with k = 60 (not the tuned default fusion) so the expected scores below are the classic 61 / (60 + r)
+    return Retriever(services.index, services.embedder, mode=mode, fusion="rrf", rrf_k=60)  # type: ignore[arg-type]
 
 
 def _search(services: Services, mode: str, **request: object) -> list[SearchHit]:
@@ -240,30 +241,30 @@ def test_bm25_scores_are_reciprocal_ranks_scaled_to_one(corpus: Services) -> Non
     assert [h.score for h in hits] == [round(61 / (60 + rank), 6) for rank in range(1, CHUNKS + 1)]
 
 
-@pytest.mark.parametrize(("min_score", "expected"), [(1.0, 1), (0.975, 2), (0.96, 3), (0.9, 7)])
-def test_min_score_cuts_the_bm25_ranking(corpus: Services, min_score: float, expected: int) -> None:
-    # Given BM25 scores 1.0, 0.98387, 0.96825, 0.95313, ... for ranks 1, 2, 3, 4, ...
-    # When searched with a minimum score
-    hits = _search(corpus, "bm25", query="field", top_k=50, min_score=min_score)
-
-    # Then only the ranks at or above it remain
-    assert len(hits) == expected
-    assert all(h.score >= min_score for h in hits)
+# `min_score` used to cut the fused rank score (so 0.975 kept "ranks 1-2" whatever they held); it now
+# applies to the calibrated `relevance_score`, which does not follow rank, so these tests say so.
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_min_score_keeps_exactly_the_hits_at_or_above_it(corpus: Services, mode: str) -> None:
-    # Given the full ranking of a query, and a threshold between its 2nd and 3rd distinct scores
+def test_every_hit_carries_a_relevance_score_in_0_1(corpus: Services, mode: str) -> None:
+    hits = _search(corpus, mode, query="magma lava eruption field", top_k=50)
+    assert len(hits) == CHUNKS and all(0.0 <= h.relevance_score <= 1.0 for h in hits)
+    assert len({h.relevance_score for h in hits}) > 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_min_score_keeps_exactly_the_hits_whose_relevance_reaches_it(corpus: Services, mode: str) -> None:
+    # Given the full ranking of a query, and a threshold between its 2nd and 3rd distinct relevance scores
     baseline = _search(corpus, mode, query="magma lava eruption field", top_k=50)
-    distinct = sorted({h.score for h in baseline}, reverse=True)
+    distinct = sorted({h.relevance_score for h in baseline}, reverse=True)
     assert len(distinct) >= 3
     threshold = (distinct[1] + distinct[2]) / 2
 
     # When searched with that minimum score
     hits = _search(corpus, mode, query="magma lava eruption field", top_k=50, min_score=threshold)
 
-    # Then the hits are the baseline's prefix above the threshold, in the same order
-    assert hits == [h for h in baseline if h.score >= threshold]
+    # Then the hits are the baseline's hits at or above it, still in ranked order
+    assert hits == [h for h in baseline if h.relevance_score >= threshold]
     assert 2 <= len(hits) < len(baseline)
 
 

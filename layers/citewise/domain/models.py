@@ -399,7 +399,11 @@ class SearchRequest(Frozen):
     )
     top_k: int = Field(default=5, ge=1, le=50, description="How many chunks to retrieve at most.")
     min_score: float = Field(
-        default=0.0, ge=0.0, le=1.0, description="Leave out chunks whose fused score is below this."
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Leave out chunks whose `relevance_score` (the calibrated probability of relevance) is below "
+        "this: on the held-out data 0.5 keeps hits of which about half or more are relevant (docs/api.md).",
     )
     max_sources: int | None = Field(
         default=None, ge=1, le=50, description="Chunks from at most this many documents (default: `top_k`)."
@@ -455,7 +459,9 @@ class Reranking(Frozen):
 class ScoreComponents(Frozen):
     """How a hit's score was made: the fused score, the ranking signals (None when off) and the result."""
 
-    fused: float = Field(description="The reciprocal-rank fusion of the keyword and vector rankings, 0-1.")
+    fused: float = Field(
+        description="The fusion of the keyword and vector rankings, 0-1 (method: CITEWISE_FUSION_METHOD)."
+    )
     freshness: float | None = Field(
         default=None, description="0.5 ** (age of source_date / half-life); null when the signals are off."
     )
@@ -466,11 +472,19 @@ class ScoreComponents(Frozen):
 
 
 class SearchHit(Frozen):
-    """A ranked chunk. `score` is the fused reciprocal-rank score scaled so 1.0 is rank 1 everywhere,
-    re-scored by the tenant's ranking signals when they are on (`components` says how)."""
+    """A ranked chunk. `score` is the fused score the hits are ordered by (0-1, relative to this query's
+    lists), re-scored by the tenant's ranking signals when they are on (`components` says how);
+    `relevance_score` is the calibrated probability that the chunk is relevant, comparable across queries."""
 
     chunk: Chunk
-    score: float
+    score: float = Field(description="The fused score hits are ordered by; its top is near 1.0 for every query.")
+    relevance_score: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Calibrated probability (0-1) that the chunk is relevant, from its cosine and BM25 evidence; "
+        "`min_score` applies to it (docs/api.md says what 0.5 / 0.7 / 0.9 keep).",
+    )
     vector_score: float | None = None
     keyword_score: float | None = None
     components: ScoreComponents | None = None

@@ -36,7 +36,8 @@ _FILTERS = (
     "attributes. It only narrows what you can already read."
 )
 _MIN_SCORE = (
-    "Leave out sources less relevant than this (0 to 1; 1.0 is the best-ranked chunk of both rankings). "
+    "Leave out sources less relevant than this: 0 to 1, the calibrated probability that a source is relevant "
+    "(0.5: about half or more of what is kept is relevant; 0.7 and 0.9 keep fewer, surer ones). "
     "Omit it for the server's default; a tool bound to a profile may impose a higher floor."
 )
 
@@ -107,7 +108,9 @@ class Source(Frozen):
     path: str = Field(description="The document's path in your tenant.")
     title: str
     char_count: int | None = Field(description="Characters of the whole document's text.")
-    relevance_score: float = Field(description="0 to 1; 1.0 is the best-ranked chunk of both rankings.")
+    relevance_score: float = Field(
+        description="Calibrated probability (0 to 1) that this passage is relevant to the query."
+    )
     page: int | None = None
     section: str | None = Field(default=None, description="The heading path, e.g. `Setup > Install`.")
     quotes: list[str] = Field(description="The spans the answer quotes from this source, verbatim (none if uncited).")
@@ -135,7 +138,9 @@ class Hit(Frozen):
     chunk_id: str
     path: str = Field(description="The document's path in your tenant.")
     title: str
-    relevance_score: float = Field(description="Fused score, 0 to 1; 1.0 is rank 1 in both rankings.")
+    relevance_score: float = Field(
+        description="Calibrated probability (0 to 1) that this passage is relevant to the query."
+    )
     vector_score: float | None = None
     keyword_score: float | None = None
     rerank_score: float | None = Field(default=None, description="The reranker's relevance, when one ordered the hits.")
@@ -156,7 +161,7 @@ class Hit(Frozen):
             chunk_id=chunk.chunk_id,
             path=document.path,
             title=document.title,
-            relevance_score=hit.score,
+            relevance_score=hit.relevance_score,
             vector_score=hit.vector_score,
             keyword_score=hit.keyword_score,
             rerank_score=hit.rerank_score,

@@ -248,7 +248,7 @@ class Toolbox:
                 path=hit.chunk.document.path,
                 title=hit.chunk.document.title,
                 char_count=sizes[hit.chunk.document.doc_id],
-                relevance_score=hit.score,
+                relevance_score=hit.relevance_score,
                 page=hit.chunk.page,
                 section=hit.chunk.section,
                 quotes=[citation.quote for citation in answer.citations if citation.source == n],

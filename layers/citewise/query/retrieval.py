@@ -1,8 +1,9 @@
-"""Hybrid retrieval: BM25 and vector rankings, each inside the caller's access, fused by reciprocal rank.
+"""Hybrid retrieval: BM25 and vector rankings, each inside the caller's access, fused (`query.fusion`).
 
 The access filter is not built here from anything the user sends: the index port takes the `Caller`
 and applies `tenant AND (shared OR owner)` itself; the user's filter can only narrow that. Fusion runs
 in the client so it behaves the same on the local index, an OpenSearch domain and OpenSearch Serverless.
+Every hit carries a calibrated `relevance_score` (`query.relevance`), which `min_score` applies to.
 An optional reranker (`citewise.ports.reranker`) then reorders the best fused hits before the cut; if it
 fails, the fused order stands and the retrieval says why.
 """
@@ -10,7 +11,7 @@ fails, the fused order stands and the retrieval says why.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +33,9 @@ from citewise.ports.embedder import Embedder
 from citewise.ports.index import ScoredChunk, VectorIndex
 from citewise.ports.reranker import Reranker, reranked_order
 from citewise.ports.router import Route, Router, RoutingContext
+from citewise.query.fusion import Fusion, FusionMethod
 from citewise.query.ranking import Signals, rescore
+from citewise.query.relevance import relevance_scores
 from citewise.query.routing import DEFAULT_ID_PATTERN, constraint_filter, source_vocabulary
 
 logger = logging.getLogger(__name__)
@@ -71,25 +74,6 @@ def _both(first: Filter | None, second: Filter | None) -> Filter | None:
     return Filter.model_validate({"andAll": [first, second]})
 
 
-def reciprocal_rank_fusion(
-    rankings: Mapping[str, Sequence[ScoredChunk]], weights: Mapping[str, float], k: int
-) -> list[tuple[ScoredChunk, float, dict[str, float]]]:
-    """Fuse named ranked lists: score(c) = sum_i w_i / (k + rank_i(c)), scaled so rank 1 everywhere is 1.0.
-
-    Returns each chunk once with its fused score and its raw score in each list it appears in, best
-    first; ties keep the order of first appearance.
-    """
-    best_possible = sum(weights[name] / (k + 1) for name in rankings)
-    fused: dict[str, tuple[ScoredChunk, float, dict[str, float]]] = {}
-    for name, ranking in rankings.items():
-        for rank, scored in enumerate(ranking, start=1):
-            first, total, raw = fused.get(scored.chunk.chunk_id) or (scored, 0.0, {})
-            raw[name] = scored.score
-            fused[scored.chunk.chunk_id] = (first, total + weights[name] / (k + rank), raw)
-    ordered = sorted(fused.values(), key=lambda entry: -entry[1])
-    return [(scored, total / best_possible, raw) for scored, total, raw in ordered]
-
-
 @dataclass(frozen=True)
 class RoutingOptions:
     """How queries are routed (settings `route`, `routing_*`): the router, its time zone, the identifier
@@ -121,9 +105,10 @@ class Retriever:
         *,
         mode: SearchMode = "hybrid",
         rrf_k: int = 5,
-        candidates: int = 50,
+        candidates: int = 100,
         keyword_weight: float = 1.0,
         vector_weight: float = 1.0,
+        fusion: FusionMethod = "zscore",
         routing: RoutingOptions | None = None,
         signals: Signals | None = None,
         tenant_settings: Callable[[str], TenantSettings | None] | None = None,
@@ -139,9 +124,8 @@ class Retriever:
         self.tenant_settings = tenant_settings or (lambda _: None)
         self.embedder = embedder
         self.mode = mode
-        self.rrf_k = rrf_k
         self.candidates = candidates
-        self.weights = {"keyword": keyword_weight, "vector": vector_weight}
+        self.fusion = Fusion(fusion, {"keyword": keyword_weight, "vector": vector_weight}, rrf_k)
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keyword-search")
@@ -233,16 +217,21 @@ class Retriever:
         ]
         flt = _both(request.filters, Filter.model_validate({"orAll": carries[:MAX_FILTER_BRANCHES]}))
         found = self.index.vector_search(caller, self.embedder.embed_query(text), flt, self.candidates)
+        relevance = relevance_scores({"vector": found})
         best: dict[str, SearchHit] = {}
         for scored in found:
             doc_id = scored.chunk.document.doc_id
             if doc_id not in best and len(best) < request.top_k:
-                best[doc_id] = SearchHit(chunk=scored.chunk, score=0.0, vector_score=scored.score)
+                score = relevance({"vector": scored.score})
+                best[doc_id] = SearchHit(
+                    chunk=scored.chunk, score=0.0, relevance_score=score, vector_score=scored.score
+                )
         return list(best.values())
 
     def _cut(self, ranked: list[SearchHit], request: SearchRequest, pinned: list[SearchHit]) -> list[SearchHit]:
         """Pinned documents first (their best ranked chunk if they ranked at all), then the ranking, cut to
-        `top_k` chunks of at most `max_sources` documents, above `min_score` (pinned ones are kept anyway)."""
+        `top_k` chunks of at most `max_sources` documents whose relevance is at least `min_score` (pinned ones
+        are kept anyway; relevance does not follow rank, so the whole ranking is read)."""
         best_ranked: dict[str, SearchHit] = {}
         for hit in ranked:
             best_ranked.setdefault(hit.chunk.document.doc_id, hit)
@@ -253,8 +242,8 @@ class Retriever:
         if len(hits) == request.top_k:
             return hits
         for hit in ranked:
-            if hit.score < request.min_score:
-                continue  # not `break`: a reranked list is not in the order of `score`
+            if hit.relevance_score < request.min_score:
+                continue  # not `break`: a reranked list is not in the order of its scores
             if hit.chunk.chunk_id in taken:
                 continue
             doc_id = hit.chunk.document.doc_id
@@ -281,14 +270,16 @@ class Retriever:
             rankings["vector"] = self.index.vector_search(caller, self.embedder.embed_query(query), filters, depth)
         if keyword is not None:
             rankings["keyword"] = keyword.result()
+        relevance = relevance_scores(rankings)
         return [
             SearchHit(
                 chunk=scored.chunk,
                 score=round(score, 6),
+                relevance_score=relevance(raw),
                 vector_score=raw.get("vector"),
                 keyword_score=raw.get("keyword"),
             )
-            for scored, score, raw in reciprocal_rank_fusion(rankings, self.weights, self.rrf_k)
+            for scored, score, raw in self.fusion.fuse(rankings)
         ]
 
 

@@ -139,6 +139,7 @@ class Services:
             candidates=settings.candidates,
             keyword_weight=settings.keyword_weight,
             vector_weight=settings.vector_weight,
+            fusion=settings.fusion_method,
             routing=RoutingOptions(
                 router=build_router(settings) if settings.route else None,
                 time_zone=settings.routing_time_zone,
