@@ -29,6 +29,7 @@ from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import load_settings
 from citewise_local import evaluation
 from citewise_local.folders import scan
+from citewise_local.progress import Bars
 
 THRESHOLDS = (0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7)
 TOP = 5
@@ -62,7 +63,7 @@ def scifact(folder: Path, cache: Path) -> dict[str, list[float]]:
     settings = load_settings(home=cache / "scifact", embedder="hashing", search_mode="bm25")
     services: Services = build_services(settings)
     try:
-        evaluation.ingest(services, dataset, lambda items: items)
+        evaluation.ingest(services, dataset, Bars(quiet=True))
         path_to_id = {evaluation.document_path(corpus_id): corpus_id for corpus_id in dataset.corpus}
         rankings = []
         for query_id, grades in dataset.qrels.items():

@@ -46,6 +46,7 @@ from citewise.query.retrieval import MAX_KEYWORD_CHARS
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
 from citewise_local import evaluation
+from citewise_local.progress import Bars
 
 SEED = 16
 TUNING_SHARE = 0.6
@@ -354,7 +355,7 @@ def run(dataset_path: Path, settings: Settings, log: Callable[[str], None]) -> d
     services = build_services(settings)
     try:
         started = time.perf_counter()
-        evaluation.ingest(services, dataset, lambda items: items)
+        evaluation.ingest(services, dataset, Bars(quiet=True))
         log(f"index ready in {time.perf_counter() - started:.0f} s; reading lists")
         lists = collect(services, dataset, log)
         tuning, held_out = split(list(lists))
