@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -65,6 +66,8 @@ from citewise_local.render import (
 from citewise_local.servelog import LOG_FORMATS
 
 EXIT_FAILED = 1
+EXIT_BROKEN_PIPE = 141
+"""The output's reader closed the pipe early (`| head`); 128 + SIGPIPE, as a shell reports other tools."""
 """The command ran, but something in it failed (a document FAILED to ingest)."""
 EXIT_ERROR = 2
 """Usage or input: the same command will fail again (argparse uses 2 for usage errors too)."""
@@ -87,6 +90,19 @@ STDIN = "-"
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # a pipe's output is buffered: a reader gone shows here, not at exit
+        return status
+    except BrokenPipeError:
+        # The reader went away (`citewise search ... | head`): stop quietly as other Unix tools do, with
+        # the status a shell gives them (128 + SIGPIPE), and without Python's own complaint when it
+        # flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args, overrides = config.parse(_parser(), list(sys.argv[1:] if argv is None else argv))
     except CitewiseError as exc:

@@ -262,3 +262,16 @@ def test_library_warnings_go_to_the_log_file_not_the_terminal(
     assert capsys.readouterr().err == ""
     log = (home / "logs" / "citewise.log").read_text()
     assert "WARNING somelibrary.reader: incorrect startxref pointer" in log
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(corpus: Path) -> None:
+    # Given a search whose reader has gone before it prints (`true` reads nothing and exits at once)
+    command = f"'{CITEWISE}' search anvils --tenant acme --home '{corpus}' --json | true; echo \" $?\""
+    env = {**os.environ, "CITEWISE_EMBEDDER": "hashing"}
+    # When it runs
+    run = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{command}"], capture_output=True, text=True, env=env, timeout=120
+    )
+    # Then citewise stops with 141 (128 + SIGPIPE) and no traceback
+    assert run.stderr == "", run.stderr
+    assert run.stdout.split()[-1] == "141", run.stdout
