@@ -48,9 +48,9 @@ class Calibration:
 
 CALIBRATIONS: dict[frozenset[str], Calibration] = {
     frozenset({"keyword", "vector"}): Calibration(
-        -6.3534, {"cosine": 2.3074, "cosine_gap": 13.8972, "keyword": 5.5406}
+        -7.0234, {"cosine": 2.0903, "cosine_gap": 13.1337, "keyword": 6.4003}
     ),
-    frozenset({"keyword"}): Calibration(-10.8658, {"keyword": 10.663}),
+    frozenset({"keyword"}): Calibration(-10.99, {"keyword": 10.8754}),
     frozenset({"vector"}): Calibration(-5.2041, {"cosine": 7.6576, "cosine_gap": 20.9185}),
 }
 """One model per set of rankings fused (hybrid, BM25 alone, vectors alone)."""
