@@ -23,13 +23,13 @@ def test_it_runs_the_installed_citewise_command(
         return EntryPoints([EntryPoint("citewise", "citewise_local.cli:main", "console_scripts")])
 
     monkeypatch.setattr(module, "entry_points", entry_points)
-    monkeypatch.setattr("sys.argv", ["citewise", "token", "--tenant", "acme"])
-    # When python -m citewise runs with arguments the command refuses (no --user)
+    monkeypatch.setattr("sys.argv", ["citewise", "token", "--tenant", "acme", "--ttl", "soon"])
+    # When python -m citewise runs with arguments the command refuses (a --ttl that is not a number)
     # Then it is the command that parsed them (argparse's usage error), found by name in its group
     with pytest.raises(SystemExit) as exited:
         module.main()
     assert exited.value.code == 2
-    assert "citewise token: error: the following arguments are required: --user" in capsys.readouterr().err
+    assert "citewise token: error: argument --ttl: invalid int value: 'soon'" in capsys.readouterr().err
     assert asked == [{"group": "console_scripts", "name": "citewise"}]
 
 
