@@ -9,7 +9,7 @@ import pytest
 from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchHit, SearchRequest
 from citewise.ingest.pipeline import Outcome
 from citewise.ports.index import ScoredChunk
-from citewise.query.fusion import reciprocal_rank_fusion
+from citewise.query.fusion import Fused, Fusion
 from citewise.query.retrieval import Retriever
 from citewise.runtime.services import Services
 from tests.factories import source
@@ -19,6 +19,10 @@ EQUAL_WEIGHTS = {"keyword": 1.0, "vector": 1.0}
 MODES = ("hybrid", "bm25", "vector")
 ALICE = Caller(tenant_id="acme", user_id="alice")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _rrf(rankings: dict[str, list[ScoredChunk]], weights: dict[str, float]) -> Fused:
+    return Fusion("rrf", weights, K).fuse(rankings)
 
 
 def _scored(chunk_id: str, score: float) -> ScoredChunk:
@@ -39,7 +43,7 @@ def _scored(chunk_id: str, score: float) -> ScoredChunk:
 def _fused(
     rankings: dict[str, list[ScoredChunk]], weights: dict[str, float] = EQUAL_WEIGHTS
 ) -> dict[str, tuple[float, dict[str, float]]]:
-    return {scored.chunk.chunk_id: (score, raw) for scored, score, raw in reciprocal_rank_fusion(rankings, weights, K)}
+    return {scored.chunk.chunk_id: (score, raw) for scored, score, raw in _rrf(rankings, weights)}
 
 
 # --- reciprocal rank fusion -----------------------------------------------------------------------
@@ -61,7 +65,7 @@ def test_rrf_first_in_one_list_only_scores_half() -> None:
     rankings = {"keyword": [_scored("a", 3.0)], "vector": [_scored("b", 0.8)]}
 
     # When fused
-    result = reciprocal_rank_fusion(rankings, EQUAL_WEIGHTS, K)
+    result = _rrf(rankings, EQUAL_WEIGHTS)
 
     # Then each scores (1/61) / (2/61) = 0.5, ties keep first appearance, raw scores name their list
     assert [(s.chunk.chunk_id, score, raw) for s, score, raw in result] == [
@@ -94,7 +98,7 @@ def test_rrf_mixed_ranks_and_order() -> None:
     }
 
     # When fused
-    result = reciprocal_rank_fusion(rankings, EQUAL_WEIGHTS, K)
+    result = _rrf(rankings, EQUAL_WEIGHTS)
 
     # Then each score is sum(1/(60+rank)) / (2/61), best first, each chunk once
     expected = {
@@ -112,7 +116,7 @@ def test_rrf_single_list_scales_rank_one_to_one() -> None:
     rankings = {"keyword": [_scored("a", 5.0), _scored("b", 4.0), _scored("c", 3.0)]}
 
     # When fused
-    result = reciprocal_rank_fusion(rankings, EQUAL_WEIGHTS, K)
+    result = _rrf(rankings, EQUAL_WEIGHTS)
 
     # Then rank r scores (1/(60+r)) / (1/61)
     assert [score for _, score, _ in result] == pytest.approx([1.0, 61 / 62, 61 / 63])
@@ -132,7 +136,7 @@ def test_rrf_weights_scale_each_list() -> None:
 
 def test_rrf_of_empty_rankings_is_empty() -> None:
     # Given rankings with nothing in them / When fused / Then nothing comes out
-    assert reciprocal_rank_fusion({"keyword": [], "vector": []}, EQUAL_WEIGHTS, K) == []
+    assert _rrf({"keyword": [], "vector": []}, EQUAL_WEIGHTS) == []
 
 
 # --- the Retriever on the local stack -------------------------------------------------------------

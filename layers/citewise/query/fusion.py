@@ -51,13 +51,6 @@ class Fusion:
         return [(self.rrf_k + 1) / (self.rrf_k + rank) for rank in range(1, len(ranking) + 1)]
 
 
-def reciprocal_rank_fusion(
-    rankings: Mapping[str, Sequence[ScoredChunk]], weights: Mapping[str, float], k: int
-) -> Fused:
-    """RRF of the named lists with these weights and constant (`Fusion(method="rrf")`)."""
-    return Fusion("rrf", weights, k).fuse(rankings)
-
-
 def _minmax(scores: list[float]) -> list[float]:
     """0-1 by the list's own range; a list of equal scores is all 1 (each entry is as good as the best)."""
     if not scores:

@@ -143,15 +143,13 @@ class Retriever:
         signals = self.signals.for_tenant(tenant)
         route = self._route(caller, request, tenant, now)
         if route is None:
-            ranked = rescore(self.rank(caller, request.query, request.filters, self._depth(request)), signals, now)
-            ranked, reranking = self._rerank(request.query, ranked)
+            ranked, reranking = self._ranked(caller, request, request.query, request.filters, signals, now)
             return Retrieval(self._cut(ranked, request, []), Routing(router="off"), reranking)
         routed = constraint_filter(route.constraints)
         filters = _both(request.filters, routed)
         text = route.text if content_terms(route.text) else request.query
         pinned = self._pinned(caller, request, text, route.constraints.ids)
-        ranked = rescore(self.rank(caller, text, filters, self._depth(request)), signals, now)
-        ranked, reranking = self._rerank(text, ranked)
+        ranked, reranking = self._ranked(caller, request, text, filters, signals, now)
         report = Routing(
             applied_filters=routed.model_dump(mode="json", by_alias=True, exclude_none=True) if routed else None,
             consumed_phrases=route.consumed_phrases,
@@ -160,6 +158,19 @@ class Retriever:
             fallback=route.fallback,
         )
         return Retrieval(self._cut(ranked, request, pinned), report, reranking)
+
+    def _ranked(
+        self,
+        caller: Caller,
+        request: SearchRequest,
+        text: str,
+        filters: Filter | None,
+        signals: Signals,
+        now: datetime,
+    ) -> tuple[list[SearchHit], Reranking | None]:
+        """`text` ranked and fused, re-scored by the ranking signals, then reranked (before any cut)."""
+        ranked = rescore(self.rank(caller, text, filters, self._depth(request)), signals, now)
+        return self._rerank(text, ranked)
 
     def _rerank(self, query: str, ranked: list[SearchHit]) -> tuple[list[SearchHit], Reranking | None]:
         """The best `rerank_candidates` hits in the reranker's order, each with its `rerank_score`, then the
