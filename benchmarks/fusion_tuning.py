@@ -9,7 +9,8 @@ Usage: python -m benchmarks.fusion_tuning [--dataset ../shared/datasets/scifact-
    held-out part. Every query's BM25 and vector lists are read once, `MAX_DEPTH` deep, through the
    index port (as `Retriever.rank` reads them); every fusion setting is then replayed from them with
    the library's own `Fusion`, so a setting here ranks exactly as `CITEWISE_FUSION_METHOD` etc. would.
-3. Every setting of the grid is scored on the tuning part; the best nDCG@10 is chosen. Only then are
+3. Every setting of the grid is scored on the tuning part; the best nDCG@10 is chosen (at the shallowest
+   depth within `DEPTH_TOLERANCE` of it: depth costs latency). Only then are
    the chosen setting and the baselines (BM25 alone, vectors alone, plain RRF k = 60 of the same
    lists) scored on the held-out part, with a paired bootstrap interval of the differences.
 4. Pseudo-relevance feedback (Rocchio: the query vector moved toward the mean of its top documents'
@@ -55,6 +56,9 @@ DEPTHS = (50, 100, 200)
 RRF_KS = (2, 5, 10, 20, 60)
 RRF_VECTOR_WEIGHTS = (0.75, 1.0, 1.5)
 SCORE_VECTOR_WEIGHTS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+DEPTH_TOLERANCE = 0.002
+"""A deeper list must beat the best shallower one by more than this (nDCG@10 on tuning) to be chosen: each
+step of depth costs query latency (docs/evaluation.md), and smaller gains are within the tuning noise."""
 ROCCHIO = ((3, 0.5), (5, 1.0))
 """(top documents, weight of their mean) pairs tried for pseudo-relevance feedback."""
 CALIBRATION_DEPTH = 10
@@ -77,6 +81,8 @@ class Setting:
     per_document: bool = False
 
     def label(self) -> str:
+        if self.method == "relevance":
+            return f"relevance depth={self.depth}{' per-document' if self.per_document else ''}"
         k = f" k={self.rrf_k}" if self.method == "rrf" else ""
         each = " per-document" if self.per_document else ""
         return f"{self.method}{k} vector_weight={self.vector_weight} depth={self.depth}{each}"
@@ -178,6 +184,8 @@ def bootstrap(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str,
     rng = np.random.default_rng(SEED)
     means = diffs[rng.integers(0, len(diffs), size=(2000, len(diffs)))].mean(axis=1)
     return {
+        "better": int((diffs > 0).sum()),
+        "worse": int((diffs < 0).sum()),
         "difference": round(float(diffs.mean()), 4),
         "low": round(float(np.percentile(means, 2.5)), 4),
         "high": round(float(np.percentile(means, 97.5)), 4),
@@ -185,7 +193,8 @@ def bootstrap(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str,
 
 
 def grid() -> list[Setting]:
-    settings = [Setting("rrf", depth, weight, k) for depth in DEPTHS for k in RRF_KS for weight in RRF_VECTOR_WEIGHTS]
+    settings = [Setting("relevance", depth) for depth in DEPTHS]
+    settings += [Setting("rrf", depth, weight, k) for depth in DEPTHS for k in RRF_KS for weight in RRF_VECTOR_WEIGHTS]
     settings += [
         Setting(method, depth, weight)
         for method in ("minmax", "zscore")
@@ -193,6 +202,17 @@ def grid() -> list[Setting]:
         for weight in SCORE_VECTOR_WEIGHTS
     ]
     return settings
+
+
+def choose(settings: Sequence[Setting], ndcg: Sequence[float]) -> Setting:
+    """The best setting on tuning, at the shallowest depth whose best is within `DEPTH_TOLERANCE` of it."""
+    best = max(ndcg)
+    for depth in sorted({setting.depth for setting in settings}):
+        at_depth = [i for i, setting in enumerate(settings) if setting.depth == depth]
+        winner = max(at_depth, key=lambda i: ndcg[i])
+        if ndcg[winner] >= best - DEPTH_TOLERANCE:
+            return settings[winner]
+    raise AssertionError("the best setting has a depth")
 
 
 def rocchio(
@@ -361,8 +381,7 @@ def run(dataset_path: Path, settings: Settings, log: Callable[[str], None]) -> d
         tuning, held_out = split(list(lists))
         log(f"{len(tuning)} tuning and {len(held_out)} held-out queries; sweeping {len(grid())} settings")
         swept = [{"setting": s.label(), **mean(per_query(lists, tuning, s))} for s in grid()]
-        best_index = max(range(len(swept)), key=lambda i: swept[i]["ndcg@10"])
-        chosen = grid()[best_index]
+        chosen = choose(grid(), [entry["ndcg@10"] for entry in swept])
         log(f"chosen on tuning: {chosen.label()}; trying query feedback")
         feedback = []
         for top, beta in ROCCHIO:
@@ -394,7 +413,7 @@ def run(dataset_path: Path, settings: Settings, log: Callable[[str], None]) -> d
             "bm25": (chosen, "bm25"),
             "vector": (chosen, "vector"),
             "rrf k=60": (rrf60, "hybrid"),
-            "previous default (rrf k=5, depth 50)": (Setting("rrf", 50, 1.0, 5), "hybrid"),
+            "previous default (zscore, depth 100)": (Setting("zscore", 100), "hybrid"),
         }
         confirmed: dict[str, Any] = {}
         for part, ids in (("held_out", held_out), ("tuning", tuning), ("all", sorted(lists))):
@@ -430,7 +449,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         parts.append(
             "\n"
             + "\n".join(
-                f"- chosen - {name}: {b['difference']} [{b['low']}, {b['high']}]"
+                f"- chosen - {name}: {b['difference']} [{b['low']}, {b['high']}]; "
+                f"better on {b['better']} queries, worse on {b['worse']}"
                 for name, b in result["confirmed"][part]["bootstrap vs"].items()
             )
         )

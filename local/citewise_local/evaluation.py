@@ -87,13 +87,14 @@ class Report:
 
 
 def fusion_settings(settings: Settings) -> dict[str, Any]:
-    """The settings that shape a ranking: mode, fusion method (and k for RRF), list weights, depth."""
+    """The settings that shape a ranking: mode, fusion method (and k for RRF), list weights (not for the
+    weightless `relevance` fusion), depth."""
     described: dict[str, Any] = {"search_mode": settings.search_mode, "method": settings.fusion_method}
     if settings.fusion_method == "rrf":
         described["rrf_k"] = settings.rrf_k
-    described.update(
-        keyword_weight=settings.keyword_weight, vector_weight=settings.vector_weight, candidates=settings.candidates
-    )
+    if settings.fusion_method != "relevance":
+        described.update(keyword_weight=settings.keyword_weight, vector_weight=settings.vector_weight)
+    described["candidates"] = settings.candidates
     return described
 
 

@@ -58,7 +58,7 @@ def _fused(kind: str, directory: Path, method: FusionMethod, query: str) -> list
         return retriever.search(ALICE, SearchRequest(query=query, top_k=10, route=False))
 
 
-@pytest.mark.parametrize("method", ["rrf", "minmax", "zscore"])
+@pytest.mark.parametrize("method", ["relevance", "rrf", "minmax", "zscore"])
 @pytest.mark.parametrize("query", sorted(QUERIES))
 @pytest.mark.parametrize("kind", ["opensearch-domain", "opensearch-serverless"])
 def test_opensearch_fuses_as_the_local_index_does(tmp_path: Path, kind: str, method: FusionMethod, query: str) -> None:
@@ -73,3 +73,5 @@ def test_opensearch_fuses_as_the_local_index_does(tmp_path: Path, kind: str, met
     assert [h.relevance_score for h in remote] == pytest.approx([h.relevance_score for h in local], abs=1e-3)
     assert [h.vector_score for h in remote] == pytest.approx([h.vector_score for h in local], abs=1e-5)
     assert len(local) == len(TEXTS)
+    if method == "relevance":  # the fused score is the relevance estimate itself
+        assert [h.score for h in local] == pytest.approx([h.relevance_score for h in local], abs=5e-5)

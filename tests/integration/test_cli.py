@@ -238,6 +238,11 @@ def test_demo_command_prints_three_cited_answers(cli: Any, monkeypatch: pytest.M
         ),
         ("CITEWISE_CHUNK_OVERLAP", "500", "CITEWISE_CHUNK_OVERLAP must be smaller than CITEWISE_CHUNK_TOKENS"),
         ("CITEWISE_MAX_PAGES", "lots", "CITEWISE_MAX_PAGES: Input should be a valid integer"),
+        (
+            "CITEWISE_VECTOR_WEIGHT",
+            "2",
+            "CITEWISE_KEYWORD_WEIGHT and CITEWISE_VECTOR_WEIGHT weigh the lists of CITEWISE_FUSION_METHOD=rrf",
+        ),
     ],
 )
 def test_a_bad_setting_fails_at_start_naming_the_variable(

@@ -84,6 +84,7 @@ def test_eval_prints_one_json_object_with_the_metrics(
     assert summary["fusion"]["search_mode"] == "bm25"
     assert summary["fusion"]["method"] == defaults.fusion_method
     assert summary["fusion"]["candidates"] == defaults.candidates
+    assert "vector_weight" not in summary["fusion"]  # the default relevance fusion has no weights
     assert summary["ndcg@10"] == summary["mrr@10"] == summary["recall@10"] == 1.0
     rows = [json.loads(line) for line in (tmp_path / "per-query.jsonl").read_text().splitlines()]
     assert [(r["query_id"], r["ranked"][0]) for r in rows] == [("q1", "d1"), ("q2", "d2"), ("q3", "d/4")]

@@ -8,7 +8,7 @@ import pytest
 
 from citewise.ports.index import ScoredChunk
 from citewise.query.fusion import Fusion
-from citewise.query.relevance import CALIBRATIONS, Calibration, evidence, relevance_scores
+from citewise.query.relevance import CALIBRATIONS, Calibration, estimates, evidence, relevance_scores
 from tests.contract.test_index_contract import make_chunk
 
 
@@ -52,6 +52,38 @@ def test_zscore_gives_a_missing_entry_the_lists_lowest_z() -> None:
     assert fused == pytest.approx({name: (value + 2 * z) / (3 * z) for name, value in raw.items()})
 
 
+def test_relevance_fusion_scores_each_chunk_by_its_calibrated_estimate() -> None:
+    # Given the hybrid model over cosine, cosine gap and BM25 ratio (a missing entry counts each list's floor:
+    # the lowest cosine, BM25 0)
+    calibration = CALIBRATIONS[frozenset({"keyword", "vector"})]
+    best_cosine, lowest_cosine = 0.9, 0.5
+
+    def expected(keyword: float, cosine: float) -> float:
+        return calibration.probability(
+            {"cosine": cosine, "cosine_gap": cosine - best_cosine, "keyword": keyword / 12.0}
+        )
+
+    # When fused by relevance
+    fused = _fused(Fusion("relevance"), KEYWORD, VECTOR)
+
+    # Then each chunk's fused score is its estimate, and the chunks come best estimate first
+    assert fused == pytest.approx(
+        {"a": expected(12.0, 0.5), "b": expected(8.0, 0.9), "c": expected(4.0, lowest_cosine), "d": expected(0.0, 0.7)}
+    )
+    assert list(fused) == sorted(fused, key=lambda name: -fused[name])
+    assert list(fused)[0] == "b"  # the best cosine and two thirds of the best BM25
+
+
+def test_relevance_fusion_ignores_weights_and_ranks_one_list_as_that_list_does() -> None:
+    weighted = _fused(Fusion("relevance", {"keyword": 0.0, "vector": 5.0}), KEYWORD, VECTOR)
+    assert weighted == _fused(Fusion("relevance"), KEYWORD, VECTOR)
+    # The one-list models rise with their only evidence, so they keep that list's order
+    alone = Fusion("relevance").fuse({"vector": [_scored(*e) for e in VECTOR]})
+    assert [s.chunk.document.doc_id for s, _, _ in alone] == ["b", "d", "a"]
+    keyword_alone = Fusion("relevance").fuse({"keyword": [_scored(*e) for e in KEYWORD]})
+    assert [s.chunk.document.doc_id for s, _, _ in keyword_alone] == ["a", "b", "c"]
+
+
 def test_rrf_is_unchanged_by_the_refactoring() -> None:
     # Given k = 60: rank r scores 61 / (60 + r) in each list, averaged over the two lists
     fused = _fused(Fusion("rrf", rrf_k=60), KEYWORD, VECTOR)
@@ -65,7 +97,7 @@ def test_equal_scores_and_single_entries_do_not_divide_by_zero(method: str) -> N
 
 
 def test_empty_rankings_fuse_to_nothing() -> None:
-    for method in ("rrf", "minmax", "zscore"):
+    for method in ("relevance", "rrf", "minmax", "zscore"):
         assert Fusion(method).fuse({"keyword": [], "vector": []}) == []  # type: ignore[arg-type]
 
 
@@ -98,7 +130,14 @@ def test_evidence_reads_cosine_gap_and_keyword_ratio_against_the_lists() -> None
 def test_calibration_is_a_logistic_of_its_features() -> None:
     calibration = Calibration(-2.0, {"cosine": 4.0})
     assert calibration.probability({"cosine": 0.5, "keyword": 9.0}) == 0.5  # keyword has no coefficient
-    assert calibration.probability({"cosine": 1.0}) == round(1 / (1 + math.exp(-2.0)), 4)
+    assert calibration.probability({"cosine": 1.0}) == 1 / (1 + math.exp(-2.0))
+
+
+def test_a_hit_reports_its_estimate_rounded_to_four_places() -> None:
+    rankings = {"keyword": [_scored(*e) for e in KEYWORD], "vector": [_scored(*e) for e in VECTOR]}
+    raw = {"keyword": 8.0, "vector": 0.9}
+    estimate = estimates(rankings)(raw)
+    assert relevance_scores(rankings)(raw) == round(estimate, 4) != estimate
 
 
 def test_every_mode_has_a_calibration_that_rises_with_evidence() -> None:

@@ -1,4 +1,11 @@
-"""Fusing named ranked lists (BM25, k-NN) into one: by reciprocal rank, or by normalised scores.
+"""Fusing named ranked lists (BM25, k-NN) into one: by estimated relevance, by reciprocal rank, or by
+normalised scores.
+
+- `relevance` (the default): score(c) = the calibrated probability that c is relevant, from its cosine, its
+  cosine's gap to the query's best and its BM25 score over the query's best (`citewise.query.relevance`; a
+  chunk absent from a list counts that list's floor there). The evidence model is fitted, not a weighted
+  sum, so list weights do not apply (settings refuse them). It ranked best on held-out SciFact queries and
+  makes `score` an absolute figure: the same value means the same thing for every query.
 
 - `rrf`: score(c) = sum_i w_i / (k + rank_i(c)), scaled so rank 1 in every list is 1.0.
 - `minmax`: each list's scores mapped to 0-1 by its own min and max; `zscore`: each list's scores minus
@@ -20,8 +27,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from citewise.ports.index import ScoredChunk
+from citewise.query.relevance import estimates
 
-FusionMethod = Literal["rrf", "minmax", "zscore"]
+FusionMethod = Literal["relevance", "rrf", "minmax", "zscore"]
 Fused = list[tuple[ScoredChunk, float, dict[str, float]]]
 """Each chunk once, best first: the chunk, its fused score (0-1) and its raw score in each list it is in."""
 
@@ -30,7 +38,7 @@ Fused = list[tuple[ScoredChunk, float, dict[str, float]]]
 class Fusion:
     """How rankings are fused: the method, each list's weight, and the RRF constant (RRF only)."""
 
-    method: FusionMethod = "rrf"
+    method: FusionMethod = "relevance"
     weights: Mapping[str, float] | None = None
     rrf_k: int = 60
 
@@ -40,6 +48,8 @@ class Fusion:
 
     def fuse(self, rankings: Mapping[str, Sequence[ScoredChunk]]) -> Fused:
         """The lists fused by this method; ties keep the order of first appearance."""
+        if self.method == "relevance":
+            return _by_relevance(rankings)
         if self.method == "rrf":
             return _fuse(rankings, {name: self._rrf(ranking) for name, ranking in rankings.items()}, self, 0.0)
         normalise = _minmax if self.method == "minmax" else _zscore
@@ -68,6 +78,30 @@ def _zscore(scores: list[float]) -> list[float]:
     return [(s - mean) / spread if spread > 0 else 0.0 for s in scores]
 
 
+def _entries(
+    rankings: Mapping[str, Sequence[ScoredChunk]], values: Mapping[str, Sequence[float]]
+) -> list[tuple[ScoredChunk, dict[str, float], dict[str, float]]]:
+    """Each chunk once, in order of first appearance: its first entry, its value in each list (from `values`,
+    parallel to the rankings) and its raw score there. A list naming a chunk twice counts its best entry."""
+    entries: dict[str, tuple[ScoredChunk, dict[str, float], dict[str, float]]] = {}
+    for name, ranking in rankings.items():
+        for scored, value in zip(ranking, values[name], strict=True):
+            first, parts, raw = entries.get(scored.chunk.chunk_id) or (scored, {}, {})
+            if name not in parts:
+                parts[name], raw[name] = value, scored.score
+            entries[scored.chunk.chunk_id] = (first, parts, raw)
+    return list(entries.values())
+
+
+def _by_relevance(rankings: Mapping[str, Sequence[ScoredChunk]]) -> Fused:
+    """Each chunk scored by its estimated relevance among these rankings, best first."""
+    estimate = estimates(rankings)
+    raw_scores = {name: [scored.score for scored in ranking] for name, ranking in rankings.items()}
+    fused = [(first, estimate(raw), raw) for first, _, raw in _entries(rankings, raw_scores)]
+    fused.sort(key=lambda entry: -entry[1])
+    return fused
+
+
 def _fuse(
     rankings: Mapping[str, Sequence[ScoredChunk]],
     normalised: Mapping[str, list[float]],
@@ -77,16 +111,9 @@ def _fuse(
     """The weighted sum of normalised scores, a missing entry counting its list's floor (`floor`, or the
     list's lowest normalised score when None), scaled to 0-1 as the module says."""
     floors = {name: (floor if floor is not None else min(values, default=0.0)) for name, values in normalised.items()}
-    entries: dict[str, tuple[ScoredChunk, dict[str, float], dict[str, float]]] = {}
-    for name, ranking in rankings.items():
-        for scored, value in zip(ranking, normalised[name], strict=True):
-            first, parts, raw = entries.get(scored.chunk.chunk_id) or (scored, {}, {})
-            if name not in parts:  # a list naming a chunk twice counts its best entry
-                parts[name], raw[name] = value, scored.score
-            entries[scored.chunk.chunk_id] = (first, parts, raw)
     totals = [
         (first, sum(fusion.weight(name) * parts.get(name, floors[name]) for name in rankings), raw)
-        for first, parts, raw in entries.values()
+        for first, parts, raw in _entries(rankings, normalised)
     ]
     totals.sort(key=lambda entry: -entry[1])
     return [(scored, _scaled(total, totals, fusion, rankings), raw) for scored, total, raw in totals]

@@ -108,7 +108,7 @@ class Retriever:
         candidates: int = 100,
         keyword_weight: float = 1.0,
         vector_weight: float = 1.0,
-        fusion: FusionMethod = "zscore",
+        fusion: FusionMethod = "relevance",
         routing: RoutingOptions | None = None,
         signals: Signals | None = None,
         tenant_settings: Callable[[str], TenantSettings | None] | None = None,

@@ -70,13 +70,18 @@ class Settings(BaseSettings):
     max_pages: int = Field(default=2000, ge=1)
     search_mode: SearchMode = "hybrid"
     fusion_method: FusionMethod = Field(
-        default="zscore",
-        description="How the BM25 and vector lists are fused: `rrf` (by rank), `minmax` or `zscore` (by normalised "
-        "scores, weighted sum; zscore chosen on SciFact); docs/evaluation.md measures each.",
+        default="relevance",
+        description="How the BM25 and vector lists are fused: `relevance` (by the calibrated relevance estimate; "
+        "chosen on SciFact), `rrf` (by rank), `minmax` or `zscore` (by normalised scores, weighted sum); "
+        "docs/evaluation.md measures each.",
     )
     rrf_k: int = Field(default=5, ge=1, description="Reciprocal-rank constant (CITEWISE_FUSION_METHOD=rrf only).")
-    keyword_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of the BM25 list in the fusion.")
-    vector_weight: float = Field(default=1.0, ge=0.0, le=10.0, description="Weight of the vector list in the fusion.")
+    keyword_weight: float = Field(
+        default=1.0, ge=0.0, le=10.0, description="Weight of the BM25 list in the fusion (not with `relevance`)."
+    )
+    vector_weight: float = Field(
+        default=1.0, ge=0.0, le=10.0, description="Weight of the vector list in the fusion (not with `relevance`)."
+    )
     candidates: int = Field(
         default=100, ge=1, le=1000, description="Depth of each ranked list before fusion (100 chosen on SciFact)."
     )
@@ -199,6 +204,16 @@ class Settings(BaseSettings):
             except re.error as exc:
                 raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from exc
         return value
+
+    @model_validator(mode="after")
+    def _weights_have_a_weighted_fusion(self) -> Settings:
+        # The relevance model's coefficients are fitted: a weight there would silently do nothing.
+        if self.fusion_method == "relevance" and (self.keyword_weight, self.vector_weight) != (1.0, 1.0):
+            raise ValueError(
+                "CITEWISE_KEYWORD_WEIGHT and CITEWISE_VECTOR_WEIGHT weigh the lists of CITEWISE_FUSION_METHOD="
+                "rrf, minmax or zscore; the default `relevance` fusion is a fitted model without weights"
+            )
+        return self
 
     @model_validator(mode="after")
     def _overlap_below_budget(self) -> Settings:

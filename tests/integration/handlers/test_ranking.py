@@ -36,7 +36,8 @@ QUERY = {"query": "roll back a deployment", "route": False}
 def _rank_fusion(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reciprocal-rank fusion, whose scores of two close documents stay close (0.86 and 1.0 here): what
     is tested is how bounded signals reorder close fused scores, the same on every fusion method. The
-    default z-score fusion puts the last of so short a list at the floor, far below any signal's reach."""
+    default relevance fusion scores the note's many matching words far above the release page (and z-score
+    puts the last of so short a list at the floor): gaps no bounded signal is meant to close."""
     monkeypatch.setenv("CITEWISE_FUSION_METHOD", "rrf")
 
 
