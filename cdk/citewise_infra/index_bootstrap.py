@@ -3,7 +3,7 @@
 The bootstrap function (`functions/bootstrap`, logic in `citewise.runtime.bootstrap`) is the on-event handler of
 a CDK `custom_resources.Provider`. Its properties carry what decides the index (endpoint, name,
 embedder, dimension), so changing any of them runs an Update that checks or creates the new index.
-There is no search pipeline to create: hybrid fusion (reciprocal rank) runs in the library, the same
+There is no search pipeline to create: hybrid fusion (`citewise.query.fusion`) runs in the library, the same
 code as in the local mode.
 """
 
