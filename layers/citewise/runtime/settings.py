@@ -39,7 +39,7 @@ AuthMode = Literal["cognito", "iam"]
 class Settings(BaseSettings):
     """Knobs of the pipeline; every field maps to `CITEWISE_<FIELD>`."""
 
-    model_config = SettingsConfigDict(env_prefix="CITEWISE_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="CITEWISE_", extra="ignore", frozen=True, defer_build=True)
     aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint", "registry_table", "documents_bucket")
     """The resources (by field) this program cannot run without on the AWS backend."""
 
