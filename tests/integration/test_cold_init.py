@@ -17,13 +17,16 @@ NEVER = ("numpy", "pypdfium2", "tokenizers", "httpx", "rich")
 # Not loaded at any init either: dateutil's bundled zone database (and `tarfile`, which reads it) serves
 # only the check of a configured time zone, never the default one.
 ZONE_DATABASE = ("dateutil.zoneinfo", "tarfile")
+# Nor the built-in adapters when the settings choose Bedrock's (as `lambda_environment` does): each is
+# imported when it is built.
+UNCHOSEN_ADAPTERS = ("citewise.builtin.extractive", "citewise.builtin.hashing")
 # What each function's requests never need, kept out of its init.
 # Powertools' OpenAPI models serve the OpenAPI document only, not a request's validation.
 OPENAPI_MODELS = "aws_lambda_powertools.event_handler.openapi.models"
 # The ingest pipeline comes with the documents function's first delete (`Services.ingestor`); the MCP
 # tools only read.
 NOT_AT_INIT = {
-    "query": ("citewise.ingest.pipeline", "citewise.ingest.parsing", OPENAPI_MODELS),
+    "query": ("citewise.ingest.pipeline", "citewise.ingest.parsing", "citewise.ports.blobstore", OPENAPI_MODELS),
     "documents": ("citewise.ingest.pipeline", OPENAPI_MODELS),
     "mcp": ("citewise.ingest.pipeline", "citewise.ingest.parsing", OPENAPI_MODELS),
     "ingest": ("citewise.query.retrieval", "citewise.query.routing", "aws_lambda_powertools.event_handler"),
@@ -67,7 +70,7 @@ def test_handler_init_loads_nothing_its_requests_do_not_need(name: str) -> None:
     loaded = set(report["modules"])
 
     # Then neither the packages no handler needs at init, nor the other side of the pipeline, are loaded
-    unwanted = NEVER + ZONE_DATABASE + NOT_AT_INIT.get(name, ())
+    unwanted = NEVER + ZONE_DATABASE + UNCHOSEN_ADAPTERS + NOT_AT_INIT.get(name, ())
     assert sorted(module for module in loaded if module.split(".")[0] in NEVER or module in unwanted) == []
     # And X-Ray patched the clients the functions use
     assert "aws_xray_sdk.ext.botocore.patch" in loaded
