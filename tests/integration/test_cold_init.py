@@ -34,17 +34,23 @@ NOT_AT_INIT = {
 }
 
 _INIT = """
-import importlib.util, json, sys
+import gc, importlib.util, json, sys
+import citewise.runtime.coldstart  # what a handler loads before it pauses the collector
+collections = lambda: sum(generation["collections"] for generation in gc.get_stats())
 spec = importlib.util.spec_from_file_location("handler", {path!r})
 module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+code = spec.loader.get_code("handler")  # compiled first, so that its collections are not counted
+before = collections()
+exec(code, module.__dict__)
+collected = collections() - before
 assert callable(module.lambda_handler)
 from pydantic_settings import BaseSettings
 from citewise.runtime import settings
 built = [name for name, kind in vars(settings).items()
          if isinstance(kind, type) and issubclass(kind, BaseSettings) and kind is not BaseSettings
          and kind.__pydantic_complete__]
-print(json.dumps({{"modules": sorted(sys.modules), "built": sorted(built)}}))
+print(json.dumps({{"modules": sorted(sys.modules), "built": sorted(built), "collected": collected,
+                  "frozen": gc.get_freeze_count(), "collector_on": gc.isenabled()}}))
 """
 # The one settings class whose validator each function builds at init (the others' are deferred).
 SETTINGS_BUILT = {
@@ -76,3 +82,8 @@ def test_handler_init_loads_nothing_its_requests_do_not_need(name: str) -> None:
     assert "aws_xray_sdk.ext.botocore.patch" in loaded
     # And only the function's own settings class was built (each costs a cold start about 5 ms)
     assert report["built"] == SETTINGS_BUILT[name]
+    # And the garbage collector never ran while the handler loaded (`citewise.runtime.coldstart`): what
+    # init built is frozen, out of every later collection's way, and the collector is on for requests
+    assert report["collected"] == 0
+    assert report["frozen"] > 50_000
+    assert report["collector_on"]
