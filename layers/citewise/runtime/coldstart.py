@@ -1,6 +1,6 @@
 """A Lambda function's init phase, with CPython's cyclic garbage collector paused while the handler loads.
 
-Loading a handler creates a few hundred thousand objects that live as long as the process (modules,
+Loading a handler creates about a hundred thousand objects that live as long as the process (modules,
 pydantic's validators, botocore's service models, Powertools' resolver) and next to no garbage. As they
 pile up, the collector traverses them again and again, a full collection included: about a tenth of
 the init's CPU (docs/benchmarks.md, section 9a). So each `functions/<name>/handler.py` loads inside

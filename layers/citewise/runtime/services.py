@@ -36,8 +36,8 @@ from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
     # Imported where they are built: the ingest function never loads the query side, nor the API
-    # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`); the query and MCP
-    # functions never load the blob store's rules (sidecars, object metadata).
+    # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`); the query function
+    # never loads the blob store's rules (sidecars, object metadata).
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
     from citewise.query.retrieval import Retriever
