@@ -6,8 +6,11 @@ deletes) and the ingestor (a delete removes the chunks). Powertools logger (API 
 correlation id), metrics and tracer wrap it, in `citewise.api.handler`.
 """
 
-from citewise.api.documents import add_document_routes
-from citewise.api.handler import api_handler
-from citewise.runtime.settings import DocumentsSettings
+from citewise.runtime.coldstart import init_phase
 
-lambda_handler = api_handler(DocumentsSettings, add_document_routes)
+with init_phase():
+    from citewise.api.documents import add_document_routes
+    from citewise.api.handler import api_handler
+    from citewise.runtime.settings import DocumentsSettings
+
+    lambda_handler = api_handler(DocumentsSettings, add_document_routes)

@@ -5,6 +5,9 @@ first batch: the blob store, the registry, the index and the embedder, as the in
 logger, metrics and tracer around a `BatchProcessor` with partial batch failures.
 """
 
-from citewise.runtime.ingest_handler import ingest_handler
+from citewise.runtime.coldstart import init_phase
 
-lambda_handler = ingest_handler()
+with init_phase():
+    from citewise.runtime.ingest_handler import ingest_handler
+
+    lambda_handler = ingest_handler()

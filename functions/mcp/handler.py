@@ -6,7 +6,10 @@ synthesizer (rag_query, search) and the registry (the documents' records); never
 logger (API Gateway's request id as correlation id), metrics and tracer wrap it, in `citewise.mcp.handler`.
 """
 
-from citewise.mcp.handler import mcp_handler
-from citewise.runtime.settings import McpSettings
+from citewise.runtime.coldstart import init_phase
 
-lambda_handler = mcp_handler(McpSettings)
+with init_phase():
+    from citewise.mcp.handler import mcp_handler
+    from citewise.runtime.settings import McpSettings
+
+    lambda_handler = mcp_handler(McpSettings)

@@ -6,8 +6,11 @@ registry or the bucket. Powertools logger (API Gateway's request id as correlati
 tracer wrap it, in `citewise.api.handler`.
 """
 
-from citewise.api.handler import api_handler
-from citewise.api.query import add_query_routes
-from citewise.runtime.settings import QuerySettings
+from citewise.runtime.coldstart import init_phase
 
-lambda_handler = api_handler(QuerySettings, add_query_routes)
+with init_phase():
+    from citewise.api.handler import api_handler
+    from citewise.api.query import add_query_routes
+    from citewise.runtime.settings import QuerySettings
+
+    lambda_handler = api_handler(QuerySettings, add_query_routes)

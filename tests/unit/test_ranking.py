@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from citewise.domain.errors import ThrottledError
 from citewise.domain.models import Caller, SearchHit, SearchRequest
-from citewise.domain.tenant_settings import TenantSettings
+from citewise.domain.tenant_settings import TenantSettings, time_zone_names
 from citewise.ports.router import Route, RoutingContext
 from citewise.query.ranking import UNKNOWN_FRESHNESS, Signals, freshness, rescore
 from citewise.query.retrieval import Retriever, RoutingOptions
@@ -162,3 +162,12 @@ def test_the_deployment_default_and_a_tenant_accept_the_same_time_zones(zone: st
     deployment = accepted(lambda: Settings(routing_time_zone=zone))
     tenant = accepted(lambda: TenantSettings(routing_time_zone=zone))
     assert deployment == tenant == (zone in {"Europe/Berlin", "UTC"})
+
+
+def test_the_default_time_zone_is_a_known_one_though_settings_do_not_check_it() -> None:
+    """Settings skip validating the default zone (it would load the zone database at every cold start),
+    so the default itself must pass the rule a configured zone is held to."""
+    time_zone_names.cache_clear()
+    assert Settings().routing_time_zone == "UTC"
+    assert time_zone_names.cache_info().misses == 0
+    assert Settings.model_fields["routing_time_zone"].default in time_zone_names()

@@ -13,7 +13,6 @@ from datetime import datetime
 from functools import cache
 from typing import Annotated, Any
 
-from dateutil.zoneinfo import get_zonefile_instance
 from pydantic import Field, StringConstraints, field_validator
 
 from citewise.domain.models import Frozen
@@ -29,7 +28,9 @@ MAX_ENTRIES = 200
 def time_zone_names() -> frozenset[str]:
     """The IANA time zone names a tenant may choose: those of python-dateutil's bundled database (in the
     Lambda layer), the same on every machine, so the OpenAPI document can list them. Loaded on first use
-    (about 0.1 s): a cold start that reads no time zone pays nothing."""
+    (about 0.1 s): a cold start that reads no time zone pays nothing, not even for `tarfile`."""
+    from dateutil.zoneinfo import get_zonefile_instance
+
     return frozenset(get_zonefile_instance().zones)
 
 

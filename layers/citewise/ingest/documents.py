@@ -17,16 +17,21 @@ The rules (`citewise.domain.access`), applied here for the API and the CLI:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import ConfigDict, Field
 
 from citewise.domain.access import Owned, may_modify, may_read
 from citewise.domain.errors import ConflictError, ForbiddenError, NotFoundError
 from citewise.domain.models import Caller, Document, Frozen, Visibility
 from citewise.domain.tenancy import document_id, validate_path
-from citewise.ingest.parsing import check_supported
-from citewise.ingest.pipeline import Ingestor
 from citewise.ports.blobstore import BlobStore, PresignedUpload, described_document, is_sidecar
 from citewise.ports.registry import DocumentRegistry
+
+if TYPE_CHECKING:
+    # The pipeline and the parsers are loaded by the functions that delete or upload (the documents
+    # function, the CLI), not by a reader of documents: the MCP function's init skips them.
+    from citewise.ingest.pipeline import Ingestor
 
 
 class UploadRequest(Frozen):
@@ -94,6 +99,8 @@ def request_upload(
     path = validate_path(request.filename)
     document_path = described_document(path)
     if not is_sidecar(path):
+        from citewise.ingest.parsing import check_supported  # see TYPE_CHECKING above
+
         check_supported(path, request.content_type)
     doc_id = document_id(caller.tenant_id, document_path)
     stored = blobs.head(caller.tenant_id, document_path)

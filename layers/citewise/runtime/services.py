@@ -23,12 +23,9 @@ from functools import cached_property
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, cast
 
-from citewise.builtin.extractive import ExtractiveSynthesizer
-from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
-from citewise.ports.blobstore import BlobStore
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
@@ -39,8 +36,10 @@ from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
     # Imported where they are built: the ingest function never loads the query side, nor the API
-    # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`).
+    # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`); the query function
+    # never loads the blob store's rules (sidecars, object metadata).
     from citewise.ingest.pipeline import Ingestor
+    from citewise.ports.blobstore import BlobStore
     from citewise.query.retrieval import Retriever
 
 BACKENDS_GROUP = "citewise.backends"
@@ -188,11 +187,17 @@ def embedder_factory(settings: Settings) -> Callable[[], Embedder]:
     Each model's module is imported only when it is built.
     """
     if settings.embedder == "hashing":
-        return lambda: HashingEmbedder(settings.hashing_dimension)
+        return lambda: _hashing_embedder(settings)
     if settings.embedder in ("titan", "cohere-english", "cohere-multilingual"):
         return lambda: _bedrock_embedder(settings)
     make = cast(Callable[[Settings], Embedder], _plugin(EMBEDDERS_GROUP, settings.embedder, "CITEWISE_EMBEDDER"))
     return lambda: make(settings)
+
+
+def _hashing_embedder(settings: Settings) -> Embedder:
+    from citewise.builtin.hashing import HashingEmbedder
+
+    return HashingEmbedder(settings.hashing_dimension)
 
 
 def _bedrock_embedder(settings: Settings) -> Embedder:
@@ -216,7 +221,7 @@ def synthesizer_factory(settings: Settings) -> Callable[[], Synthesizer]:
     asks for it.
     """
     if settings.synthesizer == "extractive":
-        return ExtractiveSynthesizer
+        return _extractive_synthesizer
     if settings.synthesizer == "bedrock":
         make: Callable[[Settings], Synthesizer] = _bedrock_synthesizer
     else:
@@ -226,8 +231,14 @@ def synthesizer_factory(settings: Settings) -> Callable[[], Synthesizer]:
     if settings.generation_fallback == "extractive":
         from citewise.query.fallback import FallbackSynthesizer
 
-        return lambda: FallbackSynthesizer(make(settings), ExtractiveSynthesizer())
+        return lambda: FallbackSynthesizer(make(settings), _extractive_synthesizer())
     return lambda: make(settings)
+
+
+def _extractive_synthesizer() -> Synthesizer:
+    from citewise.builtin.extractive import ExtractiveSynthesizer
+
+    return ExtractiveSynthesizer()
 
 
 def _bedrock_synthesizer(settings: Settings) -> Synthesizer:
