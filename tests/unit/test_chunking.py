@@ -153,3 +153,12 @@ def test_token_counter_counts_a_span_as_its_slice(text: str, a: int, b: int) -> 
     """A span counted in place has the tokens of the same text cut out, whatever its bounds."""
     start, end = sorted((min(a, len(text)), min(b, len(text))))
     assert TokenCounter(text).count(start, end) == len(TOKEN_RE.findall(text[start:end]))
+
+
+@given(st.text(_CHARS, max_size=80), st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80)), max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_token_counter_counts_many_spans_as_one_at_a_time(text: str, bounds: list[tuple[int, int]]) -> None:
+    """The batch count (one pass over a document's blocks) gives each span's own count, in order."""
+    spans = [sorted((min(a, len(text)), min(b, len(text)))) for a, b in bounds]
+    counts = TokenCounter(text).counts([start for start, _ in spans], [end for _, end in spans])
+    assert counts == [len(TOKEN_RE.findall(text[start:end])) for start, end in spans]

@@ -7,6 +7,8 @@ is what makes content hashes and the hashing embedder stable.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import re
 from collections.abc import Iterator
 
@@ -28,17 +30,29 @@ STOPWORDS = frozenset(
 )
 
 
-# Counting without the regular expression, for ASCII text: `bytes.translate` classes every character
-# as a word character (w), a space ( ) or a mark (m: neither, so a token of its own), and a token is a
-# mark or a run of word characters. Same count as `TOKEN_RE`, about 25 times faster; chunking counts
-# every character of every upload.
-_WORD, _SPACE, _MARK = b"w", b" ", b"m"
-_CLASSES = bytes(
-    (_WORD if re.fullmatch(r"\w", chr(code)) else _SPACE if re.fullmatch(r"\s", chr(code)) else _MARK)[0]
-    if code < 128
-    else _MARK[0]
-    for code in range(256)
-)
+# Counting without the regular expression: every character is classed as a word character (w), a space
+# ( ) or a mark (m: neither, so a token of its own), and a token is a mark or a run of word characters.
+# The classes are then rewritten so that every character that starts a token reads `T` (a mark, or a word
+# character after a space or a mark): a span's tokens are one `bytes.count` of `T`, plus one when the span
+# starts inside a word. Same count as `TOKEN_RE`, many times faster; chunking counts every character of
+# every upload, and a document's blocks are counted in one pass at C speed (`TokenCounter.counts`).
+_WORD, _MARK, _START = b"w", b"m", b"T"
+
+
+def _character_class(character: str) -> str:
+    return "w" if re.fullmatch(r"\w", character) else " " if re.fullmatch(r"\s", character) else "m"
+
+
+_ASCII_CLASSES = bytes(ord(_character_class(chr(code))) if code < 128 else _MARK[0] for code in range(256))
+_MARKS_TO_STARTS = bytes.maketrans(_MARK, _START)
+
+
+def _classes(text: str) -> bytes:
+    """One class byte per character of `text`; other scripts through a table of the characters it uses."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_CLASSES)
+    table = {ord(character): _character_class(character) for character in set(text)}
+    return text.translate(table).encode("ascii")
 
 
 def count_tokens(text: str) -> int:
@@ -49,19 +63,21 @@ def count_tokens(text: str) -> int:
 class TokenCounter:
     """Counts the tokens of spans of one text, classifying the text once rather than once a span."""
 
-    __slots__ = ("_classes", "_text")
+    __slots__ = ("_starts",)
 
     def __init__(self, text: str) -> None:
-        self._text = text
-        self._classes = text.encode("ascii").translate(_CLASSES) if text.isascii() else None
+        classes = _classes(text)
+        self._starts = classes.replace(b" w", b" T").replace(b"mw", b"mT").translate(_MARKS_TO_STARTS)
 
     def count(self, start: int, end: int) -> int:
         """The tokens of `text[start:end]`: `count_tokens` of that slice, without making it."""
-        classes = self._classes
-        if classes is None:
-            return len(TOKEN_RE.findall(self._text, start, end))
-        runs_after = classes.count(b" w", start, end) + classes.count(b"mw", start, end)
-        return classes.count(_MARK, start, end) + runs_after + (start < end and classes[start] == _WORD[0])
+        return self._starts.count(_START, start, end) + self._starts.startswith(_WORD, start, end)
+
+    def counts(self, starts: list[int], ends: list[int]) -> list[int]:
+        """`count` of every span `(starts[i], ends[i])`, mapped at C speed (a document has thousands)."""
+        tokens = map(self._starts.count, itertools.repeat(_START), starts, ends)
+        inside_a_word = map(self._starts.startswith, itertools.repeat(_WORD), starts, ends)
+        return list(map(operator.add, tokens, inside_a_word))
 
 
 def token_spans(text: str) -> Iterator[tuple[int, int]]:
