@@ -141,8 +141,13 @@ def embedding_text(title: str, heading_path: tuple[str, ...], text: str) -> str:
     The header (document title and heading path) lets a chunk that never repeats its section's subject
     still match questions about it.
     """
+    return embedding_header(title, heading_path) + text
+
+
+def embedding_header(title: str, heading_path: tuple[str, ...]) -> str:
+    """What `embedding_text` puts before a chunk's text: the same for every chunk of one section."""
     header = heading_text(title, heading_path)
-    return f"{header}\n\n{text}" if header else text
+    return f"{header}\n\n" if header else ""
 
 
 def heading_text(title: str, heading_path: tuple[str, ...]) -> str:

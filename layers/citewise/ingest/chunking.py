@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from citewise.domain.models import Block, Chunk, DocumentMetadata, ParsedDocument
-from citewise.domain.textutil import TokenCounter, embedding_text, sentence_spans, token_spans
+from citewise.domain.textutil import TokenCounter, embedding_header, sentence_spans, token_spans
 
 
 def chunk_id(doc_id: str, ordinal: int) -> str:
@@ -58,21 +58,26 @@ class Chunker:
     def split(self, parsed: ParsedDocument, document: DocumentMetadata) -> list[Chunk]:
         """Chunks of `parsed` carrying `document`'s metadata, in reading order."""
         pieces = self._pieces(parsed)
+        headers: dict[tuple[str, ...], str] = {}  # a section's chunks share their embedding header
         chunks: list[Chunk] = []
         for first, stop in self._groups(pieces):
             start, end = pieces.starts[first], pieces.ends[stop - 1]
             block = pieces.blocks[stop - 1]  # the deepest heading path: leading headings belong to it
-            chunk_text = parsed.text[start:end]
+            path, chunk_text = block.heading_path, parsed.text[start:end]
+            header = headers.get(path)
+            if header is None:
+                header = headers[path] = embedding_header(document.title, path)
+            ordinal = len(chunks)
             chunks.append(
                 Chunk(
-                    chunk_id=chunk_id(document.doc_id, len(chunks)),
-                    ordinal=len(chunks),
+                    chunk_id=chunk_id(document.doc_id, ordinal),
+                    ordinal=ordinal,
                     text=chunk_text,
                     start=start,
                     end=end,
-                    heading_path=block.heading_path,
+                    heading_path=path,
                     page=block.page,
-                    content_hash=content_hash(embedding_text(document.title, block.heading_path, chunk_text)),
+                    content_hash=content_hash(header + chunk_text),
                     document=document,
                 )
             )
