@@ -6,6 +6,7 @@ is what makes content hashes and the hashing embedder stable.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import itertools
 import operator
@@ -47,12 +48,37 @@ _ASCII_CLASSES = bytes(ord(_character_class(chr(code))) if code < 128 else _MARK
 _MARKS_TO_STARTS = bytes.maketrans(_MARK, _START)
 
 
+class _AsciiStandIns(dict[int, str]):
+    """For each character beyond ASCII met so far, an ASCII character of its class: `a`, a space or `!`."""
+
+    def __missing__(self, code: int) -> str:
+        stand_in = {"w": "a", " ": " ", "m": "!"}[_character_class(chr(code))]
+        self[code] = stand_in
+        return stand_in
+
+
+_STAND_INS = _AsciiStandIns()
+
+
+def _stand_in_run(error: UnicodeError) -> tuple[str, int]:
+    """The ASCII encoder's error handler for `_classes`: a run of characters beyond ASCII, stood in for."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return error.object[error.start : error.end].translate(_STAND_INS), error.end
+
+
+_STAND_IN_ERRORS = "citewise.token-class-stand-ins"
+codecs.register_error(_STAND_IN_ERRORS, _stand_in_run)
+
+
 def _classes(text: str) -> bytes:
-    """One class byte per character of `text`; other scripts through a table of the characters it uses."""
-    if text.isascii():
-        return text.encode("ascii").translate(_ASCII_CLASSES)
-    table = {ord(character): _character_class(character) for character in set(text)}
-    return text.translate(table).encode("ascii")
+    """One class byte per character of `text`.
+
+    Characters beyond ASCII are replaced by ASCII characters of their class as the text is encoded, a run
+    at a time (the encoder calls `_stand_in_run` once a run), so a text in a Latin script, mostly ASCII,
+    keeps the encoder's speed.
+    """
+    return text.encode("ascii", _STAND_IN_ERRORS).translate(_ASCII_CLASSES)
 
 
 def count_tokens(text: str) -> int:
