@@ -130,6 +130,13 @@ def test_content_hash_covers_the_context_header() -> None:
     assert embedding_text("Doc", ("Doc", "Install"), "Run make.") == "Doc > Install\n\nRun make."
 
 
+def test_a_document_without_blocks_has_no_chunks() -> None:
+    # Given a parsed document with no text (an empty upload that parsed)
+    parsed = ParsedDocument(text="", blocks=())
+    # When chunked / Then there is no chunk, rather than an empty one
+    assert Chunker(50, 10).split(parsed, META) == []
+
+
 def test_overlap_must_be_smaller_than_the_budget() -> None:
     with pytest.raises(ValueError, match="overlap"):
         Chunker(50, 50)
