@@ -130,14 +130,23 @@ def test_content_hash_covers_the_context_header() -> None:
     assert embedding_text("Doc", ("Doc", "Install"), "Run make.") == "Doc > Install\n\nRun make."
 
 
+def test_a_document_without_blocks_has_no_chunks() -> None:
+    # Given a parsed document with no text (an empty upload that parsed)
+    parsed = ParsedDocument(text="", blocks=())
+    # When chunked / Then there is no chunk, rather than an empty one
+    assert Chunker(50, 10).split(parsed, META) == []
+
+
 def test_overlap_must_be_smaller_than_the_budget() -> None:
     with pytest.raises(ValueError, match="overlap"):
         Chunker(50, 50)
 
 
 # Every ASCII character (controls and the separators Python counts as spaces included) and a few that
-# are not, so both counting paths run.
-_CHARS = st.sampled_from([chr(code) for code in range(128)] + ["é", "—", "字", "\u00a0", "\u2028", "_"])
+# are not (letters, spaces and marks beyond ASCII, a lone surrogate), which are counted through stand-ins.
+_CHARS = st.sampled_from(
+    [chr(code) for code in range(128)] + ["é", "—", "字", "\u00a0", "\u2028", "_", "’", "ß", "\U0001f600", "\ud800"]
+)
 
 
 @given(st.text(_CHARS, max_size=60))
@@ -153,3 +162,12 @@ def test_token_counter_counts_a_span_as_its_slice(text: str, a: int, b: int) -> 
     """A span counted in place has the tokens of the same text cut out, whatever its bounds."""
     start, end = sorted((min(a, len(text)), min(b, len(text))))
     assert TokenCounter(text).count(start, end) == len(TOKEN_RE.findall(text[start:end]))
+
+
+@given(st.text(_CHARS, max_size=80), st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80)), max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_token_counter_counts_many_spans_as_one_at_a_time(text: str, bounds: list[tuple[int, int]]) -> None:
+    """The batch count (one pass over a document's blocks) gives each span's own count, in order."""
+    spans = [sorted((min(a, len(text)), min(b, len(text)))) for a, b in bounds]
+    counts = TokenCounter(text).counts([start for start, _ in spans], [end for _, end in spans])
+    assert counts == [len(TOKEN_RE.findall(text[start:end])) for start, end in spans]

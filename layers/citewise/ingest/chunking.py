@@ -9,12 +9,14 @@ found. Every chunk is an exact substring `text[start:end]` of the parsed text.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 from collections.abc import Iterator
 from typing import NamedTuple
 
 from citewise.domain.models import Block, Chunk, DocumentMetadata, ParsedDocument
-from citewise.domain.textutil import TokenCounter, embedding_text, sentence_spans, token_spans
+from citewise.domain.textutil import TokenCounter, embedding_header, sentence_spans, token_spans
 
 
 def chunk_id(doc_id: str, ordinal: int) -> str:
@@ -23,13 +25,25 @@ def chunk_id(doc_id: str, ordinal: int) -> str:
     return f"{doc_id}-{ordinal:05d}"
 
 
-class _Piece(NamedTuple):
-    """An indivisible run of text that fits the budget (a tuple: a document has thousands)."""
+_Row = tuple[int, int, int, Block]
+"""A piece as start, end, tokens and its block."""
 
-    start: int
-    end: int
-    tokens: int
-    block: Block
+
+class _Pieces(NamedTuple):
+    """A document's pieces (indivisible runs of text that fit the budget) as parallel lists.
+
+    Lists rather than an object a piece: a document has thousands, and packing them is then bisections of
+    the running token count, at C speed, rather than a Python step a piece.
+    """
+
+    starts: list[int]
+    ends: list[int]
+    blocks: list[Block]
+    """The block each piece comes from (a block over the budget gives several pieces)."""
+    cumulative: list[int]
+    """`cumulative[i]`: the tokens of pieces `0..i-1`, so pieces `a..b-1` hold `cumulative[b] - cumulative[a]`."""
+    sections: list[int]
+    """The first piece of each section, then the number of pieces: a chunk never spans two sections."""
 
 
 class Chunker:
@@ -43,72 +57,99 @@ class Chunker:
 
     def split(self, parsed: ParsedDocument, document: DocumentMetadata) -> list[Chunk]:
         """Chunks of `parsed` carrying `document`'s metadata, in reading order."""
+        pieces = self._pieces(parsed)
+        headers: dict[tuple[str, ...], str] = {}  # a section's chunks share their embedding header
         chunks: list[Chunk] = []
-        for pieces in self._groups(parsed):
-            start, end = pieces[0].start, pieces[-1].end
-            block = pieces[-1].block  # the deepest heading path: leading headings belong to it
-            chunk_text = parsed.text[start:end]
+        for first, stop in self._groups(pieces):
+            start, end = pieces.starts[first], pieces.ends[stop - 1]
+            block = pieces.blocks[stop - 1]  # the deepest heading path: leading headings belong to it
+            path, chunk_text = block.heading_path, parsed.text[start:end]
+            header = headers.get(path)
+            if header is None:
+                header = headers[path] = embedding_header(document.title, path)
+            ordinal = len(chunks)
             chunks.append(
                 Chunk(
-                    chunk_id=chunk_id(document.doc_id, len(chunks)),
-                    ordinal=len(chunks),
+                    chunk_id=chunk_id(document.doc_id, ordinal),
+                    ordinal=ordinal,
                     text=chunk_text,
                     start=start,
                     end=end,
-                    heading_path=block.heading_path,
+                    heading_path=path,
                     page=block.page,
-                    content_hash=content_hash(embedding_text(document.title, block.heading_path, chunk_text)),
+                    content_hash=content_hash(header + chunk_text),
                     document=document,
                 )
             )
         return chunks
 
-    def _groups(self, parsed: ParsedDocument) -> Iterator[list[_Piece]]:
-        """Greedy packing of pieces into budget-sized groups, restarting at each section or page."""
-        current: list[_Piece] = []
-        size = 0
-        for piece in self._pieces(parsed):
-            if current and _starts_section(current[-1].block, piece.block):
-                yield current
-                current, size = [], 0
-            elif current and size + piece.tokens > self.max_tokens:
-                yield current
-                current = self._overlap_tail(current, piece.tokens)
-                size = sum(p.tokens for p in current)
-            current.append(piece)
-            size += piece.tokens
-        if current:
-            yield current
+    def _groups(self, pieces: _Pieces) -> Iterator[tuple[int, int]]:
+        """Greedy packing of pieces into budget-sized groups `first..stop-1`, restarting at each section.
 
-    def _overlap_tail(self, group: list[_Piece], incoming: int) -> list[_Piece]:
-        """The trailing pieces of `group` to repeat, within the overlap and leaving room for `incoming`."""
-        allowance = min(self.overlap, self.max_tokens - incoming)
-        tail: list[_Piece] = []
-        used = 0
-        for piece in reversed(group):
-            if piece.block.is_heading or used + piece.tokens > allowance:
+        A group takes every following piece of its section that still fits the budget (the first always
+        does: no piece is over it); the next group starts with the previous one's overlap tail, if any.
+        """
+        cumulative = pieces.cumulative
+        for first, section_end in itertools.pairwise(pieces.sections):
+            while True:
+                # `stop`: the first piece that would take the group over the budget, or the section's end.
+                limit = cumulative[first] + self.max_tokens
+                stop = bisect.bisect_right(cumulative, limit, first + 1, section_end + 1) - 1
+                yield first, stop
+                if stop == section_end:
+                    break
+                first = self._overlap_start(pieces, first, stop)
+
+    def _overlap_start(self, pieces: _Pieces, first: int, incoming: int) -> int:
+        """Where the group after pieces `first..incoming-1` starts: at its tail to repeat, else at `incoming`.
+
+        The tail is the longest run of trailing pieces with no heading, within the overlap and leaving room
+        for the incoming piece.
+        """
+        cumulative = pieces.cumulative
+        allowance = min(self.overlap, self.max_tokens - (cumulative[incoming + 1] - cumulative[incoming]))
+        tail = bisect.bisect_left(cumulative, cumulative[incoming] - allowance, first, incoming)
+        for index in range(incoming - 1, tail - 1, -1):
+            if pieces.blocks[index].is_heading:
+                tail = index + 1
                 break
-            tail.insert(0, piece)
-            used += piece.tokens
         # Repeating the whole previous chunk would make the next one a superset of it.
-        return tail if len(tail) < len(group) else []
+        return incoming if tail == first else tail
 
-    def _pieces(self, parsed: ParsedDocument) -> Iterator[_Piece]:
-        text = parsed.text
+    def _pieces(self, parsed: ParsedDocument) -> _Pieces:
+        """The blocks as pieces, each block over the budget cut at sentences (and a sentence at tokens)."""
+        text, blocks = parsed.text, list(parsed.blocks)
         counter = TokenCounter(text)
-        for block in parsed.blocks:
-            tokens = counter.count(block.start, block.end)
-            if tokens <= self.max_tokens:
-                yield _Piece(block.start, block.end, tokens, block)
-                continue
-            for start, end in sentence_spans(text, block.start, block.end):
-                sentence_tokens = counter.count(start, end)
-                if sentence_tokens <= self.max_tokens:
-                    yield _Piece(start, end, sentence_tokens, block)
-                else:
-                    yield from self._windows(text, start, end, block)
+        starts, ends = [block.start for block in blocks], [block.end for block in blocks]
+        tokens = counter.counts(starts, ends)
+        over = [index for index, count in enumerate(tokens) if count > self.max_tokens]
+        if over:
+            rows = self._cut_rows(text, counter, over, list(zip(starts, ends, tokens, blocks, strict=True)))
+            starts, ends = [row[0] for row in rows], [row[1] for row in rows]
+            tokens, blocks = [row[2] for row in rows], [row[3] for row in rows]
+        return _Pieces(starts, ends, blocks, list(itertools.accumulate(tokens, initial=0)), _section_starts(blocks))
 
-    def _windows(self, text: str, start: int, end: int, block: Block) -> Iterator[_Piece]:
+    def _cut_rows(self, text: str, counter: TokenCounter, over: list[int], rows: list[_Row]) -> list[_Row]:
+        """`rows` (start, end, tokens, block) with each row whose index is in `over` replaced by its cuts."""
+        cut: list[_Row] = []
+        done = 0
+        for index in over:
+            block = rows[index][3]
+            cut += rows[done:index]
+            cut += ((start, end, count, block) for start, end, count in self._cuts(text, counter, block))
+            done = index + 1
+        return cut + rows[done:]
+
+    def _cuts(self, text: str, counter: TokenCounter, block: Block) -> Iterator[tuple[int, int, int]]:
+        """A block over the budget as sentences, and a sentence over the budget as token windows."""
+        for start, end in sentence_spans(text, block.start, block.end):
+            sentence_tokens = counter.count(start, end)
+            if sentence_tokens <= self.max_tokens:
+                yield start, end, sentence_tokens
+            else:
+                yield from self._windows(text, start, end)
+
+    def _windows(self, text: str, start: int, end: int) -> Iterator[tuple[int, int, int]]:
         """Cut a run with no usable sentence breaks into windows of `max_tokens` tokens."""
         window_start: int | None = None
         window_end = start
@@ -119,19 +160,23 @@ class Chunker:
             window_end = start + token_end
             count += 1
             if count == self.max_tokens:
-                yield _Piece(window_start, window_end, count, block)
+                yield window_start, window_end, count
                 window_start, count = None, 0
         if window_start is not None:
-            yield _Piece(window_start, window_end, count, block)
+            yield window_start, window_end, count
 
 
-def _starts_section(previous: Block, block: Block) -> bool:
-    """A new page, or a heading after content, begins a new chunk; a heading keeps its first content."""
-    if previous is block:
-        return False
-    if previous.page != block.page:
-        return True
-    return block.is_heading and not previous.is_heading
+def _section_starts(blocks: list[Block]) -> list[int]:
+    """The first piece of each section, then the number of pieces (`blocks` holds each piece's block).
+
+    A new page, or a heading after content, begins a new chunk; a heading keeps its first content.
+    """
+    starts = [
+        index
+        for index, (previous, block) in enumerate(itertools.pairwise(blocks), 1)
+        if previous is not block and (previous.page != block.page or (block.is_heading and not previous.is_heading))
+    ]
+    return [0, *starts, len(blocks)] if blocks else [0]
 
 
 def content_hash(text: str) -> str:
