@@ -103,6 +103,24 @@ def _qkv(g: _GraphBuilder, prefix: str) -> tuple[str, str]:
     return g.constant(f"{prefix}qkv.weight", weight), g.constant(f"{prefix}qkv.bias", bias)
 
 
+def _dense_residual_norm(g: _GraphBuilder, x: str, residual: str, module: str, shape: BertShape) -> str:
+    """BERT's `*Output` block: dense projection, then bias + residual + LayerNorm in one fused kernel."""
+    projected = g.node("MatMul", [x, g.weight(module + "dense.weight", transpose=True)], module + "dense")
+    return g.node(
+        "SkipLayerNormalization",
+        [
+            projected,
+            residual,
+            g.weight(module + "LayerNorm.weight"),
+            g.weight(module + "LayerNorm.bias"),
+            g.weight(module + "dense.bias"),
+        ],
+        module + "out",
+        domain=MS_DOMAIN,
+        epsilon=shape.eps,
+    )
+
+
 def _layer(g: _GraphBuilder, index: int, h: str, shape: BertShape) -> str:
     """One encoder layer: self-attention, projection + residual + LayerNorm, FFN + residual + LayerNorm."""
     p = f"encoder.layer.{index}."
@@ -111,36 +129,10 @@ def _layer(g: _GraphBuilder, index: int, h: str, shape: BertShape) -> str:
     context = g.node(
         "Attention", [h, qkv_weight, qkv_bias, "attention_mask"], p + "context", domain=MS_DOMAIN, num_heads=shape.heads
     )
-    projected = g.node("MatMul", [context, g.weight(p + "attention.output.dense.weight", transpose=True)], p + "proj")
-    attended = g.node(
-        "SkipLayerNormalization",
-        [
-            projected,
-            h,
-            g.weight(p + "attention.output.LayerNorm.weight"),
-            g.weight(p + "attention.output.LayerNorm.bias"),
-            g.weight(p + "attention.output.dense.bias"),
-        ],
-        p + "attended",
-        domain=MS_DOMAIN,
-        epsilon=shape.eps,
-    )
+    attended = _dense_residual_norm(g, context, h, p + "attention.output.", shape)
     inner = g.node("MatMul", [attended, g.weight(p + "intermediate.dense.weight", transpose=True)], p + "inner")
     activated = g.node("BiasGelu", [inner, g.weight(p + "intermediate.dense.bias")], p + "gelu", domain=MS_DOMAIN)
-    outer = g.node("MatMul", [activated, g.weight(p + "output.dense.weight", transpose=True)], p + "outer")
-    return g.node(
-        "SkipLayerNormalization",
-        [
-            outer,
-            attended,
-            g.weight(p + "output.LayerNorm.weight"),
-            g.weight(p + "output.LayerNorm.bias"),
-            g.weight(p + "output.dense.bias"),
-        ],
-        p + "output",
-        domain=MS_DOMAIN,
-        epsilon=shape.eps,
-    )
+    return _dense_residual_norm(g, activated, attended, p + "output.", shape)
 
 
 def _mean_pool_normalised(g: _GraphBuilder, h: str) -> str:
