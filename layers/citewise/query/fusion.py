@@ -36,7 +36,8 @@ Fused = list[tuple[ScoredChunk, float, dict[str, float]]]
 
 @dataclass(frozen=True)
 class Fusion:
-    """How rankings are fused: the method, each list's weight, and the RRF constant (RRF only)."""
+    """How rankings are fused: the method, each list's weight (not `relevance`: a fitted model), and the RRF
+    constant (RRF only)."""
 
     method: FusionMethod = "relevance"
     weights: Mapping[str, float] | None = None
