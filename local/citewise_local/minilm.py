@@ -48,8 +48,8 @@ MAX_SEQ_LENGTH = 256
 DEFAULT_BATCH_SIZE = 32
 # Rows (tokens) per block of the row-wise steps: the GELU input (rows x 1536 float32) then fits in cache.
 _ROW_BLOCK = 256
-# Below this many tokens one batch runs inline with multi-threaded BLAS (a query: lowest latency); above
-# it, batches run in parallel Python threads over single-threaded BLAS (see `_BlasThreads`).
+# Below this many tokens one batch runs inline (a query); above it, batches run in parallel Python threads.
+# Both over single-threaded BLAS (see `_BlasThreads`).
 _PARALLEL_MIN_TOKENS = 512
 
 # Abramowitz & Stegun 7.1.26: erf(z) = 1 - t * (a1 + t * (a2 + ... + t * a5)) * exp(-z^2), with
@@ -315,12 +315,16 @@ def _forward(model: _Model, ids: NDArray[np.int64], lengths: NDArray[np.int64]) 
 
 
 class _BlasThreads:
-    """Caps OpenBLAS at one thread while batches run in parallel Python threads, then restores it.
+    """Caps OpenBLAS at one thread while the embedder runs, then restores it.
 
     Why: numpy's element-wise steps (GELU, softmax, LayerNorm: about a third of the time here) use one
     core, and multi-threaded OpenBLAS spins its idle threads between products. Measured on 2 cores, one
     single-threaded-BLAS worker per core embeds abstracts about 25% faster than one worker over
     two-threaded BLAS, with half the CPU time; two workers over two-threaded BLAS is worst of all.
+    A short query, run inline, is a few ms faster over multi-threaded BLAS on an idle machine, but as
+    soon as another process holds a core its BLAS threads wait for each other at every product: 268 ms
+    at p50 and 669 ms at p95 against 43 and 92 ms single-threaded (docs/benchmarks.md, 9g). So queries
+    are capped too: a steady latency under load is worth more than a few ms when idle.
     numpy has no API for this, so we call OpenBLAS's own `*_set_num_threads` through ctypes (as
     threadpoolctl does). Where that is not found (another BLAS, not Linux), `available` is False and
     the embedder stays sequential. The setting is process-wide, so nested users are reference-counted.
@@ -481,8 +485,8 @@ class MiniLMEmbedder:
         index, benchmarks). Texts are tokenised together (the Rust tokenizer uses all cores), then run
         `batch_size` texts at a time, packed without padding (see `_forward`), so input order needs no
         sorting by length and memory stays bounded (32 x 256 tokens: about 50 MB of activations per
-        worker). Enough text for two batches runs on `workers` threads at once (see `_BlasThreads`);
-        a short query runs inline, where multi-threaded BLAS gives the lower latency.
+        worker). Enough text for two batches runs on `workers` threads at once; a short query runs
+        inline. Either way over single-threaded BLAS (see `_BlasThreads`).
         """
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
@@ -506,11 +510,11 @@ class MiniLMEmbedder:
             return _forward(model, ids, lengths[batch])
 
         result = np.empty((len(texts), DIMENSION), dtype=np.float32)
-        if not parallel:
-            for batch in batches:
-                result[batch] = run(batch)
-            return result
         with blas.single():
+            if not parallel:
+                for batch in batches:
+                    result[batch] = run(batch)
+                return result
             # numpy releases the GIL in matrix products and ufuncs, so threads use every core.
             for batch, vectors in zip(batches, self._executor().map(run, batches), strict=True):
                 result[batch] = vectors

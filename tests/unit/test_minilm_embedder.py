@@ -17,6 +17,7 @@ import pytest
 
 from citewise.domain.errors import EmbeddingServiceError
 from citewise.ports.embedder import Embedder
+from citewise_local import minilm
 from citewise_local.minilm import DIMENSION, MiniLMEmbedder, _blas_threads, gelu
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
@@ -102,6 +103,36 @@ def test_parallel_embedding_restores_the_blas_thread_count(embedder: MiniLMEmbed
 
     # Then the process-wide BLAS setting is as it was
     assert blas.thread_count() == before
+
+
+@pytest.mark.model
+def test_a_query_runs_over_one_blas_thread_and_restores_the_count(
+    embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given OpenBLAS with more than one thread
+    blas = _blas_threads()
+    if not blas.available:
+        pytest.skip("numpy's BLAS here is not OpenBLAS: there is no thread count to cap")
+    before = blas.thread_count()
+    assert before is not None
+    if before < 2:
+        pytest.skip("OpenBLAS runs one thread here: nothing to cap")
+    seen: list[int | None] = []
+    forward = minilm._forward
+
+    def observed(*args: Any) -> Any:
+        seen.append(blas.thread_count())
+        return forward(*args)
+
+    monkeypatch.setattr(minilm, "_forward", observed)
+
+    # When a query is embedded (inline: far below the parallel threshold)
+    vector = embedder.embed_query("what causes inflammation in the airways")
+
+    # Then its products ran over one BLAS thread (steady under load), and the count is as it was
+    assert seen == [1]
+    assert blas.thread_count() == before
+    assert len(vector) == DIMENSION
 
 
 @pytest.mark.model
