@@ -87,10 +87,10 @@ def _entries(
     entries: dict[str, tuple[ScoredChunk, dict[str, float], dict[str, float]]] = {}
     for name, ranking in rankings.items():
         for scored, value in zip(ranking, values[name], strict=True):
-            first, parts, raw = entries.get(scored.chunk.chunk_id) or (scored, {}, {})
+            first, parts, raw = entries.get(scored.chunk_id) or (scored, {}, {})
             if name not in parts:
                 parts[name], raw[name] = value, scored.score
-            entries[scored.chunk.chunk_id] = (first, parts, raw)
+            entries[scored.chunk_id] = (first, parts, raw)
     return list(entries.values())
 
 
