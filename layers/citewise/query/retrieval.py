@@ -284,9 +284,17 @@ class Retriever:
             rankings["vector"] = self.index.vector_search(caller, self.embedder.embed_query(query), filters, depth)
         if keyword is not None:
             rankings["keyword"] = keyword.result()
-        relevance = relevance_scores(rankings)
+        # With the `relevance` fusion the fused score is the unrounded estimate itself: rounding it gives the
+        # relevance score without computing the model a second time for every candidate.
+        relevance = None if self.fusion.method == "relevance" else relevance_scores(rankings)
         return [
-            Candidate(scored, round(score, 6), relevance(raw), raw.get("vector"), raw.get("keyword"))
+            Candidate(
+                scored,
+                round(score, 6),
+                round(score, 4) if relevance is None else relevance(raw),
+                raw.get("vector"),
+                raw.get("keyword"),
+            )
             for scored, score, raw in self.fusion.fuse(rankings)
         ]
 
