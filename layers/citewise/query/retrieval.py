@@ -5,7 +5,8 @@ and applies `tenant AND (shared OR owner)` itself; the user's filter can only na
 in the client so it behaves the same on the local index, an OpenSearch domain and OpenSearch Serverless.
 Every hit carries a calibrated `relevance_score` (`query.relevance`), which `min_score` applies to.
 An optional reranker (`citewise.ports.reranker`) then reorders the best fused hits before the cut; if it
-fails, the fused order stands and the retrieval says why.
+fails, the fused order stands and the retrieval says why. Until the cut the candidates are light
+(`query.candidates`): `SearchHit`s are built, and chunks parsed, for the hits returned only.
 """
 
 from __future__ import annotations
