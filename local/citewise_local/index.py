@@ -326,22 +326,25 @@ class LocalIndex:
         `NOT INDEXED` keeps the lookup on the row ids: given a long `IN` list, SQLite's planner (without
         statistics) preferred the `(tenant_id, ...)` indexes and scanned every row of the tenant, 15-30 ms
         a list at 50,000 chunks where the id lookups take well under one (docs/benchmarks.md, 9c).
+        Bodies are read here, in the statement that checks tenant and access, but parsed only when a
+        filter needs the chunk or a caller asks for it (`ScoredChunk.stored`; 9e).
         """
         results: list[ScoredChunk] = []
         access = [caller.tenant_id, Visibility.SHARED.value, caller.user_id]
         for batch in batched(ranked, _FILTER_BATCH if filters else limit):
             marks = ",".join("?" * len(batch))
             sql = (
-                f"SELECT id, body FROM chunks NOT INDEXED WHERE id IN ({marks})"  # noqa: S608
+                f"SELECT id, chunk_id, doc_id, body FROM chunks NOT INDEXED WHERE id IN ({marks})"  # noqa: S608
                 " AND tenant_id = ? AND (visibility = ? OR owner = ?)"
             )
-            bodies = {int(i): body for i, body in conn.execute(sql, [*(i for i, _ in batch), *access])}
-            for chunk_id, score in batch:
-                if chunk_id not in bodies:
+            rows = {int(row[0]): row for row in conn.execute(sql, [*(i for i, _ in batch), *access])}
+            for rowid, score in batch:
+                if rowid not in rows:
                     continue  # deleted or replaced since the matrix was loaded
-                chunk = Chunk.model_validate_json(bodies[chunk_id])
-                if filters is None or matches(filters, metadata_view(chunk)):
-                    results.append(ScoredChunk(chunk=chunk, score=score))
+                _, chunk_id, doc_id, body = rows[rowid]
+                scored = ScoredChunk.stored(chunk_id, doc_id, body, score)
+                if filters is None or matches(filters, metadata_view(scored.chunk)):
+                    results.append(scored)
                     if len(results) == limit:
                         return results
         return results

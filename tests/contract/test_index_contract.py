@@ -36,9 +36,10 @@ from citewise.aws.opensearch import OpenSearchIndex, connect
 from citewise.aws.opensearch_queries import index_body, new_generation
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
-from citewise.domain.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, Visibility
+from citewise.domain.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
 from citewise.ports.index import ScoredChunk, VectorIndex
 from citewise.ports.sweeps import StaleSweep
+from citewise.query.retrieval import Retriever
 from citewise_local.index import LocalIndex
 from tests.doubles.opensearch_server import FakeOpenSearch, RunningServer, running
 from tests.unit.test_filters import CASES, POSITIVE_ON_MISSING, TYPE_MISMATCHES
@@ -338,6 +339,23 @@ def test_private_documents_are_read_by_their_owner_only_and_filters_cannot_widen
         assert "acme-diary-00000" not in vector(index, BOB, "secret banana plans", flt)
 
 
+def test_each_entry_names_its_chunk_by_ids_and_holds_that_chunk(index: VectorIndex) -> None:
+    # Given two documents
+    chunks = [make_chunk("acme", "a", 0, "ginger tea"), make_chunk("acme", "a", 1, "ginger root")]
+    put(index, *chunks)
+    put(index, make_chunk("acme", "b", 0, "ginger biscuits"))
+
+    # When either search finds them / Then each entry's ids (read without the chunk) are its chunk's
+    for found in (
+        index.keyword_search(ALICE, "ginger", None, 10),
+        index.vector_search(ALICE, EMBEDDER.embed_query("ginger"), None, 10),
+    ):
+        assert len(found) == 3
+        named = [(scored.chunk_id, scored.doc_id) for scored in found]
+        assert named == [(scored.chunk.chunk_id, scored.chunk.document.doc_id) for scored in found]
+        assert {chunk.chunk_id: chunk for chunk in chunks}.items() <= {s.chunk_id: s.chunk for s in found}.items()
+
+
 def test_limit_is_respected(index: VectorIndex) -> None:
     # Given seven chunks that all match
     put(index, *(make_chunk("acme", "many", i, f"apple number {i} apple") for i in range(7)))
@@ -610,12 +628,29 @@ def test_an_unreachable_cluster_is_a_search_backend_error() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"<html>bad gateway</html>", b'{"hits": {}}', b'{"hits": {"hits": [{"_score": 1.0}]}}', b'{"hits": {"hits": 3}}'],
+    [
+        b"<html>bad gateway</html>",
+        b'{"hits": {}}',
+        b'{"hits": {"hits": [{"_score": 1.0}]}}',
+        b'{"hits": {"hits": 3}}',
+        b'{"hits": {"hits": [{"_score": 1.0, "_source": {"chunk": {"chunk_id": "acme-doc-00000"}}}]}}',
+    ],
 )
 def test_a_malformed_search_answer_is_a_search_backend_error(double: Double, body: bytes) -> None:
     double.fake.respond_next_raw(body, path="_search")
     with pytest.raises(SearchBackendError):
         double.index.keyword_search(ALICE, "anything", None, 5)
+
+
+def test_a_malformed_chunk_in_a_search_answer_fails_the_retrieval_with_a_search_backend_error(double: Double) -> None:
+    # Given an answer whose hit is not a chunk (its `_source.chunk` lacks every required field)
+    malformed = b'{"hits": {"hits": [{"_score": 1.0, "_source": {"chunk": {"chunk_id": "acme-doc-00000"}}}]}}'
+    double.fake.respond_next_raw(malformed, path="_search")
+
+    # When a retrieval reads it / Then it fails there, with the backend's structured error, not later
+    with pytest.raises(SearchBackendError) as raised:
+        Retriever(double.index, EMBEDDER, mode="bm25").search(ALICE, SearchRequest(query="anything"))
+    assert raised.value.code == "SEARCH_BACKEND_ERROR" and "malformed" in raised.value.message
 
 
 def test_a_bulk_answer_with_missing_items_is_a_search_backend_error(double: Double) -> None:

@@ -10,9 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from citewise.domain.errors import ThrottledError
-from citewise.domain.models import Caller, SearchHit, SearchRequest
+from citewise.domain.models import Caller, SearchRequest
 from citewise.domain.tenant_settings import TenantSettings, time_zone_names
+from citewise.ports.index import ScoredChunk
 from citewise.ports.router import Route, RoutingContext
+from citewise.query.candidates import Candidate
 from citewise.query.ranking import UNKNOWN_FRESHNESS, Signals, freshness, rescore
 from citewise.query.retrieval import Retriever, RoutingOptions
 from citewise.query.tenant_config import TenantSettingsCache
@@ -23,11 +25,12 @@ from tests.factories import hit
 NOW = datetime(2026, 3, 11, 12, tzinfo=UTC)
 
 
-def _hit(number: int, score: float, *, source: str, age_days: float | None) -> SearchHit:
+def _hit(number: int, score: float, *, source: str, age_days: float | None) -> Candidate:
     base = hit(number, f"chunk {number}")
     dated = None if age_days is None else NOW - timedelta(days=age_days)
     document = base.chunk.document.model_copy(update={"source": source, "source_date": dated})
-    return base.model_copy(update={"score": score, "chunk": base.chunk.model_copy(update={"document": document})})
+    chunk = base.chunk.model_copy(update={"document": document})
+    return Candidate(ScoredChunk(chunk, score), score, relevance_score=0.5)
 
 
 def test_freshness_halves_every_half_life_and_is_neutral_without_a_date() -> None:

@@ -11,14 +11,80 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
-from citewise.domain.models import Caller, Chunk, Filter, Frozen, Vector
+from pydantic import ValidationError
+
+from citewise.domain.errors import SearchBackendError
+from citewise.domain.models import Caller, Chunk, Filter, Vector
 
 
-class ScoredChunk(Frozen):
-    """A chunk and its score in one ranked list (BM25 or cosine similarity)."""
+class ScoredChunk:
+    """One entry of a ranked list (BM25 or cosine similarity): the chunk's ids and score at once, the chunk
+    itself on demand.
 
-    chunk: Chunk
+    A search returns its whole candidate depth (100 a list by default) but fusion and the cut read only ids
+    and scores, and a query returns about ten hits: parsing every candidate's stored JSON into a `Chunk`
+    was a large share of a local query (docs/benchmarks.md, 9e). So an adapter that reads the stored body
+    hands it over unparsed (`stored`) and `chunk` parses it once, on first access; an adapter that has
+    parsed the chunk anyway (to check access or a filter) passes it (`ScoredChunk(chunk, score)`). Either
+    way the body was read in the search's own statement, inside the access filter: nothing is read later.
+    """
+
+    __slots__ = ("_body", "_chunk", "chunk_id", "doc_id", "score")
+
+    chunk_id: str
+    doc_id: str
     score: float
+    _body: str | bytes | None
+    _chunk: Chunk | None
+
+    def __init__(self, chunk: Chunk, score: float) -> None:
+        self._set(chunk.chunk_id, chunk.document.doc_id, score, None, chunk)
+
+    @classmethod
+    def stored(cls, chunk_id: str, doc_id: str, body: str | bytes, score: float) -> ScoredChunk:
+        """An entry whose chunk is the JSON `body` (`Chunk.model_dump_json`), stored with these ids."""
+        scored = cls.__new__(cls)
+        scored._set(chunk_id, doc_id, score, body, None)
+        return scored
+
+    def _set(self, chunk_id: str, doc_id: str, score: float, body: str | bytes | None, chunk: Chunk | None) -> None:
+        setter = object.__setattr__  # the class refuses `self.x = ...`: entries are shared between lists
+        setter(self, "chunk_id", chunk_id)
+        setter(self, "doc_id", doc_id)
+        setter(self, "score", score)
+        setter(self, "_body", body)
+        setter(self, "_chunk", chunk)
+
+    @property
+    def chunk(self) -> Chunk:
+        """The chunk, parsed from its stored body on first access.
+
+        Raises SearchBackendError when the body is not a chunk, or not the one its ids name: a corrupt
+        index is the backend's fault, reported as such, never a 500 of whoever read the chunk.
+        """
+        if self._chunk is None:
+            try:
+                chunk = Chunk.model_validate_json(self._body or "")
+            except ValidationError as exc:
+                raise self._malformed(f"{exc.error_count()} validation errors") from exc
+            if (chunk.chunk_id, chunk.document.doc_id) != (self.chunk_id, self.doc_id):
+                raise self._malformed(f"its body is chunk '{chunk.chunk_id}' of document '{chunk.document.doc_id}'")
+            object.__setattr__(self, "_chunk", chunk)
+            object.__setattr__(self, "_body", None)
+            return chunk
+        return self._chunk
+
+    def _malformed(self, reason: str) -> SearchBackendError:
+        return SearchBackendError(
+            f"the index holds a malformed chunk '{self.chunk_id}': {reason}",
+            details={"chunk_id": self.chunk_id, "doc_id": self.doc_id},
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ScoredChunk is immutable: cannot set '{name}'")
+
+    def __repr__(self) -> str:
+        return f"ScoredChunk(chunk_id={self.chunk_id!r}, doc_id={self.doc_id!r}, score={self.score!r})"
 
 
 class VectorIndex(Protocol):

@@ -14,6 +14,9 @@ normalised scores.
   score is the weighted sum, scaled to 0-1 (min-max: over the sum of weights, so 1.0 is the top of every
   list; z-score: between the lowest and highest fused value of this query).
 
+Fusion reads each entry's chunk id and score only, never its chunk: the local index leaves the bodies of
+the candidates unparsed until a hit needs one (`citewise.ports.index.ScoredChunk`).
+
 This is what OpenSearch's normalization processor does for a `hybrid` query (min_max, or l2 for a norm,
 then a weighted arithmetic mean). It runs here, in the client, so the local index, an OpenSearch domain
 and Serverless fuse the same lists the same way (docs/aws.md says why not the search pipeline).
@@ -87,10 +90,10 @@ def _entries(
     entries: dict[str, tuple[ScoredChunk, dict[str, float], dict[str, float]]] = {}
     for name, ranking in rankings.items():
         for scored, value in zip(ranking, values[name], strict=True):
-            first, parts, raw = entries.get(scored.chunk.chunk_id) or (scored, {}, {})
+            first, parts, raw = entries.get(scored.chunk_id) or (scored, {}, {})
             if name not in parts:
                 parts[name], raw[name] = value, scored.score
-            entries[scored.chunk.chunk_id] = (first, parts, raw)
+            entries[scored.chunk_id] = (first, parts, raw)
     return list(entries.values())
 
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from citewise.domain.models import ScoreComponents, SearchHit
 from citewise.domain.tenant_settings import TenantSettings
+from citewise.query.candidates import Candidate
 
 UNKNOWN_FRESHNESS = 0.5
 _DAY_SECONDS = 86_400.0
@@ -65,20 +65,31 @@ def freshness(source_date: datetime | None, now: datetime, half_life_days: float
     return float(0.5 ** (age_days / half_life_days))
 
 
-def rescore(hits: list[SearchHit], signals: Signals, now: datetime) -> list[SearchHit]:
-    """Each hit with its score components and `score` the final one, best final first (ties keep the fused
-    order). Without active signals the hits keep their order and score; the components still say so."""
+def rescore(candidates: list[Candidate], signals: Signals, now: datetime) -> list[Candidate]:
+    """Each candidate with its score components and `score` the final one, best final first (ties keep the
+    fused order). Without active signals the candidates keep their order and score, and read no chunk;
+    the components still say so."""
     scored = []
-    for hit in hits:
-        document = hit.chunk.document
-        components = ScoreComponents(fused=hit.score, final=hit.score)
+    for candidate in candidates:
+        final, fresh, credible = candidate.score, None, None
         if signals.active:
-            fresh = freshness(document.source_date, now, signals.half_life_days)
+            document = candidate.chunk.document
+            unrounded = freshness(document.source_date, now, signals.half_life_days)
             credible = signals.credibility.get(document.source, 1.0)
-            final = hit.score * (1 - signals.freshness_weight * (1 - fresh))
-            final *= 1 - signals.credibility_weight * (1 - credible)
-            components = ScoreComponents(
-                fused=hit.score, freshness=round(fresh, 6), credibility=credible, final=round(final, 6)
+            final = candidate.score * (1 - signals.freshness_weight * (1 - unrounded))
+            final = round(final * (1 - signals.credibility_weight * (1 - credible)), 6)
+            fresh = round(unrounded, 6)
+        scored.append(
+            Candidate(
+                candidate.scored,
+                final,
+                candidate.relevance_score,
+                candidate.vector_score,
+                candidate.keyword_score,
+                fused=candidate.score,
+                freshness=fresh,
+                credibility=credible,
+                rerank_score=candidate.rerank_score,
             )
-        scored.append(hit.model_copy(update={"score": components.final, "components": components}))
-    return sorted(scored, key=lambda hit: -hit.score) if signals.active else scored
+        )
+    return sorted(scored, key=lambda candidate: -candidate.score) if signals.active else scored

@@ -5,7 +5,8 @@ and applies `tenant AND (shared OR owner)` itself; the user's filter can only na
 in the client so it behaves the same on the local index, an OpenSearch domain and OpenSearch Serverless.
 Every hit carries a calibrated `relevance_score` (`query.relevance`), which `min_score` applies to.
 An optional reranker (`citewise.ports.reranker`) then reorders the best fused hits before the cut; if it
-fails, the fused order stands and the retrieval says why.
+fails, the fused order stands and the retrieval says why. Until the cut the candidates are light
+(`query.candidates`): `SearchHit`s are built, and chunks parsed, for the hits returned only.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from citewise.ports.embedder import Embedder
 from citewise.ports.index import ScoredChunk, VectorIndex
 from citewise.ports.reranker import Reranker, reranked_order
 from citewise.ports.router import Route, Router, RoutingContext
+from citewise.query.candidates import Candidate
 from citewise.query.fusion import Fusion, FusionMethod
 from citewise.query.ranking import Signals, rescore
 from citewise.query.relevance import relevance_scores
@@ -144,7 +146,7 @@ class Retriever:
         route = self._route(caller, request, tenant, now)
         if route is None:
             ranked, reranking = self._ranked(caller, request, request.query, request.filters, signals, now)
-            return Retrieval(self._cut(ranked, request, []), Routing(router="off"), reranking)
+            return Retrieval(_hits(self._cut(ranked, request, [])), Routing(router="off"), reranking)
         routed = constraint_filter(route.constraints)
         filters = _both(request.filters, routed)
         text = route.text if content_terms(route.text) else request.query
@@ -153,11 +155,11 @@ class Retriever:
         report = Routing(
             applied_filters=routed.model_dump(mode="json", by_alias=True, exclude_none=True) if routed else None,
             consumed_phrases=route.consumed_phrases,
-            pinned_documents=[hit.chunk.document.doc_id for hit in pinned],
+            pinned_documents=[candidate.doc_id for candidate in pinned],
             router=route.router,
             fallback=route.fallback,
         )
-        return Retrieval(self._cut(ranked, request, pinned), report, reranking)
+        return Retrieval(_hits(self._cut(ranked, request, pinned)), report, reranking)
 
     def _ranked(
         self,
@@ -167,15 +169,15 @@ class Retriever:
         filters: Filter | None,
         signals: Signals,
         now: datetime,
-    ) -> tuple[list[SearchHit], Reranking | None]:
+    ) -> tuple[list[Candidate], Reranking | None]:
         """`text` ranked and fused, re-scored by the ranking signals, then reranked (before any cut)."""
-        ranked = rescore(self.rank(caller, text, filters, self._depth(request)), signals, now)
+        ranked = rescore(self._fused(caller, text, filters, self._depth(request)), signals, now)
         return self._rerank(text, ranked)
 
-    def _rerank(self, query: str, ranked: list[SearchHit]) -> tuple[list[SearchHit], Reranking | None]:
-        """The best `rerank_candidates` hits in the reranker's order, each with its `rerank_score`, then the
-        rest as they were; the hits keep every other field. If the reranker fails in any way, the order
-        is left as it was and the report says why."""
+    def _rerank(self, query: str, ranked: list[Candidate]) -> tuple[list[Candidate], Reranking | None]:
+        """The best `rerank_candidates` candidates in the reranker's order, each with its `rerank_score`, then
+        the rest as they were; the candidates keep every other field. If the reranker fails in any way, the
+        order is left as it was and the report says why."""
         reranker = self.reranker
         if reranker is None:
             return ranked, None
@@ -183,7 +185,8 @@ class Retriever:
         report = Reranking(reranker=reranker.name, candidates=len(head))
         if not head:
             return ranked, report
-        texts = [embedding_text(hit.chunk.document.title, hit.chunk.heading_path, hit.chunk.text) for hit in head]
+        chunks = [candidate.chunk for candidate in head]
+        texts = [embedding_text(chunk.document.title, chunk.heading_path, chunk.text) for chunk in chunks]
         try:
             order = reranked_order(reranker.rerank(query, texts), len(head))
         except Exception as exc:  # noqa: BLE001 - whatever the reranker does wrong, the fused order answers
@@ -192,7 +195,7 @@ class Retriever:
                 "reranking failed, the fused order is kept", extra={"reranker": reranker.name, "reason": reason}
             )
             return ranked, report.model_copy(update={"fallback": reason})
-        reordered = [head[relevance.index].model_copy(update={"rerank_score": relevance.score}) for relevance in order]
+        reordered = [head[relevance.index]._replace(rerank_score=relevance.score) for relevance in order]
         return reordered + tail, report
 
     def _depth(self, request: SearchRequest) -> int:
@@ -215,7 +218,7 @@ class Retriever:
         )
         return options.router.route(request.query, context)
 
-    def _pinned(self, caller: Caller, request: SearchRequest, text: str, ids: list[str]) -> list[SearchHit]:
+    def _pinned(self, caller: Caller, request: SearchRequest, text: str, ids: list[str]) -> list[Candidate]:
         """The best chunk of each document that carries one of `ids` in its path, title or tags (inside the
         caller's access and the request's own filters, not the routed ones: an id is asked for by name)."""
         if not ids:
@@ -229,48 +232,49 @@ class Retriever:
         flt = _both(request.filters, Filter.model_validate({"orAll": carries[:MAX_FILTER_BRANCHES]}))
         found = self.index.vector_search(caller, self.embedder.embed_query(text), flt, self.candidates)
         relevance = relevance_scores({"vector": found})
-        best: dict[str, SearchHit] = {}
+        best: dict[str, Candidate] = {}
         for scored in found:
-            doc_id = scored.chunk.document.doc_id
-            if doc_id not in best and len(best) < request.top_k:
+            if scored.doc_id not in best and len(best) < request.top_k:
                 score = relevance({"vector": scored.score})
-                best[doc_id] = SearchHit(
-                    chunk=scored.chunk, score=0.0, relevance_score=score, vector_score=scored.score
-                )
+                best[scored.doc_id] = Candidate(scored, 0.0, score, vector_score=scored.score)
         return list(best.values())
 
-    def _cut(self, ranked: list[SearchHit], request: SearchRequest, pinned: list[SearchHit]) -> list[SearchHit]:
+    def _cut(self, ranked: list[Candidate], request: SearchRequest, pinned: list[Candidate]) -> list[Candidate]:
         """Pinned documents first (their best ranked chunk if they ranked at all), then the ranking, cut to
         `top_k` chunks of at most `max_sources` documents whose relevance is at least `min_score` (pinned ones
         are kept anyway; relevance does not follow rank, so the whole ranking is read)."""
-        best_ranked: dict[str, SearchHit] = {}
-        for hit in ranked:
-            best_ranked.setdefault(hit.chunk.document.doc_id, hit)
-        first = [best_ranked.get(hit.chunk.document.doc_id, hit) for hit in pinned]
-        taken = {hit.chunk.chunk_id for hit in first}
-        hits: list[SearchHit] = first[: request.top_k]
-        documents = {hit.chunk.document.doc_id for hit in hits}
-        if len(hits) == request.top_k:
-            return hits
-        for hit in ranked:
-            if hit.relevance_score < request.min_score:
+        best_ranked: dict[str, Candidate] = {}
+        for candidate in ranked:
+            best_ranked.setdefault(candidate.doc_id, candidate)
+        first = [best_ranked.get(candidate.doc_id, candidate) for candidate in pinned]
+        taken = {candidate.chunk_id for candidate in first}
+        kept: list[Candidate] = first[: request.top_k]
+        documents = {candidate.doc_id for candidate in kept}
+        if len(kept) == request.top_k:
+            return kept
+        for candidate in ranked:
+            if candidate.relevance_score < request.min_score:
                 continue  # not `break`: a reranked list is not in the order of its scores
-            if hit.chunk.chunk_id in taken:
+            if candidate.chunk_id in taken:
                 continue
-            doc_id = hit.chunk.document.doc_id
+            doc_id = candidate.doc_id
             if doc_id not in documents and len(documents) == (request.max_sources or request.top_k):
                 continue
             documents.add(doc_id)
-            hits.append(hit)
-            if len(hits) == request.top_k:
+            kept.append(candidate)
+            if len(kept) == request.top_k:
                 break
-        return hits
+        return kept
 
     def rank(self, caller: Caller, query: str, filters: Filter | None, depth: int) -> list[SearchHit]:
         """Every chunk of the top `depth` of each ranking, fused, best first (no cut-offs applied).
 
         `search` is the API's view of this; evaluation reads the whole fused list.
         """
+        return _hits(self._fused(caller, query, filters, depth))
+
+    def _fused(self, caller: Caller, query: str, filters: Filter | None, depth: int) -> list[Candidate]:
+        """`rank` before any chunk is parsed or hit built: fusion reads ids and scores only."""
         rankings: dict[str, list[ScoredChunk]] = {}
         keyword = None
         if self.mode in ("hybrid", "bm25"):
@@ -281,17 +285,23 @@ class Retriever:
             rankings["vector"] = self.index.vector_search(caller, self.embedder.embed_query(query), filters, depth)
         if keyword is not None:
             rankings["keyword"] = keyword.result()
-        relevance = relevance_scores(rankings)
+        # With the `relevance` fusion the fused score is the unrounded estimate itself: rounding it gives the
+        # relevance score without computing the model a second time for every candidate.
+        relevance = None if self.fusion.method == "relevance" else relevance_scores(rankings)
         return [
-            SearchHit(
-                chunk=scored.chunk,
-                score=round(score, 6),
-                relevance_score=relevance(raw),
-                vector_score=raw.get("vector"),
-                keyword_score=raw.get("keyword"),
+            Candidate(
+                scored,
+                round(score, 6),
+                round(score, 4) if relevance is None else relevance(raw),
+                raw.get("vector"),
+                raw.get("keyword"),
             )
             for scored, score, raw in self.fusion.fuse(rankings)
         ]
+
+
+def _hits(candidates: list[Candidate]) -> list[SearchHit]:
+    return [candidate.hit() for candidate in candidates]
 
 
 def _rerank_failure(exc: Exception) -> str:
