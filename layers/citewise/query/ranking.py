@@ -69,27 +69,18 @@ def rescore(candidates: list[Candidate], signals: Signals, now: datetime) -> lis
     """Each candidate with its score components and `score` the final one, best final first (ties keep the
     fused order). Without active signals the candidates keep their order and score, and read no chunk;
     the components still say so."""
+    if not signals.active:
+        return [candidate._replace(fused=candidate.score) for candidate in candidates]
     scored = []
     for candidate in candidates:
-        final, fresh, credible = candidate.score, None, None
-        if signals.active:
-            document = candidate.chunk.document
-            unrounded = freshness(document.source_date, now, signals.half_life_days)
-            credible = signals.credibility.get(document.source, 1.0)
-            final = candidate.score * (1 - signals.freshness_weight * (1 - unrounded))
-            final = round(final * (1 - signals.credibility_weight * (1 - credible)), 6)
-            fresh = round(unrounded, 6)
+        document = candidate.chunk.document
+        fresh = freshness(document.source_date, now, signals.half_life_days)
+        credible = signals.credibility.get(document.source, 1.0)
+        final = candidate.score * (1 - signals.freshness_weight * (1 - fresh))
+        final *= 1 - signals.credibility_weight * (1 - credible)
         scored.append(
-            Candidate(
-                candidate.scored,
-                final,
-                candidate.relevance_score,
-                candidate.vector_score,
-                candidate.keyword_score,
-                fused=candidate.score,
-                freshness=fresh,
-                credibility=credible,
-                rerank_score=candidate.rerank_score,
+            candidate._replace(
+                score=round(final, 6), fused=candidate.score, freshness=round(fresh, 6), credibility=credible
             )
         )
-    return sorted(scored, key=lambda candidate: -candidate.score) if signals.active else scored
+    return sorted(scored, key=lambda candidate: -candidate.score)
