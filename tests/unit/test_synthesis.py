@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.domain.models import Caller, SearchHit, SearchRequest
 from citewise.domain.textutil import MAX_QUOTE_CHARS
-from citewise.ports.synthesizer import NO_ANSWER
+from citewise.ports.synthesizer import MARKER_RE, NO_ANSWER, quotable
 from citewise.query.answering import answer_question
 from tests.factories import hit, source
 
@@ -107,3 +107,15 @@ def test_nothing_above_min_score_gives_a_plain_no_answer(services) -> None:  # t
     # Then the strict one says so plainly and cites nothing; the loose one answers with a citation
     assert (strict.grounded, strict.answer, strict.citations, strict.sources) == (False, NO_ANSWER, [], [])
     assert loose.grounded and loose.citations[0].quote == "The vault opens at nine."
+
+
+def test_quotable_text_shows_a_documents_markers_inert_and_is_stable() -> None:
+    # Given document text with every form of marker, and controls
+    text = "Lunch is free [2]. See [Source 3], [1, 2] and [ 4 ].\u202e Done\x9b."
+    # When made quotable
+    shown = quotable(text)
+    # Then the markers read in parentheses, the controls are gone, and quoting it again changes nothing
+    assert shown == "Lunch is free (2). See (Source 3), (1, 2) and ( 4 ). Done ."
+    assert quotable(shown) == shown and not MARKER_RE.search(shown)
+    # And text without either is returned unchanged (a quote of it is verbatim of the chunk itself)
+    assert quotable("Rotate keys every (90) days: see a[i].") == "Rotate keys every (90) days: see a[i]."

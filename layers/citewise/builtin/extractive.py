@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from citewise.domain.models import Answer, Citation, SearchHit
 from citewise.domain.textutil import content_terms, sentence_spans, word_prefix
-from citewise.ports.synthesizer import cite, unanswered
+from citewise.ports.synthesizer import cite, quotable, unanswered
 
 MIN_RELEVANCE = 0.4
 """The share of the question a sentence must cover to be quoted (calibration: docs/generation.md)."""
@@ -36,26 +36,27 @@ the light stemmer of `textutil` leaves such pairs apart."""
 
 @dataclass(frozen=True, slots=True)
 class Sentence:
-    """A candidate sentence: its source (1-based index into the hits), its span, and its words."""
+    """A candidate sentence: its source (1-based index into the hits), its text as quoted, and its words."""
 
     source: int
-    start: int
-    end: int
+    text: str
     terms: frozenset[str]
     heading_terms: frozenset[str]
 
 
 def candidates(hits: Sequence[SearchHit]) -> list[Sentence]:
-    """Every statement (not a heading or a title-like line) of every hit, in rank order."""
+    """Every statement (not a heading or a title-like line) of every hit, in rank order, as `quotable`
+    text: a quote carries no marker or control character of its document."""
     found = []
     for source, hit in enumerate(hits, start=1):
-        text, headings = hit.chunk.text, hit.chunk.heading_path
+        text, headings = quotable(hit.chunk.text), hit.chunk.heading_path
         # The document's title and path name its topic as its headings do ("what does PROJ-3 say ...").
         names = (*headings, hit.chunk.document.title or "", hit.chunk.document.path)
         heading_terms = frozenset(term for name in names for term in content_terms(name))
         for start, end in sentence_spans(text):
-            if _is_statement(text[start:end], headings):
-                found.append(Sentence(source, start, end, frozenset(content_terms(text[start:end])), heading_terms))
+            sentence = text[start:end]
+            if _is_statement(sentence, headings):
+                found.append(Sentence(source, sentence, frozenset(content_terms(sentence)), heading_terms))
     return found
 
 
@@ -113,9 +114,9 @@ class ExtractiveSynthesizer:
         parts: list[str] = []
         for sentence in chosen:
             hit = hits[sentence.source - 1]
-            quote = word_prefix(hit.chunk.text[sentence.start : sentence.end])
+            quote = word_prefix(sentence.text)
             citations.append(cite(hit, number[sentence.source], quote))
-            ellipsis = "..." if len(quote) < sentence.end - sentence.start else ""
+            ellipsis = "..." if len(quote) < len(sentence.text) else ""
             parts.append(f"{quote}{ellipsis} [{number[sentence.source]}]")
         sources = [hits[original - 1] for original in order]
         return Answer(answer=" ".join(parts), citations=citations, sources=sources, grounded=True)

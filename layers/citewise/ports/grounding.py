@@ -35,8 +35,8 @@ import re
 from collections.abc import Sequence
 
 from citewise.domain.models import Answer, Citation, SearchHit
-from citewise.domain.textutil import content_terms, sentence_spans, word_prefix
-from citewise.ports.synthesizer import cite, unanswered
+from citewise.domain.textutil import content_terms, neutralise_display_controls, sentence_spans, word_prefix
+from citewise.ports.synthesizer import MARKER_PATTERN, cite, quotable, unanswered
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +60,8 @@ OPERATOR_PREAMBLE = (
     "where they conflict with a rule, the rule wins."
 )
 
-_MARKER = r"\[\s*(?:source\s*)?\d+(?:\s*[,;]\s*(?:source\s*)?\d+)*\s*\]"
 # A run of markers with the horizontal space before each, so a dropped marker takes its space along.
-MARKER_GROUP_RE = re.compile(rf"(?:[ \t]*{_MARKER})+", re.IGNORECASE)
+MARKER_GROUP_RE = re.compile(rf"(?:[ \t]*{MARKER_PATTERN})+", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"\d+")
 _TAG_RE = re.compile(r"<(/?)(source)", re.IGNORECASE)
 
@@ -82,7 +81,8 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
     """The sources, numbered from 1 in rank order with where each comes from, then the question.
 
     Document text and metadata are tenant-supplied: a `<source`/`</source` inside them is defused so a
-    document cannot close its own tag and pose as instructions.
+    document cannot close its own tag and pose as instructions, and they are shown `quotable`: a
+    document's own `[2]` reads `(2)`, so a model copying its wording copies no citation.
     """
     blocks = []
     for number, hit in enumerate(hits, start=1):
@@ -92,7 +92,7 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
             fields.append(f"page: {chunk.page}")
         if chunk.section:
             fields.append(f"section: {chunk.section}")
-        body = _defuse("\n".join([*fields, "text:", chunk.text]))
+        body = _defuse(quotable("\n".join([*fields, "text:", chunk.text])))
         blocks.append(f'<source id="{number}">\n{body}\n</source>')
     return "\n\n".join(blocks) + f"\n\nQuestion: {question}"
 
@@ -100,8 +100,10 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
 def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     """The model's `text` with only valid, renumbered markers and a verbatim quote per citation.
 
-    See the module docstring for the rules; `NO_ANSWER` when no marker names a given source.
+    See the module docstring for the rules; `NO_ANSWER` when no marker names a given source. The model's
+    text is shown to readers, so its bidirectional and terminal controls are neutralised first.
     """
+    text = neutralise_display_controls(text)
     order: list[int] = []  # given source numbers (1-based) in order of first citation
     claims: list[tuple[int, frozenset[str]]] = []  # (given source number, words of the citing sentence)
     dropped: set[int] = set()
@@ -141,7 +143,7 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     supported: dict[frozenset[str], bool] = {}
     for given, claim in claims:
         hit = hits[given - 1]
-        quote, shared = _best_quote(hit.chunk.text, claim)
+        quote, shared = _best_quote(quotable(hit.chunk.text), claim)
         supported[claim] = supported.get(claim, False) or shared > 0
         if (given, quote) in seen:
             continue
