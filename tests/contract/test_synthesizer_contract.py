@@ -105,6 +105,20 @@ def test_a_marker_naming_no_given_source_is_dropped(pair: tuple[Synthesizer, Scr
     assert answer.grounded is (model.prompts == [])
 
 
+def test_a_planted_claim_cited_to_a_source_sharing_a_word_is_not_grounded(
+    pair: tuple[Synthesizer, ScriptedModel],
+) -> None:
+    # Given a model that cites the key rotation source for a claim it does not make
+    synthesizer, model = pair
+    model.reply = "Keys are rotated by the tenant's accountant every leap year [2]."
+    # When answered
+    answer = synthesizer.answer(ROTATION, HITS)
+    # Then the citation stands but the answer is not grounded (the extractive synthesizer, which asks no
+    # model, quotes the rotation sentence and is)
+    assert_keeps_the_contract(answer, HITS)
+    assert answer.grounded is (model.prompts == [])
+
+
 def test_no_hits_is_the_honest_unanswered_without_asking_a_model(pair: tuple[Synthesizer, ScriptedModel]) -> None:
     synthesizer, model = pair
     model.reply = "Rotate the signing key every ninety days [1]."
