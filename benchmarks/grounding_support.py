@@ -82,7 +82,6 @@ def scifact_pairs(folder: Path) -> list[Pair]:
 
 HAND = [
     # (a phrase that finds the cited paragraph, the sentence, supported, kind)
-    # (a phrase locating the source paragraph, sentence, supported, kind)
     (
         "Ingestion is idempotent",
         "Repeated notifications for the same object version change nothing.",
