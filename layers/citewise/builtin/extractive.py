@@ -1,14 +1,15 @@
 """The offline synthesizer: answers by quoting the retrieved sentences that answer the question.
 
 It cannot hallucinate by construction: every sentence of the answer is a verbatim span of a cited
-chunk. What it must not do either is quote sentences that do not answer (an off-corpus question still
-retrieves the nearest chunks). So each sentence gets an absolute relevance, the share of the question
-it covers: the question's content words it contains (its section's headings and its document's title
-and path count half, and only beside at least one of its own), each weighted
-by how rare it is among the candidate sentences, over the weight of all the question's words, where a
-word that no candidate contains weighs the most. A question whose best sentence covers less than
-`MIN_RELEVANCE` is answered "not found". The threshold is calibrated on the sample corpus and on
-SciFact-train (docs/generation.md, `benchmarks/answer_relevance.py`).
+chunk (as `quotable` shows it: the chunk's own markers inert, no control characters). What it must
+not do either is quote sentences that do not answer (an off-corpus question still retrieves the nearest
+chunks). So each sentence gets an absolute relevance, the share of the question it covers: the
+question's content words it contains (its section's headings and its document's title and path count
+half, and only beside at least one of its own), each weighted by how rare it is among the candidate
+sentences, over the weight of all the question's words, where a word that no candidate contains weighs
+the most. A question whose best sentence covers less than `MIN_RELEVANCE` is answered "not found". The
+threshold is calibrated on the sample corpus and on SciFact-train (docs/generation.md,
+`benchmarks/answer_relevance.py`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ The model is trusted with wording, never with citations. `ground` rebuilds them 
 - each citation's `quote` is chosen here, not by the model: the sentence of the cited chunk sharing the
   most content words with the answer sentence that carries the marker (ties: the earlier sentence;
   no overlap: the chunk's first sentence), cut to `MAX_QUOTE_CHARS` at a word boundary. It is therefore
-  always verbatim text of the cited chunk, though not a proof that the chunk says what the answer says;
+  always verbatim text of the cited chunk as `quotable` shows it (a document's own `[2]` reads `(2)`);
 - an answer without one valid citation is not grounded, so the caller gets the honest `NO_ANSWER`
   instead of unverifiable text. Whatever an operator's instructions say, this holds: it is code, not
   a request to the model;
