@@ -145,3 +145,9 @@ def test_precision_and_recall_on_the_labelled_set_hold() -> None:
     # share most of their words with it pass (one shared word passed all 28)
     wrong_source = fixture_pairs(["wrong source"])
     assert sum(grounded(sentence, source) for sentence, source, _ in wrong_source) <= 5
+
+
+def test_a_marker_with_no_claim_before_it_is_not_support() -> None:
+    # An answer that is only a marker says nothing a source could support
+    answer = ground("[2]", HITS)
+    assert answer.citations and not answer.grounded

@@ -165,7 +165,7 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
         citations.append(cite(hit, number[given], quote))
     sources = [hits[given - 1] for given in order]
     sources += [hit for given, hit in enumerate(hits, start=1) if given not in number]
-    unsupported = sum(not supports(claim, sources) for claim, sources in cited.items())
+    unsupported = sum(not supports(claim, texts) for claim, texts in cited.items())
     grounded = uncited == 0 and unsupported == 0
     if not grounded:
         logger.info("answer not grounded: %d uncited sentences, %d unsupported", uncited, unsupported)
@@ -184,10 +184,11 @@ def supports(claim: str, sources: Sequence[str]) -> bool:
     - every name of the claim is in them (`Cohere Embed` is not supported by `Titan Text Embeddings`).
     Words cannot tell a claim from its negation ("users can change their tenant" against "users cannot
     move themselves to another tenant"): that is what the measured precision leaves (docs/generation.md).
+    A claim without content words claims nothing a source could support (an answer that is only `[1]`).
     """
     wanted = set(content_terms(claim))
     if not wanted:
-        return True
+        return False
     text = "\n\n".join(sources)
     everything = set(content_terms(text))
     covered = len(shared_terms(wanted, everything)) / len(wanted)
