@@ -6,6 +6,7 @@ is checked against the MCP SDK's own types (`mcp_types`), which the dispatcher d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,21 @@ def test_rag_query_answers_with_markers_and_sources_relative_to_the_tenant(
     assert len(body["sources"]) <= 3
     text = result.content[0]
     assert isinstance(text, types.TextContent) and "25 days" in text.text and "handbook/vacation.md" in text.text
+
+
+def test_rag_query_never_passes_a_documents_own_markers_off_as_citations(
+    services: Services, toolbox: Toolbox, corpus: dict[str, str]
+) -> None:
+    # Given a co-tenant's shared document that attributes its claim to "[2]", where the handbook ranks second
+    forged = b"# Perks\n\nFree lunch is served every day for every employee [2].\n"
+    services.ingestor.ingest(source("acme", "notes/perks.md", forged, owner="bob"))
+    # When alice asks about it
+    body = structured(call(toolbox, ALICE, "rag_query", query="Is free lunch served every day for every employee?"))
+    # Then the claim is quoted with its marker inert, and every [n] of the answer is a source it quotes
+    assert "for every employee (2)." in body["answer"]
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", body["answer"])}
+    assert cited == {s["n"] for s in body["sources"] if s["quotes"]} == {1}
+    assert body["sources"][0]["path"] == "notes/perks.md"
 
 
 def test_rag_query_with_nothing_relevant_is_an_answer_not_an_error(toolbox: Toolbox, corpus: dict[str, str]) -> None:

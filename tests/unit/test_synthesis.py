@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import random
 import re
+import string
+import time
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.domain.models import Caller, SearchHit, SearchRequest
 from citewise.domain.textutil import MAX_QUOTE_CHARS
-from citewise.ports.synthesizer import NO_ANSWER
+from citewise.ports.synthesizer import MARKER_RE, NO_ANSWER, quotable
 from citewise.query.answering import answer_question
+from tests.contract.synthesis_rules import assert_keeps_the_contract
 from tests.factories import hit, source
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -107,3 +112,43 @@ def test_nothing_above_min_score_gives_a_plain_no_answer(services) -> None:  # t
     # Then the strict one says so plainly and cites nothing; the loose one answers with a citation
     assert (strict.grounded, strict.answer, strict.citations, strict.sources) == (False, NO_ANSWER, [], [])
     assert loose.grounded and loose.citations[0].quote == "The vault opens at nine."
+
+
+def test_quotable_text_shows_a_documents_markers_inert_and_is_stable() -> None:
+    # Given document text with every form of marker, and controls
+    text = "Lunch is free [2]. See [Source 3], [1, 2] and [ 4 ].\u202e Done\x9b."
+    # When made quotable
+    shown = quotable(text)
+    # Then the markers read in parentheses, the controls are gone, and quoting it again changes nothing
+    assert shown == "Lunch is free (2). See (Source 3), (1, 2) and ( 4 ). Done ."
+    assert quotable(shown) == shown and not MARKER_RE.search(shown)
+    # And text without either is returned unchanged (a quote of it is verbatim of the chunk itself)
+    assert quotable("Rotate keys every (90) days: see a[i].") == "Rotate keys every (90) days: see a[i]."
+
+
+def _words(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(6, 9))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("shape", ["one word repeated", "distinct words", "no spaces", "words without spaces"])
+def test_a_long_question_costs_the_answerer_little(shape: str) -> None:
+    # Given ten hits of thirty sentences in words of their own, and a 10,000-character question
+    vocabulary = _words(3000, seed=32)
+    hits = [
+        hit(n, " ".join(" ".join(vocabulary[(n * 450 + s * 15) % 2985 :][:15]) + "." for s in range(30)))
+        for n in range(1, 11)
+    ]
+    question = {
+        "one word repeated": "rotation " * 1200,
+        "distinct words": " ".join(vocabulary + _words(2000, seed=33)),
+        "no spaces": "x" * 10_000,
+        "words without spaces": ",".join(vocabulary),
+    }[shape][:10_000]
+    # When answered
+    started = time.perf_counter()
+    answer = ExtractiveSynthesizer().answer(question, hits)
+    elapsed = time.perf_counter() - started
+    # Then it took well under a second (quadratic matching took 5-20 s here), and keeps the contract
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    assert_keeps_the_contract(answer, hits)

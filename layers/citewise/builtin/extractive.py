@@ -1,26 +1,28 @@
 """The offline synthesizer: answers by quoting the retrieved sentences that answer the question.
 
 It cannot hallucinate by construction: every sentence of the answer is a verbatim span of a cited
-chunk. What it must not do either is quote sentences that do not answer (an off-corpus question still
-retrieves the nearest chunks). So each sentence gets an absolute relevance, the share of the question
-it covers: the question's content words it contains (its section's headings and its document's title
-and path count half, and only beside at least one of its own), each weighted
-by how rare it is among the candidate sentences, over the weight of all the question's words, where a
-word that no candidate contains weighs the most. A question whose best sentence covers less than
-`MIN_RELEVANCE` is answered "not found". The threshold is calibrated on the sample corpus and on
-SciFact-train (docs/generation.md, `benchmarks/answer_relevance.py`).
+chunk (as `quotable` shows it: the chunk's own markers inert, no control characters). What it must
+not do either is quote sentences that do not answer (an off-corpus question still retrieves the nearest
+chunks). So each sentence gets an absolute relevance, the share of the question it covers: the
+question's content words it contains (its section's headings and its document's title and path count
+half, and only beside at least one of its own), each weighted by how rare it is among the candidate
+sentences, over the weight of all the question's words, where a word that no candidate contains weighs
+the most. A question whose best sentence covers less than `MIN_RELEVANCE` is answered "not found". The
+threshold is calibrated on the sample corpus and on SciFact-train (docs/generation.md,
+`benchmarks/answer_relevance.py`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from citewise.domain.models import Answer, Citation, SearchHit
-from citewise.domain.textutil import content_terms, sentence_spans, word_prefix
-from citewise.ports.synthesizer import cite, unanswered
+from citewise.domain.textutil import content_terms, sentence_spans, shared_terms, word_prefix
+from citewise.ports.synthesizer import cite, quotable, unanswered
 
 MIN_RELEVANCE = 0.4
 """The share of the question a sentence must cover to be quoted (calibration: docs/generation.md)."""
@@ -29,42 +31,45 @@ HEADING_CREDIT = 0.5
 FRAMING_WORDS = frozenset({"say", "said", "tell", "mention", "describe", "explain", "talk"})
 """Words that frame a question ("what does PROJ-3 say about retries?", "tell me about ...") rather than
 ask for anything: no sentence contains them, so counted they would weigh the most and sink every answer."""
-_STEM_PREFIX = 5
-"""Words sharing a prefix this long, one the start of the other, are one word (`rotat`/`rotation`):
-the light stemmer of `textutil` leaves such pairs apart."""
+MAX_QUESTION_TERMS = 64
+"""The distinct question words relevance reads, the first ones the question uses. A question means what it
+asks in far fewer; the cap bounds what one long question costs (a 10,000-character one held a worker for
+seconds while its search took milliseconds)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Sentence:
-    """A candidate sentence: its source (1-based index into the hits), its span, and its words."""
+    """A candidate sentence: its source (1-based index into the hits), its text as quoted, and its words."""
 
     source: int
-    start: int
-    end: int
+    text: str
     terms: frozenset[str]
     heading_terms: frozenset[str]
 
 
 def candidates(hits: Sequence[SearchHit]) -> list[Sentence]:
-    """Every statement (not a heading or a title-like line) of every hit, in rank order."""
+    """Every statement (not a heading or a title-like line) of every hit, in rank order, as `quotable`
+    text: a quote carries no marker or control character of its document."""
     found = []
     for source, hit in enumerate(hits, start=1):
-        text, headings = hit.chunk.text, hit.chunk.heading_path
+        text, headings = quotable(hit.chunk.text), hit.chunk.heading_path
         # The document's title and path name its topic as its headings do ("what does PROJ-3 say ...").
         names = (*headings, hit.chunk.document.title or "", hit.chunk.document.path)
         heading_terms = frozenset(term for name in names for term in content_terms(name))
         for start, end in sentence_spans(text):
-            if _is_statement(text[start:end], headings):
-                found.append(Sentence(source, start, end, frozenset(content_terms(text[start:end])), heading_terms))
+            sentence = text[start:end]
+            if _is_statement(sentence, headings):
+                found.append(Sentence(source, sentence, frozenset(content_terms(sentence)), heading_terms))
     return found
 
 
 def relevance(question: str, sentences: Sequence[Sentence]) -> list[float]:
     """The share of the question each sentence covers, 0-1 (module docstring)."""
-    wanted = set(content_terms(question)) - FRAMING_WORDS
+    asked = dict.fromkeys(term for term in content_terms(question) if term not in FRAMING_WORDS)
+    wanted = set(itertools.islice(asked, MAX_QUESTION_TERMS))
     if not wanted:
         return [0.0 for _ in sentences]
-    found = [(_matched(wanted, s.terms), _matched(wanted, s.heading_terms)) for s in sentences]
+    found = [(shared_terms(wanted, s.terms), shared_terms(wanted, s.heading_terms)) for s in sentences]
     frequency = Counter(term for own, headed in found for term in own | headed)
     weight = {term: math.log(1 + len(sentences) / (1 + frequency[term])) for term in wanted}
     total = sum(weight.values())
@@ -73,20 +78,6 @@ def relevance(question: str, sentences: Sequence[Sentence]) -> list[float]:
         (sum(weight[t] for t in own) + HEADING_CREDIT * sum(weight[t] for t in headed - own)) / total if own else 0.0
         for own, headed in found
     ]
-
-
-def _matched(wanted: set[str], terms: Iterable[str]) -> set[str]:
-    """The question words among `terms`, a shared long prefix counting as the same word."""
-    terms = set(terms)
-    return {
-        want
-        for want in wanted
-        if want in terms
-        or (
-            len(want) >= _STEM_PREFIX
-            and any(len(t) >= _STEM_PREFIX and (t.startswith(want) or want.startswith(t)) for t in terms)
-        )
-    }
 
 
 class ExtractiveSynthesizer:
@@ -113,9 +104,9 @@ class ExtractiveSynthesizer:
         parts: list[str] = []
         for sentence in chosen:
             hit = hits[sentence.source - 1]
-            quote = word_prefix(hit.chunk.text[sentence.start : sentence.end])
+            quote = word_prefix(sentence.text)
             citations.append(cite(hit, number[sentence.source], quote))
-            ellipsis = "..." if len(quote) < sentence.end - sentence.start else ""
+            ellipsis = "..." if len(quote) < len(sentence.text) else ""
             parts.append(f"{quote}{ellipsis} [{number[sentence.source]}]")
         sources = [hits[original - 1] for original in order]
         return Answer(answer=" ".join(parts), citations=citations, sources=sources, grounded=True)

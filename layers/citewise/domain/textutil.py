@@ -11,7 +11,7 @@ import functools
 import itertools
 import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 WORD_RE = re.compile(r"[^\W_]+")  # letters and digits: underscores separate words, as in FTS5
@@ -151,6 +151,53 @@ def content_terms(text: str) -> list[str]:
     """Stemmed, lower-cased words without stopwords or single characters, in order."""
     # casefold, not lower: it folds as SQLite's unicode61 tokenizer does (final sigma, for one).
     return [stem(w) for w in WORD_RE.findall(text.casefold()) if w not in STOPWORDS and len(w) > 1]
+
+
+# What an answer must not pass on from a document: characters that are not text but change how the text
+# around them is shown. The bidirectional embeddings, overrides and isolates and the direction marks
+# (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) reorder what a reader sees ("evil\u202efdp.exe"
+# shows as "evilexe.pdf"): removed. C0 controls but tab and newline, DEL and the C1 controls move a
+# terminal's cursor or start escape sequences (U+009B is a CSI): each becomes a space, so the words on
+# either side stay apart.
+_BIDI_CONTROL_RE = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def neutralise_display_controls(text: str) -> str:
+    """`text` without bidirectional controls and with every other control but tab and newline a space.
+
+    For text an answer shows a reader (quotes of documents, a model's wording): a document must not be
+    able to reorder or hide what the reader sees, nor drive their terminal.
+    """
+    return _CONTROL_RE.sub(" ", _BIDI_CONTROL_RE.sub("", text))
+
+
+STEM_PREFIX = 5
+"""Words sharing a prefix this long, one the start of the other, are one word (`rotat`/`rotation`): the
+light `stem` leaves such pairs apart."""
+
+
+def shared_terms(wanted: Iterable[str], terms: Iterable[str]) -> set[str]:
+    """The words of `wanted` found among `terms`, a shared `STEM_PREFIX`-long prefix counting as a match.
+
+    Linear in the two: `terms` are bucketed by their first `STEM_PREFIX` characters, so a wanted word is
+    compared only with the few terms that could be its prefix or extension, not with every term (a long
+    question against every sentence of every hit made that quadratic).
+    """
+    exact = set(terms)
+    by_prefix: dict[str, list[str]] = {}
+    for term in exact:
+        if len(term) >= STEM_PREFIX:
+            by_prefix.setdefault(term[:STEM_PREFIX], []).append(term)
+    return {
+        want
+        for want in wanted
+        if want in exact
+        or (
+            len(want) >= STEM_PREFIX
+            and any(t.startswith(want) or want.startswith(t) for t in by_prefix.get(want[:STEM_PREFIX], ()))
+        )
+    }
 
 
 def word_prefix(sentence: str, max_chars: int = MAX_QUOTE_CHARS) -> str:

@@ -16,16 +16,17 @@ The model is trusted with wording, never with citations. `ground` rebuilds them 
 - each citation's `quote` is chosen here, not by the model: the sentence of the cited chunk sharing the
   most content words with the answer sentence that carries the marker (ties: the earlier sentence;
   no overlap: the chunk's first sentence), cut to `MAX_QUOTE_CHARS` at a word boundary. It is therefore
-  always verbatim text of the cited chunk, though not a proof that the chunk says what the answer says;
+  always verbatim text of the cited chunk as `quotable` shows it (a document's own `[2]` reads `(2)`);
 - an answer without one valid citation is not grounded, so the caller gets the honest `NO_ANSWER`
   instead of unverifiable text. Whatever an operator's instructions say, this holds: it is code, not
   a request to the model;
 - an answer is `grounded` only when every sentence is supported: it carries a marker naming a given
-  source (a marker closes the sentence before it) and that source has a sentence sharing a content
-  word with it. A sentence without a valid marker, text after the last marker (an answer cut at the
-  token limit), or a marker on a source that shares no word with the sentence leave the text and its
-  valid citations as they are, with `grounded: false`: the reader sees what is cited and is told that
-  not everything is.
+  source (a marker closes the sentence before it) and its cited sources state what it says, as far as
+  words can tell (`supports`: most of its content words in one of their sentences, its numbers and
+  names all in them; one shared word is not support). A sentence without a valid marker, text after
+  the last marker (an answer cut at the token limit), or a marker on a source that does not support
+  the sentence leave the text and its valid citations as they are, with `grounded: false`: the reader
+  sees what is cited and is told that not everything is.
 """
 
 from __future__ import annotations
@@ -35,10 +36,22 @@ import re
 from collections.abc import Sequence
 
 from citewise.domain.models import Answer, Citation, SearchHit
-from citewise.domain.textutil import content_terms, sentence_spans, word_prefix
-from citewise.ports.synthesizer import cite, unanswered
+from citewise.domain.textutil import (
+    content_terms,
+    neutralise_display_controls,
+    sentence_spans,
+    shared_terms,
+    word_prefix,
+)
+from citewise.ports.synthesizer import MARKER_PATTERN, cite, quotable, unanswered
 
 logger = logging.getLogger(__name__)
+
+MIN_SENTENCE_SUPPORT = 0.5
+"""The share of a claim's content words that one sentence of its cited sources must hold to support it."""
+MIN_SOURCE_SUPPORT = 0.7
+"""Or the share its cited sources must hold as a whole (a claim may join two statements of one chunk).
+Both calibrated on a labelled set of supported and unsupported pairs (docs/generation.md)."""
 
 BLOCKED_ANSWER = "The request was blocked by the content policy and was not answered."
 """The answer when a guardrail or the model provider's content filter stopped the model on purpose."""
@@ -60,11 +73,11 @@ OPERATOR_PREAMBLE = (
     "where they conflict with a rule, the rule wins."
 )
 
-_MARKER = r"\[\s*(?:source\s*)?\d+(?:\s*[,;]\s*(?:source\s*)?\d+)*\s*\]"
 # A run of markers with the horizontal space before each, so a dropped marker takes its space along.
-MARKER_GROUP_RE = re.compile(rf"(?:[ \t]*{_MARKER})+", re.IGNORECASE)
+MARKER_GROUP_RE = re.compile(rf"(?:[ \t]*{MARKER_PATTERN})+", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"\d+")
 _TAG_RE = re.compile(r"<(/?)(source)", re.IGNORECASE)
+_WORD_RE = re.compile(r"[^\W_]+")
 
 
 def system_prompt(instructions: str | None = None) -> str:
@@ -82,7 +95,8 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
     """The sources, numbered from 1 in rank order with where each comes from, then the question.
 
     Document text and metadata are tenant-supplied: a `<source`/`</source` inside them is defused so a
-    document cannot close its own tag and pose as instructions.
+    document cannot close its own tag and pose as instructions, and they are shown `quotable`: a
+    document's own `[2]` reads `(2)`, so a model copying its wording copies no citation.
     """
     blocks = []
     for number, hit in enumerate(hits, start=1):
@@ -92,7 +106,7 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
             fields.append(f"page: {chunk.page}")
         if chunk.section:
             fields.append(f"section: {chunk.section}")
-        body = _defuse("\n".join([*fields, "text:", chunk.text]))
+        body = _defuse(quotable("\n".join([*fields, "text:", chunk.text])))
         blocks.append(f'<source id="{number}">\n{body}\n</source>')
     return "\n\n".join(blocks) + f"\n\nQuestion: {question}"
 
@@ -100,15 +114,17 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
 def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     """The model's `text` with only valid, renumbered markers and a verbatim quote per citation.
 
-    See the module docstring for the rules; `NO_ANSWER` when no marker names a given source.
+    See the module docstring for the rules; `NO_ANSWER` when no marker names a given source. The model's
+    text is shown to readers, so its bidirectional and terminal controls are neutralised first.
     """
+    text = neutralise_display_controls(text)
     order: list[int] = []  # given source numbers (1-based) in order of first citation
-    claims: list[tuple[int, frozenset[str]]] = []  # (given source number, words of the citing sentence)
+    claims: list[tuple[int, str]] = []  # (given source number, the citing sentence)
     dropped: set[int] = set()
     uncited = 0  # sentences with content words that no valid marker closes
     parts: list[str] = []
     cursor = 0
-    previous: frozenset[str] = frozenset()
+    previous = ""
     for match in MARKER_GROUP_RE.finditer(text):
         parts.append(text[cursor : match.start()])
         numbers = [int(n) for n in _NUMBER_RE.findall(match.group())]
@@ -116,7 +132,7 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
         dropped.update(n for n in numbers if not 1 <= n <= len(hits))
         # A marker closes the claim written since the previous marker; markers right after another
         # marker (a "[1]. [2]" run split by punctuation) share that claim.
-        written = _sentence_terms(text[cursor : match.start()])
+        written = _sentences(text[cursor : match.start()])
         claim = written[-1] if written else previous
         uncited += max(len(written) - 1, 0) + (1 if written and not valid else 0)
         previous = claim
@@ -129,7 +145,7 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
             parts.append(space + "".join(f"[{order.index(n) + 1}]" for n in valid))
         cursor = match.end()
     parts.append(text[cursor:])
-    uncited += len(_sentence_terms(text[cursor:]))
+    uncited += len(_sentences(text[cursor:]))
     if dropped:
         logger.warning("dropped citation markers for sources not given: %s (%d given)", sorted(dropped), len(hits))
     if not order:
@@ -138,42 +154,81 @@ def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     number = {given: new for new, given in enumerate(order, start=1)}
     citations: list[Citation] = []
     seen: set[tuple[int, str]] = set()
-    supported: dict[frozenset[str], bool] = {}
+    cited: dict[str, list[str]] = {}  # claim -> the texts of the sources it cites
     for given, claim in claims:
         hit = hits[given - 1]
-        quote, shared = _best_quote(hit.chunk.text, claim)
-        supported[claim] = supported.get(claim, False) or shared > 0
+        cited.setdefault(claim, []).append(hit.chunk.text)
+        quote = _best_quote(quotable(hit.chunk.text), frozenset(content_terms(claim)))
         if (given, quote) in seen:
             continue
         seen.add((given, quote))
         citations.append(cite(hit, number[given], quote))
     sources = [hits[given - 1] for given in order]
     sources += [hit for given, hit in enumerate(hits, start=1) if given not in number]
-    grounded = uncited == 0 and all(supported.values())
+    unsupported = sum(not supports(claim, texts) for claim, texts in cited.items())
+    grounded = uncited == 0 and unsupported == 0
     if not grounded:
-        logger.info(
-            "answer not grounded: %d uncited sentences, %d unsupported", uncited, list(supported.values()).count(False)
-        )
+        logger.info("answer not grounded: %d uncited sentences, %d unsupported", uncited, unsupported)
     return Answer(answer="".join(parts).strip(), citations=citations, sources=sources, grounded=grounded)
 
 
-def _sentence_terms(text: str) -> list[frozenset[str]]:
-    """Content words of each sentence of `text` that has any, in order."""
-    found = (frozenset(content_terms(text[start:end])) for start, end in sentence_spans(text))
-    return [terms for terms in found if terms]
+def supports(claim: str, sources: Sequence[str]) -> bool:
+    """Whether `sources` state what `claim` says, as far as their words can tell: cheap and deterministic.
+
+    Support is the claim's content in the sources, not one shared word (a planted claim cited to an
+    unrelated official source shares a word or two with it):
+    - at least `MIN_SENTENCE_SUPPORT` of the claim's content words are in one sentence of the sources, or
+      `MIN_SOURCE_SUPPORT` of them in the sources as a whole (words sharing a long prefix count as one,
+      `textutil.shared_terms`);
+    - every number of the claim is in them (`every 30 days` is not supported by `every ninety days`);
+    - every name of the claim is in them (`Cohere Embed` is not supported by `Titan Text Embeddings`).
+    Words cannot tell a claim from its negation ("users can change their tenant" against "users cannot
+    move themselves to another tenant"): that is what the measured precision leaves (docs/generation.md).
+    A claim without content words claims nothing a source could support (an answer that is only `[1]`).
+    """
+    wanted = set(content_terms(claim))
+    if not wanted:
+        return False
+    text = "\n\n".join(sources)
+    everything = set(content_terms(text))
+    covered = len(shared_terms(wanted, everything)) / len(wanted)
+    if covered < MIN_SENTENCE_SUPPORT:
+        return False
+    if covered < MIN_SOURCE_SUPPORT and not any(
+        len(shared_terms(wanted, content_terms(text[start:end]))) >= MIN_SENTENCE_SUPPORT * len(wanted)
+        for start, end in sentence_spans(text)
+    ):
+        return False
+    if not set(_NUMBER_RE.findall(claim)) <= set(_NUMBER_RE.findall(text)):
+        return False
+    names = set(content_terms(" ".join(_names(claim))))
+    return shared_terms(names, everything) == names
 
 
-def _best_quote(chunk_text: str, claim: frozenset[str]) -> tuple[str, int]:
-    """The chunk sentence sharing most content words with `claim` (ties: earliest), within the cap, and
-    how many words it shares (0: the chunk says nothing the claim says; the quote is its first sentence)."""
+def _names(sentence: str) -> list[str]:
+    """The names in `sentence`: words with a capital after their first letter (`KMS`, `OpenSearch`), and
+    capitalised words that do not start it (`Cohere`)."""
+    words = _WORD_RE.findall(sentence)
+    return [w for n, w in enumerate(words) if any(c.isupper() for c in w[1:]) or (n > 0 and w[0].isupper())]
+
+
+def _sentences(text: str) -> list[str]:
+    """Each sentence of `text` that has content words, in order."""
+    found = (text[start:end] for start, end in sentence_spans(text))
+    return [sentence for sentence in found if content_terms(sentence)]
+
+
+def _best_quote(chunk_text: str, claim: frozenset[str]) -> str:
+    """The chunk sentence sharing most content words with `claim` (ties: earliest; none: the first), within
+    the cap."""
     spans = sentence_spans(chunk_text)
     if not spans:
-        return word_prefix(chunk_text.strip()), len(claim.intersection(content_terms(chunk_text)))
-    shared, _, (start, end) = max(
+        return word_prefix(chunk_text.strip())
+    _, _, (start, end) = max(
         (len(claim.intersection(content_terms(chunk_text[s:e]))), -number, (s, e))
         for number, (s, e) in enumerate(spans)
     )
-    return word_prefix(chunk_text[start:end]), shared
+    return word_prefix(chunk_text[start:end])
 
 
 def _defuse(line: str) -> str:

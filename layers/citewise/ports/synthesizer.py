@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
 from citewise.domain.models import Answer, Citation, SearchHit
+from citewise.domain.textutil import neutralise_display_controls
 
 NO_ANSWER = "I could not find an answer to that in your documents."
+
+MARKER_PATTERN = r"\[\s*(?:source\s*)?\d+(?:\s*[,;]\s*(?:source\s*)?\d+)*\s*\]"
+"""What reads as a citation marker (case-insensitive): `[2]`, `[2, 3]`, `[Source 2]`. The one definition,
+both of what a model's answer is parsed for (`citewise.ports.grounding`) and of what `quotable` escapes."""
+MARKER_RE = re.compile(MARKER_PATTERN, re.IGNORECASE)
 
 
 class Synthesizer(Protocol):
     """Writes an answer only from the given sources.
 
     The contract every adapter keeps (tests/contract/test_synthesizer_contract.py): every `[n]` marker in
-    the answer cites `answer.sources[n-1]`, numbered in order of first citation; a marker naming no given
-    source is dropped; every citation's quote is verbatim text of its chunk; no hits or no valid
-    citation gives `unanswered()`; logs never carry document text.
+    the answer cites `answer.sources[n-1]`, numbered in order of first citation, and was put there by
+    the synthesizer, never copied from a document (`quotable`); a marker naming no given source is
+    dropped; every citation's quote is verbatim text of its chunk as `quotable` shows it; no hits or no
+    valid citation gives `unanswered()`; logs never carry document text.
     """
 
     def answer(self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None) -> Answer:
@@ -48,3 +56,20 @@ def cite(hit: SearchHit, source: int, quote: str) -> Citation:
         quote=quote,
         score=hit.score,
     )
+
+
+def quotable(text: str) -> str:
+    """Document text as an answer may show it, or a model may read it: with inert markers and no controls.
+
+    A document's own `[2]` ("... for every employee [2].") quoted into an answer would read as the
+    answer's citation of its second source, which says nothing of the kind; shown to a model, it invites
+    the model to copy it as one. So every marker in document text becomes its parenthesised form, `(2)`,
+    `(Source 2)`: still readable, no longer a citation to a reader or to any parser of `[n]`, and stable
+    (quoting quoted text changes nothing). Bidirectional and terminal controls are neutralised
+    (`neutralise_display_controls`). Quotes are verbatim text of this form of their chunk.
+    """
+    return MARKER_RE.sub(_parenthesised, neutralise_display_controls(text))
+
+
+def _parenthesised(marker: re.Match[str]) -> str:
+    return f"({marker.group()[1:-1]})"
