@@ -32,7 +32,7 @@ from datetime import datetime
 from dateutil import parser as date_parser
 from dateutil.relativedelta import MO, relativedelta
 
-from citewise.domain.models import Filter
+from citewise.domain.models import MAX_FILTER_LIST_VALUES, MAX_FILTER_STRING, Filter
 from citewise.domain.provenance import iso
 from citewise.ports.router import (
     MASK,
@@ -169,18 +169,39 @@ def _masked(text: str, start: int, end: int) -> str:
     return text[:start] + MASK * (end - start) + text[end:]
 
 
+MAX_ROUTED_DATE_BOUNDS = 4
+"""Date comparisons a routed filter lists one by one (two ranges); more ranges become their intersection."""
+MAX_ROUTED_NODES = 2 + MAX_ROUTED_DATE_BOUNDS
+"""Filter objects a routed filter holds at most: the `andAll`, the date bounds and one `in` of sources. The
+retriever ANDs it with the caller's own filter without validating the pair again (`retrieval._both`), so
+this bound is what keeps a filter at the limits plus routing within what the backends are sized for."""
+
+
 def constraint_filter(constraints: Constraints) -> Filter | None:
     """The filter the constraints mean: every date range ANDed, the sources ORed (one `in`), all ANDed.
 
+    At most `MAX_ROUTED_NODES` filter objects, whatever the question: beyond `MAX_ROUTED_DATE_BOUNDS` bounds
+    the ranges are replaced by the one they all leave (the latest start, the earliest end), which selects
+    the same documents; sources beyond what one `in` may list (`MAX_FILTER_LIST_VALUES`, each at most
+    `MAX_FILTER_STRING` characters) add no filter, since any subset would be narrower than the question.
     Identifiers add no filter: they pin documents instead (`Retriever`)."""
-    clauses: list[dict[str, object]] = []
-    for window in constraints.dates:
-        if window.start is not None:
-            clauses.append({"greaterThanOrEquals": {"key": "source_date", "value": iso(window.start)}})
-        if window.end is not None:
-            clauses.append({"lessThan": {"key": "source_date", "value": iso(window.end)}})
-    if constraints.sources:
-        clauses.append({"in": {"key": "source", "value": sorted(set(constraints.sources))}})
+    bounds = [
+        (kind, moment)
+        for window in constraints.dates
+        for kind, moment in ((">=", window.start), ("<", window.end))
+        if moment is not None
+    ]
+    if len(bounds) > MAX_ROUTED_DATE_BOUNDS:
+        starts = [moment for kind, moment in bounds if kind == ">="]
+        ends = [moment for kind, moment in bounds if kind == "<"]
+        bounds = ([(">=", max(starts))] if starts else []) + ([("<", min(ends))] if ends else [])
+    clauses: list[dict[str, object]] = [
+        {"greaterThanOrEquals" if kind == ">=" else "lessThan": {"key": "source_date", "value": iso(moment)}}
+        for kind, moment in bounds
+    ]
+    sources = sorted(set(constraints.sources))
+    if sources and len(sources) <= MAX_FILTER_LIST_VALUES and all(len(s) <= MAX_FILTER_STRING for s in sources):
+        clauses.append({"in": {"key": "source", "value": sources}})
     if not clauses:
         return None
     return Filter.model_validate(clauses[0] if len(clauses) == 1 else {"andAll": clauses})
