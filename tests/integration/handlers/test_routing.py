@@ -136,9 +136,7 @@ def test_min_score_holds_for_a_pinned_document(stack: Stack) -> None:
     score = body["hits"][0]["relevance_score"]
     assert body["hits"][0]["chunk"]["document"]["path"] == "jira/PROJ-3.md" and score < 1
     # When the same question sets a floor above it (a profile's floor arrives as this same min_score)
-    status, body = stack.api(
-        "POST", "/v1/search", body={**question, "min_score": (score + 1) / 2}, identity=ALICE
-    )
+    status, body = stack.api("POST", "/v1/search", body={**question, "min_score": (score + 1) / 2}, identity=ALICE)
     # Then the pinned document is left out like any other below the floor
     assert status == 200, body
     assert body["routing"]["pinned_documents"] == []
