@@ -169,6 +169,19 @@ def test_a_failed_call_falls_back(router: BedrockRouter, stub: Stubber, code: st
     assert route.constraints == DETERMINISTIC.route(question, CONTEXT).constraints
 
 
+def test_a_fallback_past_its_time_budget_says_both_reasons(client: Any, stub: Stubber) -> None:
+    # Given a failed call, and a deterministic fallback whose clock runs a second per reading
+    ticks = iter(range(1_000))
+    fallback = DeterministicRouter(budget_seconds=0.5, clock=lambda: float(next(ticks)))
+    stub.add_client_error("converse", service_error_code="ThrottlingException", http_status_code=429)
+    question = "incidents in Jira since December about the queue"
+    # When the LLM router routes a question
+    route = BedrockRouter(MODEL, fallback=fallback, client=client).route(question, CONTEXT)
+    # Then the question is searched unrouted, and the report gives both reasons
+    assert (route.router, route.text, route.constraints.empty) == ("deterministic", question, True)
+    assert route.fallback is not None and route.fallback.startswith("bedrock: THROTTLED; deterministic: TIMEOUT")
+
+
 def test_an_identifier_the_question_does_not_name_falls_back(router: BedrockRouter, stub: Stubber) -> None:
     question, response = _recorded("last_week_and_id")
     stub.add_response("converse", response)

@@ -302,6 +302,29 @@ def test_a_profile_imposes_its_minimum_relevance(services: Services, corpus: dic
     assert len(loose["sources"]) > len(body["sources"])
 
 
+def test_a_profiles_floor_holds_for_a_document_pinned_by_its_id(services: Services, corpus: dict[str, str]) -> None:
+    # Given a document the question names by its id, and its relevance to the question without a floor
+    services.ingestor.ingest(
+        source("acme", "jira/PROJ-7.md", b"# Bolts\n\nPROJ-7 raised the bolt torque.\n", owner="carol")
+    )
+    question = "what does PROJ-7 say about paid vacation days?"
+    loose = structured(
+        call(Toolbox(services), ALICE, "rag_query", query=question, min_relevance_score=0.0, max_sources=5)
+    )
+    assert len(loose["routing"]["pinned_documents"]) == 1
+    [score] = [source["relevance_score"] for source in loose["sources"] if source["path"] == "jira/PROJ-7.md"]
+    floor = (score + 1) / 2
+    strict = ToolProfile(name="rag_query_strict", description="Strict.", min_relevance_score=floor)
+
+    # When a profile whose floor lies above it is asked the same question
+    body = structured(call(Toolbox(services, profiles=[strict]), ALICE, "rag_query_strict", query=question))
+
+    # Then the pinned document is held to the floor like any other (it was returned at its score before)
+    assert body["routing"]["pinned_documents"] == []
+    assert all(source["path"] != "jira/PROJ-7.md" for source in body["sources"])
+    assert all(source["relevance_score"] >= floor for source in body["sources"])
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

@@ -8,7 +8,7 @@ HTTP double and, when configured, a real OpenSearch.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -25,7 +25,9 @@ from citewise.domain.models import (
     Filter,
     Visibility,
 )
-from citewise.query.retrieval import MAX_KEYWORD_CHARS, Retriever
+from citewise.ports.router import Constraints, DateRange
+from citewise.query.retrieval import MAX_KEYWORD_CHARS, Retriever, _both
+from citewise.query.routing import MAX_ROUTED_NODES, constraint_filter
 
 CALLER = Caller(tenant_id="acme", user_id="alice")
 ACCESS = {
@@ -567,3 +569,24 @@ def test_a_question_of_any_length_with_the_largest_filter_stays_inside_the_claus
     assert question.startswith(text) and 0 < len(text) <= MAX_KEYWORD_CHARS
     # And even if every character of it became a term clause, the whole query stays under the limit
     assert _clauses(q.bm25_query(text, 10, CALLER, tree)) + len(text) <= MAX_CLAUSE_COUNT
+
+
+@pytest.mark.parametrize("leaf", WORST_LEAVES, ids=lambda leaf: next(iter(leaf)))
+def test_the_largest_filter_with_the_largest_routed_filter_stays_inside_the_clause_limit(leaf: dict[str, Any]) -> None:
+    # Given the largest tree the model accepts, and the largest filter routing adds to it (many date ranges,
+    # as many sources as one list may hold), ANDed without validating the pair again (issue 32)
+    tree = _largest_tree(leaf)
+    day = datetime(2026, 1, 1, tzinfo=UTC)
+    constraints = Constraints(
+        dates=[DateRange(start=day, end=day + timedelta(days=n)) for n in range(1, 30)],
+        sources=[f"s{n}" for n in range(MAX_FILTER_LIST_VALUES)],
+    )
+    routed = constraint_filter(constraints)
+    assert routed is not None and routed.node_count <= MAX_ROUTED_NODES
+    both = _both(tree, routed)
+    assert both is not None and both.node_count == MAX_FILTER_NODES + 1 + routed.node_count
+    # When it becomes a BM25 query of the longest keyword text, and a k-NN query
+    text = "天" * MAX_KEYWORD_CHARS
+    # Then even if every character became a term clause, the query stays under the limit
+    assert _clauses(q.bm25_query(text, 10, CALLER, both)) + len(text) <= MAX_CLAUSE_COUNT
+    assert _clauses(q.knn_query([0.1, 0.2], 10, CALLER, both)) <= MAX_CLAUSE_COUNT // 2

@@ -165,7 +165,9 @@ class BedrockRouter:
         except Exception as exc:  # noqa: BLE001 - any failure of the model's route means the fallback routes
             reason = f"{BEDROCK}: {_reason(exc)}"
             logger.warning("the LLM router failed, the fallback routes", extra={"reason": reason})
-            return self._fallback.route(query, context).model_copy(update={"fallback": reason})
+            route = self._fallback.route(query, context)
+            # the fallback's own reason (past its time budget: unrouted) is kept after this one
+            return route.model_copy(update={"fallback": f"{reason}; {route.fallback}" if route.fallback else reason})
 
     def _route(self, query: str, context: RoutingContext) -> Route:
         try:

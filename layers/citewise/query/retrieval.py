@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import (
     MAX_FILTER_BRANCHES,
+    MAX_FILTER_STRING,
     Caller,
     Filter,
     Reranking,
@@ -52,7 +53,8 @@ OpenSearch turns each analyzed term of a `match` query into a clause, and refuse
 `indices.query.bool.max_clause_count` (1024) clauses: a 10,000-character question would be a 502 on AWS
 while the local index answered it. A term takes at least one character (the standard tokenizer makes one
 of each CJK ideograph), so 600 characters are at most 600 clauses, which leaves room for the largest
-filter (`models.MAX_FILTER_NODES`, about 370 clauses with the access filter). Both backends read the same
+filter (`models.MAX_FILTER_NODES`, about 370 clauses with the access filter) and what routing adds to it
+(`routing.MAX_ROUTED_NODES` objects, about 20 clauses). Both backends read the same
 prefix, so they rank alike. A question is rarely that long; a pasted passage still finds its matches.
 """
 
@@ -69,11 +71,18 @@ def validate_filter(filters: Filter | None) -> None:
         )
 
 
-def _both(first: Filter | None, second: Filter | None) -> Filter | None:
-    """`first AND second`, either of which may be absent: routing only ever narrows the caller's filter."""
-    if first is None or second is None:
-        return first or second
-    return Filter.model_validate({"andAll": [first, second]})
+def _both(own: Filter | None, added: Filter | None) -> Filter | None:
+    """`own AND added`, either of which may be absent: routing only ever narrows the caller's filter.
+
+    The pair is not validated again against the limits of a filter (`models.MAX_FILTER_DEPTH`,
+    `MAX_FILTER_NODES`): those bound what a caller may send, and `own` met them; `added` is the system's,
+    bounded by construction (`routing.constraint_filter`: at most `MAX_ROUTED_NODES` objects; the pins'
+    `orAll`: one per `MAX_FILTER_BRANCHES` identifiers), so a filter at the limits plus a routed phrase is one
+    level and a few objects more, which both backends are sized for (`MAX_KEYWORD_CHARS`). Validating the pair
+    would refuse a valid request for what the system added (issue 32)."""
+    if own is None or added is None:
+        return own or added
+    return Filter.model_construct(andAll=[own, added])
 
 
 @dataclass(frozen=True)
@@ -150,8 +159,9 @@ class Retriever:
         routed = constraint_filter(route.constraints)
         filters = _both(request.filters, routed)
         text = route.text if content_terms(route.text) else request.query
-        pinned = self._pinned(caller, request, text, route.constraints.ids)
+        found = self._pinned(caller, request, text, route.constraints.ids)
         ranked, reranking = self._ranked(caller, request, text, filters, signals, now)
+        pinned = _pins(ranked, found, request.min_score)
         report = Routing(
             applied_filters=routed.model_dump(mode="json", by_alias=True, exclude_none=True) if routed else None,
             consumed_phrases=route.consumed_phrases,
@@ -220,7 +230,9 @@ class Retriever:
 
     def _pinned(self, caller: Caller, request: SearchRequest, text: str, ids: list[str]) -> list[Candidate]:
         """The best chunk of each document that carries one of `ids` in its path, title or tags (inside the
-        caller's access and the request's own filters, not the routed ones: an id is asked for by name)."""
+        caller's access and the request's own filters, not the routed ones: an id is asked for by name). An
+        id longer than a filter string may be (`MAX_FILTER_STRING`) pins nothing: it cannot be filtered on."""
+        ids = [identifier for identifier in ids if len(identifier) <= MAX_FILTER_STRING]
         if not ids:
             return []
         carries = [
@@ -240,15 +252,11 @@ class Retriever:
         return list(best.values())
 
     def _cut(self, ranked: list[Candidate], request: SearchRequest, pinned: list[Candidate]) -> list[Candidate]:
-        """Pinned documents first (their best ranked chunk if they ranked at all), then the ranking, cut to
-        `top_k` chunks of at most `max_sources` documents whose relevance is at least `min_score` (pinned ones
-        are kept anyway; relevance does not follow rank, so the whole ranking is read)."""
-        best_ranked: dict[str, Candidate] = {}
-        for candidate in ranked:
-            best_ranked.setdefault(candidate.doc_id, candidate)
-        first = [best_ranked.get(candidate.doc_id, candidate) for candidate in pinned]
-        taken = {candidate.chunk_id for candidate in first}
-        kept: list[Candidate] = first[: request.top_k]
+        """The pinned chunks first (`_pins`), then the ranking, cut to `top_k` chunks of at most `max_sources`
+        documents whose relevance is at least `min_score` (relevance does not follow rank, so the whole
+        ranking is read)."""
+        taken = {candidate.chunk_id for candidate in pinned}
+        kept: list[Candidate] = pinned[: request.top_k]
         documents = {candidate.doc_id for candidate in kept}
         if len(kept) == request.top_k:
             return kept
@@ -298,6 +306,17 @@ class Retriever:
             )
             for scored, score, raw in self.fusion.fuse(rankings)
         ]
+
+
+def _pins(ranked: list[Candidate], found: list[Candidate], min_score: float) -> list[Candidate]:
+    """The chunk each pinned document is shown by (its best ranked chunk if it ranked at all, else the one
+    `_pinned` found), of the documents whose chunk reaches `min_score`: a floor (the request's, or a tool
+    profile's that the caller cannot lower) holds for a document asked for by name too."""
+    best_ranked: dict[str, Candidate] = {}
+    for candidate in ranked:
+        best_ranked.setdefault(candidate.doc_id, candidate)
+    shown = (best_ranked.get(candidate.doc_id, candidate) for candidate in found)
+    return [candidate for candidate in shown if candidate.relevance_score >= min_score]
 
 
 def _hits(candidates: list[Candidate]) -> list[SearchHit]:

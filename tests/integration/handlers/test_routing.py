@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from citewise.domain.models import (
+    MAX_FILTER_BRANCHES,
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_NODES,
+    SCHEMA_GROUP_BRANCHES,
+    Filter,
+)
 from tests.integration.handlers.harness import Stack, claims
+from tests.integration.handlers.test_mcp import tool
 
 ALICE = claims("acme", "alice")
 DOCUMENTS = {
@@ -69,3 +81,64 @@ def test_an_identifier_pins_its_document_and_the_answer_reports_routing(stack: S
     assert status == 200, answer
     assert answer["routing"]["pinned_documents"] == [ids["jira/PROJ-3.md"]]
     assert answer["sources"][0]["chunk"]["document"]["path"] == "jira/PROJ-3.md"
+
+
+# --- issue 32: routing at the filter limits, and the floor over pinned documents --------------------------
+
+
+def _deepest() -> dict[str, Any]:
+    """A filter exactly `MAX_FILTER_DEPTH` levels deep, true of every document here."""
+    flt: dict[str, Any] = {"notEquals": {"key": "source", "value": "zendesk"}}
+    for _ in range(MAX_FILTER_DEPTH - 1):
+        flt = {"andAll": [flt]}
+    return flt
+
+
+def _largest() -> dict[str, Any]:
+    """A filter of exactly `MAX_FILTER_NODES` objects, true of every document here."""
+    groups = [
+        {"andAll": [{"notEquals": {"key": "source", "value": f"none-{g}-{i}"}} for i in range(SCHEMA_GROUP_BRANCHES)]}
+        for g in range(MAX_FILTER_BRANCHES)
+    ]
+    return {"orAll": groups}
+
+
+@pytest.mark.parametrize("own", [_deepest(), _largest()], ids=["deepest", "largest"])
+def test_a_filter_at_the_limits_is_still_routed_and_pinned(stack: Stack, own: dict[str, Any]) -> None:
+    # Given a filter at a limit (a 500 and INTERNAL_ERROR before: the routed filter or the pins' filter
+    # ANDed with it was validated as if the caller had sent it)
+    parsed = Filter.model_validate(own)
+    assert parsed.depth == MAX_FILTER_DEPTH or parsed.node_count == MAX_FILTER_NODES
+    ids = _ingest(stack)
+    # When a question adds a routed source, a routed year and a pinned id to it
+    question = "what does PROJ-3 say about queue retries in Jira in 2024?"
+    status, body = stack.api("POST", "/v1/search", body={"query": question, "filters": own}, identity=ALICE)
+    # Then the search answers: the pinned document first, then what the constraints leave
+    assert status == 200, body
+    assert body["routing"]["consumed_phrases"] == ["in Jira", "in 2024"]
+    assert body["routing"]["pinned_documents"] == [ids["jira/PROJ-3.md"]]
+    assert [hit["chunk"]["document"]["path"] for hit in body["hits"]][:2] == ["jira/PROJ-3.md", "jira/PROJ-7.md"]
+    assert _paths(body) == ["jira/PROJ-3.md", "jira/PROJ-7.md"]
+    # And the same through the MCP search tool
+    result = tool(stack, "search", {"query": question, "filters": own})
+    assert not result.is_error, result
+    found = result.structured_content or {}
+    assert found["routing"]["pinned_documents"] == [ids["jira/PROJ-3.md"]]
+    assert {hit["path"] for hit in found["hits"]} == {"jira/PROJ-3.md", "jira/PROJ-7.md"}
+
+
+def test_min_score_holds_for_a_pinned_document(stack: Stack) -> None:
+    # Given a pinned document and its relevance to the question
+    ids = _ingest(stack)
+    question = {"query": "what does PROJ-3 say about retries?"}
+    status, body = stack.api("POST", "/v1/search", body=question, identity=ALICE)
+    assert status == 200 and body["routing"]["pinned_documents"] == [ids["jira/PROJ-3.md"]]
+    score = body["hits"][0]["relevance_score"]
+    assert body["hits"][0]["chunk"]["document"]["path"] == "jira/PROJ-3.md" and score < 1
+    # When the same question sets a floor above it (a profile's floor arrives as this same min_score)
+    status, body = stack.api("POST", "/v1/search", body={**question, "min_score": (score + 1) / 2}, identity=ALICE)
+    # Then the pinned document is left out like any other below the floor
+    assert status == 200, body
+    assert body["routing"]["pinned_documents"] == []
+    assert all(hit["chunk"]["document"]["path"] != "jira/PROJ-3.md" for hit in body["hits"])
+    assert all(hit["relevance_score"] >= (score + 1) / 2 for hit in body["hits"])
