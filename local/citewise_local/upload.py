@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 from citewise.client import CitewiseClient, CitewiseClientError, Uploaded
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         uploads = [
             client.upload(
                 file,
-                filename=args.prefix.rstrip("/") + "/" + file.name if args.prefix else file.name,
+                filename=_stored_name(args.prefix, file),
                 visibility=args.visibility,
                 metadata=metadata,
             )
@@ -136,6 +137,12 @@ def _print(args: argparse.Namespace, uploaded: Uploaded, document: Document | No
         print(f"FAILED    {uploaded.path} ({uploaded.document_id}): {document.error}")
     else:
         print(f"INDEXED   {uploaded.path} ({uploaded.document_id}, {document.chunk_count} chunks)")
+
+
+def _stored_name(prefix: str, file: Path) -> str:
+    """The path a file is stored under: in `prefix` if any, in NFC, the only form the API takes (a
+    terminal or a file system, macOS's for one, may hand the name decomposed)."""
+    return unicodedata.normalize("NFC", prefix.rstrip("/") + "/" + file.name if prefix else file.name)
 
 
 def _pair(item: str) -> tuple[str, str]:
