@@ -45,6 +45,9 @@ _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # homoglyphs of `jіra`) is refused. A word is a run of letters and digits, so `отчёт.md` or `Отчёт по
 # API.pdf` (words of one script each) pass. A script is the first word of a letter's Unicode name
 # (`_script`).
+# The letters whose script is asked: modifier letters (`Lm`, such as the Japanese `ー`) are shared across
+# scripts.
+_SCRIPT_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lo"})
 _SCRIPT_MIXES = (
     frozenset({"LATIN", "CJK", "HIRAGANA", "KATAKANA"}),
     frozenset({"LATIN", "CJK", "BOPOMOFO"}),
@@ -114,7 +117,7 @@ def _name_problem(path: str) -> str | None:
                 "invisible characters"
             )
     for word in _WORD_RE.findall(path):
-        scripts = {_script(c) for c in word if unicodedata.category(c) in ("Lu", "Ll", "Lt", "Lo")}
+        scripts = {_script(c) for c in word if unicodedata.category(c) in _SCRIPT_CATEGORIES}
         if len(scripts) > 1 and not any(scripts <= mix for mix in _SCRIPT_MIXES):
             return (
                 f"the word {word!r} mixes the scripts {', '.join(sorted(scripts))}; a word's letters must be "
@@ -129,9 +132,10 @@ def _script(letter: str) -> str:
     The standard library has no Script property; the names carry it (`LATIN SMALL LETTER I`, `CYRILLIC
     SMALL LETTER BYELORUSSIAN-UKRAINIAN I`, `CJK UNIFIED IDEOGRAPH-4E2D`, `HANGUL CHOSEONG KIYEOK`), and
     the decomposition reads a fullwidth or mathematical `Ａ` as the Latin letter it stands for.
-    Modifier letters (`Lm`, such as the Japanese `ー`) are shared across scripts and are not asked.
     """
-    base = unicodedata.normalize("NFKD", letter)[:1] or letter
+    decomposed = unicodedata.normalize("NFKD", letter)
+    # The first letter of the decomposition: `ŉ` decomposes to a modifier apostrophe and a Latin `n`.
+    base = next((c for c in decomposed if unicodedata.category(c) in _SCRIPT_CATEGORIES), letter)
     return unicodedata.name(base, "UNNAMED").split(" ", 1)[0]
 
 
