@@ -40,14 +40,14 @@ MAX_SEGMENT_BYTES = 200
 # overrides and isolates, LRM/RLM, zero-width spaces and joiners, the BOM, tag characters), surrogates,
 # private use, unassigned code points, and the line and paragraph separators.
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+# The letters whose script is asked: modifier letters (`Lm`, such as the Japanese `ー`) are shared across
+# scripts.
+_SCRIPT_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lo"})
 # The scripts one word of a path may combine, after UTS #39's "highly restrictive" level: Latin with the
 # scripts Japanese, Chinese and Korean writing mix. Any other mixture (Latin with Cyrillic or Greek: the
 # homoglyphs of `jіra`) is refused. A word is a run of letters and digits, so `отчёт.md` or `Отчёт по
 # API.pdf` (words of one script each) pass. A script is the first word of a letter's Unicode name
 # (`_script`).
-# The letters whose script is asked: modifier letters (`Lm`, such as the Japanese `ー`) are shared across
-# scripts.
-_SCRIPT_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lo"})
 _SCRIPT_MIXES = (
     frozenset({"LATIN", "CJK", "HIRAGANA", "KATAKANA"}),
     frozenset({"LATIN", "CJK", "BOPOMOFO"}),
