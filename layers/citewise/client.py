@@ -14,6 +14,10 @@ without a client change. Every failure is a `CitewiseClientError` carrying the A
 `details` and `request_id` (the id that finds the request in the logs); failures that never reached
 the API have codes of their own (`CONNECTION_ERROR`, `TIMEOUT`) and no request id.
 
+Redirects are followed as `urllib` follows them, but the bearer token only ever goes to the origin
+(scheme, host and port) it was meant for: a redirect to another origin, an https -> http downgrade
+included, is followed without it (`_OriginBoundRedirects`).
+
 It is part of the `citewise` package so `from citewise.client import ...` works wherever citewise is
 installed, but Lambda never runs it: the layer bundling leaves it out (docs/architecture.md).
 """
@@ -23,14 +27,16 @@ from __future__ import annotations
 import json
 import mimetypes
 import time
+import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from http.client import HTTPMessage
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import pydantic
 
@@ -46,6 +52,9 @@ FINAL_STATES = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 # The parsers pick the format by extension first; these are for the types `mimetypes` may not know.
 _CONTENT_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".json": "application/json"}
+# As `urllib.request.Request` stores header names (`str.capitalize`), so `remove_header` finds it.
+_AUTHORIZATION = "Authorization"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class CitewiseClientError(Exception):
@@ -94,11 +103,15 @@ class CitewiseClient:
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 60.0) -> None:
         parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"the API URL must be http(s)://host[:port][/stage], not {base_url!r}")
+        if "@" in parsed.netloc:
+            # Credentials in the URL would travel in every error message that names the host.
+            raise ValueError("the API URL must not carry a user or password: the token authenticates")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._token = token
+        self._opener = urllib.request.build_opener(_OriginBoundRedirects)
 
     # --- query --------------------------------------------------------------------------------------
 
@@ -184,10 +197,12 @@ class CitewiseClient:
         visibility: str = "shared",
         metadata: Mapping[str, str] | None = None,
     ) -> Uploaded:
-        """Presign and PUT one file (stored as `filename`, default its name); ingestion then runs on its own."""
+        """Presign and PUT one file (stored as `filename`, default its name in NFC); ingestion then runs on
+        its own."""
         path = Path(file)
         data = path.read_bytes()
-        name = filename or path.name
+        # The API takes names in NFC only; a file system may hand the name decomposed (macOS does).
+        name = filename or unicodedata.normalize("NFC", path.name)
         grant = self.create_upload(
             name,
             len(data),
@@ -293,21 +308,62 @@ class CitewiseClient:
     ) -> dict[str, str]:
         """The response headers (lower-cased), and with `keep_body` the body under the key `body`."""
         if authorized:
-            headers = {**headers, "Authorization": f"Bearer {self._token}"}
+            headers = {**headers, _AUTHORIZATION: f"Bearer {self._token}"}
         request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 - http(s) only
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+            with self._opener.open(request, timeout=self.timeout) as response:
                 body = response.read() if keep_body else b""
                 answer = {name.lower(): value for name, value in response.headers.items()}
         except urllib.error.HTTPError as exc:
             raise _api_error(exc.code, exc.read(), exc.headers.get("Content-Type", "")) from exc
         except (urllib.error.URLError, OSError) as exc:
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            host = urllib.parse.urlsplit(url).netloc
-            raise CitewiseClientError("CONNECTION_ERROR", f"cannot reach {host}: {reason}") from exc
+            raise CitewiseClientError("CONNECTION_ERROR", f"cannot reach {_host(url)}: {reason}") from exc
         if keep_body:
             answer["body"] = body.decode("utf-8")
         return answer
+
+
+class _OriginBoundRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirect handling, except that the Authorization header never leaves its origin.
+
+    urllib copies every header of a request onto the one a redirect makes, so a 301/302/303 (a POST
+    becomes a GET) or a 307/308 of a GET would hand the bearer token to whatever origin the `Location`
+    names. Within the origin the token stays (an API may move a route); across origins, an https ->
+    http downgrade included, the redirected request goes without it.
+    """
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        """The request urllib would make for the redirect, without the token if the origin changes."""
+        redirected = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if redirected is not None and _origin(redirected.full_url) != _origin(req.full_url):
+            redirected.remove_header(_AUTHORIZATION)
+        return redirected
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin as browsers define it: scheme, host and port (the scheme's default if none)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:  # a port that is no number: an origin of its own, equal to none
+        port = -1
+    return scheme, parts.hostname or "", port
+
+
+def _host(url: str) -> str:
+    """`host[:port]` of a URL for messages: never the user or password a URL may carry."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.netloc.rpartition("@")[2]
 
 
 def guess_content_type(filename: str) -> str:

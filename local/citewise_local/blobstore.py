@@ -47,7 +47,7 @@ from citewise.domain.errors import (
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Frozen, Visibility
 from citewise.domain.objects import SourceObject
-from citewise.domain.tenancy import validate_path, validate_tenant_id
+from citewise.domain.tenancy import validate_document_name, validate_path, validate_tenant_id
 from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
     META_HEADER_PREFIX,
@@ -65,6 +65,8 @@ from citewise.ports.blobstore import (
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 UPLOAD_ROUTE = "/local-upload/"
 _THREADS = threading.RLock()
+# The longest file name ext4, XFS and APFS hold, in bytes (`tenancy.MAX_SEGMENT_BYTES` stays below it).
+_FILE_NAME_BYTES = 255
 _held = 0  # how deep the thread holding `_THREADS` is inside `_exclusive`; only that thread touches it
 
 
@@ -198,7 +200,7 @@ class LocalBlobStore:
         visibility: Visibility | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> str:
-        target = self._file(tenant_id, path)
+        target = self._file(tenant_id, validate_document_name(path))
         check_upload_size(len(data), self.max_bytes)
         recorded = {
             "content_type": None if content_type is None else validate_content_type(content_type),
@@ -254,7 +256,7 @@ class LocalBlobStore:
         metadata: Mapping[str, str] | None = None,
     ) -> PresignedUpload:
         validate_tenant_id(tenant_id)
-        validate_path(path)
+        validate_document_name(path)
         validate_content_type(content_type)
         check_upload_size(size, self.max_bytes)
         stored_metadata = object_metadata(owner, visibility, metadata)
@@ -337,7 +339,12 @@ class LocalBlobStore:
         return self.root / "tenants" / validate_tenant_id(tenant_id)
 
     def _file(self, tenant_id: str, path: str) -> Path:
-        return self._tenant_dir(tenant_id).joinpath(*validate_path(path).split("/"))
+        segments = validate_path(path).split("/")
+        if any(len(segment.encode("utf-8")) > _FILE_NAME_BYTES for segment in segments):
+            # No file can have this name (the OS would say ENAMETOOLONG, a 500): refused as a name, with
+            # the reason the naming policy gives on every backend, which such a segment always breaks.
+            validate_document_name(path)
+        return self._tenant_dir(tenant_id).joinpath(*segments)
 
     def _check_inside(self, tenant_id: str, file: Path) -> None:
         # `..` is refused by validate_path; this catches symlinks that lead out of the tenant's folder.

@@ -56,6 +56,7 @@ from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.home import require_home
 from citewise_local.progress import Bars, Stopwatch
 from citewise_local.render import (
+    escape_terminal_controls,
     render_answer,
     render_comparison,
     render_documents,
@@ -532,7 +533,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
     if args.json:
         print(json.dumps({**summary, "elapsed_s": round(clock.seconds, 3), "failures": failures}, indent=2))
     else:
-        print(render_summary(summary, failures, clock))
+        print(escape_terminal_controls(render_summary(summary, failures, clock)))
     return EXIT_FAILED if failures else 0
 
 
@@ -570,7 +571,8 @@ def _all_documents(services: Services, tenant_id: str, prefix: str) -> list[Docu
 def _query(args: argparse.Namespace, services: Services) -> int:
     answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
     routed = render_routing(answer.routing) if answer.routing else ""
-    print(answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)])))
+    shown = answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)]))
+    print(escape_terminal_controls(shown))
     return _noted(answer.notice)
 
 
@@ -581,7 +583,11 @@ def _search(args: argparse.Namespace, services: Services) -> int:
         hits = [hit.model_dump(mode="json") for hit in retrieval.hits]
         print(json.dumps({"hits": hits, "routing": retrieval.routing.model_dump(mode="json")}, indent=2))
     else:
-        print("\n".join(filter(None, [render_routing(retrieval.routing), render_hits(retrieval.hits)])))
+        print(
+            escape_terminal_controls(
+                "\n".join(filter(None, [render_routing(retrieval.routing), render_hits(retrieval.hits)]))
+            )
+        )
     return 0 if retrieval.hits else _noted(no_hits_notice(services.retriever, caller, request, retrieval))
 
 
@@ -590,7 +596,7 @@ def _noted(notice: Notice | None) -> int:
     matched nothing, nothing that answers)."""
     if notice is None:
         return 0
-    print(f"note: {notice.code}: {notice.message}", file=sys.stderr)
+    print(escape_terminal_controls(f"note: {notice.code}: {notice.message}"), file=sys.stderr)
     return EXIT_FAILED
 
 
@@ -605,7 +611,8 @@ def _docs_list(args: argparse.Namespace, services: Services) -> int:
         limit=args.limit,
         cursor=args.cursor,
     )
-    print(page.model_dump_json(indent=2) if args.json else render_documents(page.items, page.next_cursor))
+    shown = page.model_dump_json(indent=2) if args.json else render_documents(page.items, page.next_cursor)
+    print(escape_terminal_controls(shown))
     return 0
 
 
@@ -616,18 +623,21 @@ def _visible_document(args: argparse.Namespace, services: Services) -> Document:
 
 def _docs_show(args: argparse.Namespace, services: Services) -> int:
     document = _visible_document(args, services)
-    print(document.model_dump_json(indent=2) if args.json else render_documents([document], None, detail=True))
+    shown = document.model_dump_json(indent=2) if args.json else render_documents([document], None, detail=True)
+    print(escape_terminal_controls(shown))
     return 0
 
 
 def _docs_delete(args: argparse.Namespace, services: Services) -> int:
     document = delete_document(services.ingestor, services.blobs, _caller(args), args.doc_id)
-    print(json.dumps({"deleted": document.doc_id}) if args.json else f"deleted {document.path} ({document.doc_id})")
+    shown = json.dumps({"deleted": document.doc_id}) if args.json else f"deleted {document.path} ({document.doc_id})"
+    print(escape_terminal_controls(shown))
     return 0
 
 
 def _settings_show(args: argparse.Namespace, services: Services) -> int:
-    print(tenant_settings_of(services.registry, _caller(args)).model_dump_json(indent=2, exclude_none=True))
+    settings = tenant_settings_of(services.registry, _caller(args))
+    print(escape_terminal_controls(settings.model_dump_json(indent=2, exclude_none=True)))
     return 0
 
 
@@ -639,7 +649,7 @@ def _settings_set(args: argparse.Namespace, services: Services) -> int:
     current = tenant_settings_of(services.registry, caller).model_dump(exclude={"updated_at", "updated_by"})
     changed = TenantSettings.model_validate({**current, **args.changes})
     saved = save_tenant_settings(services.registry, caller, changed, datetime.now(UTC))
-    print(saved.model_dump_json(indent=2, exclude_none=True))
+    print(escape_terminal_controls(saved.model_dump_json(indent=2, exclude_none=True)))
     return 0
 
 
@@ -664,7 +674,7 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
         answer: Answer = answer_question(
             services.retriever, services.synthesizer, caller, SearchRequest(query=item["question"], top_k=5)
         )
-        print(f"Q{number}. {item['question']}\n{render_answer(answer)}\n")
+        print(escape_terminal_controls(f"Q{number}. {item['question']}\n{render_answer(answer)}\n"))
     return 0 if counts[Outcome.FAILED.value] == 0 and not unrecorded else EXIT_FAILED
 
 
@@ -832,7 +842,7 @@ _HOME_NOT_REQUIRED = frozenset({_ingest, _demo, _eval, _serve, _settings_set, _u
 
 
 def _fail(error: CitewiseError) -> int:
-    print(f"error: {error.code}: {error.message}", file=sys.stderr)
+    print(escape_terminal_controls(f"error: {error.code}: {error.message}"), file=sys.stderr)
     return EXIT_UNAVAILABLE if isinstance(error, _UNAVAILABLE) else EXIT_ERROR
 
 

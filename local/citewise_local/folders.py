@@ -13,6 +13,7 @@ or the bucket (`local`, `s3`): a folder sync removes only documents it put there
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from citewise.domain.errors import ValidationError
 from citewise.domain.metadata import SIDECAR_SUFFIX, parse_sidecar
 from citewise.domain.models import AttributeValue, Visibility
 from citewise.domain.objects import SourceObject
+from citewise.domain.tenancy import validate_document_name
 from citewise.ingest.parsing import SUPPORTED_EXTENSIONS
 
 FOLDER_CHANNEL = "folder"
@@ -57,9 +59,11 @@ def scan(paths: list[Path], tenant_id: str, owner: str, visibility: Visibility) 
             if root.is_dir() and file.suffix.lower() not in SUPPORTED_EXTENSIONS:
                 result.skipped.append(file)
                 continue
-            key = file.relative_to(base).as_posix()
+            # NFC, as the naming policy asks: macOS file names may come decomposed, and the name is only a
+            # label here (the file is read through `file`).
+            key = unicodedata.normalize("NFC", file.relative_to(base).as_posix())
             try:
-                result.objects.append(_source(file, key, tenant_id, owner, visibility))
+                result.objects.append(_source(file, validate_document_name(key), tenant_id, owner, visibility))
             except ValidationError as exc:
                 result.invalid.append((key, f"{exc.code}: {exc.message}"))
     return result

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from citewise.ports.progress import Step
+from citewise_local.render import escape_terminal_controls
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -62,7 +63,7 @@ class Bars:
             self._step = step
             self._step_bar = bar = tqdm(
                 total=total,
-                desc=f"{step.action} {step.subject}",
+                desc=escape_terminal_controls(f"{step.action} {step.subject}"),  # a document's path
                 unit=step.unit,
                 file=self.stream,
                 leave=False,

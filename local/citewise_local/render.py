@@ -1,4 +1,8 @@
-"""Plain-text rendering of answers, hits, documents and ingest summaries for the terminal."""
+"""Plain-text rendering of answers, hits, documents and ingest summaries for the terminal.
+
+Everything the CLI prints that came from documents or other users (titles, paths, snippets, answers,
+errors, a request line) goes through `escape_terminal_controls` on its way out, JSON included.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,31 @@ from typing import Any
 from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 
 WIDTH = 100
+
+# What a terminal acts on rather than shows: C0 controls but tab and newline (ESC starts a sequence, CR
+# rewrites the line), DEL, C1 controls (U+009B is CSI: `\x9b31m` is an escape sequence on its own), the
+# Unicode bidi controls (U+202E reverses what follows: `invoice\u202efdp.exe` shows as `invoiceexe.pdf`) and
+# the line and paragraph separators some terminals break lines at.
+_BIDI_CONTROLS = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_TERMINAL_CONTROLS = [
+    *(code for code in range(0x20) if chr(code) not in "\t\n"),
+    *range(0x7F, 0xA0),
+    *_BIDI_CONTROLS,
+    0x2028,
+    0x2029,
+]
+# Each becomes its JSON escape, `\u009b`: visible on a terminal, and the same string again to a JSON parser.
+_ESCAPES = {code: f"\\u{code:04x}" for code in _TERMINAL_CONTROLS}
+
+
+def escape_terminal_controls(text: str) -> str:
+    """`text` with every character a terminal would act on (see `_TERMINAL_CONTROLS`) written as `\\uXXXX`.
+
+    Applied to whole outputs, plain or JSON: tab and newline are kept (the layout is ours; in JSON a
+    string's own newline is already `\\n`), so another user's document can colour, move the cursor of,
+    retitle or reorder the text of no one's terminal, and a JSON output still parses to the same values.
+    """
+    return text.translate(_ESCAPES)
 
 
 def location(chunk_path: str, page: int | None, section: str | None) -> str:

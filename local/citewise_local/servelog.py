@@ -21,6 +21,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Literal, TextIO
 
+from citewise_local.render import escape_terminal_controls
+
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 
@@ -58,6 +60,9 @@ class ServeLog:
 
     def _write(self, line: str) -> None:
         stream = self._stream or sys.stderr
+        # A request line is the client's, an event may name a document: a raw byte 0x9b in a request line
+        # would be a C1 CSI on this terminal.
+        line = escape_terminal_controls(line)
         with self._lock:
             stream.write(line + "\n")
             stream.flush()

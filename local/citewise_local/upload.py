@@ -15,12 +15,14 @@ import json
 import os
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 from citewise.client import CitewiseClient, CitewiseClientError, Uploaded
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise_local.cli import EXIT_ERROR, EXIT_FAILED, EXIT_UNAVAILABLE
+from citewise_local.render import escape_terminal_controls
 
 TOKEN_ENV = "CITEWISE_TOKEN"  # noqa: S105 - the variable's name, not a token
 SERVER_ENV = "CITEWISE_SERVER"
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         uploads = [
             client.upload(
                 file,
-                filename=args.prefix.rstrip("/") + "/" + file.name if args.prefix else file.name,
+                filename=_stored_name(args.prefix, file),
                 visibility=args.visibility,
                 metadata=metadata,
             )
@@ -102,7 +104,7 @@ def _wait_all(args: argparse.Namespace, client: CitewiseClient, uploads: list[Up
     status = 0
     with tqdm(total=len(uploads), unit="doc", desc="ingesting", file=sys.stderr, disable=None, leave=False) as bar:
         for uploaded in uploads:
-            bar.set_postfix_str(uploaded.path, refresh=True)
+            bar.set_postfix_str(escape_terminal_controls(uploaded.path), refresh=True)
             if uploaded.sidecar:
                 bar.update()
                 _print(args, uploaded, None)
@@ -112,7 +114,7 @@ def _wait_all(args: argparse.Namespace, client: CitewiseClient, uploads: list[Up
             except CitewiseClientError as exc:
                 if exc.code != "TIMEOUT":
                     raise
-                print(f"error: TIMEOUT: {exc.message}", file=sys.stderr)
+                print(escape_terminal_controls(f"error: TIMEOUT: {exc.message}"), file=sys.stderr)
                 status = EXIT_FAILED
                 continue
             bar.update()
@@ -123,19 +125,28 @@ def _wait_all(args: argparse.Namespace, client: CitewiseClient, uploads: list[Up
 
 
 def _print(args: argparse.Namespace, uploaded: Uploaded, document: Document | None) -> None:
+    print(escape_terminal_controls(_line(args, uploaded, document)))
+
+
+def _line(args: argparse.Namespace, uploaded: Uploaded, document: Document | None) -> str:
     if args.json:
         record = {"document_id": uploaded.document_id, "path": uploaded.path, "sidecar": uploaded.sidecar}
         if document is not None:
             record |= {"status": document.status.value, "chunks": document.chunk_count, "error": document.error}
-        print(json.dumps(record))
-    elif uploaded.sidecar:
-        print(f"uploaded  {uploaded.path} (metadata of its document {uploaded.document_id})")
-    elif document is None:
-        print(f"uploaded  {uploaded.path} ({uploaded.document_id}; ingestion continues)")
-    elif document.status is DocumentStatus.FAILED:
-        print(f"FAILED    {uploaded.path} ({uploaded.document_id}): {document.error}")
-    else:
-        print(f"INDEXED   {uploaded.path} ({uploaded.document_id}, {document.chunk_count} chunks)")
+        return json.dumps(record)
+    if uploaded.sidecar:
+        return f"uploaded  {uploaded.path} (metadata of its document {uploaded.document_id})"
+    if document is None:
+        return f"uploaded  {uploaded.path} ({uploaded.document_id}; ingestion continues)"
+    if document.status is DocumentStatus.FAILED:
+        return f"FAILED    {uploaded.path} ({uploaded.document_id}): {document.error}"
+    return f"INDEXED   {uploaded.path} ({uploaded.document_id}, {document.chunk_count} chunks)"
+
+
+def _stored_name(prefix: str, file: Path) -> str:
+    """The path a file is stored under: in `prefix` if any, in NFC, the only form the API takes (a
+    terminal or a file system, macOS's for one, may hand the name decomposed)."""
+    return unicodedata.normalize("NFC", prefix.rstrip("/") + "/" + file.name if prefix else file.name)
 
 
 def _pair(item: str) -> tuple[str, str]:
@@ -148,5 +159,5 @@ def _pair(item: str) -> tuple[str, str]:
 def _client_failure(error: CitewiseClientError) -> int:
     request = f" (request {error.request_id})" if error.request_id else ""
     details = f": {json.dumps(error.details)}" if error.details else ""
-    print(f"error: {error.code}: {error.message}{details}{request}", file=sys.stderr)
+    print(escape_terminal_controls(f"error: {error.code}: {error.message}{details}{request}"), file=sys.stderr)
     return EXIT_UNAVAILABLE if error.retryable else EXIT_ERROR

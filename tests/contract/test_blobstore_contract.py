@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,7 +33,7 @@ from citewise.domain.errors import (
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Visibility
 from citewise.domain.objects import SourceObject
-from citewise.domain.tenancy import document_id
+from citewise.domain.tenancy import MAX_SEGMENT_BYTES, document_id
 from citewise.ports.blobstore import BlobStore, PresignedUpload
 from citewise_local.blobstore import UPLOAD_ROUTE, LocalBlobStore
 
@@ -299,6 +300,83 @@ def test_paths_that_could_escape_the_tenant_are_refused(adapter: Adapter, path: 
         store.delete("acme", path)
     with pytest.raises(ValidationError):
         store.presign_put("acme", path, owner="alice", content_type="text/plain", size=1, replaces=None)
+
+
+# Names a new document may not take (the naming policy, `citewise.domain.tenancy.validate_document_name`),
+# with a word of the reason each is refused for.
+REFUSED_NAMES = {
+    "segment of 201 bytes": ("x" * 198 + ".md", "longer than 200 bytes"),
+    "segment of 300 bytes": ("reports/" + "é" * 150 + ".md", "longer than 200 bytes"),
+    "Cyrillic i in Latin": ("j\u0456ra/PROJ-7.md", "mixes the scripts CYRILLIC, LATIN"),
+    "Greek O in Latin": ("jira/PR\u039fJ-7.md", "mixes the scripts GREEK, LATIN"),
+    "bidi override": ("invoice\u202efdp.exe.md", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    "bidi isolate": ("a\u2066b.md", "U+2066"),
+    "C1 CSI": ("a\u009b31mb.md", "U+009B"),
+    "zero-width space": ("jira\u200b/a.md", "U+200B"),
+    "no-break space": ("a\u00a0b.md", "U+00A0"),
+    "private use": ("a\ue000.md", "U+E000"),
+    "unassigned": ("a\U000effff.md", "U+EFFFF"),
+    "decomposed (NFD)": ("cafe\u0301.md", "NFC"),
+}
+ACCEPTED_NAMES = [
+    "x" * 197 + ".md",  # 200 bytes
+    "x" * 197 + ".md" + SIDECAR_SUFFIX,  # the sidecar of the longest name
+    "Москва/отчёт.md",  # one script a word: a Latin extension is a word of its own
+    "Отчёт по API.pdf",
+    "資料/ＡＢＣ報告.md",  # Japanese writing mixes Han, kana and (fullwidth) Latin
+    "한국어 문서.md",
+    "naïve café.md",
+]
+
+
+@pytest.mark.parametrize(("path", "reason"), REFUSED_NAMES.values(), ids=REFUSED_NAMES.keys())
+def test_a_name_the_policy_refuses_is_never_presigned_nor_written(adapter: Adapter, path: str, reason: str) -> None:
+    store = adapter.store
+    with pytest.raises(ValidationError, match="invalid document path") as refused:
+        store.presign_put("acme", path, owner="alice", content_type="text/plain", size=1, replaces=None)
+    assert reason in refused.value.message and refused.value.details == {"field": "path"}
+    with pytest.raises(ValidationError, match=re.escape(reason)):
+        store.put("acme", path, b"x")
+
+
+@pytest.mark.parametrize("path", ACCEPTED_NAMES)
+def test_names_the_policy_accepts_are_written_and_read_back(adapter: Adapter, path: str) -> None:
+    adapter.store.put("acme", path, b"x")
+    assert adapter.store.get("acme", path).load() == b"x"
+    adapter.store.presign_put("acme", path, owner="alice", content_type="text/plain", size=1, replaces=None)
+
+
+def test_a_segment_no_file_could_hold_is_refused_on_every_read_not_crashed(adapter: Adapter) -> None:
+    # Given a tenant with a document, and a path with a segment over the file system's 255 bytes, which the
+    # local store cannot even stat in the tenant's folder
+    adapter.store.put("acme", "a.md", b"x")
+    path = "x" * 300 + ".md"
+    # Then each backend answers a 400-kind error or "nothing there", never an OSError (a 500)
+    for read in (adapter.store.head, adapter.store.delete):
+        try:
+            assert read("acme", path) is None
+        except ValidationError as exc:
+            assert f"longer than {MAX_SEGMENT_BYTES} bytes" in exc.message
+    with pytest.raises((ValidationError, NotFoundError)):
+        adapter.store.get("acme", path)
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [REFUSED_NAMES[name] for name in ("Cyrillic i in Latin", "bidi override", "C1 CSI", "segment of 201 bytes")],
+)
+def test_an_object_written_straight_to_the_store_under_a_refused_name_is_a_defect(
+    adapter: Adapter, path: str, reason: str
+) -> None:
+    # Given an object another client wrote under a name presign would refuse
+    adapter.write_raw(f"tenants/acme/{path}", b"# Jira\n\nPROJ-7 is done.")
+    # When it is read for ingestion, then it comes back with the reason, so the pipeline records it FAILED
+    stored = adapter.store.get("acme", path)
+    assert isinstance(stored.defect, ValidationError) and reason in stored.defect.message
+    # And it can still be deleted under its name
+    adapter.store.delete("acme", path)
+    with pytest.raises(NotFoundError):
+        adapter.store.get("acme", path)
 
 
 @pytest.mark.parametrize("tenant_id", ["acme/../beta", "", "../beta", "acme/x", "*"])

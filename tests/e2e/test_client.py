@@ -158,3 +158,13 @@ def test_the_upload_command_exit_status_tells_input_errors_from_an_unreachable_s
     assert folder.returncode == 2 and "not folders" in folder.stderr
     unreachable = upload_command(api, str(good), "--server", "http://127.0.0.1:9", token=token)
     assert unreachable.returncode == 3 and unreachable.stderr.startswith("error: CONNECTION_ERROR: ")
+
+
+def test_the_upload_command_exits_2_for_a_name_the_api_refuses_not_3(api: Api, tmp_path: Path) -> None:
+    # Given a file whose name a file system holds but the naming policy refuses (246 + 3 bytes)
+    long_name = write(tmp_path, "x" * 246 + ".md", RUNBOOK)
+    # When it is uploaded
+    done = upload_command(api, str(long_name), "--server", api.url, token=api.token(_tenant(), "alice"))
+    # Then the refusal is permanent (2: the same command fails again), not "retry later" (3)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: VALIDATION_ERROR: invalid document path: ") and "(request " in done.stderr

@@ -108,3 +108,25 @@ def test_citewise_token_refuses_a_group_name_a_parser_could_misread(api: Api, gr
     )
     assert done.returncode != 0 and not done.stdout
     assert "group names" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("filename", "reason"),
+    [
+        ("x" * 246 + ".md", "longer than 200 bytes"),  # a file may hold it; its temporary file may not
+        ("reports/" + "x" * 300 + "/a.md", "longer than 200 bytes"),  # no file may hold it: was an OSError
+        ("j\u0456ra/PROJ-7.md", "mixes the scripts CYRILLIC, LATIN"),
+        ("a\u009b31mb.md", "U+009B"),
+    ],
+    ids=["246-byte name", "300-byte folder", "homoglyph", "C1 control"],
+)
+def test_a_name_the_naming_policy_refuses_is_a_400_at_presign(api: Api, filename: str, reason: str) -> None:
+    # Given a tenant that already holds a document (its folder exists)
+    token = _token(api)
+    body = {"filename": "a.md", "content_type": "text/markdown", "size": 1}
+    assert api.request("POST", "/v1/uploads", token=token, json_body=body).status == 200
+    # When an upload is asked for under a name the policy refuses
+    reply = api.request("POST", "/v1/uploads", token=token, json_body=body | {"filename": filename})
+    # Then it is a validation error that says why, never a 500
+    error = _error(reply, 400, "VALIDATION_ERROR")
+    assert error["message"].startswith("invalid document path: ") and reason in error["message"]

@@ -94,6 +94,27 @@ def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
     assert listed("--source", "nowhere") == []
 
 
+def test_a_folder_file_under_a_refused_name_fails_with_the_reason_and_a_decomposed_one_is_composed(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Given a folder with a homoglyph name, a bidi override and a name in NFD (as macOS may write it)
+    docs = tmp_path / "inbox"
+    docs.mkdir()
+    (docs / "j\u0456ra.md").write_text("Forged ticket about narwhals.")
+    (docs / "notes\u202edm.md").write_text("Reversed name about narwhals.")
+    (docs / "cafe\u0301.md").write_text("The café sells narwhal cookies.")
+    # When ingested
+    status, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--json")
+    summary = _json(out)
+    # Then the two refused names fail with the policy's reason, and the NFD one is indexed under its NFC name
+    assert status == 1
+    reasons = sorted(f["error"] for f in summary["failures"])
+    assert [reason.startswith("VALIDATION_ERROR: invalid document path: ") for reason in reasons] == [True, True]
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE" in reasons[0] and "mixes the scripts CYRILLIC, LATIN" in reasons[1]
+    hits = _json(cli("search", "narwhal cookies", "--tenant", "acme", "--json")[1])["hits"]
+    assert [h["chunk"]["document"]["path"] for h in hits] == ["inbox/caf\u00e9.md"]
+
+
 def test_bad_inputs_fail_one_by_one_and_the_rest_is_indexed(cli: Any, tmp_path: Path) -> None:
     # Given a folder of bad files beside a good one
     docs = tmp_path / "inbox"

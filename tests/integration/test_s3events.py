@@ -100,6 +100,31 @@ def test_keys_outside_the_tenant_layout_are_refused_and_never_indexed(pipeline: 
     assert ingestor.registry.list("acme").items == []
 
 
+@pytest.mark.parametrize(
+    ("key", "event_key", "reason"),
+    [
+        ("tenants/acme/j\u0456ra/PROJ-7.md", "tenants/acme/j%D1%96ra/PROJ-7.md", "mixes the scripts CYRILLIC, LATIN"),
+        ("tenants/acme/notes\u202edm.md", "tenants/acme/notes%E2%80%AEdm.md", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("tenants/acme/" + "x" * 250 + ".md", "tenants/acme/" + "x" * 250 + ".md", "longer than 200 bytes"),
+    ],
+    ids=["homoglyph", "bidi override", "long segment"],
+)
+def test_an_object_written_straight_to_the_bucket_under_a_refused_name_is_failed_with_the_reason(
+    pipeline: Any, key: str, event_key: str, reason: str
+) -> None:
+    # Given an object another S3 client wrote under a name presign would have refused
+    s3, ingestor, blobs = pipeline
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"# PROJ-7\n\nThe release is approved.")
+    # When its notification is applied
+    result = apply(parse_notification(notification("Created", event_key))[0], ingestor, blobs, key_to_location)
+    # Then it is recorded FAILED with the reason, not dropped, and never searchable
+    assert result is not None and result.outcome is Outcome.FAILED
+    assert result.document.status is DocumentStatus.FAILED and result.document.path == key.removeprefix("tenants/acme/")
+    assert result.document.error is not None and reason in result.document.error
+    assert result.document.error.startswith("VALIDATION_ERROR: invalid document path: ")
+    assert _found(ingestor, "acme", "release approved") == []
+
+
 def test_the_test_event_carries_nothing_and_garbage_is_refused() -> None:
     assert parse_notification(json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": BUCKET})) == []
     for body in ("not json", "[1]", '{"Records": [{"eventName": "ObjectCreated:Put"}]}', '{"Records": 1}'):

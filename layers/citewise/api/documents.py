@@ -15,7 +15,7 @@ from citewise.api.schemas import Health
 from citewise.api.tenant_settings import add_settings_routes
 from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
 from citewise.domain.models import Document, DocumentStatus
-from citewise.domain.tenancy import MAX_PATH_BYTES
+from citewise.domain.tenancy import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
 from citewise.ingest.documents import UploadRequest, delete_document, request_upload, visible_document
 from citewise.ingest.parsing import SUPPORTED_CONTENT_TYPES, SUPPORTED_EXTENSIONS
 from citewise.ports.blobstore import CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
@@ -31,7 +31,14 @@ CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
 # schema-driven client knows them without trial. What a schema cannot say is in the descriptions: the path
 # limit counts UTF-8 bytes, and metadata is limited in total bytes (the schema's per-entry limits keep any
 # map it allows inside that total, owner and visibility included).
-_SEGMENT = r"(?!\.\.?(?:/|$))[^/\\\x00-\x1f\x7f]+"
+# A file name's pattern cannot say the naming policy (NFC, one script a word, bytes per segment, the
+# Unicode categories refused), so it admits the part of it a pattern can: segments of printable ASCII but
+# `/` and `\` (one byte each, up to the segment limit), or of those and the Latin letters U+00C0-U+017F
+# (precomposed, so NFC; two bytes at most, so half as many). Every name it admits the API accepts; the
+# description states the whole rule, which accepts more (docs/api.md, "Document names").
+_ASCII = r"[ -.0-\[\]-~]"
+_LATIN = r"[ -.0-\[\]-~\u00c0-\u017f]"
+_SEGMENT = rf"(?!\.\.?(?:/|$))(?:{_ASCII}{{1,{MAX_SEGMENT_BYTES}}}|{_LATIN}{{1,{MAX_SEGMENT_BYTES // 2}}})"
 FILENAME_PATTERN = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
 _METADATA_ENTRIES = 8
 _METADATA_VALUE_CHARS = 120
@@ -51,7 +58,10 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
         maxLength=MAX_PATH_BYTES,
         description=(
             f"{properties['filename']['description']} A relative path of at most {MAX_PATH_BYTES} bytes of UTF-8: "
-            "`/`-separated, no leading `/`, no empty, `.` or `..` segment, no backslash, no control character."
+            "`/`-separated, no leading `/`, no empty, `.` or `..` segment, no backslash; in Unicode NFC, segments of "
+            f"at most {MAX_SEGMENT_BYTES} bytes, no control, format or invisible character, and no word mixing "
+            "scripts (Latin with Cyrillic, say). The pattern admits the names of printable ASCII and Latin letters "
+            "it can check; any other name meeting these rules is accepted too."
         ),
     )
     properties["content_type"].update(pattern=CONTENT_TYPE_RE.pattern)

@@ -1,7 +1,8 @@
 """The BlobStore on S3: objects under `tenants/{tenant_id}/{path}` in one bucket.
 
 Keys: the tenant and path pass `validate_tenant_id` / `validate_path` before they become a key, so no
-input can address another tenant's prefix; keys from S3 event notifications arrive URL-encoded (a space
+input can address another tenant's prefix; a write (`put`, `presign_put`) also needs a name that meets
+the naming policy (`validate_document_name`); keys from S3 event notifications arrive URL-encoded (a space
 as `+`) and are decoded and checked against the same layout by `key_to_location`.
 
 Versions: the VersionId on a versioned bucket (the CDK bucket is versioned), else the ETag. `get` reads
@@ -45,6 +46,7 @@ from citewise.domain.errors import CitewiseError, NotFoundError
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Visibility
 from citewise.domain.objects import SourceObject
+from citewise.domain.tenancy import validate_document_name
 from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
     DEFAULT_PREFIX,
@@ -165,7 +167,7 @@ class S3BlobStore:
         visibility: Visibility | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> str:
-        key = self.key(tenant_id, path)
+        key = self.key(tenant_id, validate_document_name(path))
         check_upload_size(len(data), self.max_bytes)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
@@ -194,7 +196,7 @@ class S3BlobStore:
         visibility: Visibility = Visibility.SHARED,
         metadata: Mapping[str, str] | None = None,
     ) -> PresignedUpload:
-        key = self.key(tenant_id, path)
+        key = self.key(tenant_id, validate_document_name(path))
         validate_content_type(content_type)
         check_upload_size(size, self.max_bytes)
         stored_metadata = object_metadata(owner, visibility, metadata)

@@ -2,24 +2,57 @@
 
 Everything that becomes part of a storage key or an index filter passes through here first, so a
 tenant id with `/` or `*`, or a key with `..`, is refused before it can reach S3, SQLite or OpenSearch.
+
+Two checks of a document path. `validate_path` says a path is safe as a key (it cannot leave its
+tenant's prefix): every read, write and delete applies it. `validate_document_name` adds the naming
+policy every new name must meet, on both backends alike: NFC, segments of at most `MAX_SEGMENT_BYTES`,
+no control, format or invisible characters, and no word mixing scripts (`_name_problem`). It is
+applied where a name is created (presign, the local store's writes, a folder scan) and, for an object
+written straight to the bucket, where the object is read for ingestion: such a document is FAILED with
+the reason rather than dropped, and stays readable and deletable under its name.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 import pydantic
 
 from citewise.domain.errors import ForbiddenError, UnauthorizedError, ValidationError
+from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import TENANT_ID_PATTERN, Caller
 
 _TENANT_RE = re.compile(TENANT_ID_PATTERN)
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_WORD_RE = re.compile(r"[^\W_]+")
 # S3 keys and DynamoDB sort keys are limited to 1,024 UTF-8 bytes; `tenants/{64-char tenant}/` takes 73.
 MAX_PATH_BYTES = 950
+# A file name is at most 255 bytes on ext4, XFS and APFS (255 UTF-16 units on NTFS). The local store
+# keeps a document as a file under its name, writes it through `.{name}.{8 random}.tmp` (14 bytes more)
+# and its sidecar as `{name}.metadata.json` (14 more): 200 leaves room for both. S3 would take more; the
+# limit is the same there so that both backends accept the same paths.
+MAX_SEGMENT_BYTES = 200
+# Controls (Cc: C0, DEL, C1 such as U+009B, a terminal's CSI), format characters (Cf: bidi embeddings,
+# overrides and isolates, LRM/RLM, zero-width spaces and joiners, the BOM, tag characters), surrogates,
+# private use, unassigned code points, and the line and paragraph separators.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+# The letters whose script is asked: modifier letters (`Lm`, such as the Japanese `ー`) are shared across
+# scripts.
+_SCRIPT_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lo"})
+# The scripts one word of a path may combine, after UTS #39's "highly restrictive" level: Latin with the
+# scripts Japanese, Chinese and Korean writing mix. Any other mixture (Latin with Cyrillic or Greek: the
+# homoglyphs of `jіra`) is refused. A word is a run of letters and digits, so `отчёт.md` or `Отчёт по
+# API.pdf` (words of one script each) pass. A script is the first word of a letter's Unicode name
+# (`_script`).
+_SCRIPT_MIXES = (
+    frozenset({"LATIN", "CJK", "HIRAGANA", "KATAKANA"}),
+    frozenset({"LATIN", "CJK", "BOPOMOFO"}),
+    frozenset({"LATIN", "CJK", "HANGUL"}),
+)
 
 
 def validate_tenant_id(tenant_id: str) -> str:
@@ -40,6 +73,15 @@ def validate_path(path: str) -> str:
     return path
 
 
+def validate_document_name(path: str) -> str:
+    """Return `path` if it is a safe key (`validate_path`) that also meets the naming policy for new
+    documents (see the module docstring), else ValidationError saying what is wrong."""
+    problem = _path_problem(path) or _name_problem(path)
+    if problem:
+        raise ValidationError(f"invalid document path: {problem}", details={"field": "path"})
+    return path
+
+
 def _path_problem(path: str) -> str | None:
     if not path:
         return "it is empty"
@@ -52,6 +94,49 @@ def _path_problem(path: str) -> str | None:
     if any(part in ("", ".", "..") for part in path.split("/")):
         return "it must not contain empty, '.' or '..' segments"
     return None
+
+
+def _name_problem(path: str) -> str | None:
+    """Why `path` may not name a new document, or None: confusable and invisible names are refused.
+
+    Refused, not rewritten, so a name is stored as its owner sent it or not at all (clients normalise
+    to NFC themselves: `citewise upload` and folder scans do).
+    """
+    if not unicodedata.is_normalized("NFC", path):
+        return f"it is not in Unicode NFC; send {unicodedata.normalize('NFC', path)!r}"
+    # A sidecar's name is its document's plus the suffix: the document's name is what is limited.
+    for segment in path.removesuffix(SIDECAR_SUFFIX).split("/"):
+        if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
+            return f"a segment (between '/') is longer than {MAX_SEGMENT_BYTES} bytes of UTF-8"
+    for character in path:
+        category = unicodedata.category(character)
+        if category in _REFUSED_CATEGORIES or (category == "Zs" and character != " "):
+            name = f" {unicodedata.name(character, '')}".rstrip()
+            return (
+                f"it contains U+{ord(character):04X}{name} (category {category}): no control, format or "
+                "invisible characters"
+            )
+    for word in _WORD_RE.findall(path):
+        scripts = {_script(c) for c in word if unicodedata.category(c) in _SCRIPT_CATEGORIES}
+        if len(scripts) > 1 and not any(scripts <= mix for mix in _SCRIPT_MIXES):
+            return (
+                f"the word {word!r} mixes the scripts {', '.join(sorted(scripts))}; a word's letters must be "
+                "of one script (or Latin with Chinese, Japanese or Korean)"
+            )
+    return None
+
+
+def _script(letter: str) -> str:
+    """A letter's script as the first word of its Unicode name, after compatibility decomposition.
+
+    The standard library has no Script property; the names carry it (`LATIN SMALL LETTER I`, `CYRILLIC
+    SMALL LETTER BYELORUSSIAN-UKRAINIAN I`, `CJK UNIFIED IDEOGRAPH-4E2D`, `HANGUL CHOSEONG KIYEOK`), and
+    the decomposition reads a fullwidth or mathematical `Ａ` as the Latin letter it stands for.
+    """
+    decomposed = unicodedata.normalize("NFKD", letter)
+    # The first letter of the decomposition: `ŉ` decomposes to a modifier apostrophe and a Latin `n`.
+    base = next((c for c in decomposed if unicodedata.category(c) in _SCRIPT_CATEGORIES), letter)
+    return unicodedata.name(base, "UNNAMED").split(" ", 1)[0]
 
 
 def document_id(tenant_id: str, path: str) -> str:

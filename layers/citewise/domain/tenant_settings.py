@@ -17,7 +17,9 @@ from pydantic import Field, StringConstraints, field_validator
 
 from citewise.domain.models import Frozen
 
-Weight = Annotated[float, Field(ge=0.0, le=1.0)]
+# Numbers are strict: a JSON number (an integer is one), never a string such as "0.5" or a boolean, which
+# pydantic would otherwise convert (`true` to 1.0): a setting that ranks every answer is typed on purpose.
+Weight = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
 SourceName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Phrase = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 MAX_ENTRIES = 200
@@ -55,7 +57,11 @@ class TenantSettings(Frozen):
         description="0-1: how much freshness (age of `source_date`) scales the fused score; 0 turns it off.",
     )
     freshness_half_life_days: float | None = Field(
-        default=None, gt=0, le=36_500, description="Days after which a document's freshness is halved (> 0)."
+        default=None,
+        gt=0,
+        le=36_500,
+        strict=True,
+        description="Days after which a document's freshness is halved (> 0).",
     )
     credibility_weight: Weight | None = Field(
         default=None, description="0-1: how much the source's credibility scales the fused score; 0 turns it off."

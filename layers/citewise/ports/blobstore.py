@@ -34,7 +34,7 @@ from citewise.domain.errors import CitewiseError, PayloadTooLargeError, Validati
 from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, check_limits, parse_sidecar
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
-from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
+from citewise.domain.tenancy import document_id, validate_document_name, validate_path, validate_tenant_id
 
 OWNER_KEY = "owner"
 VISIBILITY_KEY = "visibility"
@@ -245,6 +245,8 @@ def stored_object(
     attributes: dict[str, AttributeValue] = {}
     refused_sidecar: RefusedSidecar | None = None
     try:
+        # Written straight to the bucket under a name presign would refuse: FAILED with the reason.
+        validate_document_name(path)
         user = {key: value for key, value in metadata.items() if key not in (OWNER_KEY, VISIBILITY_KEY)}
         attributes = dict(validate_user_metadata(user))
         if size > max_bytes:

@@ -117,3 +117,32 @@ def test_only_an_admin_changes_settings_and_bad_values_are_named(stack: Stack) -
     assert status == 200
     status, body = stack.api("GET", "/v1/settings", identity=member)
     assert status == 200 and body["routing_time_zone"] == "Europe/Berlin" and body["updated_by"] == "root"
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"freshness_weight": "0.5"}, "freshness_weight"),
+        ({"freshness_weight": True}, "freshness_weight"),
+        ({"credibility_weight": False}, "credibility_weight"),
+        ({"source_credibility": {"community": "0.3"}}, "source_credibility"),
+        ({"source_credibility": {"community": True}}, "source_credibility"),
+        ({"freshness_half_life_days": "30"}, "freshness_half_life_days"),
+        ({"freshness_half_life_days": True}, "freshness_half_life_days"),
+    ],
+    ids=lambda value: str(value)[:40],
+)
+def test_a_number_setting_takes_a_json_number_only_never_a_string_or_a_boolean(
+    stack: Stack, bad: dict[str, object], field: str
+) -> None:
+    admin = claims("acme", "root", groups="admin")
+    # When a weight or a half-life is sent as a string or a boolean, it is refused by name, not converted
+    status, body = stack.api("PUT", "/v1/settings", body=bad, identity=admin)
+    assert status == 400 and body["error"]["code"] == "VALIDATION_ERROR", body
+    assert any(field in error["loc"] for error in body["error"]["details"]["errors"]), body
+    assert stack.api("GET", "/v1/settings", identity=claims("acme", "alice")) == (200, DEFAULTS)
+    # While a JSON integer is a number like any other
+    status, saved = stack.api(
+        "PUT", "/v1/settings", body={"freshness_weight": 1, "source_credibility": {"x": 0}}, identity=admin
+    )
+    assert status == 200 and (saved["freshness_weight"], saved["source_credibility"]) == (1.0, {"x": 0.0})
