@@ -9,6 +9,12 @@ even read each other's request. So the local server does as Lambda does: a pool 
 function, each a spawned process that loads `functions/<name>/handler.py` once (its cold start) and then
 runs one invocation at a time; a request that finds every environment busy gets a new one, up to a limit.
 
+Every invocation ends at its context's deadline (the function's timeout), as on Lambda: an environment
+still running then is killed, which also frees whatever memory it held, and the caller gets
+`FunctionTimeoutError`; the pool starts a fresh environment when one is next needed. Waiting for an
+environment counts against the same deadline. And no caller (a tenant) holds more than half of a
+function's environments at once, so one tenant's slow requests leave the others room to run.
+
 This module imports only the standard library, the error hierarchy and the emulator's `LambdaContext`
 (itself standard library only), so an environment's own start costs no more than the handler it loads.
 
@@ -29,14 +35,16 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TextIO
 
-from citewise.domain.errors import CitewiseError
+from citewise.domain.errors import CitewiseError, FunctionTimeoutError
 from citewise_local.emulator import LambdaContext
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -228,11 +236,20 @@ class ExecutionEnvironment:
             raise CitewiseError(f"the {self.name} function failed to load: {reply[1]}")
 
     def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
-        """The handler's return value; HandlerError if it raised, EnvironmentLostError if the process died."""
+        """The handler's return value; HandlerError if it raised, EnvironmentLostError if the process died,
+        FunctionTimeoutError (and the process killed) if no answer came by the context's deadline."""
         try:
             self._connection.send((event, context))
         except OSError as exc:  # it died while idle
             raise self._lost() from exc
+        if not self._connection.poll(context.get_remaining_time_in_millis() / 1000):
+            # As Lambda ends a timed-out invocation: the environment goes, whatever the handler was doing.
+            self._process.kill()
+            self._process.join()
+            raise FunctionTimeoutError(
+                f"the {self.name} function did not answer within its {context.timeout_s:g} s timeout",
+                details={"timeout_s": context.timeout_s},
+            )
         reply = self._receive()
         if reply[0] == "raised":
             raise HandlerError(reply[1])
@@ -271,6 +288,12 @@ class FunctionPool:
     An invocation takes an idle environment. If there is none, it has `start` make one more (a cold
     start, in the background) and takes whichever environment is free first: the new one, or one whose
     invocation ended meanwhile. So a request never waits out a cold start while an environment is idle.
+
+    An invocation names its `caller` (the tenant); one caller holds at most `max_per_caller`
+    environments at once (half of them, rounded up), and its further invocations wait for one of its
+    own to end. So however many slow requests one tenant sends, the other half of the pool serves the
+    others; and every wait ends at the invocation's deadline (`FunctionTimeoutError`). Invocations
+    without a caller (the public routes, which read no tenant data) are not limited.
     """
 
     def __init__(self, start: Callable[[], ExecutionEnvironment], max_environments: int) -> None:
@@ -278,8 +301,10 @@ class FunctionPool:
             raise ValueError("a function needs at least one environment")
         self._start = start
         self.max_environments = max_environments
+        self.max_per_caller = (max_environments + 1) // 2
         self._idle: list[ExecutionEnvironment] = []
         self._count = 0
+        self._busy: Counter[Hashable] = Counter()
         self._closed = False
         self._changed = threading.Condition()
 
@@ -290,9 +315,9 @@ class FunctionPool:
             self._idle.append(environment)
             self._changed.notify_all()
 
-    def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
-        """Run one invocation in a free environment (see the class docstring)."""
-        environment = self._acquire()
+    def invoke(self, event: dict[str, Any], context: LambdaContext, *, caller: Hashable = None) -> Any:
+        """Run one invocation in a free environment, for `caller` (see the class docstring)."""
+        environment = self._acquire(context, caller)
         usable = False
         try:
             result = environment.invoke(event, context)
@@ -302,7 +327,7 @@ class FunctionPool:
             usable = True
             raise
         finally:
-            self._release(environment, usable=usable)
+            self._release(environment, usable=usable, caller=caller)
 
     @property
     def size(self) -> int:
@@ -319,21 +344,32 @@ class FunctionPool:
         for environment in idle:
             environment.close()
 
-    def _acquire(self) -> ExecutionEnvironment:
+    def _acquire(self, context: LambdaContext, caller: Hashable) -> ExecutionEnvironment:
         cold_start: _ColdStart | None = None
+        deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000
         with self._changed:
             while True:
                 if self._closed:
                     raise CitewiseError("the local server is stopping")
-                if self._idle:
-                    return self._idle.pop()
                 if cold_start is not None and cold_start.error is not None:
                     raise cold_start.error
-                if cold_start is None and self._count < self.max_environments:
-                    self._count += 1
-                    cold_start = _ColdStart()
-                    threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
-                self._changed.wait()
+                if caller is None or self._busy[caller] < self.max_per_caller:
+                    if self._idle:
+                        if caller is not None:
+                            self._busy[caller] += 1
+                        return self._idle.pop()
+                    if cold_start is None and self._count < self.max_environments:
+                        self._count += 1
+                        cold_start = _ColdStart()
+                        threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise FunctionTimeoutError(
+                        f"no {context.function_name} environment came free within the function's "
+                        f"{context.timeout_s:g} s timeout",
+                        details={"timeout_s": context.timeout_s},
+                    )
+                self._changed.wait(left)
 
     def _cold_start(self, attempt: _ColdStart) -> None:
         try:
@@ -346,8 +382,12 @@ class FunctionPool:
             return
         self._release(environment, usable=True)
 
-    def _release(self, environment: ExecutionEnvironment, *, usable: bool) -> None:
+    def _release(self, environment: ExecutionEnvironment, *, usable: bool, caller: Hashable = None) -> None:
         with self._changed:
+            if caller is not None:
+                self._busy[caller] -= 1
+                if not self._busy[caller]:
+                    del self._busy[caller]
             keep = usable and not self._closed
             if keep:
                 self._idle.append(environment)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import textwrap
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from citewise.domain.errors import CitewiseError
+from citewise.domain.errors import CitewiseError, FunctionTimeoutError
 from citewise_local.emulator import LambdaContext
 from citewise_local.lambdaenv import (
     EnvironmentLostError,
@@ -36,8 +40,8 @@ class Environment:
         self.closed = True
 
 
-def _context() -> LambdaContext:
-    return LambdaContext("citewise-test", "request-1", 3)
+def _context(timeout_s: float = 3) -> LambdaContext:
+    return LambdaContext("citewise-test", "request-1", timeout_s)
 
 
 def _pool(start: Callable[[], Environment], *ready: Environment, max_environments: int = 2) -> FunctionPool:
@@ -118,3 +122,75 @@ def test_closing_ends_idle_environments_and_refuses_invocations() -> None:
     assert idle.closed
     with pytest.raises(CitewiseError, match="stopping"):
         pool.invoke({}, _context())
+
+
+def test_one_caller_holds_at_most_half_the_environments_and_its_extra_invocation_ends_at_its_deadline() -> None:
+    # Given a pool of two environments, one of them busy for a caller until the test says so
+    busy, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        busy.set()
+        assert release.wait(WAIT_S)
+
+    pool = _pool(lambda: Environment("never"), Environment("second"), Environment("first", block))
+    assert pool.max_per_caller == 1
+    first = threading.Thread(target=pool.invoke, args=({}, _context()), kwargs={"caller": "mallory"})
+    first.start()
+    assert busy.wait(WAIT_S)
+    # When the same caller invokes again, it does not get the other environment: it waits, up to its deadline
+    began = time.monotonic()
+    with pytest.raises(FunctionTimeoutError, match="within the function's 0.5 s timeout") as raised:
+        pool.invoke({}, _context(0.5), caller="mallory")
+    assert time.monotonic() - began >= 0.45
+    assert raised.value.http_status == 504 and raised.value.details == {"timeout_s": 0.5}
+    # Then another caller gets the free environment at once
+    assert pool.invoke({}, _context(), caller="acme") == "second"
+    release.set()
+    first.join(WAIT_S)
+    assert pool.size == 2
+
+
+SLOW_HANDLER = textwrap.dedent(
+    """
+    import os, time
+    from pathlib import Path
+
+    def lambda_handler(event, context):
+        (Path(__file__).parent / "pid").write_text(str(os.getpid()))
+        time.sleep(event["seconds"])
+        return "done"
+    """
+)
+
+
+def test_an_invocation_past_its_deadline_kills_its_environment(tmp_path: Path) -> None:
+    # Given an environment whose handler sleeps as long as the event says
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "handler.py").write_text(SLOW_HANDLER)
+    environment = ExecutionEnvironment(tmp_path, "slow")
+    try:
+        environment.wait_ready()
+        assert environment.invoke({"seconds": 0}, _context()) == "done"
+        # When an invocation runs past the context's deadline
+        began = time.monotonic()
+        with pytest.raises(FunctionTimeoutError, match="the slow function did not answer within its 1 s timeout"):
+            environment.invoke({"seconds": 60}, _context(1))
+        # Then it ends at the deadline, and the process that ran it is gone, as Lambda ends the sandbox
+        assert 0.9 <= time.monotonic() - began < 10
+        pid = int((tmp_path / "slow" / "pid").read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        environment.close()
+
+
+def test_a_timed_out_environment_leaves_the_pool_and_the_next_invocation_gets_a_new_one() -> None:
+    def timed_out() -> None:
+        raise FunctionTimeoutError("the test function did not answer within its 3 s timeout")
+
+    stuck, replacement = Environment("stuck", timed_out), Environment("new")
+    pool = _pool(lambda: replacement, stuck, max_environments=1)
+    with pytest.raises(FunctionTimeoutError):
+        pool.invoke({}, _context(), caller="mallory")
+    assert stuck.closed and pool.size == 0
+    assert pool.invoke({}, _context(), caller="mallory") == "new"
