@@ -103,7 +103,7 @@ ECHO_HANDLER = textwrap.dedent(
 )
 
 # Records every event it receives; fails or raises as `mode` next to it says (per message: the first
-# `fail-once` receive fails, later ones succeed). A document whose path has "slow" in it is recorded
+# `fail-once` receive fails, later ones succeed). A document whose path has "bomb" in it is recorded
 # PENDING, as the pipeline records it first, and then takes far longer than the test's timeout.
 INGEST_HANDLER = textwrap.dedent(
     """
@@ -133,9 +133,9 @@ INGEST_HANDLER = textwrap.dedent(
             stream.write(json.dumps({"event": event, "function_name": context.function_name,
                                      "remaining_ms": context.get_remaining_time_in_millis()}) + "\\n")
         key = json.loads(event["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
-        if "slow" in key:
+        if "bomb" in key:
             record_pending(key)
-            (HERE / f"slow-{os.getpid()}").touch()
+            (HERE / f"bomb-{os.getpid()}").touch()
             time.sleep(60)
         if mode == "slow":
             time.sleep(0.3)
@@ -934,19 +934,19 @@ def test_a_document_that_outlasts_the_ingest_timeout_is_failed_and_holds_up_no_o
 
     # When one tenant uploads two documents that would each take a minute to ingest, then another
     # tenant uploads a small one
-    for path in ("slow-1.md", "slow-2.md"):
+    for path in ("bomb-1.md", "bomb-2.md"):
         url, headers = _presign(path, b"# bomb", tenant="mallory")
         assert _put(url, b"# bomb", headers).status == 200
-    _wait_for(lambda: status("mallory", "slow-1.md") is DocumentStatus.PENDING)
+    _wait_for(lambda: status("mallory", "bomb-1.md") is DocumentStatus.PENDING)
     url, headers = _presign("note.md", b"# note", tenant="acme")
     assert _put(url, b"# note", headers).status == 200
     # Then the other tenant's document is delivered while the first slow one still runs, before the second
     _wait_for(lambda: "tenants/acme/note.md" in _delivered_keys(functions_dir))
-    assert _delivered_keys(functions_dir)[:2] == ["tenants/mallory/slow-1.md", "tenants/acme/note.md"]
-    assert status("mallory", "slow-1.md") is DocumentStatus.PENDING
+    assert _delivered_keys(functions_dir)[:2] == ["tenants/mallory/bomb-1.md", "tenants/acme/note.md"]
+    assert status("mallory", "bomb-1.md") is DocumentStatus.PENDING
     # And each slow document is stopped at the timeout and recorded FAILED with the reason, once each
     assert api.server.ingest.wait_idle(60)
-    for path in ("slow-1.md", "slow-2.md"):
+    for path in ("bomb-1.md", "bomb-2.md"):
         record = registry.get("mallory", document_id("mallory", path))
         assert record is not None and record.status is DocumentStatus.FAILED
         assert record.error == (
@@ -955,12 +955,12 @@ def test_a_document_that_outlasts_the_ingest_timeout_is_failed_and_holds_up_no_o
         )
     assert sorted(_delivered_keys(functions_dir)) == [
         "tenants/acme/note.md",
-        "tenants/mallory/slow-1.md",
-        "tenants/mallory/slow-2.md",
+        "tenants/mallory/bomb-1.md",
+        "tenants/mallory/bomb-2.md",
     ]
     assert api.server.ingest.dead_letters == []
     # And the environments that ran them were killed, returning what they held
-    pids = _started_in(functions_dir / "ingest", "slow-")
+    pids = _started_in(functions_dir / "ingest", "bomb-")
     assert len(pids) == 2
     assert not any(_alive(pid) for pid in pids)
     # And the tenant's next document is delivered
