@@ -83,6 +83,8 @@ from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, verify_t
 from citewise_local.backend import LocalBackend, local_blob_store
 from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
 from citewise_local.emulator import (
+    API_TIMEOUT_S,
+    INGEST_TIMEOUT_S,
     LambdaContext,
     MalformedProxyResponseError,
     QueuedMessage,
@@ -104,10 +106,6 @@ MAX_RECEIVES = 3
 """Receives of one message before it is dead-lettered, as the queue's redrive policy (maxReceiveCount)."""
 MAX_API_BODY_BYTES = 10 * 1024 * 1024
 """API Gateway's payload limit."""
-API_TIMEOUT_S = 29.0
-"""The API functions' Lambda timeout (the stack's default), which is also API Gateway's integration timeout."""
-INGEST_TIMEOUT_S = 300.0
-"""The ingest function's Lambda timeout (the stack's default): one document's ingestion at most."""
 MAX_ENVIRONMENTS = 4
 """Execution environments (processes) per function at most, as a reserved concurrency would cap them."""
 INGEST_WORKERS = 2
