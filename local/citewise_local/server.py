@@ -42,7 +42,6 @@ import hashlib
 import importlib.resources
 import json
 import os
-import queue
 import threading
 import time
 import traceback
