@@ -12,8 +12,11 @@ runs one invocation at a time; a request that finds every environment busy gets 
 Every invocation ends at its context's deadline (the function's timeout), as on Lambda: an environment
 still running then is killed, which also frees whatever memory it held, and the caller gets
 `FunctionTimeoutError`; the pool starts a fresh environment when one is next needed. Waiting for an
-environment counts against the same deadline. And no caller (a tenant) holds more than half of a
-function's environments at once, so one tenant's slow requests leave the others room to run.
+environment counts against the same deadline. An environment whose process has grown past the
+function's memory (the context's `memory_limit_in_mb`; Lambda would have ended it) is retired after
+its invocation, so a document that took gigabytes to parse does not keep them. And no caller (a
+tenant) holds more than half of a function's environments at once, so one tenant's slow requests
+leave the others room to run.
 
 This module imports only the standard library, the error hierarchy and the emulator's `LambdaContext`
 (itself standard library only), so an environment's own start costs no more than the handler it loads.
@@ -189,8 +192,19 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str, ou
         finally:
             sys.stdout.flush()  # the handler's log lines, before its answer goes out
             sys.stderr.flush()
-        if not _answer(connection, reply):
+        peak_mb = _peak_memory_mb()
+        if not _answer(connection, (*reply, peak_mb)):
             return
+
+
+def _peak_memory_mb() -> int:
+    """The most memory (resident) this process has held, in MB; 0 where the platform does not say."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 2**20 if sys.platform == "darwin" else peak // 2**10  # bytes on macOS, KiB elsewhere
 
 
 def _answer(connection: Connection, message: tuple[Any, ...]) -> bool:
@@ -202,7 +216,7 @@ def _answer(connection: Connection, message: tuple[Any, ...]) -> bool:
         except OSError:
             return False
         except Exception:  # noqa: BLE001 - an answer that cannot be pickled is the handler's fault
-            connection.send(("raised", traceback.format_exc()))
+            connection.send(("raised", traceback.format_exc(), *message[2:]))
     except OSError:
         return False
     return True
@@ -216,6 +230,8 @@ class ExecutionEnvironment:
 
     def __init__(self, functions_dir: Path, name: str, output: Output | None = None) -> None:
         self.name = name
+        self.peak_memory_mb = 0
+        """The most memory the process has held, as of its last invocation."""
         # Spawned, not forked: the server has threads (and maybe held locks) that a fork would copy.
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
@@ -250,10 +266,10 @@ class ExecutionEnvironment:
                 f"the {self.name} function did not answer within its {context.timeout_s:g} s timeout",
                 details={"timeout_s": context.timeout_s},
             )
-        reply = self._receive()
-        if reply[0] == "raised":
-            raise HandlerError(reply[1])
-        return reply[1]
+        outcome, value, self.peak_memory_mb = self._receive()
+        if outcome == "raised":
+            raise HandlerError(value)
+        return value
 
     def close(self) -> None:
         """End the process: closing the pipe ends its loop; one that does not end in time is terminated."""
@@ -327,6 +343,7 @@ class FunctionPool:
             usable = True
             raise
         finally:
+            usable = usable and environment.peak_memory_mb <= context.memory_limit_in_mb
             self._release(environment, usable=usable, caller=caller)
 
     @property
@@ -345,31 +362,41 @@ class FunctionPool:
             environment.close()
 
     def _acquire(self, context: LambdaContext, caller: Hashable) -> ExecutionEnvironment:
+        """A free environment for `caller`, counted in its share from the moment it takes one or has one
+        started: so a caller's waiting invocations cannot start cold starts for the whole pool."""
         cold_start: _ColdStart | None = None
+        counted = False
         deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000
         with self._changed:
-            while True:
-                if self._closed:
-                    raise CitewiseError("the local server is stopping")
-                if cold_start is not None and cold_start.error is not None:
-                    raise cold_start.error
-                if caller is None or self._busy[caller] < self.max_per_caller:
-                    if self._idle:
-                        if caller is not None:
+            try:
+                while True:
+                    if self._closed:
+                        raise CitewiseError("the local server is stopping")
+                    if cold_start is not None and cold_start.error is not None:
+                        raise cold_start.error
+                    if counted or caller is None or self._busy[caller] < self.max_per_caller:
+                        if not self._idle and cold_start is None and self._count < self.max_environments:
+                            self._count += 1
+                            cold_start = _ColdStart()
+                            threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
+                        if (self._idle or cold_start is not None) and not counted and caller is not None:
                             self._busy[caller] += 1
-                        return self._idle.pop()
-                    if cold_start is None and self._count < self.max_environments:
-                        self._count += 1
-                        cold_start = _ColdStart()
-                        threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise FunctionTimeoutError(
-                        f"no {context.function_name} environment came free within the function's "
-                        f"{context.timeout_s:g} s timeout",
-                        details={"timeout_s": context.timeout_s},
-                    )
-                self._changed.wait(left)
+                            counted = True
+                        if self._idle:
+                            return self._idle.pop()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise FunctionTimeoutError(
+                            f"no {context.function_name} environment came free within the function's "
+                            f"{context.timeout_s:g} s timeout",
+                            details={"timeout_s": context.timeout_s},
+                        )
+                    self._changed.wait(left)
+            except BaseException:
+                if counted:
+                    self._uncount(caller)
+                    self._changed.notify_all()
+                raise
 
     def _cold_start(self, attempt: _ColdStart) -> None:
         try:
@@ -385,9 +412,7 @@ class FunctionPool:
     def _release(self, environment: ExecutionEnvironment, *, usable: bool, caller: Hashable = None) -> None:
         with self._changed:
             if caller is not None:
-                self._busy[caller] -= 1
-                if not self._busy[caller]:
-                    del self._busy[caller]
+                self._uncount(caller)
             keep = usable and not self._closed
             if keep:
                 self._idle.append(environment)
@@ -396,3 +421,9 @@ class FunctionPool:
             self._changed.notify_all()
         if not keep:
             environment.close()
+
+    def _uncount(self, caller: Hashable) -> None:
+        """One environment fewer held (or awaited) by `caller`; under the lock."""
+        self._busy[caller] -= 1
+        if not self._busy[caller]:
+            del self._busy[caller]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import textwrap
 import threading
@@ -27,10 +28,11 @@ WAIT_S = 30
 class Environment:
     """An environment whose invocations do what `behaviour` says (return a value, raise, or block)."""
 
-    def __init__(self, name: str, behaviour: Callable[[], Any] = lambda: None) -> None:
+    def __init__(self, name: str, behaviour: Callable[[], Any] = lambda: None, peak_memory_mb: int = 0) -> None:
         self.name = name
         self.behaviour = behaviour
         self.closed = False
+        self.peak_memory_mb = peak_memory_mb
 
     def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
         self.behaviour()
@@ -40,8 +42,8 @@ class Environment:
         self.closed = True
 
 
-def _context(timeout_s: float = 3) -> LambdaContext:
-    return LambdaContext("citewise-test", "request-1", timeout_s)
+def _context(timeout_s: float = 3, memory_limit_in_mb: int = 1024) -> LambdaContext:
+    return LambdaContext("citewise-test", "request-1", timeout_s, memory_limit_in_mb)
 
 
 def _pool(start: Callable[[], Environment], *ready: Environment, max_environments: int = 2) -> FunctionPool:
@@ -149,6 +151,55 @@ def test_one_caller_holds_at_most_half_the_environments_and_its_extra_invocation
     assert pool.size == 2 and pool.max_per_caller == 1
 
 
+def test_a_callers_waiting_invocations_start_no_more_environments_than_its_share() -> None:
+    # Given a pool of four whose cold starts take until the test says so, one environment busy for a caller
+    busy, release, finish_starts = threading.Event(), threading.Event(), threading.Event()
+    starts: list[str] = []
+
+    def block() -> None:
+        busy.set()
+        assert release.wait(WAIT_S)
+
+    def slow_start() -> Environment:
+        starts.append("started")
+        assert finish_starts.wait(WAIT_S)
+        return Environment(f"new-{len(starts)}")
+
+    pool = _pool(slow_start, Environment("first", block), max_environments=4)
+    callers = [threading.Thread(target=pool.invoke, args=({}, _context()), kwargs={"caller": "mallory"})]
+    callers[0].start()
+    assert busy.wait(WAIT_S)
+    # When the same caller sends three more, and then another caller one
+    for _ in range(3):
+        callers.append(threading.Thread(target=_ignore_timeout, args=(pool, "mallory")))
+        callers[-1].start()
+    time.sleep(0.3)
+    assert len(starts) == 1  # the caller's share is two: the busy one and one starting
+    answers: list[Any] = []
+    callers.append(threading.Thread(target=lambda: answers.append(pool.invoke({}, _context(), caller="acme"))))
+    callers[-1].start()
+    # Then the other caller still has environments to start, and gets one
+    _wait_until(lambda: len(starts) == 2)
+    finish_starts.set()
+    _wait_until(lambda: bool(answers))
+    release.set()
+    for thread in callers:
+        thread.join(WAIT_S)
+    assert answers[0].startswith("new-")
+
+
+def _ignore_timeout(pool: FunctionPool, caller: str) -> None:
+    with contextlib.suppress(FunctionTimeoutError):
+        pool.invoke({}, _context(), caller=caller)
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        time.sleep(0.01)
+
+
 SLOW_HANDLER = textwrap.dedent(
     """
     import os, time
@@ -156,17 +207,22 @@ SLOW_HANDLER = textwrap.dedent(
 
     def lambda_handler(event, context):
         (Path(__file__).parent / "pid").write_text(str(os.getpid()))
-        time.sleep(event["seconds"])
+        held = bytearray(event.get("megabytes", 0) * 2**20)  # touched, so resident
+        time.sleep(event.get("seconds", 0))
         return "done"
     """
 )
 
 
+def _slow_function(root: Path) -> Path:
+    (root / "slow").mkdir()
+    (root / "slow" / "handler.py").write_text(SLOW_HANDLER)
+    return root
+
+
 def test_an_invocation_past_its_deadline_kills_its_environment(tmp_path: Path) -> None:
     # Given an environment whose handler sleeps as long as the event says
-    (tmp_path / "slow").mkdir()
-    (tmp_path / "slow" / "handler.py").write_text(SLOW_HANDLER)
-    environment = ExecutionEnvironment(tmp_path, "slow")
+    environment = ExecutionEnvironment(_slow_function(tmp_path), "slow")
     try:
         environment.wait_ready()
         assert environment.invoke({"seconds": 0}, _context()) == "done"
@@ -193,3 +249,31 @@ def test_a_timed_out_environment_leaves_the_pool_and_the_next_invocation_gets_a_
         pool.invoke({}, _context(), caller="mallory")
     assert stuck.closed and pool.size == 0
     assert pool.invoke({}, _context(), caller="mallory") == "new"
+
+
+def test_an_environment_that_grew_past_the_functions_memory_is_retired_after_its_invocation(tmp_path: Path) -> None:
+    # Given a pool of real environments of a function with 150 MB of memory
+    functions = _slow_function(tmp_path)
+
+    def start() -> ExecutionEnvironment:
+        environment = ExecutionEnvironment(functions, "slow")
+        environment.wait_ready()
+        return environment
+
+    pool = FunctionPool(start, 1)
+    try:
+        # When an invocation stays within it, its environment is kept for the next
+        assert pool.invoke({}, _context(memory_limit_in_mb=150)) == "done"
+        first = int((functions / "slow" / "pid").read_text())
+        assert pool.invoke({}, _context(memory_limit_in_mb=150)) == "done"
+        assert int((functions / "slow" / "pid").read_text()) == first
+        # When one holds 300 MB, it is answered, and then its process ends and its memory with it
+        assert pool.invoke({"megabytes": 300}, _context(memory_limit_in_mb=150)) == "done"
+        assert pool.size == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(first, 0)
+        # Then the next invocation gets a new environment
+        assert pool.invoke({}, _context(memory_limit_in_mb=150)) == "done"
+        assert int((functions / "slow" / "pid").read_text()) != first
+    finally:
+        pool.close()
