@@ -324,7 +324,10 @@ class IngestWorker:
             response = self._invoke(INGEST_FUNCTION, event, tenant_id)
         except FunctionTimeoutError as exc:
             self._log(f"ingest message {message.message_id} stopped: {exc.message}")
-            self._on_timeout(message, exc)
+            try:
+                self._on_timeout(message, exc)
+            except Exception:  # noqa: BLE001 - the record stays PENDING, which the next start's reconciling retries
+                self._log(traceback.format_exc().rstrip())
             return True
         except Exception as exc:  # the invocation failed: SQS would make the whole batch visible again
             self._log(f"ingest handler raised {type(exc).__name__} on message {message.message_id}")
