@@ -201,7 +201,7 @@ def _peak_memory_mb() -> int:
     """The most memory (resident) this process has held, in MB; 0 where the platform does not say."""
     try:
         import resource
-    except ImportError:  # not on Windows
+    except ImportError:  # Windows has no resource module
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak // 2**20 if sys.platform == "darwin" else peak // 2**10  # bytes on macOS, KiB elsewhere
