@@ -26,6 +26,7 @@ from citewise.api.routes import ROUTES, Route
 from citewise.domain.errors import (
     CitewiseError,
     ForbiddenError,
+    FunctionTimeoutError,
     NotFoundError,
     PayloadTooLargeError,
     ThrottledError,
@@ -54,6 +55,8 @@ GATEWAY_ERRORS: dict[str, tuple[type[CitewiseError], str | None]] = {
     "THROTTLED": (ThrottledError, None),
     "QUOTA_EXCEEDED": (ThrottledError, None),
     "RESOURCE_NOT_FOUND": (NotFoundError, None),
+    # A function that has not answered within the integration timeout (29 s): 504, as `citewise serve` answers.
+    "INTEGRATION_TIMEOUT": (FunctionTimeoutError, None),
     # API Gateway's answer to a path or method it has no route for (it says "Missing Authentication Token").
     "MISSING_AUTHENTICATION_TOKEN": (NotFoundError, "404"),
 }

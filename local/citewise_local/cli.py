@@ -52,6 +52,7 @@ from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, load_settings
 from citewise_local import config, logs, packaged
 from citewise_local.auth import MAX_TTL
+from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 from citewise_local.folders import FOLDER_CHANNEL, scan
 from citewise_local.home import require_home
 from citewise_local.progress import Bars, Stopwatch
@@ -320,6 +321,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--metrics", action="store_true", help="keep the handlers' EMF metric documents in their logs (default: off)"
+    )
+    serve.add_argument(
+        "--api-timeout",
+        metavar="SECONDS",
+        type=_within(float, 1, 900),
+        default=API_TIMEOUT_S,
+        help=f"a request's deadline: the API functions' Lambda timeout; later it is stopped and answered 504 "
+        f"TIMEOUT (1-900, default {API_TIMEOUT_S:g})",
+    )
+    serve.add_argument(
+        "--ingest-timeout",
+        metavar="SECONDS",
+        type=_within(float, 30, 900),
+        default=INGEST_TIMEOUT_S,
+        help=f"one document's ingestion at most: the ingest function's Lambda timeout; later it is stopped and "
+        f"recorded FAILED (30-900, default {INGEST_TIMEOUT_S:g})",
     )
     serve.set_defaults(run=_serve, own_services=True)
 
@@ -736,7 +753,13 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         if log_file is not None:
             log_file.parent.mkdir(parents=True, exist_ok=True)
         server = LocalServer(
-            (args.host, args.port), settings, public_url=public_url, log_format=args.log_format, handler_output=output
+            (args.host, args.port),
+            settings,
+            public_url=public_url,
+            log_format=args.log_format,
+            handler_output=output,
+            api_timeout=args.api_timeout,
+            ingest_timeout=args.ingest_timeout,
         )
     except (OSError, OverflowError) as exc:  # address in use or unknown; port out of range; log folder
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -34,6 +34,10 @@ from urllib.parse import parse_qsl, quote_plus
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"
 MEMORY_MB = 1024
+API_TIMEOUT_S = 29.0
+"""The API functions' Lambda timeout (the stack's default), which is also API Gateway's integration timeout."""
+INGEST_TIMEOUT_S = 300.0
+"""The ingest function's Lambda timeout (the stack's default): one document's ingestion at most."""
 STAGE = "local"
 API_ID = "citewise-local"
 BUCKET = "local"
@@ -74,7 +78,7 @@ class LambdaContext:
         self._deadline = time.monotonic() + self.timeout_s
 
     def get_remaining_time_in_millis(self) -> int:
-        """Milliseconds left before the function's timeout (not enforced locally)."""
+        """Milliseconds left before the function's timeout (`citewise serve` stops the invocation then)."""
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 

@@ -9,6 +9,15 @@ even read each other's request. So the local server does as Lambda does: a pool 
 function, each a spawned process that loads `functions/<name>/handler.py` once (its cold start) and then
 runs one invocation at a time; a request that finds every environment busy gets a new one, up to a limit.
 
+Every invocation ends at its context's deadline (the function's timeout), as on Lambda: an environment
+still running then is killed, which also frees whatever memory it held, and the caller gets
+`FunctionTimeoutError`; the pool starts a fresh environment when one is next needed. Waiting for an
+environment counts against the same deadline. An environment whose process has grown past the
+function's memory (the context's `memory_limit_in_mb`; Lambda would have ended it) is retired after
+its invocation, so a document that took gigabytes to parse does not keep them. And no caller (a
+tenant) holds more than half of a function's environments at once, so one tenant's slow requests
+leave the others room to run.
+
 This module imports only the standard library, the error hierarchy and the emulator's `LambdaContext`
 (itself standard library only), so an environment's own start costs no more than the handler it loads.
 
@@ -29,14 +38,16 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TextIO
 
-from citewise.domain.errors import CitewiseError
+from citewise.domain.errors import CitewiseError, FunctionTimeoutError
 from citewise_local.emulator import LambdaContext
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -181,8 +192,19 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str, ou
         finally:
             sys.stdout.flush()  # the handler's log lines, before its answer goes out
             sys.stderr.flush()
-        if not _answer(connection, reply):
+        peak_mb = _peak_memory_mb()
+        if not _answer(connection, (*reply, peak_mb)):
             return
+
+
+def _peak_memory_mb() -> int:
+    """The most memory (resident) this process has held, in MB; 0 where the platform does not say."""
+    try:
+        import resource
+    except ImportError:  # Windows has no resource module
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 2**20 if sys.platform == "darwin" else peak // 2**10  # bytes on macOS, KiB elsewhere
 
 
 def _answer(connection: Connection, message: tuple[Any, ...]) -> bool:
@@ -194,7 +216,7 @@ def _answer(connection: Connection, message: tuple[Any, ...]) -> bool:
         except OSError:
             return False
         except Exception:  # noqa: BLE001 - an answer that cannot be pickled is the handler's fault
-            connection.send(("raised", traceback.format_exc()))
+            connection.send(("raised", traceback.format_exc(), *message[2:]))
     except OSError:
         return False
     return True
@@ -208,6 +230,8 @@ class ExecutionEnvironment:
 
     def __init__(self, functions_dir: Path, name: str, output: Output | None = None) -> None:
         self.name = name
+        self.peak_memory_mb = 0
+        """The most memory the process has held, as of its last invocation."""
         # Spawned, not forked: the server has threads (and maybe held locks) that a fork would copy.
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
@@ -228,15 +252,24 @@ class ExecutionEnvironment:
             raise CitewiseError(f"the {self.name} function failed to load: {reply[1]}")
 
     def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
-        """The handler's return value; HandlerError if it raised, EnvironmentLostError if the process died."""
+        """The handler's return value; HandlerError if it raised, EnvironmentLostError if the process died,
+        FunctionTimeoutError (and the process killed) if no answer came by the context's deadline."""
         try:
             self._connection.send((event, context))
         except OSError as exc:  # it died while idle
             raise self._lost() from exc
-        reply = self._receive()
-        if reply[0] == "raised":
-            raise HandlerError(reply[1])
-        return reply[1]
+        if not self._connection.poll(context.get_remaining_time_in_millis() / 1000):
+            # As Lambda ends a timed-out invocation: the environment goes, whatever the handler was doing.
+            self._process.kill()
+            self._process.join()
+            raise FunctionTimeoutError(
+                f"the {self.name} function did not answer within its {context.timeout_s:g} s timeout",
+                details={"timeout_s": context.timeout_s},
+            )
+        outcome, value, self.peak_memory_mb = self._receive()
+        if outcome == "raised":
+            raise HandlerError(value)
+        return value
 
     def close(self) -> None:
         """End the process: closing the pipe ends its loop; one that does not end in time is terminated."""
@@ -271,6 +304,12 @@ class FunctionPool:
     An invocation takes an idle environment. If there is none, it has `start` make one more (a cold
     start, in the background) and takes whichever environment is free first: the new one, or one whose
     invocation ended meanwhile. So a request never waits out a cold start while an environment is idle.
+
+    An invocation names its `caller` (the tenant); one caller holds at most `max_per_caller`
+    environments at once (half of them, rounded up), and its further invocations wait for one of its
+    own to end. So however many slow requests one tenant sends, the other half of the pool serves the
+    others; and every wait ends at the invocation's deadline (`FunctionTimeoutError`). Invocations
+    without a caller (the public routes, which read no tenant data) are not limited.
     """
 
     def __init__(self, start: Callable[[], ExecutionEnvironment], max_environments: int) -> None:
@@ -278,8 +317,10 @@ class FunctionPool:
             raise ValueError("a function needs at least one environment")
         self._start = start
         self.max_environments = max_environments
+        self.max_per_caller = (max_environments + 1) // 2
         self._idle: list[ExecutionEnvironment] = []
         self._count = 0
+        self._busy: Counter[Hashable] = Counter()
         self._closed = False
         self._changed = threading.Condition()
 
@@ -290,9 +331,9 @@ class FunctionPool:
             self._idle.append(environment)
             self._changed.notify_all()
 
-    def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
-        """Run one invocation in a free environment (see the class docstring)."""
-        environment = self._acquire()
+    def invoke(self, event: dict[str, Any], context: LambdaContext, *, caller: Hashable = None) -> Any:
+        """Run one invocation in a free environment, for `caller` (see the class docstring)."""
+        environment = self._acquire(context, caller)
         usable = False
         try:
             result = environment.invoke(event, context)
@@ -302,7 +343,8 @@ class FunctionPool:
             usable = True
             raise
         finally:
-            self._release(environment, usable=usable)
+            usable = usable and environment.peak_memory_mb <= context.memory_limit_in_mb
+            self._release(environment, usable=usable, caller=caller)
 
     @property
     def size(self) -> int:
@@ -319,21 +361,42 @@ class FunctionPool:
         for environment in idle:
             environment.close()
 
-    def _acquire(self) -> ExecutionEnvironment:
+    def _acquire(self, context: LambdaContext, caller: Hashable) -> ExecutionEnvironment:
+        """A free environment for `caller`, counted in its share from the moment it takes one or has one
+        started: so a caller's waiting invocations cannot start cold starts for the whole pool."""
         cold_start: _ColdStart | None = None
+        counted = False
+        deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000
         with self._changed:
-            while True:
-                if self._closed:
-                    raise CitewiseError("the local server is stopping")
-                if self._idle:
-                    return self._idle.pop()
-                if cold_start is not None and cold_start.error is not None:
-                    raise cold_start.error
-                if cold_start is None and self._count < self.max_environments:
-                    self._count += 1
-                    cold_start = _ColdStart()
-                    threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
-                self._changed.wait()
+            try:
+                while True:
+                    if self._closed:
+                        raise CitewiseError("the local server is stopping")
+                    if cold_start is not None and cold_start.error is not None:
+                        raise cold_start.error
+                    if counted or caller is None or self._busy[caller] < self.max_per_caller:
+                        if not self._idle and cold_start is None and self._count < self.max_environments:
+                            self._count += 1
+                            cold_start = _ColdStart()
+                            threading.Thread(target=self._cold_start, args=(cold_start,), daemon=True).start()
+                        if (self._idle or cold_start is not None) and not counted and caller is not None:
+                            self._busy[caller] += 1
+                            counted = True
+                        if self._idle:
+                            return self._idle.pop()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise FunctionTimeoutError(
+                            f"no {context.function_name} environment came free within the function's "
+                            f"{context.timeout_s:g} s timeout",
+                            details={"timeout_s": context.timeout_s},
+                        )
+                    self._changed.wait(left)
+            except BaseException:
+                if counted:
+                    self._uncount(caller)
+                    self._changed.notify_all()
+                raise
 
     def _cold_start(self, attempt: _ColdStart) -> None:
         try:
@@ -346,8 +409,10 @@ class FunctionPool:
             return
         self._release(environment, usable=True)
 
-    def _release(self, environment: ExecutionEnvironment, *, usable: bool) -> None:
+    def _release(self, environment: ExecutionEnvironment, *, usable: bool, caller: Hashable = None) -> None:
         with self._changed:
+            if caller is not None:
+                self._uncount(caller)
             keep = usable and not self._closed
             if keep:
                 self._idle.append(environment)
@@ -356,3 +421,9 @@ class FunctionPool:
             self._changed.notify_all()
         if not keep:
             environment.close()
+
+    def _uncount(self, caller: Hashable) -> None:
+        """One environment fewer held (or awaited) by `caller`; under the lock."""
+        self._busy[caller] -= 1
+        if not self._busy[caller]:
+            del self._busy[caller]

@@ -11,16 +11,20 @@ Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built fr
   handler runs.
 - Uploads: `PUT /local-upload/<token>` is the local stand-in for a presigned S3 PUT. The body is stored
   by the local blob store, which checks the signed grant as S3 checks a signature, and then an SQS
-  message holding an S3 `ObjectCreated:Put` notification goes to the ingest handler, as on AWS. One
-  worker thread delivers messages in order; a message the handler reports in `batchItemFailures` (or
-  whose invocation raises) is received again, up to `MAX_RECEIVES` times, then dead-lettered (logged).
+  message holding an S3 `ObjectCreated:Put` notification goes to the ingest handler, as on AWS.
+  `IngestWorker` delivers the messages: each tenant's in order, the tenants in turn, on
+  `INGEST_WORKERS` threads; a message the handler reports in `batchItemFailures` (or whose invocation
+  raises) is received again, up to `MAX_RECEIVES` times, then dead-lettered (logged); one whose
+  invocation runs past the ingest function's timeout is stopped and its document recorded FAILED.
 - Restarts: the queue lives in memory, so on start the server reconciles the blob store with the
   registry (`reconciliation`) and queues the notifications the lost messages would have carried: an
   upload accepted before a crash is ingested, a PENDING record is retried.
 - Concurrency: each connection has a thread, and handlers run in Lambda-like execution environments,
-  one process per concurrent invocation (`citewise_local.lambdaenv`): requests of one tenant never wait for
-  another's, nor for ingestion, and no per-invocation state (log keys, correlation id, metrics, the
-  current event) is shared between invocations.
+  one process per concurrent invocation (`citewise_local.lambdaenv`), so no per-invocation state (log
+  keys, correlation id, metrics, the current event) is shared between invocations. Every invocation
+  ends at its function's timeout (`api_timeout`, `ingest_timeout`: the Lambda timeouts the stack
+  configures), killed if it has not answered, and one tenant holds at most half of a function's
+  environments: a tenant's slow requests hold up neither another tenant's requests nor ingestion.
 - Protocol errors (a malformed request line, a URL or headers over the limits, an HTTP version other
   than 1.x, a request that stops half-way) get the API's JSON error body and close the connection; a
   connection that sends nothing for `idle_timeout` seconds is closed.
@@ -38,11 +42,11 @@ import hashlib
 import importlib.resources
 import json
 import os
-import queue
 import threading
 import time
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -56,7 +60,9 @@ from xml.sax.saxutils import escape
 from citewise.api.routes import ROUTES, allowed_methods, match_route
 from citewise.domain.errors import (
     CitewiseError,
+    ConflictError,
     ForbiddenError,
+    FunctionTimeoutError,
     MethodNotAllowedError,
     NotFoundError,
     PayloadTooLargeError,
@@ -69,13 +75,15 @@ from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Document, DocumentStatus
 from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
-from citewise.ports.blobstore import is_sidecar, object_key
+from citewise.ports.blobstore import is_sidecar, key_to_location, object_key
 from citewise.runtime.settings import Settings
 from citewise_local import packaged
-from citewise_local.auth import TOKEN_PURPOSE, local_key, verify_token
-from citewise_local.backend import local_blob_store
+from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, verify_token
+from citewise_local.backend import LocalBackend, local_blob_store
 from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
 from citewise_local.emulator import (
+    API_TIMEOUT_S,
+    INGEST_TIMEOUT_S,
     LambdaContext,
     MalformedProxyResponseError,
     QueuedMessage,
@@ -97,10 +105,10 @@ MAX_RECEIVES = 3
 """Receives of one message before it is dead-lettered, as the queue's redrive policy (maxReceiveCount)."""
 MAX_API_BODY_BYTES = 10 * 1024 * 1024
 """API Gateway's payload limit."""
-API_TIMEOUT_S = 29
-INGEST_TIMEOUT_S = 300
 MAX_ENVIRONMENTS = 4
 """Execution environments (processes) per function at most, as a reserved concurrency would cap them."""
+INGEST_WORKERS = 2
+"""Ingest messages delivered at once, as the stack's event source mapping's maximum concurrency (2)."""
 IDLE_TIMEOUT_S = 60.0
 """Seconds a connection may stay silent, between requests or in the middle of one, before it is closed."""
 MAX_REQUEST_LINE_BYTES = 8 * 1024
@@ -199,80 +207,128 @@ def handler_environment(home: Path, public_url: str) -> tuple[dict[str, str], di
 
 
 class IngestWorker:
-    """The local ingest queue: one thread delivering S3 notifications to the ingest handler in order.
+    """The local ingest queue: S3 notifications delivered to the ingest handler, fairly between tenants.
+
+    Messages are grouped by tenant, as an SQS FIFO queue groups them by message group: a tenant's are
+    delivered in order, one at a time, and `workers` threads take the tenants with messages waiting in
+    turn. So one tenant's slow document holds up that tenant's later uploads only, never another's.
 
     A delivery fails when the handler raises or lists the message in `batchItemFailures`; it is then
     received again (ApproximateReceiveCount + 1) after `retry_delay` seconds, up to `max_receives`
-    receives, after which it goes to `dead_letters` and a line on the log.
+    receives, after which it goes to `dead_letters` and a line on the log. An invocation that runs past
+    the ingest function's timeout (`FunctionTimeoutError`: its environment was killed) is not received
+    again: the same document would take as long again; `on_timeout` settles it (records it FAILED).
     """
 
     def __init__(
         self,
-        invoke: Callable[[str, dict[str, Any]], Any],
+        invoke: Callable[[str, dict[str, Any], str], Any],
         log: Callable[[str], None],
+        on_timeout: Callable[[QueuedMessage, FunctionTimeoutError], None],
         *,
+        workers: int = INGEST_WORKERS,
         max_receives: int = MAX_RECEIVES,
         retry_delay: float = 1.0,
     ) -> None:
+        if workers < 1:
+            raise ValueError("the ingest queue needs at least one worker")
         self._invoke = invoke
         self._log = log
+        self._on_timeout = on_timeout
         self.max_receives = max_receives
         self.retry_delay = retry_delay
         self.dead_letters: list[QueuedMessage] = []
-        self._queue: queue.Queue[QueuedMessage | None] = queue.Queue()
-        self._pending = 0
-        self._idle = threading.Condition()
+        self._waiting: dict[str, deque[QueuedMessage]] = {}  # per tenant, in the order submitted
+        self._turns: deque[str] = deque()  # tenants with a message waiting and none in delivery
+        self._delivering: set[str] = set()
+        self._pending = 0  # submitted and not yet delivered or dead-lettered
+        self._changed = threading.Condition()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="citewise-ingest", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"citewise-ingest-{n}", daemon=True) for n in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, body: str) -> QueuedMessage:
-        """Queue a message body (an S3 notification) for the ingest handler."""
+    def submit(self, body: str, tenant_id: str) -> QueuedMessage:
+        """Queue a message body (an S3 notification about `tenant_id`'s object) for the ingest handler."""
         message = QueuedMessage(str(uuid.uuid4()), body, int(time.time() * 1000))
-        with self._idle:
+        with self._changed:
             if self._closed:
                 raise CitewiseError("the local ingest queue is closed")
             self._pending += 1
-        self._queue.put(message)
+            waiting = self._waiting.setdefault(tenant_id, deque())
+            if not waiting and tenant_id not in self._delivering:
+                self._turns.append(tenant_id)
+            waiting.append(message)
+            self._changed.notify_all()
         return message
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every submitted message is delivered or dead-lettered; False on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+        with self._changed:
+            return self._changed.wait_for(lambda: self._pending == 0, timeout)
 
     def close(self) -> None:
-        """Deliver what is queued (retries included), then stop the thread."""
-        with self._idle:
+        """Deliver what is queued (retries included), then stop the threads."""
+        with self._changed:
             if self._closed:
                 return
             self._closed = True
-        self._queue.put(None)
-        self._thread.join()
+            self._changed.notify_all()
+        for thread in self._threads:
+            thread.join()
 
     def _run(self) -> None:
-        while (message := self._queue.get()) is not None:
+        while (taken := self._take()) is not None:
+            tenant_id, message = taken
             try:
-                self._deliver(message)
+                self._deliver(message, tenant_id)
             finally:
-                with self._idle:
-                    self._pending -= 1
-                    self._idle.notify_all()
+                self._done(tenant_id)
 
-    def _deliver(self, message: QueuedMessage) -> None:
+    def _take(self) -> tuple[str, QueuedMessage] | None:
+        """The next tenant's next message, or None once the queue is closed and empty."""
+        with self._changed:
+            while not self._turns:
+                if self._closed and self._pending == 0:
+                    return None
+                self._changed.wait()
+            tenant_id = self._turns.popleft()
+            self._delivering.add(tenant_id)
+            return tenant_id, self._waiting[tenant_id].popleft()
+
+    def _done(self, tenant_id: str) -> None:
+        with self._changed:
+            self._delivering.discard(tenant_id)
+            self._pending -= 1
+            if self._waiting[tenant_id]:
+                self._turns.append(tenant_id)  # behind the tenants already waiting for their turn
+            else:
+                del self._waiting[tenant_id]
+            self._changed.notify_all()
+
+    def _deliver(self, message: QueuedMessage, tenant_id: str) -> None:
         first_receive_ms = int(time.time() * 1000)
         for receive in range(1, self.max_receives + 1):
             event = sqs_event([sqs_record(message, receive_count=receive, first_receive_ms=first_receive_ms)])
-            if self._delivered(message, event):
+            if self._delivered(message, event, tenant_id):
                 return
             if receive < self.max_receives:
                 time.sleep(self.retry_delay)
         self.dead_letters.append(message)
         self._log(f"ingest message {message.message_id} dead-lettered after {self.max_receives} receives")
 
-    def _delivered(self, message: QueuedMessage, event: dict[str, Any]) -> bool:
+    def _delivered(self, message: QueuedMessage, event: dict[str, Any], tenant_id: str) -> bool:
         try:
-            response = self._invoke(INGEST_FUNCTION, event)
+            response = self._invoke(INGEST_FUNCTION, event, tenant_id)
+        except FunctionTimeoutError as exc:
+            self._log(f"ingest message {message.message_id} stopped: {exc.message}")
+            try:
+                self._on_timeout(message, exc)
+            except Exception:  # noqa: BLE001 - the record stays PENDING, which the next start's reconciling retries
+                self._log(traceback.format_exc().rstrip())
+            return True
         except Exception as exc:  # the invocation failed: SQS would make the whole batch visible again
             self._log(f"ingest handler raised {type(exc).__name__} on message {message.message_id}")
             self._log(traceback.format_exc().rstrip())
@@ -294,6 +350,9 @@ class LocalServer(ThreadingHTTPServer):
     sets the handlers' environment (`handler_environment`), starts one execution environment per
     function, so a missing or broken handler fails here and not at the first request, and queues what
     reconciling the blob store with the registry asks for. `server_close` drains the ingest queue.
+
+    `api_timeout` and `ingest_timeout` are the functions' timeouts in seconds (the stack's Lambda
+    timeouts by default): an invocation still running then is stopped (see `citewise_local.lambdaenv`).
     """
 
     daemon_threads = True
@@ -307,6 +366,9 @@ class LocalServer(ThreadingHTTPServer):
         public_url: str | None = None,
         max_body_bytes: int = MAX_API_BODY_BYTES,
         max_environments: int = MAX_ENVIRONMENTS,
+        api_timeout: float = API_TIMEOUT_S,
+        ingest_timeout: float = INGEST_TIMEOUT_S,
+        ingest_workers: int = INGEST_WORKERS,
         idle_timeout: float = IDLE_TIMEOUT_S,
         retry_delay: float = 1.0,
         log_stream: TextIO | None = None,
@@ -320,6 +382,10 @@ class LocalServer(ThreadingHTTPServer):
             self.url = public_url or f"http://{_url_host(str(host))}:{port}"
             self.settings = settings.model_copy(update={"public_url": self.url})
             self.max_body_bytes = max_body_bytes
+            if min(api_timeout, ingest_timeout) <= 0:
+                raise ValueError("a function's timeout must be positive")
+            self.api_timeout = api_timeout
+            self.ingest_timeout = ingest_timeout
             self.idle_timeout = idle_timeout
             self.serve_log = ServeLog(log_stream, log_format)
             self.handler_output = handler_output
@@ -338,7 +404,9 @@ class LocalServer(ThreadingHTTPServer):
             self._close_pools()
             super().server_close()
             raise
-        self.ingest = IngestWorker(self.invoke, self.log, retry_delay=retry_delay)
+        self.ingest = IngestWorker(
+            self.invoke, self.log, self._fail_stopped_ingest, workers=ingest_workers, retry_delay=retry_delay
+        )
         try:
             self.reconcile()
         except BaseException:
@@ -368,16 +436,46 @@ class LocalServer(ThreadingHTTPServer):
         self.log(f"{name}: a new execution environment in {(time.perf_counter() - started) * 1000:.0f}ms")
         return environment
 
-    def invoke(self, function: str, event: dict[str, Any]) -> Any:
-        """Call one function's handler with a fresh context, in an environment of its own (see
-        `citewise_local.lambdaenv`): invocations run concurrently without sharing any handler state."""
-        timeout = INGEST_TIMEOUT_S if function == INGEST_FUNCTION else API_TIMEOUT_S
+    def invoke(self, function: str, event: dict[str, Any], tenant_id: str | None = None) -> Any:
+        """Call one function's handler for `tenant_id` with a fresh context, in an environment of its own
+        (see `citewise_local.lambdaenv`): invocations run concurrently without sharing any handler state,
+        and FunctionTimeoutError ends one at the function's timeout, counted from now."""
+        timeout = self.ingest_timeout if function == INGEST_FUNCTION else self.api_timeout
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), timeout)
-        return self.pools[function].invoke(event, context)
+        return self.pools[function].invoke(event, context, caller=tenant_id)
 
     def notify(self, record: dict[str, Any]) -> None:
         """Queue an SQS message holding one S3 notification record for the ingest handler, as S3 does."""
-        self.ingest.submit(_json({"Records": [record]}))
+        tenant_id, _ = key_to_location(record["s3"]["object"]["key"])
+        self.ingest.submit(_json({"Records": [record]}), tenant_id)
+
+    def _fail_stopped_ingest(self, message: QueuedMessage, timeout: FunctionTimeoutError) -> None:
+        """Record FAILED, with the reason, the document whose ingestion was stopped at the function's
+        timeout: its environment was killed with the record still PENDING, and on AWS the message would
+        come back only to run out of time again. Its chunks go too, as for any failed document (the
+        killed invocation may have swapped them in); a record that is not PENDING is left alone."""
+        [record] = json.loads(message.body)["Records"]
+        if not record["eventName"].startswith("ObjectCreated:"):
+            return
+        tenant_id, path = key_to_location(record["s3"]["object"]["key"])
+        reason = (
+            f"{timeout.code}: ingestion did not finish within the ingest function's {self.ingest_timeout:g} s "
+            "timeout and was stopped"
+        )
+        backend = LocalBackend(self.settings.model_copy(update={"home": self.home}))
+        try:
+            registry = backend.registry()
+            pending = registry.get(tenant_id, document_id(tenant_id, path))
+            if pending is None or pending.status is not DocumentStatus.PENDING:
+                return
+            backend.index().delete_document(tenant_id, pending.doc_id)
+            failed = pending.model_copy(update={"status": DocumentStatus.FAILED, "error": reason, "chunk_count": 0})
+            registry.put(failed)
+        except ConflictError:
+            return  # a newer version or a delete took the record meanwhile: it is theirs to settle
+        finally:
+            backend.close()
+        self.log(f"ingest of {tenant_id}/{path} stopped at the function's timeout: recorded FAILED")
 
     def reconcile(self) -> tuple[list[ListedObject], list[Document]]:
         """Queue the notifications that bring the registry up to the blob store (`reconciliation`), as
@@ -622,7 +720,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
             received=datetime.now(UTC),
             domain_name=urlsplit(self.server.url).hostname or "localhost",
         )
-        return self._send_proxy_response(self.server.invoke(route.function, event), request_id)
+        try:
+            response = self.server.invoke(route.function, event, claims.get(TENANT_CLAIM) if claims else None)
+        except FunctionTimeoutError as exc:  # as API Gateway answers once its integration timeout passes
+            return self._send_error(exc, request_id)
+        return self._send_proxy_response(response, request_id)
 
     def _claims(self) -> dict[str, str]:
         header = self.headers.get("Authorization", "").strip()

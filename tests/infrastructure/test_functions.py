@@ -19,6 +19,7 @@ from citewise.runtime.settings import (
     Settings,
     load_settings,
 )
+from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 
 from .conftest import Synth
 
@@ -96,6 +97,13 @@ def test_each_function_is_python_312_on_arm64_with_the_layer_tracing_and_its_own
     assert properties["LoggingConfig"]["LogGroup"] == {"Ref": synth.logical_id(fn.log_group)}
     assert properties["Role"] == {"Fn::GetAtt": [synth.logical_id(fn.role), "Arn"]}
     assert properties["Timeout"] == getattr(synth.stack.config, key).timeout_s
+
+
+def test_citewise_serve_stops_invocations_at_the_timeouts_the_stack_gives_the_functions(synth: Synth) -> None:
+    # The local server's deadlines are the deployed functions' timeouts (the API routes' functions, and ingest)
+    config = synth.stack.config
+    assert {config.query.timeout_s, config.documents.timeout_s, config.mcp.timeout_s} == {API_TIMEOUT_S}
+    assert config.ingest.timeout_s == INGEST_TIMEOUT_S
 
 
 def test_every_function_has_a_role_of_its_own(synth: Synth) -> None:

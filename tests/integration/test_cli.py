@@ -489,3 +489,32 @@ def test_query_and_search_exit_1_with_the_reason_when_nothing_is_found(cli: Any,
     assert empty[0] == 1 and empty[2].startswith("note: NO_DOCUMENTS: ")
     # And a question it answers exits 0 with nothing on stderr
     assert cli("query", "When does the vault open?", "--tenant", "acme")[::2] == (0, "")
+
+
+def test_serve_stops_invocations_at_the_timeouts_its_options_give(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a stand-in for the server that records how it was started and stops at once
+    started: list[dict[str, Any]] = []
+
+    class Server:
+        url = "http://127.0.0.1:8080"
+
+        def __init__(self, address: tuple[str, int], settings: Settings, **options: Any) -> None:
+            started.append(options)
+
+        def serve_forever(self) -> None:
+            raise KeyboardInterrupt
+
+        def server_close(self) -> None:
+            pass
+
+    monkeypatch.setattr("citewise_local.server.LocalServer", Server)
+    # When serve runs with the default timeouts, then with its own
+    assert cli("serve")[0] == 0
+    assert cli("serve", "--api-timeout", "5", "--ingest-timeout", "60")[0] == 0
+    # Then the server gets the stack's Lambda timeouts, then those asked for
+    assert [(options["api_timeout"], options["ingest_timeout"]) for options in started] == [(29, 300), (5, 60)]
+    # And a timeout out of Lambda's range is a usage error
+    with pytest.raises(SystemExit) as refused:
+        cli("serve", "--ingest-timeout", "5")
+    assert refused.value.code == 2
+    assert started[2:] == []

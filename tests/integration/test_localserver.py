@@ -70,6 +70,9 @@ ECHO_HANDLER = textwrap.dedent(
             raise RuntimeError("secret internal detail")
         if mode == "exit":  # the environment's process dies
             os._exit(3)
+        if mode == "hang":  # far longer than the test's timeout; says which process it is in
+            (Path(__file__).parent / f"hang-{os.getpid()}").touch()
+            time.sleep(60)
         if mode == "malformed":
             return "not a proxy response"
         if mode == "binary":
@@ -100,19 +103,40 @@ ECHO_HANDLER = textwrap.dedent(
 )
 
 # Records every event it receives; fails or raises as `mode` next to it says (per message: the first
-# `fail-once` receive fails, later ones succeed).
+# `fail-once` receive fails, later ones succeed). A document whose path has "bomb" in it is recorded
+# PENDING, as the pipeline records it first, and then takes far longer than the test's timeout.
 INGEST_HANDLER = textwrap.dedent(
     """
-    import json, time
+    import json, os, time
+    from datetime import UTC, datetime
     from pathlib import Path
 
+    from citewise.domain.models import Document, DocumentStatus
+    from citewise.domain.tenancy import document_id
+    from citewise.ports.blobstore import key_to_location
+    from citewise_local.registry import LocalRegistry
+
     HERE = Path(__file__).parent
+
+    def record_pending(key):
+        tenant, path = key_to_location(key)
+        now = datetime.now(UTC)
+        registry = LocalRegistry(Path(os.environ["CITEWISE_HOME"]) / "registry.db")
+        registry.put(Document(tenant_id=tenant, doc_id=document_id(tenant, path), path=path, source="local",
+                              owner="alice", status=DocumentStatus.PENDING, version="v1", created_at=now,
+                              updated_at=now))
+        registry.close()
 
     def lambda_handler(event, context):
         mode = (HERE / "mode").read_text().strip() if (HERE / "mode").exists() else "ok"
         with (HERE / "events.jsonl").open("a") as stream:
             stream.write(json.dumps({"event": event, "function_name": context.function_name,
                                      "remaining_ms": context.get_remaining_time_in_millis()}) + "\\n")
+        key = json.loads(event["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
+        if "bomb" in key:
+            record_pending(key)
+            (HERE / f"bomb-{os.getpid()}").touch()
+            time.sleep(60)
         if mode == "slow":
             time.sleep(0.3)
         if mode == "block":  # until the test releases it (at most 60 s)
@@ -822,6 +846,129 @@ def test_concurrent_invocations_of_one_function_keep_their_own_correlation_ids_a
         reply.headers["x-amzn-RequestId"] for reply in replies.values()
     )
     assert api.server.pools["documents"].size == 2
+
+
+# --- deadlines and fair scheduling ----------------------------------------------------------------------
+
+SHORT_TIMEOUT_S = 6
+"""The functions' timeout in these tests: long enough for a cold start on a busy machine, short to wait out."""
+
+
+def _started_in(directory: Path, prefix: str) -> list[int]:
+    """The ids of the processes in which a test handler began its long work (it leaves `prefix-<pid>`)."""
+    return [int(marker.name.removeprefix(prefix)) for marker in directory.glob(f"{prefix}*")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _timed_call(url: str, path: str, headers: dict[str, str]) -> tuple[Response, float]:
+    """One GET with a client timeout longer than any the test expects; (response, seconds it took)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    began = time.monotonic()
+    try:
+        return call(url, "GET", path, headers=headers, connection=connection), time.monotonic() - began
+    finally:
+        connection.close()
+
+
+def test_a_request_ends_at_the_function_timeout_and_another_tenants_request_does_not_wait_behind_it(
+    start: Callable[..., Running], token: Callable[..., str], functions_dir: Path
+) -> None:
+    # Given functions that time out after a few seconds, two environments each
+    api = start(api_timeout=SHORT_TIMEOUT_S, max_environments=2)
+    # When one tenant sends two requests whose handler would run for a minute
+    slow: list[tuple[Response, float]] = []
+    threads = [
+        threading.Thread(
+            target=lambda: slow.append(_timed_call(api.url, "/v1/documents?mode=hang", bearer(token("mallory"))))
+        )
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: bool(_started_in(functions_dir / "documents", "hang-")))
+    # Then another tenant's request is answered while they are still running
+    quick, _ = _timed_call(api.url, "/v1/documents", bearer(token("acme")))
+    assert quick.status == 200
+    assert slow == []
+    # And each slow request ends at the timeout with the structured 504, not later and not with a 200
+    for thread in threads:
+        thread.join(60)
+    assert len(slow) == 2
+    for response, seconds in slow:
+        error = assert_error(response, 504, "TIMEOUT")
+        assert error["details"] == {"timeout_s": SHORT_TIMEOUT_S}
+        assert SHORT_TIMEOUT_S - 0.5 <= seconds < SHORT_TIMEOUT_S + 10
+    # And the environment that was running one was killed, as Lambda ends a timed-out sandbox
+    [pid, *_] = _started_in(functions_dir / "documents", "hang-")
+    assert not _alive(pid)
+    assert re.search(r"^GET /v1/documents 504 ", api.log.getvalue(), re.MULTILINE)
+    # And the tenant's next request gets a fresh environment
+    assert _timed_call(api.url, "/v1/documents", bearer(token("mallory")))[0].status == 200
+
+
+def _delivered_keys(functions_dir: Path) -> list[str]:
+    return [
+        json.loads(d["event"]["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
+        for d in _ingest_events(functions_dir)
+    ]
+
+
+def test_a_document_that_outlasts_the_ingest_timeout_is_failed_and_holds_up_no_other_tenant(
+    start: Callable[..., Running], functions_dir: Path, home: Path
+) -> None:
+    # Given an ingest function that times out after a few seconds
+    api = start(ingest_timeout=SHORT_TIMEOUT_S)
+    registry = LocalRegistry(home / "registry.db")
+
+    def status(tenant: str, path: str) -> DocumentStatus | None:
+        record = registry.get(tenant, document_id(tenant, path))
+        return None if record is None else record.status
+
+    # When one tenant uploads two documents that would each take a minute to ingest, then another
+    # tenant uploads a small one
+    for path in ("bomb-1.md", "bomb-2.md"):
+        url, headers = _presign(path, b"# bomb", tenant="mallory")
+        assert _put(url, b"# bomb", headers).status == 200
+    _wait_for(lambda: status("mallory", "bomb-1.md") is DocumentStatus.PENDING)
+    url, headers = _presign("note.md", b"# note", tenant="acme")
+    assert _put(url, b"# note", headers).status == 200
+    # Then the other tenant's document is delivered while the first slow one still runs, before the second
+    _wait_for(lambda: "tenants/acme/note.md" in _delivered_keys(functions_dir))
+    assert _delivered_keys(functions_dir)[:2] == ["tenants/mallory/bomb-1.md", "tenants/acme/note.md"]
+    assert status("mallory", "bomb-1.md") is DocumentStatus.PENDING
+    # And each slow document is stopped at the timeout and recorded FAILED with the reason, once each
+    assert api.server.ingest.wait_idle(60)
+    for path in ("bomb-1.md", "bomb-2.md"):
+        record = registry.get("mallory", document_id("mallory", path))
+        assert record is not None and record.status is DocumentStatus.FAILED
+        assert record.error == (
+            f"TIMEOUT: ingestion did not finish within the ingest function's {SHORT_TIMEOUT_S} s timeout "
+            "and was stopped"
+        )
+    assert sorted(_delivered_keys(functions_dir)) == [
+        "tenants/acme/note.md",
+        "tenants/mallory/bomb-1.md",
+        "tenants/mallory/bomb-2.md",
+    ]
+    assert api.server.ingest.dead_letters == []
+    # And the environments that ran them were killed, returning what they held
+    pids = _started_in(functions_dir / "ingest", "bomb-")
+    assert len(pids) == 2
+    assert not any(_alive(pid) for pid in pids)
+    # And the tenant's next document is delivered
+    url, headers = _presign("after.md", b"# after", tenant="mallory")
+    assert _put(url, b"# after", headers).status == 200
+    assert api.server.ingest.wait_idle(30)
+    assert _delivered_keys(functions_dir)[-1] == "tenants/mallory/after.md"
+    registry.close()
 
 
 # --- protocol errors and idle connections -------------------------------------------------------------

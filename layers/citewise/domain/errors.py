@@ -145,3 +145,15 @@ class GenerationError(CitewiseError):
 
     code = "GENERATION_ERROR"
     http_status = 502
+
+
+class FunctionTimeoutError(CitewiseError):
+    """A function did not answer within its timeout, and its work was stopped.
+
+    Lambda stops an invocation at the function's timeout and API Gateway stops waiting at its
+    integration timeout (29 s); `citewise serve` does both to its execution environments. The caller
+    gets this instead of an answer that came too late to count.
+    """
+
+    code = "TIMEOUT"
+    http_status = 504
