@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from citewise.domain.models import ParsedDocument
 from citewise.domain.provenance import try_instant
 from citewise.ingest.parsing.builder import DocumentBuilder
+from citewise.ingest.parsing.limits import ParseBudget
 
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
 _BLOCK_TAGS = frozenset(
@@ -68,9 +69,9 @@ _HTML_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
 _CELL_SEPARATOR = " | "
 
 
-def parse_html(text: str, filename: str) -> ParsedDocument:
+def parse_html(text: str, filename: str, budget: ParseBudget | None = None) -> ParsedDocument:
     """Parse decoded HTML; the title is `<title>`, else the first h1."""
-    builder = DocumentBuilder(filename)
+    builder = DocumentBuilder(filename, budget)
     reader = _HtmlReader(builder)
     reader.feed(text)
     reader.close()

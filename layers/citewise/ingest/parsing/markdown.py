@@ -12,6 +12,7 @@ from datetime import datetime
 from citewise.domain.models import ParsedDocument
 from citewise.domain.provenance import parse_instant
 from citewise.ingest.parsing.builder import DocumentBuilder
+from citewise.ingest.parsing.limits import ParseBudget
 from citewise.ingest.parsing.failures import parse_error
 
 _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -28,9 +29,9 @@ _FRONT_MATTER_DATE_KEYS = ("updated", "last_modified", "lastmod", "modified", "d
 """Front matter keys of the content's date, most specific first (`lastmod` is Hugo's)."""
 
 
-def parse_markdown(text: str, filename: str) -> ParsedDocument:
+def parse_markdown(text: str, filename: str, budget: ParseBudget | None = None) -> ParsedDocument:
     """Parse decoded Markdown (CommonMark/GFM subset); the title is the first level-1 heading."""
-    builder = DocumentBuilder(filename)
+    builder = DocumentBuilder(filename, budget)
     reader = _MarkdownReader(builder)
     reader.read(text.split("\n"))
     return builder.build(title=builder.first_heading(1), source_date=_front_matter_date(reader.front_matter, filename))
