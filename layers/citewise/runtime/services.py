@@ -110,7 +110,7 @@ class Services:
     @cached_property
     def ingestor(self) -> Ingestor:
         from citewise.ingest.chunking import Chunker
-        from citewise.ingest.parsing import ParseLimits
+        from citewise.ingest.parsing import BLOCKS_PER_CHUNK, ParseLimits
         from citewise.ingest.pipeline import Ingestor, Limits
 
         settings = self.settings
@@ -125,6 +125,7 @@ class Services:
                     max_pages=settings.max_pages,
                     max_expansion=settings.max_expansion,
                     max_seconds=settings.max_parse_seconds,
+                    max_blocks=BLOCKS_PER_CHUNK * settings.max_chunks,
                 ),
                 max_chunks=settings.max_chunks,
             ),

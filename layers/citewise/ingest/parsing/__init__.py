@@ -20,11 +20,12 @@ from citewise.ingest.parsing.builder import SEPARATOR
 from citewise.ingest.parsing.encoding import decode_text
 from citewise.ingest.parsing.failures import parse_error
 from citewise.ingest.parsing.html import parse_html
-from citewise.ingest.parsing.limits import ParseBudget, ParseLimits
+from citewise.ingest.parsing.limits import BLOCKS_PER_CHUNK, ParseBudget, ParseLimits
 from citewise.ingest.parsing.markdown import parse_markdown
 from citewise.ingest.parsing.plaintext import parse_plaintext
 
 __all__ = [
+    "BLOCKS_PER_CHUNK",
     "SEPARATOR",
     "SUPPORTED_CONTENT_TYPES",
     "SUPPORTED_EXTENSIONS",

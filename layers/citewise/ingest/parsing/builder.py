@@ -86,7 +86,7 @@ class DocumentBuilder:
         self._parts.append(text)
         self._length += len(text)
         if self._budget is not None:
-            self._budget.spend(self._length)
+            self._budget.spend(self._length, blocks=len(self._blocks) + 1)
         self._blocks.append(
             Block(
                 start=start,
