@@ -26,7 +26,7 @@ MAX_LABEL_CHARS = 200
 
 def label(text: str) -> str:
     """`text` as a heading path entry or title: whitespace collapsed, at most `MAX_LABEL_CHARS` characters."""
-    return " ".join(text[: 4 * MAX_LABEL_CHARS].split())[:MAX_LABEL_CHARS]
+    return " ".join(text[: 4 * MAX_LABEL_CHARS].split())[:MAX_LABEL_CHARS].rstrip()
 
 
 class DocumentBuilder:
