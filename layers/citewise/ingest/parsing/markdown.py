@@ -12,8 +12,8 @@ from datetime import datetime
 from citewise.domain.models import ParsedDocument
 from citewise.domain.provenance import parse_instant
 from citewise.ingest.parsing.builder import DocumentBuilder
-from citewise.ingest.parsing.limits import ParseBudget
 from citewise.ingest.parsing.failures import parse_error
+from citewise.ingest.parsing.limits import ParseBudget
 
 # Every pattern here is applied to whole lines of tenant text, so none may backtrack over a line: a
 # lazy `(.*?)` before `[ \t]*$`, or one character class on both sides of a literal, is quadratic in the
