@@ -54,8 +54,9 @@ _P, _TBL, _TR, _TC, _T = (f"{_W_URI}}}{name}" for name in ("p", "tbl", "tr", "tc
 _SDT, _SDT_CONTENT, _PPR, _PSTYLE = (f"{_W_URI}}}{name}" for name in ("sdt", "sdtContent", "pPr", "pStyle"))
 _BODY = f"{_W_URI}}}body"
 _VAL = f"{_W_URI}}}val"
-_RUN_TEXT = {f"{_W_URI}}}{name}": text for name, text in (("tab", "\t"), ("br", "\n"), ("cr", "\n"))}
-_RUN_TEXT[f"{_W_URI}}}noBreakHyphen"] = "-"
+_RUN_TEXT = {
+    f"{_W_URI}}}{name}": text for name, text in (("tab", "\t"), ("br", "\n"), ("cr", "\n"), ("noBreakHyphen", "-"))
+}
 
 
 def parse_docx(data: bytes, filename: str, budget: ParseBudget) -> ParsedDocument:
