@@ -72,9 +72,14 @@ def make_docx(paragraphs: list[tuple[str | None, str]], *, table: list[list[str]
             for row in table
         )
         body.append("<w:tbl>" + "".join(rows) + "</w:tbl>")
+    return make_docx_body("".join(body))
+
+
+def make_docx_body(body: str) -> bytes:
+    """A .docx whose `w:body` holds `body`, WordprocessingML written out (prefix `w`)."""
     document = (
         '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
-        f'<w:document xmlns:w="{_W_NAMESPACE}"><w:body>{"".join(body)}</w:body></w:document>'
+        f'<w:document xmlns:w="{_W_NAMESPACE}"><w:body>{body}</w:body></w:document>'
     )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import random
 import subprocess
 import sys
 import tempfile
 import textwrap
+import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from citewise.ingest.pipeline import Ingestor, Limits, Outcome
 from citewise.runtime.services import Services
 from citewise_local.index import LocalIndex
 from citewise_local.registry import LocalRegistry
-from tests.builders import make_blank_pdf, make_pdf
+from tests.builders import make_blank_pdf, make_docx, make_docx_body, make_pdf
 from tests.factories import CountingEmbedder, source
 
 CALLER = Caller(tenant_id="acme", user_id="alice")
@@ -106,6 +109,11 @@ def test_delete_removes_chunks_and_record(services: Services) -> None:
         ("truncated.pdf", make_pdf(["Page one text.", "Page two text."])[:300], "PARSE_ERROR"),
         ("photo.png", b"\x89PNG\r\n\x1a\n....", "UNSUPPORTED_MEDIA_TYPE"),
         ("huge.pdf", make_blank_pdf(5000), "PAYLOAD_TOO_LARGE"),
+        # Ingest bombs: more chunks than CITEWISE_MAX_CHUNKS (10,000), more blocks than 20 a chunk, a zip
+        # whose XML inflates over CITEWISE_MAX_EXPANSION (100) times the upload
+        ("sections.md", b"# a\nb\n" * 10_001, "PAYLOAD_TOO_LARGE"),
+        ("lines.txt", b"a\n\n" * 200_001, "PAYLOAD_TOO_LARGE"),
+        ("inflated.docx", make_docx([(None, "a")] * 100_000), "PAYLOAD_TOO_LARGE"),
     ],
 )
 def test_bad_documents_fail_with_a_reason_and_lose_nothing_else(
@@ -124,6 +132,22 @@ def test_bad_documents_fail_with_a_reason_and_lose_nothing_else(
     assert record.chunk_count == 0
     assert _paths(services, "platypus") == []
     assert _paths(services, "wombats") == ["good.md"]
+
+
+def test_a_docx_nested_past_the_recursion_limit_is_indexed(services: Services) -> None:
+    # Given a .docx whose paragraph sits in 5,000 nested content controls (once INTERNAL_ERROR:
+    # RecursionError), with an image's worth of incompressible bytes as real documents have
+    depth = 5000
+    body = "<w:sdt><w:sdtContent>" * depth + "<w:p><w:r><w:t>Wombats dig.</w:t></w:r></w:p>"
+    data = make_docx_body(body + "</w:sdtContent></w:sdt>" * depth)
+    buffer = io.BytesIO(data)
+    with zipfile.ZipFile(buffer, "a") as archive:
+        archive.writestr("word/media/image1.png", random.Random(7).randbytes(20_000))
+    # When it is ingested
+    result = services.ingestor.ingest(source("acme", "deep.docx", buffer.getvalue()))
+    # Then it is indexed and found like any other document
+    assert result.outcome is Outcome.NEW and result.document.status is DocumentStatus.INDEXED
+    assert _paths(services, "wombats") == ["deep.docx"]
 
 
 def test_a_too_large_document_is_refused_without_being_read(tmp_path: Path) -> None:

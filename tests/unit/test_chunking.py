@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from citewise.domain.models import Block, DocumentMetadata, ParsedDocument
 from citewise.domain.textutil import TOKEN_RE, TokenCounter, count_tokens, embedding_text
-from citewise.ingest.chunking import Chunker, content_hash
+from citewise.ingest.chunking import DEFAULT_MAX_CHARS, Chunker, content_hash
 from citewise.ingest.parsing import parse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -40,8 +40,9 @@ def _assert_contract(parsed: ParsedDocument, chunker: Chunker) -> None:
     for chunk in chunks:
         # spans map back exactly
         assert parsed.text[chunk.start : chunk.end] == chunk.text
-        # no chunk over budget
+        # no chunk over budget, in tokens or in characters
         assert count_tokens(chunk.text) <= chunker.max_tokens
+        assert len(chunk.text) <= chunker.max_chars
         for i in range(chunk.start, chunk.end):
             covered[i] = True
     # every (non-whitespace) character of the parsed text lies in some chunk
@@ -91,6 +92,44 @@ def test_a_sentence_without_breaks_is_cut_into_token_windows() -> None:
     # Then ten exact windows of 100 tokens
     assert [count_tokens(c.text) for c in chunks] == [100] * 10
     assert chunks[0].text.startswith("w0 ") and chunks[-1].text.endswith("w999")
+
+
+# Words of up to 300 letters and whitespace runs of up to 300 characters: pieces over a small character
+# bound whatever their tokens.
+long_words = st.text(alphabet="ab", min_size=1, max_size=300)
+gaps = st.sampled_from([" ", "  ", " " * 150, " " * 300, "\t" * 90])
+long_paragraphs = st.lists(st.tuples(long_words, gaps), min_size=1, max_size=12).map(
+    lambda parts: "".join(word + gap for word, gap in parts).strip()
+)
+long_markdown = st.lists(st.tuples(words, st.lists(long_paragraphs, max_size=4)), min_size=1, max_size=4).map(
+    lambda secs: "\n\n".join(f"## {title}\n\n" + "\n\n".join(paras) for title, paras in secs)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(long_markdown, st.integers(8, 120), st.integers(0, 7), st.integers(1, 90))
+def test_chunks_are_bounded_in_characters_whatever_their_tokens(
+    source: str, budget: int, overlap: int, max_chars: int
+) -> None:
+    # Given markdown of long words and long whitespace runs, and any token budget and character bound
+    parsed = parse(source.encode(), "doc.md")
+    # When chunked / Then coverage, exact spans and both bounds hold
+    _assert_contract(parsed, Chunker(budget, min(overlap, budget - 1), max_chars))
+
+
+def test_a_20_mb_file_without_whitespace_becomes_bounded_chunks() -> None:
+    # Given a 20 MB upload that is one word: one token, no sentence or token break to cut at
+    size = 20 * 1024 * 1024
+    parsed = parse(b"x" * size, "blob.txt")
+    # When chunked with the default budget
+    chunks = Chunker().split(parsed, META)
+    # Then it is cut every DEFAULT_MAX_CHARS characters, each chunk an exact span, together the whole text
+    assert len(chunks) == -(-size // DEFAULT_MAX_CHARS)
+    assert max(len(c.text) for c in chunks) == DEFAULT_MAX_CHARS
+    assert [(c.start, c.end) for c in chunks] == [
+        (start, min(start + DEFAULT_MAX_CHARS, size)) for start in range(0, size, DEFAULT_MAX_CHARS)
+    ]
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
 
 
 def test_headings_start_chunks_and_give_their_path() -> None:

@@ -12,7 +12,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 
 from citewise.domain.errors import ParseError, PayloadTooLargeError
-from citewise.ingest.parsing import parse
+from citewise.ingest.parsing import ParseLimits, parse
 from tests.builders import assert_block_contract, blocks_of, make_blank_pdf, make_docx, make_pdf
 
 # --- pdf -----------------------------------------------------------------------------------------
@@ -75,8 +75,8 @@ def test_pdf_page_limit_is_configurable() -> None:
 
     # When it is parsed with a limit of two pages, and with a limit of exactly three
     with pytest.raises(PayloadTooLargeError):
-        parse(data, "three.pdf", max_pages=2)
-    document = parse(data, "three.pdf", max_pages=3)
+        parse(data, "three.pdf", limits=ParseLimits(max_pages=2))
+    document = parse(data, "three.pdf", limits=ParseLimits(max_pages=3))
 
     # Then the limit is inclusive
     assert [block.page for block in document.blocks] == [1, 2, 3]

@@ -48,7 +48,7 @@ from citewise.domain.provenance import Provenance, ProvenanceKeys, as_utc, path_
 from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
 from citewise.domain.textutil import embedding_text
 from citewise.ingest.chunking import Chunker
-from citewise.ingest.parsing import parse
+from citewise.ingest.parsing import ParseLimits, parse
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.progress import Progress, Step, silent
@@ -83,10 +83,13 @@ class IngestResult:
 
 @dataclass(frozen=True)
 class Limits:
-    """Input limits that turn oversized documents into clear FAILED records instead of exhaustion."""
+    """Input limits that turn oversized documents into clear FAILED records instead of exhaustion: the
+    upload's size, then what parsing it may cost (`ParseLimits`: pages, expansion, time), then its chunks
+    (each one embedded, stored and listed)."""
 
     max_document_bytes: int = 50 * 1024 * 1024
-    max_pages: int = 2000
+    parse: ParseLimits = ParseLimits()
+    max_chunks: int = 10_000
 
 
 @dataclass
@@ -317,7 +320,7 @@ class Ingestor:
             data,
             obj.path,
             obj.content_type,
-            max_pages=self.limits.max_pages,
+            limits=self.limits.parse,
             on_page=lambda done, total: progress(step, done, total),
         )
         title = parsed.title or obj.path.rsplit("/", 1)[-1]
@@ -337,7 +340,7 @@ class Ingestor:
             updated_at=pending.updated_at,
             attributes=described.attributes,
         )
-        work.chunks = self.chunker.split(parsed, metadata)
+        work.chunks = self.chunker.split(parsed, metadata, max_chunks=self.limits.max_chunks)
         work.indexed = pending.model_copy(
             update={
                 "status": DocumentStatus.INDEXED,

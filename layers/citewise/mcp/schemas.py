@@ -23,7 +23,16 @@ from citewise.domain.models import (
     SearchHit,
     Visibility,
 )
+from citewise.domain.textutil import word_prefix
 from citewise.ports.cursors import MAX_CURSOR_CHARS
+
+MAX_SEARCH_TEXT_CHARS = 100_000
+"""Characters of chunk text one search result carries in all. The result holds each hit's text twice (as
+`content` text and in `structuredContent`), and a character can take 14 bytes in the HTTP response (a
+character beyond the BMP is a 12-byte surrogate pair escape, escaped again in the Lambda response): 100,000
+characters are at most 2.8 MB of the 6 MB a Lambda may answer. 50 hits of ordinary 2,000-character chunks
+fit whole; only hits of maximal chunks (CITEWISE_CHUNK_CHARS) are shortened (docs/security.md, "Output
+bounds")."""
 
 Query = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
 DocumentId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
@@ -40,6 +49,24 @@ _MIN_SCORE = (
     "(0.5: about half or more of what is kept is relevant; 0.7 and 0.9 keep fewer, surer ones). "
     "Omit it for the server's default; a tool bound to a profile may impose a higher floor."
 )
+
+
+def ranked_hits(hits: list[SearchHit]) -> list[Hit]:
+    """`hits` ranked from 1, their texts within `MAX_SEARCH_TEXT_CHARS` together (`text_shares`)."""
+    shares = text_shares([len(hit.chunk.text) for hit in hits], MAX_SEARCH_TEXT_CHARS)
+    return [Hit.of(rank, hit, share) for rank, (hit, share) in enumerate(zip(hits, shares, strict=True), 1)]
+
+
+def text_shares(lengths: list[int], budget: int) -> list[int]:
+    """How many characters of each text fit `budget` together: shortest first, each takes its whole length
+    or an equal share of what is left, so short texts stay whole and the long ones share the rest equally."""
+    shares = [0] * len(lengths)
+    left, waiting = budget, len(lengths)
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__):
+        shares[index] = min(lengths[index], left // waiting)
+        left -= shares[index]
+        waiting -= 1
+    return shares
 
 
 # --- arguments ------------------------------------------------------------------------------------------
@@ -146,15 +173,22 @@ class Hit(Frozen):
     rerank_score: float | None = Field(default=None, description="The reranker's relevance, when one ordered the hits.")
     page: int | None = None
     section: str | None = None
-    text: str = Field(description="The chunk's text.")
+    text: str = Field(description="The chunk's text (its first words only when `truncated`).")
+    truncated: bool = Field(
+        default=False,
+        description="True when `text` is only the chunk's beginning: a result carries at most "
+        f"{MAX_SEARCH_TEXT_CHARS:,} characters of text, shared fairly among its hits. Ask for fewer hits for more.",
+    )
     source: str
     visibility: Visibility
     tags: list[str]
     attributes: dict[str, AttributeValue]
 
     @classmethod
-    def of(cls, rank: int, hit: SearchHit) -> Hit:
+    def of(cls, rank: int, hit: SearchHit, max_chars: int | None = None) -> Hit:
+        """The hit, its text cut to the whole words within `max_chars` characters if it is longer."""
         chunk, document = hit.chunk, hit.chunk.document
+        text = chunk.text if max_chars is None else word_prefix(chunk.text, max_chars)
         return cls(
             rank=rank,
             document_id=document.doc_id,
@@ -167,7 +201,8 @@ class Hit(Frozen):
             rerank_score=hit.rerank_score,
             page=chunk.page,
             section=chunk.section,
-            text=chunk.text,
+            text=text,
+            truncated=len(text) < len(chunk.text),
             source=document.source,
             visibility=document.visibility,
             tags=list(document.tags),
@@ -179,6 +214,7 @@ class SearchResult(Frozen):
     """Ranked chunks, best first (retrieval only: no answer is written)."""
 
     hits: list[Hit]
+
     routing: Routing | None = Field(default=None, description="What query routing did to the query, if it ran.")
     reranking: Reranking | None = Field(default=None, description="What the reranker did, if one is configured.")
 

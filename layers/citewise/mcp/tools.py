@@ -33,7 +33,6 @@ from citewise.mcp.schemas import (
     DocumentInfo,
     DocumentPageResult,
     GetDocumentArguments,
-    Hit,
     ListDocumentsArguments,
     RagQueryArguments,
     RagQueryResult,
@@ -41,6 +40,7 @@ from citewise.mcp.schemas import (
     SearchResult,
     Source,
     ToolError,
+    ranked_hits,
 )
 from citewise.query.answering import answer_question
 from citewise.runtime.observability import count_reranking
@@ -266,7 +266,7 @@ class Toolbox:
         retrieval = self.services.retriever.retrieve(caller, request)
         count_reranking(retrieval.reranking)
         result = SearchResult(
-            hits=[Hit.of(rank, hit) for rank, hit in enumerate(retrieval.hits, start=1)],
+            hits=ranked_hits(retrieval.hits),
             routing=retrieval.routing,
             reranking=retrieval.reranking,
         )

@@ -110,6 +110,7 @@ class Services:
     @cached_property
     def ingestor(self) -> Ingestor:
         from citewise.ingest.chunking import Chunker
+        from citewise.ingest.parsing import BLOCKS_PER_CHUNK, ParseLimits
         from citewise.ingest.pipeline import Ingestor, Limits
 
         settings = self.settings
@@ -117,8 +118,17 @@ class Services:
             self.index,
             self.registry,
             self.embedder,
-            Chunker(settings.chunk_tokens, settings.chunk_overlap),
-            limits=Limits(max_document_bytes=settings.max_document_bytes, max_pages=settings.max_pages),
+            Chunker(settings.chunk_tokens, settings.chunk_overlap, settings.chunk_chars),
+            limits=Limits(
+                max_document_bytes=settings.max_document_bytes,
+                parse=ParseLimits(
+                    max_pages=settings.max_pages,
+                    max_expansion=settings.max_expansion,
+                    max_seconds=settings.max_parse_seconds,
+                    max_blocks=BLOCKS_PER_CHUNK * settings.max_chunks,
+                ),
+                max_chunks=settings.max_chunks,
+            ),
             embed_batch_size=settings.embed_batch_size,
             provenance_keys=ProvenanceKeys(source=settings.source_key, date=settings.source_date_key),
         )

@@ -66,8 +66,22 @@ class Settings(BaseSettings):
     hashing_dimension: int = Field(default=384, ge=16, le=4096)
     chunk_tokens: int = Field(default=400, ge=32, le=4000)
     chunk_overlap: int = Field(default=50, ge=0, le=1000)
+    chunk_chars: int = Field(
+        default=4000,
+        ge=200,
+        le=4000,
+        description="The most characters a chunk holds, whatever its tokens (a run without spaces is one token); "
+        "at most 4000 so a search response stays bounded (docs/security.md, Output bounds).",
+    )
     max_document_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
     max_pages: int = Field(default=2000, ge=1)
+    max_expansion: int = Field(
+        default=100,
+        ge=1,
+        description="A document's text (and a .docx's uncompressed XML) may be at most this many times its size.",
+    )
+    max_parse_seconds: float = Field(default=120.0, gt=0, le=900, description="Seconds one document may take to parse.")
+    max_chunks: int = Field(default=10_000, ge=1, description="A document making more chunks than this is FAILED.")
     search_mode: SearchMode = "hybrid"
     fusion_method: FusionMethod = Field(
         default="relevance",

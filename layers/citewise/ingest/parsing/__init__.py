@@ -20,10 +20,19 @@ from citewise.ingest.parsing.builder import SEPARATOR
 from citewise.ingest.parsing.encoding import decode_text
 from citewise.ingest.parsing.failures import parse_error
 from citewise.ingest.parsing.html import parse_html
+from citewise.ingest.parsing.limits import BLOCKS_PER_CHUNK, ParseBudget, ParseLimits
 from citewise.ingest.parsing.markdown import parse_markdown
 from citewise.ingest.parsing.plaintext import parse_plaintext
 
-__all__ = ["SEPARATOR", "SUPPORTED_CONTENT_TYPES", "SUPPORTED_EXTENSIONS", "check_supported", "parse"]
+__all__ = [
+    "BLOCKS_PER_CHUNK",
+    "SEPARATOR",
+    "SUPPORTED_CONTENT_TYPES",
+    "SUPPORTED_EXTENSIONS",
+    "ParseLimits",
+    "check_supported",
+    "parse",
+]
 
 _Format = Literal["txt", "md", "html", "pdf", "docx"]
 
@@ -45,7 +54,7 @@ _CONTENT_TYPES: dict[str, _Format] = {
     "application/pdf": "pdf",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
 }
-_TEXT_PARSERS: dict[_Format, Callable[[str, str], ParsedDocument]] = {
+_TEXT_PARSERS: dict[_Format, Callable[[str, str, ParseBudget], ParsedDocument]] = {
     "txt": parse_plaintext,
     "md": parse_markdown,
     "html": parse_html,
@@ -63,32 +72,35 @@ def parse(
     filename: str,
     content_type: str | None = None,
     *,
-    max_pages: int = 2000,
+    limits: ParseLimits | None = None,
     on_page: Callable[[int, int], None] | None = None,
 ) -> ParsedDocument:
     """Parse one document into text and blocks (see the module docstring for the block contract).
 
     `filename` picks the format by extension (case-insensitive) and names the file in error messages;
-    `content_type` (parameters such as charset ignored) is the fallback. `max_pages` bounds PDFs, and
-    `on_page(done, total)` follows a PDF's pages as they are read (the other formats parse in one go).
+    `content_type` (parameters such as charset ignored) is the fallback. `limits` bound a PDF's pages and
+    any document's expansion and parse time (`citewise.ingest.parsing.limits`), and `on_page(done, total)`
+    follows a PDF's pages as they are read (the other formats parse in one go).
 
     Raises UnsupportedMediaTypeError for a format citewise cannot parse, ParseError for empty,
-    corrupt, binary or text-less input, and PayloadTooLargeError for a PDF over `max_pages` pages.
+    corrupt, binary, text-less or too deeply nested input, and PayloadTooLargeError for a document over
+    one of `limits`.
     """
     document_format = _detect_format(filename, content_type)
     if not data:
         raise parse_error(filename, "the file is empty")
+    budget = ParseBudget(filename, len(data), limits)
     if document_format in _TEXT_PARSERS:
-        return _TEXT_PARSERS[document_format](decode_text(data, filename), filename)
+        return _TEXT_PARSERS[document_format](decode_text(data, filename), filename, budget)
     # The binary formats' parsers are imported on use: the PDF library alone costs an API function's
     # cold start about 40-60 ms, and the API only asks `check_supported`.
     if document_format == "pdf":
         from citewise.ingest.parsing.pdf import parse_pdf
 
-        return parse_pdf(data, filename, max_pages=max_pages, on_page=on_page)
+        return parse_pdf(data, filename, budget, on_page=on_page)
     from citewise.ingest.parsing.docx import parse_docx
 
-    return parse_docx(data, filename)
+    return parse_docx(data, filename, budget)
 
 
 def check_supported(filename: str, content_type: str | None) -> None:

@@ -2,7 +2,12 @@
 
 Every parser walks its format and calls `heading` / `block` in reading order; the builder cleans the
 text, tracks the heading path, joins blocks with `SEPARATOR` and records exact spans, so the block
-contract the chunker relies on holds for every format by construction.
+contract the chunker relies on holds for every format by construction. It also spends the parse's
+`ParseBudget` as the text grows, so every format stops at the same limits.
+
+Headings are labels as well as text: the heading path rides on every chunk of a section and the title on
+every chunk of the document (and into every search hit), so both keep at most `MAX_LABEL_CHARS`
+characters; the heading's own block keeps its whole text.
 """
 
 from __future__ import annotations
@@ -12,19 +17,29 @@ from datetime import datetime
 from citewise.domain.models import Block, ParsedDocument
 from citewise.ingest.parsing.encoding import clean_text
 from citewise.ingest.parsing.failures import parse_error
+from citewise.ingest.parsing.limits import ParseBudget
 
 SEPARATOR = "\n\n"
+MAX_LABEL_CHARS = 200
+"""Characters of a heading in a heading path, and of a title: a heading, not a paragraph set as one."""
+
+
+def label(text: str) -> str:
+    """`text` as a heading path entry or title: whitespace collapsed, at most `MAX_LABEL_CHARS` characters."""
+    return " ".join(text[: 4 * MAX_LABEL_CHARS].split())[:MAX_LABEL_CHARS].rstrip()
 
 
 class DocumentBuilder:
     """Accumulates blocks of one document in reading order."""
 
-    def __init__(self, filename: str) -> None:
+    def __init__(self, filename: str, budget: ParseBudget | None = None) -> None:
         self._filename = filename
+        self._budget = budget
         self._parts: list[str] = []
         self._length = 0
         self._blocks: list[Block] = []
         self._open_headings: list[tuple[int, str]] = []
+        self._path: tuple[str, ...] = ()  # the open headings' titles: one tuple shared by a section's blocks
         self._first_heading: dict[int, str] = {}
 
     def heading(self, title: str, level: int, *, page: int | None = None) -> None:
@@ -34,8 +49,9 @@ class DocumentBuilder:
             return
         while self._open_headings and self._open_headings[-1][0] >= level:
             self._open_headings.pop()
-        self._open_headings.append((level, title))
-        self._first_heading.setdefault(level, title)
+        self._open_headings.append((level, label(title)))
+        self._path = tuple(title for _, title in self._open_headings)
+        self._first_heading.setdefault(level, label(title))
         self._append(title, page=page, is_heading=True)
 
     def block(self, text: str, *, page: int | None = None) -> None:
@@ -57,7 +73,7 @@ class DocumentBuilder:
         return ParsedDocument(
             text="".join(self._parts),
             blocks=tuple(self._blocks),
-            title=title,
+            title=label(title) if title is not None else None,
             page_count=page_count,
             source_date=source_date,
         )
@@ -69,11 +85,13 @@ class DocumentBuilder:
         start = self._length
         self._parts.append(text)
         self._length += len(text)
+        if self._budget is not None:
+            self._budget.spend(self._length, blocks=len(self._blocks) + 1)
         self._blocks.append(
             Block(
                 start=start,
                 end=self._length,
-                heading_path=tuple(title for _, title in self._open_headings),
+                heading_path=self._path,
                 page=page,
                 is_heading=is_heading,
             )

@@ -13,24 +13,27 @@ from citewise.domain.models import ParsedDocument
 from citewise.domain.provenance import parse_instant
 from citewise.ingest.parsing.builder import DocumentBuilder
 from citewise.ingest.parsing.failures import parse_error
+from citewise.ingest.parsing.limits import ParseBudget
 
-_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+# Every pattern here is applied to whole lines of tenant text, so none may backtrack over a line: a
+# lazy `(.*?)` before `[ \t]*$`, or one character class on both sides of a literal, is quadratic in the
+# line's length (a 10,000-space heading took 1.5 s, a 3 MB one days). What a pattern cannot say without
+# that (the closing sequence of an ATX heading, a thematic break, a table delimiter row) is str methods.
+_ATX_OPEN = re.compile(r" {0,3}(#{1,6})(?=[ \t]|$)")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _TABLE_ROW = re.compile(r"^ {0,3}\|")
-_TABLE_DELIMITER = re.compile(r"^[ \t|:-]*-[ \t|:-]*$")
 _FRONT_MATTER_FENCE = "---"
 _FRONT_MATTER_END = ("---", "...")
-_FRONT_MATTER_ENTRY = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_-]*):[ \t]*(?P<value>.*?)[ \t]*$")
+_FRONT_MATTER_ENTRY = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_-]*):(?P<value>.*)")
 _FRONT_MATTER_DATE_KEYS = ("updated", "last_modified", "lastmod", "modified", "date")
 """Front matter keys of the content's date, most specific first (`lastmod` is Hugo's)."""
 
 
-def parse_markdown(text: str, filename: str) -> ParsedDocument:
+def parse_markdown(text: str, filename: str, budget: ParseBudget | None = None) -> ParsedDocument:
     """Parse decoded Markdown (CommonMark/GFM subset); the title is the first level-1 heading."""
-    builder = DocumentBuilder(filename)
+    builder = DocumentBuilder(filename, budget)
     reader = _MarkdownReader(builder)
     reader.read(text.split("\n"))
     return builder.build(title=builder.first_heading(1), source_date=_front_matter_date(reader.front_matter, filename))
@@ -100,9 +103,9 @@ class _MarkdownReader:
             self._fence = fence.group(1)
             self._fenced = [line]
             return
-        if atx := _ATX_HEADING.match(line):
+        if atx := _atx_heading(line):
             self._flush()
-            self._builder.heading(atx.group(2) or "", len(atx.group(1)))
+            self._builder.heading(atx[1], atx[0])
             return
         if self._pending_is_paragraph and (setext := _SETEXT_UNDERLINE.match(line)):
             level = 1 if setext.group(1).startswith("=") else 2
@@ -110,12 +113,12 @@ class _MarkdownReader:
             self._pending = []
             self._pending_is_paragraph = False
             return
-        if _THEMATIC_BREAK.match(line):
+        if _is_thematic_break(line):
             self._flush()
             return
         if _TABLE_ROW.match(line):
             self._flush()
-            if not _TABLE_DELIMITER.match(line):
+            if not _is_table_delimiter(line):
                 self._builder.block(line)
             return
         if _LIST_ITEM.match(line):
@@ -132,6 +135,31 @@ class _MarkdownReader:
             self._builder.block("\n".join(self._pending))
         self._pending = []
         self._pending_is_paragraph = False
+
+
+def _atx_heading(line: str) -> tuple[int, str] | None:
+    """An ATX heading's level and text: `#`s, then the text without a closing run of `#`s after a space."""
+    opening = _ATX_OPEN.match(line)
+    if opening is None:
+        return None
+    text = line[opening.end() :].strip(" \t")
+    unclosed = text.rstrip("#")
+    if unclosed != text and unclosed[-1:] in (" ", "\t"):
+        text = unclosed.rstrip(" \t")
+    return len(opening.group(1)), text
+
+
+def _is_thematic_break(line: str) -> bool:
+    """Up to three spaces, then three or more of one of `-*_`, spaces and tabs between and after."""
+    body = line.lstrip(" ")
+    if len(line) - len(body) > 3 or body[:1] not in ("-", "*", "_"):
+        return False
+    return body.count(body[0]) >= 3 and not body.strip(f" \t{body[0]}")
+
+
+def _is_table_delimiter(line: str) -> bool:
+    """A GFM table's delimiter row: only `|`, `:`, `-`, spaces and tabs, and a `-` among them."""
+    return "-" in line and not line.strip(" \t|:-")
 
 
 def _closes_fence(line: str, fence: str) -> bool:

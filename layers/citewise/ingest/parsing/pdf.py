@@ -20,14 +20,13 @@ from citewise.domain.models import ParsedDocument
 from citewise.domain.provenance import as_utc
 from citewise.ingest.parsing.builder import DocumentBuilder
 from citewise.ingest.parsing.failures import parse_error
+from citewise.ingest.parsing.limits import ParseBudget
 from citewise.ingest.parsing.pdf_lines import Line, paragraphs, pdf_date
 from citewise.ingest.parsing.plaintext import split_paragraphs
 
 # PDFium is not thread-safe: no two threads of a process may be inside it at once, even on two
 # different documents. Local mode ingests on worker threads, so every call into it holds this lock.
 _PDFIUM_LOCK = threading.Lock()
-# A fallback title is a heading at best; a whole first paragraph is not a title.
-_MAX_TITLE_CHARS = 200
 _SPACE_RUNS = re.compile(r"[ \t]{2,}")
 # PDFium ends each line of a page's text with a generated "\r\n"; a line that ends in a hyphen is
 # instead joined to the next, the hyphen given as U+FFFE. The text keeps both, as the page shows them.
@@ -36,23 +35,28 @@ _HYPHEN_AT_LINE_END = "\ufffe"
 
 
 def parse_pdf(
-    data: bytes, filename: str, *, max_pages: int, on_page: Callable[[int, int], None] | None = None
+    data: bytes, filename: str, budget: ParseBudget, *, on_page: Callable[[int, int], None] | None = None
 ) -> ParsedDocument:
     """Parse a PDF's text layer; the title is the metadata title, else the first line of text.
 
     `on_page(done, total)` is called after each page's text is extracted, the slow part of a long PDF.
     The page limit is checked against the page count before any text is extracted, so an oversized
-    document costs almost nothing to reject. Scanned PDFs (pages without text) are rejected because
-    OCR is not supported.
+    document costs almost nothing to reject; the budget's expansion and time are checked after every
+    page (a page's compressed content can hold any amount of text). Scanned PDFs (pages without text)
+    are rejected because OCR is not supported.
     """
     with _PDFIUM_LOCK:
         document = _open(data, filename)
         try:
             page_count = len(document)
-            _check_page_limit(page_count, filename, max_pages)
+            _check_page_limit(page_count, filename, budget.limits.max_pages)
             texts = []
+            extracted = 0
             for index in range(page_count):
                 texts.append(_page_text(document, index, filename))
+                extracted += len(texts[-1])
+                budget.spend(extracted)
+                budget.check_time()
                 if on_page is not None:
                     on_page(len(texts), page_count)
             metadata = document.get_metadata_dict(skip_empty=True)
@@ -62,7 +66,7 @@ def parse_pdf(
         raise parse_error(filename, "the PDF has no pages")
     if not any(text.strip() for text in texts):
         raise parse_error(filename, "the PDF has no text layer (it may be scanned); OCR is not supported")
-    builder = DocumentBuilder(filename)
+    builder = DocumentBuilder(filename, budget)
     for page_number, text in enumerate(texts, start=1):
         for paragraph in split_paragraphs(text):
             builder.block(paragraph, page=page_number)
@@ -138,8 +142,8 @@ def _lines(text_page: pdfium.PdfTextPage) -> list[Line]:
 
 
 def _title(metadata_title: str | None, texts: list[str]) -> str | None:
+    """The metadata title, else the first line of text (the builder keeps a label's worth of either)."""
     title = " ".join((metadata_title or "").split())
     if title:
         return title
-    first_line = next((line for text in texts for line in text.split("\n") if line.strip()), None)
-    return " ".join(first_line.split())[:_MAX_TITLE_CHARS] if first_line else None
+    return next((line for text in texts for line in text.split("\n") if line.strip()), None)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from citewise.domain.models import ParsedDocument
 from citewise.ingest.parsing.builder import DocumentBuilder
+from citewise.ingest.parsing.limits import ParseBudget
 
 
 def split_paragraphs(text: str) -> Iterator[str]:
@@ -21,9 +22,9 @@ def split_paragraphs(text: str) -> Iterator[str]:
         yield "\n".join(lines)
 
 
-def parse_plaintext(text: str, filename: str) -> ParsedDocument:
+def parse_plaintext(text: str, filename: str, budget: ParseBudget | None = None) -> ParsedDocument:
     """Parse decoded plain text; it has no headings and no title."""
-    builder = DocumentBuilder(filename)
+    builder = DocumentBuilder(filename, budget)
     for paragraph in split_paragraphs(text):
         builder.block(paragraph)
     return builder.build()
