@@ -19,6 +19,7 @@ from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
+from citewise_infra.constants import CONTEXT_ALARM_EMAIL
 
 # Retention periods CloudWatch Logs accepts, in days, and their names in CDK's RetentionDays.
 LOG_RETENTION_DAYS: dict[int, str] = {
@@ -250,9 +251,20 @@ class AlarmsConfig(_Block):
     """Alarm thresholds and who hears about them."""
 
     email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    # An environment whose alarms must reach someone: synthesis fails without `email`.
+    require_subscriber: bool = False
     api_p99_latency_ms: int = Field(default=10_000, ge=100)
     query_p99_latency_ms: int = Field(default=10_000, ge=100)
     ingest_queue_age_s: int = Field(default=3600, ge=60)
+
+    @model_validator(mode="after")
+    def _subscribed(self) -> Self:
+        if self.require_subscriber and self.email is None:
+            raise ValueError(
+                "this environment requires an alarm subscriber: set alarms.email in cdk.json, or pass "
+                f"-c {CONTEXT_ALARM_EMAIL}=ops@example.com"
+            )
+        return self
 
 
 class EnvironmentConfig(_Block):
@@ -286,8 +298,11 @@ class EnvironmentConfig(_Block):
         return self.data.removal_policy == "destroy"
 
 
-def load_environment(environments: Mapping[str, Any] | None, name: str | None) -> EnvironmentConfig:
-    """The validated block `name` of `environments` (the `citewise:environments` context)."""
+def load_environment(
+    environments: Mapping[str, Any] | None, name: str | None, alarm_email: str | None = None
+) -> EnvironmentConfig:
+    """The validated block `name` of `environments` (the `citewise:environments` context); `alarm_email`
+    (`-c alarm_email=...`) overrides the block's `alarms.email`, so an address need not be committed."""
     available = sorted(environments or {})
     if not name:
         raise ConfigError(f"choose an environment with -c env=NAME (one of: {', '.join(available) or 'none'})")
@@ -296,6 +311,8 @@ def load_environment(environments: Mapping[str, Any] | None, name: str | None) -
     block = environments[name]
     if not isinstance(block, Mapping):
         raise ConfigError(f"environment {name!r} must be a JSON object")
+    if alarm_email:
+        block = {**block, "alarms": {**block.get("alarms", {}), "email": alarm_email}}
     try:
         return EnvironmentConfig.model_validate({**block, "name": name})
     except ValidationError as exc:

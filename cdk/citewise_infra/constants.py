@@ -22,6 +22,7 @@ CDK_JSON: Final = REPO_ROOT / "cdk.json"
 # --- context -------------------------------------------------------------------------------------------
 CONTEXT_ENV: Final = "env"  # `cdk synth -c env=dev`
 CONTEXT_ENVIRONMENTS: Final = "citewise:environments"  # the per-environment blocks in cdk.json
+CONTEXT_ALARM_EMAIL: Final = "alarm_email"  # `-c alarm_email=ops@example.com`: overrides alarms.email
 # CDK's own key: stacks whose assets are bundled (`[]` skips bundling: the tests synthesize that way).
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
