@@ -17,7 +17,7 @@ from moto import mock_aws
 from citewise.aws.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
 from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
-from tests.integration.handlers.iam import Names, RoleCheck, deployment
+from tests.integration.handlers.iam import Names, RoleCheck
 
 TABLE = "citewise-registry"
 QUEUE = "citewise-ingest"
@@ -58,12 +58,10 @@ def stack(
 
 
 @contextmanager
-def aws_stack(
-    monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, *, environment: str = "dev", **settings: str
-) -> Iterator[Stack]:
+def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, **settings: str) -> Iterator[Stack]:
     """The AWS stack under moto with `fake` as OpenSearch, and these extra `CITEWISE_` settings; the
-    functions' calls are held to their roles in `environment`'s template (tests/infrastructure's names)."""
-    roles = RoleCheck(deployment(environment, Names(table=TABLE, bucket=BUCKET, queue=QUEUE)))
+    functions' calls are held to their roles in the template of that configuration."""
+    roles = RoleCheck(Names(table=TABLE, bucket=BUCKET, queue=QUEUE))
     with mock_aws(), running(fake) as opensearch:
         boto3.setup_default_session()  # moto starts without one; every client below is made from it
         roles.attach(boto3.DEFAULT_SESSION.events)

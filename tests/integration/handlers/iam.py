@@ -27,7 +27,7 @@ import functools
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,12 +172,33 @@ def _physical(names: Names, ids: dict[str, str]) -> dict[str, dict[str, str]]:
     }
 
 
+@dataclass(frozen=True)
+class Environment:
+    """Which synthesized environment a function's configuration corresponds to."""
+
+    serverless: bool = False
+    rerank_region: str | None = None  # reranking on (in this region), or off
+
+    @classmethod
+    def of(cls, variables: Mapping[str, str]) -> Environment:
+        """The environment whose template sets what `variables` (the `CITEWISE_` settings) say: a
+        Serverless collection (tests/infrastructure's `serverless_iam`) or a domain (dev), reranking on
+        or off."""
+        reranking = variables.get("CITEWISE_RERANKER") == "bedrock"
+        return cls(
+            serverless=variables.get("CITEWISE_OPENSEARCH_SERVICE") == "aoss",
+            rerank_region=variables.get("CITEWISE_RERANK_REGION", REGION) if reranking else None,
+        )
+
+
 @functools.cache
-def deployment(environment: str, names: Names) -> Deployment:
-    """`environment` ("dev", or "serverless_iam" as tests/infrastructure defines it) synthesized offline."""
+def deployment(environment: Environment, names: Names) -> Deployment:
+    """`environment` synthesized offline (once per session) from the real CDK app, with `names`."""
     from tests.infrastructure.conftest import SERVERLESS_IAM, synthesize
 
-    overrides = SERVERLESS_IAM if environment == "serverless_iam" else None
+    overrides = dict(SERVERLESS_IAM) if environment.serverless else {}
+    if environment.rerank_region is not None:
+        overrides["rerank"] = {"enabled": True, "region": environment.rerank_region}
     account = os.environ.pop("CDK_DEFAULT_ACCOUNT", None)  # an account-agnostic template, as in the tests
     try:
         with tempfile.TemporaryDirectory(prefix="citewise-synth-") as outdir:
@@ -314,10 +335,19 @@ def _sqs(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Req
     return requests
 
 
+def _bedrock_agent_runtime(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    if operation != "Rerank":
+        raise NotImplementedError(f"no IAM mapping for bedrock-agent-runtime {operation}: add it")
+    # The Bedrock reranking prerequisites: Rerank (no resource-level permissions) and InvokeModel on the model.
+    model = params["rerankingConfiguration"]["bedrockRerankingConfiguration"]["modelConfiguration"]["modelArn"]
+    return [Request("bedrock:Rerank", "*"), Request("bedrock:InvokeModel", model)]
+
+
 REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request]]] = {
     "s3": _s3,
     "dynamodb": _dynamodb,
     "sqs": _sqs,
+    "bedrock-agent-runtime": _bedrock_agent_runtime,
 }
 
 
@@ -343,9 +373,10 @@ class Call:
 
 @dataclass
 class RoleCheck:
-    """Records the calls of the function running now and refuses any its role does not allow."""
+    """Records the calls of the function running now and refuses any its role does not allow, in the
+    template of the configuration it runs with (read from the environment when it starts)."""
 
-    deploy: Deployment
+    names: Names
     calls: list[Call] = field(default_factory=list)
     _running: str | None = None
 
@@ -361,23 +392,24 @@ class RoleCheck:
     @contextmanager
     def running(self, function: str) -> Iterator[None]:
         """Attribute the calls made inside to `function`; then fail if its role refuses any of them."""
+        deploy = deployment(Environment.of(os.environ), self.names)
         first = len(self.calls)
         self._running = function
         try:
             yield
         finally:
             self._running = None
-            denied = self.denied(self.calls[first:])
+            denied = denied_calls(deploy, self.calls[first:])
             if denied:
                 raise AssertionError(f"the role in the template does not allow: {'; '.join(denied)}")
 
-    def denied(self, calls: list[Call]) -> list[str]:
-        """One line per request of `calls` that the caller's role does not allow."""
-        return [
-            f"{call.function} function: {request} (for {call.service} {call.operation})"
-            for call in calls
-            if call.function in self.deploy.role_ids
-            for request in requirements(call.service, call.operation, call.params, self.deploy)
-            if not self.deploy.allows(call.function, request)
-        ]
 
+def denied_calls(deploy: Deployment, calls: list[Call]) -> list[str]:
+    """One line per request of `calls` that the caller's role in `deploy` does not allow."""
+    return [
+        f"{call.function} function: {request} (for {call.service} {call.operation})"
+        for call in calls
+        if call.function in deploy.role_ids
+        for request in requirements(call.service, call.operation, call.params, deploy)
+        if not deploy.allows(call.function, request)
+    ]

@@ -30,9 +30,7 @@ REFRESH_INTERVAL = 2.0  # seconds: long enough for two ingests to fit inside it
 @pytest.fixture
 def serverless(powertools: None, aws_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     fake = FakeOpenSearch(serverless=True, refresh_interval=REFRESH_INTERVAL)
-    with aws_stack(
-        monkeypatch, fake, environment="serverless_iam", OPENSEARCH_SERVICE="aoss", SWEEP_QUEUE_URL=QUEUE_URL
-    ) as stack:
+    with aws_stack(monkeypatch, fake, OPENSEARCH_SERVICE="aoss", SWEEP_QUEUE_URL=QUEUE_URL) as stack:
         assert boto3.client("sqs", region_name="us-east-1").create_queue(QueueName=QUEUE)["QueueUrl"] == QUEUE_URL
         yield stack
 

@@ -14,9 +14,10 @@ from tests.integration.handlers.iam import (
     STORAGE_KEY_ID,
     Call,
     Deployment,
+    Environment,
     Names,
     Request,
-    RoleCheck,
+    denied_calls,
     deployment,
 )
 
@@ -26,7 +27,7 @@ KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{STORAGE_KEY_ID}"
 
 @pytest.fixture(scope="module")
 def dev() -> Deployment:
-    return deployment("dev", Names(table=TABLE, bucket=BUCKET, queue=QUEUE))
+    return deployment(Environment(), Names(table=TABLE, bucket=BUCKET, queue=QUEUE))
 
 
 @pytest.mark.parametrize(
@@ -54,12 +55,30 @@ def test_a_role_allows_only_what_its_statements_grant(
 
 def test_a_refused_call_names_the_function_the_action_and_the_resource(dev: Deployment) -> None:
     # Given a call the documents role does not allow (a whole-item write of the registry)
-    check = RoleCheck(dev)
     call = Call("documents", "dynamodb", "PutItem", {"TableName": TABLE, "Item": {}})
     # Then the check names it, with the key use DynamoDB makes on the caller's behalf allowed
-    assert check.denied([call]) == [f"documents function: dynamodb:PutItem on {TABLE_ARN} (for dynamodb PutItem)"]
+    assert denied_calls(dev, [call]) == [f"documents function: dynamodb:PutItem on {TABLE_ARN} (for dynamodb PutItem)"]
 
 
 def test_a_call_without_a_mapping_fails_rather_than_passing(dev: Deployment) -> None:
     with pytest.raises(NotImplementedError, match="bedrock-runtime"):
-        RoleCheck(dev).denied([Call("query", "bedrock-runtime", "Converse", {"modelId": "m"})])
+        denied_calls(dev, [Call("query", "bedrock-runtime", "Converse", {"modelId": "m"})])
+
+
+def test_the_template_follows_the_functions_configuration() -> None:
+    # Given the configuration of a Serverless collection with reranking on in another region
+    names = Names(table=TABLE, bucket=BUCKET, queue=QUEUE)
+    environment = Environment.of(
+        {"CITEWISE_OPENSEARCH_SERVICE": "aoss", "CITEWISE_RERANKER": "bedrock", "CITEWISE_RERANK_REGION": "us-west-2"}
+    )
+    assert environment == Environment(serverless=True, rerank_region="us-west-2")
+    deploy = deployment(environment, names)
+    # Then its template lets the ingest function queue its delayed sweeps, and the query function rerank
+    assert deploy.allows("ingest", Request("sqs:SendMessage", f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}"))
+    reranker = "arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0"
+    assert deploy.allows("query", Request("bedrock:Rerank", "*"))
+    assert deploy.allows("query", Request("bedrock:InvokeModel", reranker))
+    # And the default one does neither
+    dev = deployment(Environment(), names)
+    assert not dev.allows("query", Request("bedrock:Rerank", "*"))
+    assert not dev.allows("query", Request("bedrock:InvokeModel", reranker))
