@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -19,7 +20,13 @@ from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
-from citewise_infra.constants import CONTEXT_ALARM_EMAIL
+from citewise_infra.constants import (
+    API_FUNCTION_MAX_TIMEOUT_S,
+    API_FUNCTIONS,
+    API_GATEWAY_TIMEOUT_S,
+    COLD_START_MARGIN_S,
+    CONTEXT_ALARM_EMAIL,
+)
 
 # Retention periods CloudWatch Logs accepts, in days, and their names in CDK's RetentionDays.
 LOG_RETENTION_DAYS: dict[int, str] = {
@@ -204,10 +211,10 @@ class ApiConfig(_Block):
 
 
 class FunctionConfig(_Block):
-    """Size of one Lambda function."""
+    """Size of one Lambda function (an API function's timeout defaults to the most the gateway allows it)."""
 
     memory_mb: int = Field(default=1024, ge=128, le=10240)
-    timeout_s: int = Field(default=29, ge=1, le=900)
+    timeout_s: int = Field(default=API_FUNCTION_MAX_TIMEOUT_S, ge=1, le=900)
 
 
 class IngestConfig(FunctionConfig):
@@ -292,10 +299,30 @@ class EnvironmentConfig(_Block):
         self.rerank.check_region(self.region)
         return self
 
+    @model_validator(mode="after")
+    def _api_functions_answer_before_the_gateway(self) -> Self:
+        for key in API_FUNCTIONS:
+            timeout = getattr(self, key).timeout_s
+            if timeout > API_FUNCTION_MAX_TIMEOUT_S:
+                raise ValueError(
+                    f"{key}.timeout_s is {timeout}: an API function must time out by {API_FUNCTION_MAX_TIMEOUT_S} s, "
+                    f"{COLD_START_MARGIN_S} s under API Gateway's {API_GATEWAY_TIMEOUT_S} s integration timeout "
+                    "(a cold start's init counts against the gateway, not the function)"
+                )
+        return self
+
     @property
     def destroy_on_delete(self) -> bool:
         """Whether deleting the stack deletes the data too (dev environments)."""
         return self.data.removal_policy == "destroy"
+
+    @property
+    def removal(self) -> RemovalPolicy:
+        """The removal policy of the stateful resources. `retain` keeps them on delete and replacement,
+        but not when their own creation fails (`RetainExceptOnCreate`): a failed first deployment must
+        not leave a fixed-name resource (the `citewise-<env>` domain, user pool) behind for the retry to
+        collide with."""
+        return RemovalPolicy.DESTROY if self.destroy_on_delete else RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
 
 
 def load_environment(

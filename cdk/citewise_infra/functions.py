@@ -26,7 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aws_cdk import AssetHashType, BundlingOptions, Duration, RemovalPolicy
+from aws_cdk import AssetHashType, BundlingOptions, Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -116,7 +116,7 @@ class CitewiseFunction(Construct):
             self,
             "Logs",
             retention=config.data.log_retention,
-            removal_policy=RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN,
+            removal_policy=config.removal,
         )
         self.role = iam.Role(
             self,
@@ -210,7 +210,7 @@ class FunctionsFactory(Construct):
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             description="citewise library and its runtime dependencies (boto3 comes with the runtime)",
-            removal_policy=RemovalPolicy.DESTROY if self._config.destroy_on_delete else RemovalPolicy.RETAIN,
+            removal_policy=self._config.removal,
         )
 
     # --- environment ---------------------------------------------------------------------------------------

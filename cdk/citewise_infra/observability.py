@@ -14,6 +14,11 @@ Alarms, and why each one:
   cannot read its data), as in the OpenSearch Service's recommended alarms.
 Missing data is never an alarm: an idle environment stays green.
 
+Logs: every log group has the environment's retention. The stack's functions and the API's access log
+have theirs; so do the functions CDK adds for itself (the bucket-notifications handler, dev's
+auto-delete-objects provider), which would otherwise log to a group Lambda creates without one: each
+gets a log group of its own through its `LoggingConfig`.
+
 The topic: `enforce_ssl` gives it a topic policy, which replaces SNS's default one, so the policy itself
 must allow CloudWatch alarms of this account to publish; the key policy lets CloudWatch encrypt for the
 topic. An environment with `alarms.require_subscriber` (prod) refuses to synthesize without an address.
@@ -23,11 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnResource, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
@@ -79,6 +86,7 @@ class Observability(Construct):
         if isinstance(search, ManagedSearch):
             self._build_domain_alarms(search)
         self.dashboard = self._build_dashboard(ingestion, api, search)
+        self._retain_helper_logs()
 
     def _build_topic(self, key: kms.Key) -> sns.Topic:
         topic = sns.Topic(
@@ -102,7 +110,9 @@ class Observability(Construct):
                 actions=["sns:Publish"],
                 resources=[topic.topic_arn],
                 conditions={
-                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+                    },
                     "StringEquals": {"aws:SourceAccount": stack.account},
                 },
             )
@@ -244,6 +254,22 @@ class Observability(Construct):
             threshold=1,
             description="the KMS key that encrypts the domain is deleted or its grants revoked: data unreadable",
         )
+
+    def _retain_helper_logs(self) -> None:
+        """A log group with the retention for every function of the stack that has none of its own."""
+        stack = Stack.of(self)
+        for construct in stack.node.find_all():
+            if not isinstance(construct, CfnResource) or construct.cfn_resource_type != "AWS::Lambda::Function":
+                continue
+            if isinstance(construct, lambda_.CfnFunction) and construct.logging_config is not None:
+                continue
+            group = logs.LogGroup(
+                self,
+                f"Logs{stack.get_logical_id(construct)}",
+                retention=self._config.data.log_retention,
+                removal_policy=self._config.removal,
+            )
+            construct.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
 
     def _all_functions(self) -> Sequence[CitewiseFunction]:
         f = self._functions

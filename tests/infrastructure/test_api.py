@@ -11,6 +11,7 @@ import pytest
 from citewise_infra.api import GATEWAY_ERRORS
 
 from citewise.api.routes import ROUTES
+from citewise.domain.access import ADMIN_GROUP
 
 from .conftest import Synth
 from .templates import method_paths, references
@@ -161,11 +162,29 @@ def test_users_get_their_tenant_from_an_administrator_only(dev: Synth) -> None:
     assert "custom:tenant_id" not in client_properties["WriteAttributes"]
 
 
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+def test_the_pool_has_the_admin_group_and_its_client_no_oauth_flow(
+    request: pytest.FixtureRequest, environment: str
+) -> None:
+    synth: Synth = request.getfixturevalue(environment)
+    pool_id = synth.logical_id(synth.stack.api.user_pool)
+    # The group tenant settings require (citewise.domain.access.ADMIN_GROUP), in the pool
+    (group,) = synth.of_type("AWS::Cognito::UserPoolGroup").values()
+    assert group["Properties"]["GroupName"] == ADMIN_GROUP == "admin"
+    assert group["Properties"]["UserPoolId"] == {"Ref": pool_id}
+    # No hosted UI: no OAuth flow at all (CDK's default: implicit and code flows to https://example.com)
+    (client,) = synth.of_type("AWS::Cognito::UserPoolClient").values()
+    properties = client["Properties"]
+    assert properties["AllowedOAuthFlowsUserPoolClient"] is False
+    assert not {"AllowedOAuthFlows", "CallbackURLs", "LogoutURLs", "AllowedOAuthScopes"} & set(properties)
+    assert "example.com" not in json.dumps(properties)
+
+
 def test_prod_requires_mfa_and_keeps_its_users(prod: Synth) -> None:
     (pool,) = prod.of_type("AWS::Cognito::UserPool").values()
     assert pool["Properties"]["MfaConfiguration"] == "ON"
     assert pool["Properties"]["DeletionProtection"] == "ACTIVE"
-    assert pool["DeletionPolicy"] == "Retain"
+    assert pool["DeletionPolicy"] == "RetainExceptOnCreate"
     (client,) = prod.of_type("AWS::Cognito::UserPoolClient").values()
     assert "ALLOW_USER_PASSWORD_AUTH" not in client["Properties"]["ExplicitAuthFlows"]
 

@@ -38,7 +38,9 @@ def test_cdk_json_defines_dev_and_prod_and_both_are_valid() -> None:
 
 def test_prod_refuses_to_synthesize_without_an_alarm_subscriber() -> None:
     # Given cdk.json as committed (prod requires a subscriber and names none)
-    with pytest.raises(ConfigError, match=r"alarms: .*requires an alarm subscriber: set alarms.email .* -c alarm_email="):
+    with pytest.raises(
+        ConfigError, match=r"alarms: .*requires an alarm subscriber: set alarms.email .* -c alarm_email="
+    ):
         load_environment(environments(), "prod")
     # And the address from the command line's context is enough
     assert load_environment(environments(), "prod", "ops@example.com").alarms.email == "ops@example.com"
@@ -72,6 +74,8 @@ def test_an_environment_must_be_chosen_and_must_exist() -> None:
         ),
         ("data", {"log_retention_days": 8}, "CloudWatch Logs keeps logs for one of"),
         ("api", {"cors_allow_origins": ["localhost"]}, "not an origin"),
+        ("query", {"timeout_s": 29}, "query.timeout_s is 29: an API function must time out by 24 s"),
+        ("mcp", {"timeout_s": 25}, "5 s under API Gateway's 29 s integration timeout"),
     ],
 )
 def test_invalid_settings_fail_naming_the_environment_and_field(

@@ -6,7 +6,16 @@ import json
 from typing import Any
 
 import pytest
-from citewise_infra.constants import FUNCTION_KEYS, HANDLER, METRICS_NAMESPACE, SERVICE_NAMES, FunctionKey
+from citewise_infra.constants import (
+    API_FUNCTIONS,
+    API_GATEWAY_TIMEOUT_S,
+    COLD_START_MARGIN_S,
+    FUNCTION_KEYS,
+    HANDLER,
+    METRICS_NAMESPACE,
+    SERVICE_NAMES,
+    FunctionKey,
+)
 from citewise_infra.functions import settings_environment
 
 from citewise.runtime.settings import (
@@ -96,6 +105,15 @@ def test_each_function_is_python_312_on_arm64_with_the_layer_tracing_and_its_own
     assert properties["LoggingConfig"]["LogGroup"] == {"Ref": synth.logical_id(fn.log_group)}
     assert properties["Role"] == {"Fn::GetAtt": [synth.logical_id(fn.role), "Arn"]}
     assert properties["Timeout"] == getattr(synth.stack.config, key).timeout_s
+
+
+@pytest.mark.parametrize("key", API_FUNCTIONS)
+def test_an_api_function_times_out_with_a_margin_under_the_gateway(synth: Synth, key: FunctionKey) -> None:
+    # A cold start's init runs inside the gateway's 29 s, not the function's: 5 s are kept for it
+    assert function_properties(synth, key)["Timeout"] <= API_GATEWAY_TIMEOUT_S - COLD_START_MARGIN_S == 24
+    methods = [method["Properties"] for method in synth.of_type("AWS::ApiGateway::Method").values()]
+    integrations = [m["Integration"] for m in methods if m["Integration"].get("Type") == "AWS_PROXY"]
+    assert integrations and all(i.get("TimeoutInMillis", 29_000) == API_GATEWAY_TIMEOUT_S * 1000 for i in integrations)
 
 
 def test_every_function_has_a_role_of_its_own(synth: Synth) -> None:

@@ -84,7 +84,10 @@ def test_the_topic_is_encrypted_tls_only_and_cloudwatch_may_use_its_key(dev: Syn
     # no address for dev: no subscription to confirm; prod has the one it was given
     assert not dev.of_type("AWS::SNS::Subscription")
     (subscription,) = prod.of_type("AWS::SNS::Subscription").values()
-    assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == ("email", PROD_ALARM_EMAIL)
+    assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == (
+        "email",
+        PROD_ALARM_EMAIL,
+    )
 
 
 def test_cloudwatch_alarms_of_this_account_may_publish_to_the_topic(synth: Synth) -> None:
@@ -134,3 +137,23 @@ def test_docs_deploy_counts_the_alarms_of_the_dev_template(dev: Synth) -> None:
     text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     (stated,) = re.findall(r"\| (\d+) CloudWatch alarms", text)
     assert int(stated) == len(dev.of_type("AWS::CloudWatch::Alarm"))
+
+
+def test_every_log_group_has_the_retention_and_every_function_one_of_them(synth: Synth) -> None:
+    days = synth.stack.config.data.log_retention_days
+    groups = synth.of_type("AWS::Logs::LogGroup")
+    assert all(group["Properties"].get("RetentionInDays") == days for group in groups.values()), groups
+    # Every function logs to a group of the stack, CDK's own helpers included (the bucket notifications
+    # handler; dev's auto-delete-objects provider): none to a group Lambda would create without retention
+    for key, function in synth.of_type("AWS::Lambda::Function").items():
+        target = function["Properties"].get("LoggingConfig", {}).get("LogGroup")
+        assert isinstance(target, dict) and target.get("Ref") in groups, key
+    # API Gateway's execution logs go to the group named after the API and stage, made before the stage
+    (api_id,) = synth.of_type("AWS::ApiGateway::RestApi")
+    stage = synth.stack.config.api.stage_name
+    (execution,) = [
+        (key, g) for key, g in groups.items() if flat(g["Properties"].get("LogGroupName", "")).startswith("API-Gateway")
+    ]
+    assert flat(execution[1]["Properties"]["LogGroupName"]) == f"API-Gateway-Execution-Logs_<{api_id}>/{stage}"
+    (stage_id,) = synth.of_type("AWS::ApiGateway::Stage")
+    assert execution[0] in synth.resources[stage_id]["DependsOn"]

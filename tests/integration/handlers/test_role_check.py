@@ -39,7 +39,7 @@ def dev() -> Deployment:
         ("query", Request("dynamodb:Query", TABLE_ARN), False),
         ("documents", Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/tenants/acme/a.md"), True),
         ("documents", Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/elsewhere/a.md"), False),
-        ("documents", Request("s3:PutObject", f"arn:aws:s3:::other-bucket/tenants/acme/a.md"), False),
+        ("documents", Request("s3:PutObject", "arn:aws:s3:::other-bucket/tenants/acme/a.md"), False),
         ("query", Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/tenants/acme/a.md"), False),
         ("documents", Request("kms:GenerateDataKey", KEY_ARN, {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}), True),
         ("documents", Request("kms:Decrypt", KEY_ARN, {"kms:ViaService": f"dynamodb.{REGION}.amazonaws.com"}), True),
