@@ -34,6 +34,7 @@ from citewise.domain.errors import (
     UnsupportedMediaTypeError,
     ValidationError,
 )
+from citewise.runtime.cors import ALLOWED_HEADERS, MAX_AGE_S
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import COGNITO_TENANT_ATTRIBUTE
 from citewise_infra.functions import CitewiseFunction
@@ -109,8 +110,8 @@ class Api(Construct):
             cors = apigw.CorsOptions(
                 allow_origins=list(config.api.cors_allow_origins),
                 allow_methods=sorted({route.method for route in ROUTES}),
-                allow_headers=["Authorization", "Content-Type", "X-Amz-Date", "X-Amz-Security-Token"],
-                max_age=Duration.hours(1),
+                allow_headers=list(ALLOWED_HEADERS),
+                max_age=Duration.seconds(MAX_AGE_S),
             )
         rest_api = apigw.RestApi(
             self,

@@ -247,6 +247,11 @@ class FunctionsFactory(Construct):
             values["tenant_map"] = json.dumps(auth.tenant_map, sort_keys=True)
         return values
 
+    def _cors_values(self) -> dict[str, str]:
+        """The browser origins whose pages may read the API functions' responses (`citewise.runtime.cors`)."""
+        origins = self._config.api.cors_allow_origins
+        return {"cors_allow_origins": json.dumps(list(origins))} if origins else {}
+
     def _function(
         self,
         key: FunctionKey,
@@ -304,6 +309,7 @@ class FunctionsFactory(Construct):
         values = {
             **self._search_values(),
             **self._identity_values(),
+            **self._cors_values(),
             "synthesizer": "bedrock",
             "generation_model_id": models.generation_model_id,
             # the tenants' settings documents only (ranking signals, routing vocabulary)
@@ -382,6 +388,7 @@ class FunctionsFactory(Construct):
         values = {
             **self._document_values(),
             **self._identity_values(),
+            **self._cors_values(),
             "upload_url_ttl": str(self._config.api.upload_url_ttl_s),
         }
         fn = self._function(

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from citewise_infra.api import GATEWAY_ERRORS
+from citewise_infra.constants import API_FUNCTIONS
 
 from citewise.api.routes import ROUTES
 from citewise.domain.access import ADMIN_GROUP
+from citewise.runtime import cors
 
 from .conftest import Synth
 from .templates import method_paths, references
@@ -130,6 +132,21 @@ def test_cors_preflight_exists_only_where_origins_are_configured(dev: Synth, pro
         == f"'{dev.stack.config.api.cors_allow_origins[0]}'"
     )
     assert not [verb for (verb, _) in method_paths(prod) if verb == "OPTIONS"]
+
+
+@pytest.mark.parametrize("key", API_FUNCTIONS)
+def test_the_api_functions_answer_the_configured_origins_themselves(dev: Synth, prod: Synth, key: str) -> None:
+    # A proxy response carries CORS only if the function adds it: the functions get the stack's origins
+    def variables(synth: Synth) -> dict[str, Any]:
+        function = synth.resources[synth.logical_id(getattr(synth.stack.functions, key).function)]
+        return function["Properties"]["Environment"]["Variables"]  # type: ignore[no-any-return]
+
+    assert json.loads(variables(dev)["CITEWISE_CORS_ALLOW_ORIGINS"]) == list(dev.stack.config.api.cors_allow_origins)
+    assert "CITEWISE_CORS_ALLOW_ORIGINS" not in variables(prod)  # no origin configured: no CORS at all
+    # And the gateway's preflight allows the headers the functions' pages send (MCP's version header too)
+    options = next(m for (verb, _), m in method_paths(dev).items() if verb == "OPTIONS")
+    allowed = options["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
+    assert allowed["method.response.header.Access-Control-Allow-Headers"] == f"'{','.join(cors.ALLOWED_HEADERS)}'"
 
 
 def test_the_stage_is_throttled_traced_and_logs_access_and_errors(synth: Synth) -> None:

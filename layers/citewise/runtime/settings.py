@@ -241,6 +241,13 @@ class Settings(BaseSettings):
         return self.home.expanduser()
 
 
+def check_origin(origin: str) -> str:
+    """`origin` if it is a browser origin (`scheme://host[:port]`, as a browser sends it) or `*`."""
+    if origin != "*" and not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:\d+)?", origin):
+        raise ValueError(f"not an origin: {origin!r} (scheme://host[:port], or '*')")
+    return origin
+
+
 def _require_http_url(value: str, example: str) -> None:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
@@ -255,6 +262,16 @@ class ApiSettings(Settings):
     tenant_map: dict[str, str] = Field(
         default_factory=dict, description="IAM mode: principal (or role) ARN -> tenant id, as a JSON object."
     )
+    cors_allow_origins: tuple[str, ...] = Field(
+        default=(),
+        description="Browser origins whose pages may read the responses (`citewise.runtime.cors`), as a JSON "
+        'list such as ["https://app.example.com"]; "*" for any. None by default.',
+    )
+
+    @field_validator("cors_allow_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_origin(origin) for origin in value)
 
 
 class QuerySettings(ApiSettings):
