@@ -742,7 +742,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if name.lower() not in _HOP_BY_HOP:
                 self.send_header(name, value)
         if not proxied and not any(name.lower() == "access-control-allow-origin" for name, _ in headers):
-            origin = cors.allowed_origin(self.headers.get("Origin") if self.headers else None, self.server.cors_origins)
+            # A request line too broken to parse leaves no headers to read.
+            request_headers = getattr(self, "headers", None)
+            sent_from = request_headers.get("Origin") if request_headers is not None else None
+            origin = cors.allowed_origin(sent_from, self.server.cors_origins)
             for name, value in cors.origin_headers(origin).items():
                 self.send_header(name, value)
         self.send_header("x-amzn-RequestId", request_id)
