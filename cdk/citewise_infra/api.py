@@ -23,6 +23,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from citewise.api.routes import ROUTES, Route
+from citewise.domain.access import ADMIN_GROUP
 from citewise.domain.errors import (
     CitewiseError,
     ForbiddenError,
@@ -34,6 +35,7 @@ from citewise.domain.errors import (
     UnsupportedMediaTypeError,
     ValidationError,
 )
+from citewise.runtime.cors import ALLOWED_HEADERS, MAX_AGE_S
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import COGNITO_TENANT_ATTRIBUTE
 from citewise_infra.functions import CitewiseFunction
@@ -104,17 +106,17 @@ class Api(Construct):
             self,
             "AccessLogs",
             retention=config.data.log_retention,
-            removal_policy=RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN,
+            removal_policy=config.removal,
         )
         cors = None
         if config.api.cors_allow_origins:
             cors = apigw.CorsOptions(
                 allow_origins=list(config.api.cors_allow_origins),
                 allow_methods=sorted({route.method for route in ROUTES}),
-                allow_headers=["Authorization", "Content-Type", "X-Amz-Date", "X-Amz-Security-Token"],
-                max_age=Duration.hours(1),
+                allow_headers=list(ALLOWED_HEADERS),
+                max_age=Duration.seconds(MAX_AGE_S),
             )
-        return apigw.RestApi(
+        rest_api = apigw.RestApi(
             self,
             "RestApi",
             rest_api_name=f"citewise-{config.name}",
@@ -146,6 +148,17 @@ class Api(Construct):
                 throttling_burst_limit=config.api.throttle_burst_limit,
             ),
         )
+        # API Gateway writes execution logs (level ERROR) to a group of this name, created without
+        # retention unless it exists: create it first, with the environment's.
+        execution_logs = logs.LogGroup(
+            self,
+            "ExecutionLogs",
+            log_group_name=f"API-Gateway-Execution-Logs_{rest_api.rest_api_id}/{config.api.stage_name}",
+            retention=config.data.log_retention,
+            removal_policy=config.removal,
+        )
+        rest_api.deployment_stage.node.add_dependency(execution_logs)
+        return rest_api
 
     # --- Cognito -----------------------------------------------------------------------------------------
 
@@ -180,7 +193,7 @@ class Api(Construct):
             account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
             feature_plan=cognito.FeaturePlan.ESSENTIALS,
             deletion_protection=not config.destroy_on_delete,
-            removal_policy=RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN,
+            removal_policy=config.removal,
         )
         self.user_pool = pool
         self.user_pool_client = pool.add_client(
@@ -196,6 +209,16 @@ class Api(Construct):
             access_token_validity=Duration.hours(1),
             refresh_token_validity=Duration.days(30),
             enable_token_revocation=True,
+            # Clients sign in with SRP (or a password) and send the ID token; there is no hosted UI, so no
+            # OAuth at all: CDK's default would allow the implicit flow to a https://example.com callback.
+            disable_o_auth=True,
+        )
+        # Members of `admin` may change their tenant's settings and delete others' shared documents
+        # (`citewise.domain.access`); docs/deploy.md says how to add a user to it.
+        pool.add_group(
+            "AdminGroup",
+            group_name=ADMIN_GROUP,
+            description="citewise tenant administrators: change the tenant's settings, manage its shared documents",
         )
         if not required:
             acknowledge(

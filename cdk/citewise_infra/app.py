@@ -8,13 +8,17 @@ from aws_cdk import App, Environment
 
 from citewise_infra import nag
 from citewise_infra.config import load_environment
-from citewise_infra.constants import CONTEXT_ENV, CONTEXT_ENVIRONMENTS, stack_name
+from citewise_infra.constants import CONTEXT_ALARM_EMAIL, CONTEXT_ENV, CONTEXT_ENVIRONMENTS, stack_name
 from citewise_infra.stack import CitewiseStack
 
 
 def build(app: App) -> CitewiseStack:
     """Add the stack of the environment named in the context to `app`, with cdk-nag checking it."""
-    config = load_environment(app.node.try_get_context(CONTEXT_ENVIRONMENTS), app.node.try_get_context(CONTEXT_ENV))
+    config = load_environment(
+        app.node.try_get_context(CONTEXT_ENVIRONMENTS),
+        app.node.try_get_context(CONTEXT_ENV),
+        app.node.try_get_context(CONTEXT_ALARM_EMAIL),
+    )
     # No account in cdk.json: the one of the CLI's credentials at deploy time; none at all offline,
     # which synthesizes an account-agnostic template (nothing here needs the account number).
     env = Environment(account=config.account or os.environ.get("CDK_DEFAULT_ACCOUNT"), region=config.region)

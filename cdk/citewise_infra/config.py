@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -19,6 +20,13 @@ from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
+from citewise_infra.constants import (
+    API_FUNCTION_MAX_TIMEOUT_S,
+    API_FUNCTIONS,
+    API_GATEWAY_TIMEOUT_S,
+    COLD_START_MARGIN_S,
+    CONTEXT_ALARM_EMAIL,
+)
 
 # Retention periods CloudWatch Logs accepts, in days, and their names in CDK's RetentionDays.
 LOG_RETENTION_DAYS: dict[int, str] = {
@@ -203,10 +211,10 @@ class ApiConfig(_Block):
 
 
 class FunctionConfig(_Block):
-    """Size of one Lambda function."""
+    """Size of one Lambda function (an API function's timeout defaults to the most the gateway allows it)."""
 
     memory_mb: int = Field(default=1024, ge=128, le=10240)
-    timeout_s: int = Field(default=29, ge=1, le=900)
+    timeout_s: int = Field(default=API_FUNCTION_MAX_TIMEOUT_S, ge=1, le=900)
 
 
 class IngestConfig(FunctionConfig):
@@ -250,9 +258,20 @@ class AlarmsConfig(_Block):
     """Alarm thresholds and who hears about them."""
 
     email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    # An environment whose alarms must reach someone: synthesis fails without `email`.
+    require_subscriber: bool = False
     api_p99_latency_ms: int = Field(default=10_000, ge=100)
     query_p99_latency_ms: int = Field(default=10_000, ge=100)
     ingest_queue_age_s: int = Field(default=3600, ge=60)
+
+    @model_validator(mode="after")
+    def _subscribed(self) -> Self:
+        if self.require_subscriber and self.email is None:
+            raise ValueError(
+                "this environment requires an alarm subscriber: set alarms.email in cdk.json, or pass "
+                f"-c {CONTEXT_ALARM_EMAIL}=ops@example.com"
+            )
+        return self
 
 
 class EnvironmentConfig(_Block):
@@ -280,14 +299,37 @@ class EnvironmentConfig(_Block):
         self.rerank.check_region(self.region)
         return self
 
+    @model_validator(mode="after")
+    def _api_functions_answer_before_the_gateway(self) -> Self:
+        for key in API_FUNCTIONS:
+            timeout = getattr(self, key).timeout_s
+            if timeout > API_FUNCTION_MAX_TIMEOUT_S:
+                raise ValueError(
+                    f"{key}.timeout_s is {timeout}: an API function must time out by {API_FUNCTION_MAX_TIMEOUT_S} s, "
+                    f"{COLD_START_MARGIN_S} s under API Gateway's {API_GATEWAY_TIMEOUT_S} s integration timeout "
+                    "(a cold start's init counts against the gateway, not the function)"
+                )
+        return self
+
     @property
     def destroy_on_delete(self) -> bool:
         """Whether deleting the stack deletes the data too (dev environments)."""
         return self.data.removal_policy == "destroy"
 
+    @property
+    def removal(self) -> RemovalPolicy:
+        """The removal policy of the stateful resources. `retain` keeps them on delete and replacement,
+        but not when their own creation fails (`RetainExceptOnCreate`): a failed first deployment must
+        not leave a fixed-name resource (the `citewise-<env>` domain, user pool) behind for the retry to
+        collide with."""
+        return RemovalPolicy.DESTROY if self.destroy_on_delete else RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
 
-def load_environment(environments: Mapping[str, Any] | None, name: str | None) -> EnvironmentConfig:
-    """The validated block `name` of `environments` (the `citewise:environments` context)."""
+
+def load_environment(
+    environments: Mapping[str, Any] | None, name: str | None, alarm_email: str | None = None
+) -> EnvironmentConfig:
+    """The validated block `name` of `environments` (the `citewise:environments` context); `alarm_email`
+    (`-c alarm_email=...`) overrides the block's `alarms.email`, so an address need not be committed."""
     available = sorted(environments or {})
     if not name:
         raise ConfigError(f"choose an environment with -c env=NAME (one of: {', '.join(available) or 'none'})")
@@ -296,6 +338,8 @@ def load_environment(environments: Mapping[str, Any] | None, name: str | None) -
     block = environments[name]
     if not isinstance(block, Mapping):
         raise ConfigError(f"environment {name!r} must be a JSON object")
+    if alarm_email:
+        block = {**block, "alarms": {**block.get("alarms", {}), "email": alarm_email}}
     try:
         return EnvironmentConfig.model_validate({**block, "name": name})
     except ValidationError as exc:

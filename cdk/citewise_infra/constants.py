@@ -22,6 +22,7 @@ CDK_JSON: Final = REPO_ROOT / "cdk.json"
 # --- context -------------------------------------------------------------------------------------------
 CONTEXT_ENV: Final = "env"  # `cdk synth -c env=dev`
 CONTEXT_ENVIRONMENTS: Final = "citewise:environments"  # the per-environment blocks in cdk.json
+CONTEXT_ALARM_EMAIL: Final = "alarm_email"  # `-c alarm_email=ops@example.com`: overrides alarms.email
 # CDK's own key: stacks whose assets are bundled (`[]` skips bundling: the tests synthesize that way).
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
@@ -29,6 +30,15 @@ CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap"]
 FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "mcp", "bootstrap")
 HANDLER: Final = "handler.lambda_handler"
+API_FUNCTIONS: Final[tuple[FunctionKey, ...]] = ("query", "documents", "mcp")
+API_GATEWAY_TIMEOUT_S: Final = 29
+"""API Gateway's integration timeout (REST APIs' default and, without a quota increase, its maximum)."""
+COLD_START_MARGIN_S: Final = 5
+"""Kept between an API function's timeout and the gateway's: a cold start's init runs before the
+function's own clock starts but inside the gateway's, so a function allowed the gateway's full 29 s could
+still be cut off by the gateway (a bare 504) instead of answering its structured error in time. The
+handlers' budget (`citewise.domain.deadline`) is the function's remaining time less 1 s, so it follows."""
+API_FUNCTION_MAX_TIMEOUT_S: Final = API_GATEWAY_TIMEOUT_S - COLD_START_MARGIN_S
 # Construct ids of the functions (so tests find them by path) and their Powertools service names, which
 # are also the `service` dimension of the custom metrics.
 FUNCTION_IDS: Final[dict[FunctionKey, str]] = {

@@ -23,10 +23,12 @@ Every function also writes its own log group and X-Ray segments.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from aws_cdk import AssetHashType, BundlingOptions, Duration, RemovalPolicy
+from aws_cdk import AssetHashType, BundlingOptions, Duration, FileSystem
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -61,6 +63,8 @@ RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Graviton: cheaper per GB-second than x86; the layer is bundled for the same architecture.
 ARCHITECTURE = lambda_.Architecture.ARM_64
 LAYER_ARCHITECTURE: Architecture = "arm64"
+TENANT_MAP_FILE = "tenant_map.json"
+"""IAM mode's tenant map (principal ARN -> tenant), shipped beside the API functions' handlers."""
 MCP_PROFILES = "profiles.toml"
 """The MCP function's tool profiles (`citewise.mcp.profiles`), if an operator puts them beside its handler."""
 # No DeleteItem: a delete leaves a tombstone (an UpdateItem), and only the table's TTL removes items.
@@ -104,19 +108,23 @@ class CitewiseFunction(Construct):
         environment: Mapping[str, str],
         description: str,
         unscoped: Sequence[str] = (),
+        files: Mapping[str, str] | None = None,
     ) -> None:
         """`unscoped` names the actions besides X-Ray's that the role must allow on `*` (the action has no
-        resource-level permissions), each with why: they are acknowledged together."""
+        resource-level permissions), each with why: they are acknowledged together. `files` (name ->
+        text) are shipped beside the handler, in the function's code."""
         super().__init__(scope, construct_id)
         source = FUNCTIONS_DIR / key
         if not source.is_dir():
             raise FileNotFoundError(f"the {key} function's code is missing: {source}")
+        if files:
+            source = _with_files(source, files)
         self.key = key
         self.log_group = logs.LogGroup(
             self,
             "Logs",
             retention=config.data.log_retention,
-            removal_policy=RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN,
+            removal_policy=config.removal,
         )
         self.role = iam.Role(
             self,
@@ -170,6 +178,15 @@ class CitewiseFunction(Construct):
             self.role.add_to_principal_policy(statement)
 
 
+def _with_files(source: Path, files: Mapping[str, str]) -> Path:
+    """A copy of the function code directory `source` with `files` added (the asset is staged from it)."""
+    staged = Path(FileSystem.mkdtemp(f"citewise-{source.name}-"))
+    shutil.copytree(source, staged, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name, text in files.items():
+        (staged / name).write_text(text, encoding="utf-8")
+    return staged
+
+
 class FunctionsFactory(Construct):
     """Builds the layer and the four functions, with their environment and permissions."""
 
@@ -210,7 +227,7 @@ class FunctionsFactory(Construct):
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             description="citewise library and its runtime dependencies (boto3 comes with the runtime)",
-            removal_policy=RemovalPolicy.DESTROY if self._config.destroy_on_delete else RemovalPolicy.RETAIN,
+            removal_policy=self._config.removal,
         )
 
     # --- environment ---------------------------------------------------------------------------------------
@@ -244,8 +261,19 @@ class FunctionsFactory(Construct):
         if auth.mode == "cognito":
             values["tenant_claim"] = "custom:tenant_id"
         else:
-            values["tenant_map"] = json.dumps(auth.tenant_map, sort_keys=True)
+            # A file in the code, not a variable: Lambda allows 4 KB for all of a function's variables.
+            values["tenant_map_file"] = TENANT_MAP_FILE
         return values
+
+    def _identity_files(self) -> dict[str, str]:
+        """The files the API functions' identity needs beside their handler: IAM mode's tenant map."""
+        auth = self._config.auth
+        return {TENANT_MAP_FILE: json.dumps(auth.tenant_map, sort_keys=True, indent=1)} if auth.mode == "iam" else {}
+
+    def _cors_values(self) -> dict[str, str]:
+        """The browser origins whose pages may read the API functions' responses (`citewise.runtime.cors`)."""
+        origins = self._config.api.cors_allow_origins
+        return {"cors_allow_origins": json.dumps(list(origins))} if origins else {}
 
     def _function(
         self,
@@ -255,6 +283,7 @@ class FunctionsFactory(Construct):
         values: dict[str, str],
         what: str,
         unscoped: Sequence[str] = (),
+        files: Mapping[str, str] | None = None,
     ) -> CitewiseFunction:
         return CitewiseFunction(
             self,
@@ -266,6 +295,7 @@ class FunctionsFactory(Construct):
             environment=settings_environment(settings, values),
             description=f"citewise {self._config.name}: {what}",
             unscoped=unscoped,
+            files=files,
         )
 
     def _grant_model(self, fn: CitewiseFunction, model_id: str) -> None:
@@ -304,6 +334,7 @@ class FunctionsFactory(Construct):
         values = {
             **self._search_values(),
             **self._identity_values(),
+            **self._cors_values(),
             "synthesizer": "bedrock",
             "generation_model_id": models.generation_model_id,
             # the tenants' settings documents only (ranking signals, routing vocabulary)
@@ -358,6 +389,7 @@ class FunctionsFactory(Construct):
             self._answer_values(),
             "POST /v1/query and /v1/search",
             self._answer_unscoped(),
+            self._identity_files(),
         )
         self._grant_answering(fn)
         return fn
@@ -373,6 +405,7 @@ class FunctionsFactory(Construct):
             values,
             "POST /mcp: read-only agent tools (MCP)",
             self._answer_unscoped(),
+            self._identity_files(),
         )
         self._grant_answering(fn)
         self._storage.grant_read_registry(fn.role)
@@ -382,10 +415,16 @@ class FunctionsFactory(Construct):
         values = {
             **self._document_values(),
             **self._identity_values(),
+            **self._cors_values(),
             "upload_url_ttl": str(self._config.api.upload_url_ttl_s),
         }
         fn = self._function(
-            "documents", self._config.documents, DocumentsSettings, values, "/v1/documents, /v1/uploads, health"
+            "documents",
+            self._config.documents,
+            DocumentsSettings,
+            values,
+            "/v1/documents, /v1/uploads, health",
+            files=self._identity_files(),
         )
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)

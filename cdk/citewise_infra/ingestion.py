@@ -14,7 +14,7 @@ reserves nothing from an account's concurrency pool (a new account may have as l
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -53,7 +53,7 @@ class Ingestion(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        removal = RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN
+        removal = config.removal
         retention = Duration.days(config.data.queue_retention_days)
         # The queues' own key: S3 must be allowed to encrypt notifications with it, for this bucket only
         # (a condition naming the bucket). On the bucket's key that grant would make the key depend on

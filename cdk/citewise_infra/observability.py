@@ -8,19 +8,33 @@ Alarms, and why each one:
 - API 5XX responses (5 in 5 minutes): what callers see of query and documents failures, including
   those the handlers turn into an error body;
 - p99 latency of the API and of the query pipeline (`QueryLatency`) above their thresholds for 15 min;
-- on a managed domain: cluster status red, writes blocked, free storage under a quarter of the volume.
+- on a managed domain: cluster status red (and yellow when it has more than one data node: a one-node
+  domain places no replica anywhere), writes blocked, free storage under a quarter of the volume, JVM
+  memory pressure at 95% for 3 minutes, and the KMS key erroring or inaccessible (the domain then
+  cannot read its data), as in the OpenSearch Service's recommended alarms.
 Missing data is never an alarm: an idle environment stays green.
+
+Logs: every log group has the environment's retention. The stack's functions and the API's access log
+have theirs; so do the functions CDK adds for itself (the bucket-notifications handler, dev's
+auto-delete-objects provider), which would otherwise log to a group Lambda creates without one: each
+gets a log group of its own through its `LoggingConfig`.
+
+The topic: `enforce_ssl` gives it a topic policy, which replaces SNS's default one, so the policy itself
+must allow CloudWatch alarms of this account to publish; the key policy lets CloudWatch encrypt for the
+topic. An environment with `alarms.require_subscriber` (prod) refuses to synthesize without an address.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import CfnResource, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
@@ -72,6 +86,7 @@ class Observability(Construct):
         if isinstance(search, ManagedSearch):
             self._build_domain_alarms(search)
         self.dashboard = self._build_dashboard(ingestion, api, search)
+        self._retain_helper_logs()
 
     def _build_topic(self, key: kms.Key) -> sns.Topic:
         topic = sns.Topic(
@@ -84,6 +99,22 @@ class Observability(Construct):
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
+            )
+        )
+        # CloudWatch alarms of this account only (the confused-deputy conditions SNS documents).
+        stack = Stack.of(self)
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+                    },
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
             )
         )
         if self._config.alarms.email is not None:
@@ -196,6 +227,49 @@ class Observability(Construct):
             comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             description="a data node has less than a quarter of its volume free",
         )
+        if self._config.search.data_nodes > 1:
+            self._alarm(
+                "SearchClusterYellow",
+                domain.metric_cluster_status_yellow(period=minute, statistic="Maximum"),
+                threshold=1,
+                periods=5,
+                description="the OpenSearch cluster is yellow for 5 minutes: some replica shards are unassigned",
+            )
+        self._alarm(
+            "SearchJvmMemoryPressure",
+            domain.metric_jvm_memory_pressure(period=minute, statistic="Maximum"),
+            threshold=95,
+            periods=3,
+            description="JVM memory pressure at 95% for 3 minutes: the cluster may refuse requests or crash",
+        )
+        self._alarm(
+            "SearchKmsKeyError",
+            domain.metric_kms_key_error(period=minute, statistic="Maximum"),
+            threshold=1,
+            description="the KMS key that encrypts the domain is disabled: the domain cannot encrypt new data",
+        )
+        self._alarm(
+            "SearchKmsKeyInaccessible",
+            domain.metric_kms_key_inaccessible(period=minute, statistic="Maximum"),
+            threshold=1,
+            description="the KMS key that encrypts the domain is deleted or its grants revoked: data unreadable",
+        )
+
+    def _retain_helper_logs(self) -> None:
+        """A log group with the retention for every function of the stack that has none of its own."""
+        stack = Stack.of(self)
+        for construct in stack.node.find_all():
+            if not isinstance(construct, CfnResource) or construct.cfn_resource_type != "AWS::Lambda::Function":
+                continue
+            if isinstance(construct, lambda_.CfnFunction) and construct.logging_config is not None:
+                continue
+            group = logs.LogGroup(
+                self,
+                f"Logs{stack.get_logical_id(construct)}",
+                retention=self._config.data.log_retention,
+                removal_policy=self._config.removal,
+            )
+            construct.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
 
     def _all_functions(self) -> Sequence[CitewiseFunction]:
         f = self._functions

@@ -33,7 +33,7 @@ import enum
 import json
 from typing import Literal, Protocol
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -100,7 +100,7 @@ class ManagedSearch(Construct):
 
     def _build_domain(self, key: kms.IKey) -> opensearch.Domain:
         search = self._config.search
-        removal = RemovalPolicy.DESTROY if self._config.destroy_on_delete else RemovalPolicy.RETAIN
+        removal = self._config.removal
         log_groups = {
             kind: logs.LogGroup(
                 self,
@@ -252,9 +252,7 @@ class ServerlessSearch(Construct):
         # A collection can only be created once an encryption policy covers its name.
         self.collection.add_dependency(encryption)
         self.collection.add_dependency(network)
-        self.collection.apply_removal_policy(
-            RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN
-        )
+        self.collection.apply_removal_policy(config.removal)
         self.endpoint = self.collection.attr_collection_endpoint
 
     def _policy_name(self, kind: str) -> str:

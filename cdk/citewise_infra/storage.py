@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -50,7 +50,7 @@ class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        self._removal = RemovalPolicy.DESTROY if config.destroy_on_delete else RemovalPolicy.RETAIN
+        self._removal = config.removal
         self.key = self._build_key()
         self.access_logs = self._build_access_log_bucket()
         self.bucket = self._build_documents_bucket()

@@ -49,7 +49,7 @@ from citewise.query.answering import answer_question
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
-from citewise.runtime.settings import McpSettings, Settings, load_settings
+from citewise.runtime.settings import McpSettings, Settings, check_origin, load_settings
 from citewise_local import config, logs, packaged
 from citewise_local.auth import MAX_TTL
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
@@ -337,6 +337,15 @@ def _parser() -> argparse.ArgumentParser:
         default=INGEST_TIMEOUT_S,
         help=f"one document's ingestion at most: the ingest function's Lambda timeout; later it is stopped and "
         f"recorded FAILED (30-900, default {INGEST_TIMEOUT_S:g})",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        type=_origin,
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin whose pages may call the API, e.g. http://localhost:3000 (repeatable; '*': any; "
+        "default: none)",
     )
     serve.set_defaults(run=_serve, own_services=True)
 
@@ -737,6 +746,13 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _origin(value: str) -> str:
+    try:
+        return check_origin(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until Ctrl-C; the URL goes to stdout, one line per request to stderr, the handlers' logs to
     the log file (or stderr with JSON)."""
@@ -760,6 +776,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             handler_output=output,
             api_timeout=args.api_timeout,
             ingest_timeout=args.ingest_timeout,
+            cors_origins=args.cors_origin,
         )
     except (OSError, OverflowError) as exc:  # address in use or unknown; port out of range; log folder
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -76,6 +76,7 @@ from citewise.domain.models import Document, DocumentStatus
 from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
 from citewise.ports.blobstore import is_sidecar, key_to_location, object_key
+from citewise.runtime import cors
 from citewise.runtime.settings import Settings
 from citewise_local import packaged
 from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, verify_token
@@ -374,6 +375,7 @@ class LocalServer(ThreadingHTTPServer):
         log_stream: TextIO | None = None,
         log_format: LogFormat = "text",
         handler_output: Output | None = None,
+        cors_origins: Sequence[str] = (),
     ) -> None:
         self.pools: dict[str, FunctionPool] = {}  # before binding: a failed bind calls server_close
         super().__init__(address, _RequestHandler)
@@ -394,6 +396,10 @@ class LocalServer(ThreadingHTTPServer):
             self.blobs = local_blob_store(self.settings.model_copy(update={"home": self.home}))
             self.sequencer = Sequencer()
             forced, defaults = handler_environment(self.home, self.url)
+            # CORS as API Gateway and the functions do it on AWS: the server answers preflights and its own
+            # errors, the functions their responses (`citewise.runtime.cors`).
+            self.cors_origins = tuple(cors_origins)
+            forced["CITEWISE_CORS_ALLOW_ORIGINS"] = json.dumps(self.cors_origins)
             if handler_output is not None and handler_output.metrics:
                 forced["POWERTOOLS_METRICS_DISABLED"] = "false"
             os.environ.update(forced)
@@ -692,6 +698,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
             name, content_type = DOCS_ASSETS[raw_path]
             cached = [("Content-Type", content_type), ("Cache-Control", "public, max-age=86400")]
             return self._send(200, docs_asset(name), cached, request_id)
+        if (
+            self.command == "OPTIONS"
+            and self.headers.get("Access-Control-Request-Method")
+            and allowed_methods(raw_path)
+        ):
+            origin = cors.allowed_origin(self.headers.get("Origin"), self.server.cors_origins)
+            return self._send(204, b"", list(cors.preflight_headers(origin).items()), request_id)
         matched = match_route(self.command, raw_path)
         if matched is None:
             allowed = allowed_methods(raw_path)
@@ -746,7 +759,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.server.log(f"malformed Lambda proxy response (request {request_id})")
             _, body = error_body(Exception(), request_id)
             return self._send_json(502, body, request_id)
-        return self._send(mapped.status, mapped.body, mapped.headers, request_id)
+        return self._send(mapped.status, mapped.body, mapped.headers, request_id, proxied=True)
 
     # --- uploads ------------------------------------------------------------------------------------
 
@@ -821,11 +834,21 @@ class _RequestHandler(BaseHTTPRequestHandler):
         request_id: str,
         *,
         close: bool = False,
+        proxied: bool = False,
     ) -> int:
+        """Send one response; `proxied`: a function's, whose CORS headers are the function's own (API
+        Gateway adds none to a proxy response), else the server's, which gets them here."""
         self.send_response_only(status)
         self.send_header("Date", self.date_time_string())
         for name, value in headers:
             if name.lower() not in _HOP_BY_HOP:
+                self.send_header(name, value)
+        if not proxied and not any(name.lower() == "access-control-allow-origin" for name, _ in headers):
+            # A request line too broken to parse leaves no headers to read.
+            request_headers = getattr(self, "headers", None)
+            sent_from = request_headers.get("Origin") if request_headers is not None else None
+            origin = cors.allowed_origin(sent_from, self.server.cors_origins)
+            for name, value in cors.origin_headers(origin).items():
                 self.send_header(name, value)
         self.send_header("x-amzn-RequestId", request_id)
         self.send_header("Content-Length", str(len(data)))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conformance.opensearch_wire import _spec, problems
+from tests.conformance.opensearch_wire import SPEC, _spec, problems
 from tests.doubles.opensearch_server import Recorded
 
 
@@ -26,6 +26,15 @@ def test_the_vendored_specification_is_pinned_and_holds_the_operations_citewise_
         "POST /{index}/_bulk",
         "POST /{index}/_search",
     }
+
+
+def test_the_vendored_extract_travels_with_the_upstream_licence_and_notice() -> None:
+    # Apache-2.0 section 4: a redistribution gives its recipients the licence and the NOTICE file
+    directory = SPEC.parent
+    licence = (directory / "LICENSE.txt").read_text(encoding="utf-8")
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in licence
+    assert "Copyright OpenSearch Contributors" in (directory / "NOTICE.txt").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,9 @@ SERVERLESS_IAM = {
 }
 
 
+PROD_ALARM_EMAIL = "ops@example.com"
+
+
 def cdk_context(environment: str, overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The context the CLI would give the app for `-c env=<environment>`, bundling skipped."""
     cdk_json = json.loads(CDK_JSON.read_text(encoding="utf-8"))
@@ -117,7 +120,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) -> 
 
 @pytest.fixture(scope="session")
 def prod(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) -> Synth:
-    return synthesize(tmp_path_factory.mktemp("cdk-prod"), "prod")
+    # prod refuses to synthesize without an alarm subscriber (`-c alarm_email=...` at deploy time)
+    return synthesize(tmp_path_factory.mktemp("cdk-prod"), "prod", {"alarms": {"email": PROD_ALARM_EMAIL}})
 
 
 @pytest.fixture(scope="session")

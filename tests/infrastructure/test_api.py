@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 from citewise_infra.api import GATEWAY_ERRORS
+from citewise_infra.constants import API_FUNCTIONS
 
 from citewise.api.routes import ROUTES
+from citewise.domain.access import ADMIN_GROUP
+from citewise.runtime import cors
 
 from .conftest import Synth
 from .templates import method_paths, references
@@ -132,6 +135,21 @@ def test_cors_preflight_exists_only_where_origins_are_configured(dev: Synth, pro
     assert not [verb for (verb, _) in method_paths(prod) if verb == "OPTIONS"]
 
 
+@pytest.mark.parametrize("key", API_FUNCTIONS)
+def test_the_api_functions_answer_the_configured_origins_themselves(dev: Synth, prod: Synth, key: str) -> None:
+    # A proxy response carries CORS only if the function adds it: the functions get the stack's origins
+    def variables(synth: Synth) -> dict[str, Any]:
+        function = synth.resources[synth.logical_id(getattr(synth.stack.functions, key).function)]
+        return function["Properties"]["Environment"]["Variables"]  # type: ignore[no-any-return]
+
+    assert json.loads(variables(dev)["CITEWISE_CORS_ALLOW_ORIGINS"]) == list(dev.stack.config.api.cors_allow_origins)
+    assert "CITEWISE_CORS_ALLOW_ORIGINS" not in variables(prod)  # no origin configured: no CORS at all
+    # And the gateway's preflight allows the headers the functions' pages send (MCP's version header too)
+    options = next(m for (verb, _), m in method_paths(dev).items() if verb == "OPTIONS")
+    allowed = options["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
+    assert allowed["method.response.header.Access-Control-Allow-Headers"] == f"'{','.join(cors.ALLOWED_HEADERS)}'"
+
+
 def test_the_stage_is_throttled_traced_and_logs_access_and_errors(synth: Synth) -> None:
     (stage,) = synth.of_type("AWS::ApiGateway::Stage").values()
     properties = stage["Properties"]
@@ -162,11 +180,29 @@ def test_users_get_their_tenant_from_an_administrator_only(dev: Synth) -> None:
     assert "custom:tenant_id" not in client_properties["WriteAttributes"]
 
 
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+def test_the_pool_has_the_admin_group_and_its_client_no_oauth_flow(
+    request: pytest.FixtureRequest, environment: str
+) -> None:
+    synth: Synth = request.getfixturevalue(environment)
+    pool_id = synth.logical_id(synth.stack.api.user_pool)
+    # The group tenant settings require (citewise.domain.access.ADMIN_GROUP), in the pool
+    (group,) = synth.of_type("AWS::Cognito::UserPoolGroup").values()
+    assert group["Properties"]["GroupName"] == ADMIN_GROUP == "admin"
+    assert group["Properties"]["UserPoolId"] == {"Ref": pool_id}
+    # No hosted UI: no OAuth flow at all (CDK's default: implicit and code flows to https://example.com)
+    (client,) = synth.of_type("AWS::Cognito::UserPoolClient").values()
+    properties = client["Properties"]
+    assert properties["AllowedOAuthFlowsUserPoolClient"] is False
+    assert not {"AllowedOAuthFlows", "CallbackURLs", "LogoutURLs", "AllowedOAuthScopes"} & set(properties)
+    assert "example.com" not in json.dumps(properties)
+
+
 def test_prod_requires_mfa_and_keeps_its_users(prod: Synth) -> None:
     (pool,) = prod.of_type("AWS::Cognito::UserPool").values()
     assert pool["Properties"]["MfaConfiguration"] == "ON"
     assert pool["Properties"]["DeletionProtection"] == "ACTIVE"
-    assert pool["DeletionPolicy"] == "Retain"
+    assert pool["DeletionPolicy"] == "RetainExceptOnCreate"
     (client,) = prod.of_type("AWS::Cognito::UserPoolClient").values()
     assert "ALLOW_USER_PASSWORD_AUTH" not in client["Properties"]["ExplicitAuthFlows"]
 

@@ -28,12 +28,24 @@ def environments() -> dict[str, Any]:
 def test_cdk_json_defines_dev_and_prod_and_both_are_valid() -> None:
     blocks = environments()
     assert {"dev", "prod"} <= set(blocks)
-    dev, prod = load_environment(blocks, "dev"), load_environment(blocks, "prod")
+    dev, prod = load_environment(blocks, "dev"), load_environment(blocks, "prod", "ops@example.com")
     # dev is the small, disposable one; prod keeps its data and spreads over zones
     assert (dev.search.mode, dev.search.data_nodes, dev.destroy_on_delete) == ("managed", 1, True)
     assert prod.destroy_on_delete is False
     assert prod.search.availability_zones >= 2 and prod.search.master_nodes == 3
     assert prod.auth.mfa == "required"
+
+
+def test_prod_refuses_to_synthesize_without_an_alarm_subscriber() -> None:
+    # Given cdk.json as committed (prod requires a subscriber and names none)
+    with pytest.raises(
+        ConfigError, match=r"alarms: .*requires an alarm subscriber: set alarms.email .* -c alarm_email="
+    ):
+        load_environment(environments(), "prod")
+    # And the address from the command line's context is enough
+    assert load_environment(environments(), "prod", "ops@example.com").alarms.email == "ops@example.com"
+    # dev needs none
+    assert load_environment(environments(), "dev").alarms.email is None
 
 
 def test_an_environment_must_be_chosen_and_must_exist() -> None:
@@ -62,6 +74,8 @@ def test_an_environment_must_be_chosen_and_must_exist() -> None:
         ),
         ("data", {"log_retention_days": 8}, "CloudWatch Logs keeps logs for one of"),
         ("api", {"cors_allow_origins": ["localhost"]}, "not an origin"),
+        ("query", {"timeout_s": 29}, "query.timeout_s is 29: an API function must time out by 24 s"),
+        ("mcp", {"timeout_s": 25}, "5 s under API Gateway's 29 s integration timeout"),
     ],
 )
 def test_invalid_settings_fail_naming_the_environment_and_field(

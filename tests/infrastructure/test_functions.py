@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
-from citewise_infra.constants import FUNCTION_KEYS, HANDLER, METRICS_NAMESPACE, SERVICE_NAMES, FunctionKey
+from citewise_infra.constants import (
+    API_FUNCTIONS,
+    API_GATEWAY_TIMEOUT_S,
+    COLD_START_MARGIN_S,
+    FUNCTION_KEYS,
+    HANDLER,
+    METRICS_NAMESPACE,
+    SERVICE_NAMES,
+    FunctionKey,
+)
 from citewise_infra.functions import settings_environment
 
 from citewise.runtime.settings import (
@@ -21,7 +31,8 @@ from citewise.runtime.settings import (
 )
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 
-from .conftest import Synth
+from .conftest import SERVERLESS_IAM, Synth, synthesize
+from .templates import flat
 
 SETTINGS: dict[FunctionKey, type[Settings]] = {
     "ingest": IngestSettings,
@@ -106,6 +117,35 @@ def test_citewise_serve_stops_invocations_at_the_timeouts_the_stack_gives_the_fu
     assert config.ingest.timeout_s == INGEST_TIMEOUT_S
 
 
+@pytest.mark.parametrize("key", API_FUNCTIONS)
+def test_an_api_function_times_out_with_a_margin_under_the_gateway(synth: Synth, key: FunctionKey) -> None:
+    # A cold start's init runs inside the gateway's 29 s, not the function's: 5 s are kept for it
+    assert function_properties(synth, key)["Timeout"] <= API_GATEWAY_TIMEOUT_S - COLD_START_MARGIN_S == 24
+    methods = [method["Properties"] for method in synth.of_type("AWS::ApiGateway::Method").values()]
+    integrations = [m["Integration"] for m in methods if m["Integration"].get("Type") == "AWS_PROXY"]
+    assert integrations and all(i.get("TimeoutInMillis", 29_000) == API_GATEWAY_TIMEOUT_S * 1000 for i in integrations)
+
+
+def code_directory(synth: Synth, key: FunctionKey) -> Path:
+    """The staged asset directory of `key`'s code in the cloud assembly."""
+    code = function_properties(synth, key)["Code"]
+    return synth.outdir / f"asset.{flat(code['S3Key']).removesuffix('.zip')}"
+
+
+def test_a_tenant_map_beyond_the_variables_limit_deploys(tmp_path: Path, _no_default_account: None) -> None:
+    # Given IAM mode with a map of 400 principals (about 24 KB as JSON: six times Lambda's 4 KB for all variables)
+    tenant_map = {f"arn:aws:iam::123456789012:role/app-{n:04d}": f"tenant-{n:04d}" for n in range(400)}
+    assert len(json.dumps(tenant_map)) > 4 * 1024
+    synth = synthesize(
+        tmp_path, "dev", {**SERVERLESS_IAM, "auth": {**SERVERLESS_IAM["auth"], "tenant_map": tenant_map}}
+    )
+    for key in API_FUNCTIONS:
+        # Then every API function's variables stay small, and its code holds the whole map
+        assert len(json.dumps(variables(synth, key))) < 4 * 1024, key
+        shipped = (code_directory(synth, key) / "tenant_map.json").read_text(encoding="utf-8")
+        assert json.loads(shipped) == tenant_map
+
+
 def test_every_function_has_a_role_of_its_own(synth: Synth) -> None:
     roles = [json.dumps(function_properties(synth, key)["Role"]) for key in FUNCTION_KEYS]
     assert len(set(roles)) == len(FUNCTION_KEYS)
@@ -130,9 +170,11 @@ def test_every_citewise_variable_is_a_field_of_the_functions_settings(synth: Syn
 def test_the_environment_validates_as_the_functions_settings(
     synth: Synth, key: FunctionKey, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the function's variables, deploy-time values stood in for
+    # Given the function's variables, deploy-time values stood in for, in its code's directory (the
+    # working directory on Lambda)
     for name, value in variables(synth, key).items():
         monkeypatch.setenv(name, value if isinstance(value, str) else DEPLOY_TIME[name])
+    monkeypatch.chdir(code_directory(synth, key))
     # When the function loads its settings at cold start, they validate, and mean what the stack meant
     settings = load_settings(SETTINGS[key])
     config = synth.stack.config
@@ -159,7 +201,12 @@ def test_the_query_function_synthesizes_with_the_configured_model_and_guardrail(
     assert "CITEWISE_GUARDRAIL_ID" not in variables(dev, "query")
     query = variables(serverless_iam, "query")
     assert (query["CITEWISE_GUARDRAIL_ID"], query["CITEWISE_GUARDRAIL_VERSION"]) == ("gr0abc123", "3")
-    assert json.loads(query["CITEWISE_TENANT_MAP"]) == {"arn:aws:iam::123456789012:role/acme-app": "acme"}
+    # IAM mode's tenant map is a file in the code, read at the cold start: no 4 KB variable limit
+    assert "CITEWISE_TENANT_MAP" not in query and query["CITEWISE_TENANT_MAP_FILE"] == "tenant_map.json"
+    for key in API_FUNCTIONS:
+        shipped = json.loads((code_directory(serverless_iam, key) / "tenant_map.json").read_text(encoding="utf-8"))
+        assert shipped == {"arn:aws:iam::123456789012:role/acme-app": "acme"}, key
+        assert (code_directory(serverless_iam, key) / "handler.py").is_file()
     assert variables(dev, "query")["CITEWISE_TENANT_CLAIM"] == "custom:tenant_id"
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from citewise_infra.constants import FUNCTION_KEYS, INGEST_METRICS, METRICS_NAMESPACE, QUERY_METRICS, SERVICE_NAMES
 
-from .conftest import Synth
+from .conftest import PROD_ALARM_EMAIL, ROOT, Synth
 from .templates import flat
 
 
@@ -80,8 +81,30 @@ def test_the_topic_is_encrypted_tls_only_and_cloudwatch_may_use_its_key(dev: Syn
     )
     key_policy = dev.resources[key_id]["Properties"]["KeyPolicy"]["Statement"]
     assert any(s["Principal"] == {"Service": "cloudwatch.amazonaws.com"} for s in key_policy)
-    # no address in cdk.json: no subscription to confirm
-    assert not dev.of_type("AWS::SNS::Subscription") and not prod.of_type("AWS::SNS::Subscription")
+    # no address for dev: no subscription to confirm; prod has the one it was given
+    assert not dev.of_type("AWS::SNS::Subscription")
+    (subscription,) = prod.of_type("AWS::SNS::Subscription").values()
+    assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == (
+        "email",
+        PROD_ALARM_EMAIL,
+    )
+
+
+def test_cloudwatch_alarms_of_this_account_may_publish_to_the_topic(synth: Synth) -> None:
+    # The topic policy (made by enforce_ssl) replaces SNS's default one: it must let the alarms publish
+    topic_id = synth.logical_id(synth.stack.observability.topic)
+    (topic_policy,) = synth.of_type("AWS::SNS::TopicPolicy").values()
+    assert topic_policy["Properties"]["Topics"] == [{"Ref": topic_id}]
+    (publish,) = [
+        s
+        for s in topic_policy["Properties"]["PolicyDocument"]["Statement"]
+        if s["Effect"] == "Allow" and s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert publish["Action"] == "sns:Publish" and publish["Resource"] == {"Ref": topic_id}
+    assert flat(publish["Condition"]["ArnLike"]["aws:SourceArn"]) == (
+        "arn:aws:cloudwatch:us-east-1:<AWS::AccountId>:alarm:*"
+    )
+    assert publish["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
 
 
 def test_the_dashboard_shows_every_custom_metric(dev: Synth) -> None:
@@ -91,3 +114,46 @@ def test_the_dashboard_shows_every_custom_metric(dev: Synth) -> None:
         assert json.dumps(metric) in body, metric
     assert json.dumps(METRICS_NAMESPACE) in body
     assert dashboard["Properties"]["DashboardName"] == "citewise-dev"
+
+
+def test_a_managed_domain_alarms_on_its_key_and_memory_and_on_yellow_where_replicas_have_a_node(
+    dev: Synth, prod: Synth
+) -> None:
+    # The OpenSearch Service's recommended alarms: a key the domain can no longer use, JVM memory pressure
+    for synth in (dev, prod):
+        for metric in ("KMSKeyError", "KMSKeyInaccessible"):
+            (alarm,) = find(synth, metric, "DomainName")
+            assert (alarm["Threshold"], alarm["Period"], alarm["Statistic"]) == (1, 60, "Maximum"), metric
+        (memory,) = find(synth, "JVMMemoryPressure", "DomainName")
+        assert (memory["Threshold"], memory["EvaluationPeriods"], memory["Statistic"]) == (95, 3, "Maximum")
+    # Yellow (replicas unassigned) only where there is another node to hold them
+    (yellow,) = find(prod, "ClusterStatus.yellow", "DomainName")
+    assert (yellow["Threshold"], yellow["EvaluationPeriods"]) == (1, 5)
+    assert not find(dev, "ClusterStatus.yellow", "DomainName")
+
+
+def test_docs_deploy_counts_the_alarms_of_the_dev_template(dev: Synth) -> None:
+    # docs/deploy.md prices an idle dev environment by its alarm count: it must be the template's
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    (stated,) = re.findall(r"\| (\d+) CloudWatch alarms", text)
+    assert int(stated) == len(dev.of_type("AWS::CloudWatch::Alarm"))
+
+
+def test_every_log_group_has_the_retention_and_every_function_one_of_them(synth: Synth) -> None:
+    days = synth.stack.config.data.log_retention_days
+    groups = synth.of_type("AWS::Logs::LogGroup")
+    assert all(group["Properties"].get("RetentionInDays") == days for group in groups.values()), groups
+    # Every function logs to a group of the stack, CDK's own helpers included (the bucket notifications
+    # handler; dev's auto-delete-objects provider): none to a group Lambda would create without retention
+    for key, function in synth.of_type("AWS::Lambda::Function").items():
+        target = function["Properties"].get("LoggingConfig", {}).get("LogGroup")
+        assert isinstance(target, dict) and target.get("Ref") in groups, key
+    # API Gateway's execution logs go to the group named after the API and stage, made before the stage
+    (api_id,) = synth.of_type("AWS::ApiGateway::RestApi")
+    stage = synth.stack.config.api.stage_name
+    (execution,) = [
+        (key, g) for key, g in groups.items() if flat(g["Properties"].get("LogGroupName", "")).startswith("API-Gateway")
+    ]
+    assert flat(execution[1]["Properties"]["LogGroupName"]) == f"API-Gateway-Execution-Logs_<{api_id}>/{stage}"
+    (stage_id,) = synth.of_type("AWS::ApiGateway::Stage")
+    assert execution[0] in synth.resources[stage_id]["DependsOn"]

@@ -51,7 +51,7 @@ def test_dev_is_one_small_node_and_prod_spreads_over_zones_with_masters(dev: Syn
     cluster = prod_domain["Properties"]["ClusterConfig"]
     assert cluster["ZoneAwarenessEnabled"] is True and cluster["ZoneAwarenessConfig"] == {"AvailabilityZoneCount": 2}
     assert cluster["DedicatedMasterEnabled"] is True and cluster["DedicatedMasterCount"] == 3
-    assert prod_domain["DeletionPolicy"] == "Retain" and dev_domain["DeletionPolicy"] == "Delete"
+    assert prod_domain["DeletionPolicy"] == "RetainExceptOnCreate" and dev_domain["DeletionPolicy"] == "Delete"
 
 
 def test_the_serverless_collection_has_encryption_network_and_data_policies(serverless_iam: Synth) -> None:

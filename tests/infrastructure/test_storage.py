@@ -128,8 +128,40 @@ def test_registry_table_is_encrypted_with_the_key_and_recoverable(synth: Synth) 
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
 
 
+def test_prod_keeps_every_stateful_resource_except_when_its_own_creation_fails(prod: Synth) -> None:
+    # A failed first create must not leave the fixed-name domain or user pool behind for the retry to hit:
+    # RetainExceptOnCreate, and Retain on replacement, for everything prod keeps
+    kept = {key: r for key, r in prod.resources.items() if r.get("DeletionPolicy", "Delete") != "Delete"}
+    plain_retain = {key for key, r in kept.items() if r["DeletionPolicy"] == "Retain"}
+    # Only what is not data: the index resource (its Delete must never reach the handler) and API
+    # Gateway's account-wide logging role and setting (other APIs of the account may use them)
+    assert {prod.resources[key]["Type"] for key in plain_retain} == {
+        "Custom::CitewiseIndex",
+        "AWS::IAM::Role",
+        "AWS::ApiGateway::Account",
+    }
+    stateful = {
+        "AWS::S3::Bucket",
+        "AWS::DynamoDB::Table",
+        "AWS::KMS::Key",
+        "AWS::OpenSearchService::Domain",
+        "AWS::Cognito::UserPool",
+        "AWS::SQS::Queue",
+        "AWS::Logs::LogGroup",
+    }
+    for key, resource in kept.items():
+        if key not in plain_retain:
+            assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("RetainExceptOnCreate", "Retain")
+    assert stateful <= {r["Type"] for key, r in kept.items() if key not in plain_retain}
+    # Every data store is kept (log groups: the functions' and the API's; the index provider's deploy-time
+    # log is not data and goes with the stack)
+    for key, resource in prod.resources.items():
+        if resource["Type"] in stateful - {"AWS::Logs::LogGroup"}:
+            assert key in kept, key
+
+
 def test_prod_keeps_its_data_and_dev_does_not(dev: Synth, prod: Synth) -> None:
-    for synth, policy in ((prod, "Retain"), (dev, "Delete")):
+    for synth, policy in ((prod, "RetainExceptOnCreate"), (dev, "Delete")):
         storage = synth.stack.storage
         for construct in (storage.bucket, storage.table, storage.key):
             assert synth.resources[synth.logical_id(construct)]["DeletionPolicy"] == policy, (synth, construct)

@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.api.app import build_resolver
 from citewise.domain import deadline
+from citewise.runtime.cors import with_cors
 from citewise.runtime.observability import logger, metrics, tracer
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import ApiSettings, load_settings
@@ -41,4 +42,4 @@ def api_handler(
         with deadline.budget(context.get_remaining_time_in_millis()):
             return app.resolve(event, context)
 
-    return cast(LambdaHandler, lambda_handler)
+    return cast(LambdaHandler, with_cors(lambda_handler, settings.cors_allow_origins))

@@ -10,7 +10,7 @@ made: the last failure (a throttling error, a read timeout) is raised as it is. 
 read timeout is cut to the time left, through botocore's per-request `read_timeout` override; an attempt
 with less than `MIN_CALL_SECONDS` left is not sent (`DeadlineExceeded`, which `translate` turns into
 `ThrottledError` when the attempt before was throttled, else into the adapter's backend error). So a
-slow or throttled Bedrock call inside the query function's 29 s ends as `THROTTLED` or
+slow or throttled Bedrock call inside the query function's 24 s ends as `THROTTLED` or
 `GENERATION_ERROR`, never as API Gateway's 504.
 """
 

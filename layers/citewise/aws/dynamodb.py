@@ -218,8 +218,7 @@ class DynamoRegistry:
         return TenantSettings.model_validate_json(item[SETTINGS_ATTRIBUTE]["S"]) if item else None
 
     def put_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
-        item = _key(tenant_id, SETTINGS_KEY) | {SETTINGS_ATTRIBUTE: {"S": settings.model_dump_json(exclude_none=True)}}
-        self._call("PutItem", self._client.put_item, TableName=self.table_name, Item=item)
+        self._call("UpdateItem", self._client.update_item, **settings_put_request(self.table_name, tenant_id, settings))
 
     @staticmethod
     def _call(action: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
@@ -345,6 +344,18 @@ def settings_get_request(table_name: str, tenant_id: str) -> dict[str, Any]:
         "Key": _key(tenant_id, SETTINGS_KEY),
         "ProjectionExpression": "#settings",
         "ExpressionAttributeNames": {"#settings": SETTINGS_ATTRIBUTE},
+    }
+
+
+def settings_put_request(table_name: str, tenant_id: str, settings: TenantSettings) -> dict[str, Any]:
+    """UpdateItem that writes a tenant's settings item (creating it if absent). Not PutItem: the roles that
+    write the registry are allowed UpdateItem only, so no grant lets them replace a whole item."""
+    return {
+        "TableName": table_name,
+        "Key": _key(tenant_id, SETTINGS_KEY),
+        "UpdateExpression": "SET #settings = :settings",
+        "ExpressionAttributeNames": {"#settings": SETTINGS_ATTRIBUTE},
+        "ExpressionAttributeValues": {":settings": {"S": settings.model_dump_json(exclude_none=True)}},
     }
 
 

@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from citewise.mcp.http import respond
 from citewise.mcp.profiles import load_profiles
 from citewise.mcp.tools import Toolbox
+from citewise.runtime.cors import with_cors
 from citewise.runtime.observability import logger, metrics, tracer
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import McpSettings, load_settings
@@ -39,4 +40,4 @@ def mcp_handler(settings_kind: type[McpSettings] = McpSettings) -> LambdaHandler
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return respond(APIGatewayProxyEvent(event), toolbox, settings)
 
-    return cast(LambdaHandler, lambda_handler)
+    return cast(LambdaHandler, with_cors(lambda_handler, settings.cors_allow_origins))

@@ -5,8 +5,14 @@ The transport of the MCP Lambda function (and of `/mcp` on `citewise serve`, whi
   response, a notification or a client's response 202 with no body. No session id is issued, so a client
   sends none and never opens the GET stream;
 - GET (the server-sent-events stream) and any other method: 405, `Allow: POST`;
-- a body that is not JSON, a batch (an array, which the protocol no longer has), an `Accept` without JSON,
-  or an `MCP-Protocol-Version` this server does not speak: 4xx with a JSON-RPC error;
+- a JSON-RPC batch (an array of messages) as the revision in use allows it: 2025-03-26 has batches
+  (JSON-RPC 2.0's, which 2024-11-05 rests on too), 2025-06-18 removed them. A request whose
+  `MCP-Protocol-Version` is one of the older two, or that has none (which the 2025-06-18 transport says
+  to read as 2025-03-26), gets the array of its requests' responses (202 if it held only notifications);
+  `initialize` may not be batched, and a batch holds at most `MAX_BATCH` messages. A batch under
+  2025-06-18 or later is 400 with a JSON-RPC Invalid Request error saying so;
+- a body that is not JSON, an empty or oversized batch, an `Accept` without JSON, or an
+  `MCP-Protocol-Version` this server does not speak: 4xx with a JSON-RPC error;
 - the identity: API Gateway's authorizer has refused a request without a valid token before it gets
   here; an identity this function cannot use is 401 (none) or 403 (no tenant), before any message is read.
 """
@@ -20,6 +26,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from citewise.domain.errors import CitewiseError, ForbiddenError
 from citewise.domain.jsonbody import JSON_MEDIA_TYPE, is_json, parse_json
+from citewise.domain.models import Caller
 from citewise.mcp.protocol import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -37,6 +44,12 @@ from citewise.runtime.settings import ApiSettings
 
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 ACCEPTED = ("application/json", "application/*", "*/*")
+BATCH_VERSIONS = ("2024-11-05", "2025-03-26")
+"""The revisions whose clients may send a JSON-RPC batch (2025-06-18 removed batches)."""
+UNSTATED_VERSION = "2025-03-26"
+"""The revision of a request without `MCP-Protocol-Version`, as the 2025-06-18 transport prescribes."""
+MAX_BATCH = 32
+"""Messages in one batch at most: each may call a tool, and one invocation has one time budget."""
 
 
 def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: ApiSettings) -> dict[str, Any]:
@@ -60,13 +73,36 @@ def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: ApiSettings
         text = exc.message if isinstance(exc, CitewiseError) else "the body is not JSON"
         return _reply(400, error_response(None, PARSE_ERROR, f"parse error: {text}"))
     if isinstance(message, list):
-        return _reply(400, error_response(None, INVALID_REQUEST, "send one JSON-RPC message per request"))
+        return _batch(toolbox, caller, message, request_id, headers.get(PROTOCOL_VERSION_HEADER, UNSTATED_VERSION))
     try:
         response = dispatch(toolbox, caller, message, request_id)
     except Exception:  # a bug still answers in the protocol's shape
         logger.exception("MCP request failed")
         return _reply(500, error_response(message_id_of(message), INTERNAL_ERROR, "internal error"))
     return _reply(202, None) if response is None else _reply(200, response)
+
+
+def _batch(toolbox: Toolbox, caller: Caller, messages: list[Any], request_id: str, version: str) -> dict[str, Any]:
+    """The answer to a JSON-RPC batch under protocol revision `version` (see the module docstring)."""
+    if version not in BATCH_VERSIONS:
+        text = f"JSON-RPC batches were removed in MCP 2025-06-18 (this request speaks {version}): send one message"
+        return _reply(400, error_response(None, INVALID_REQUEST, text))
+    if not messages or len(messages) > MAX_BATCH:
+        return _reply(400, error_response(None, INVALID_REQUEST, f"a batch holds 1 to {MAX_BATCH} messages"))
+    responses = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("method") == "initialize":
+            text = "initialize must not be part of a JSON-RPC batch"
+            responses.append(error_response(message_id_of(message), INVALID_REQUEST, text))
+            continue
+        try:
+            response = dispatch(toolbox, caller, message, request_id)
+        except Exception:  # a bug answers this message in the protocol's shape; the others still get theirs
+            logger.exception("MCP request failed")
+            response = error_response(message_id_of(message), INTERNAL_ERROR, "internal error")
+        if response is not None:
+            responses.append(response)
+    return _reply(200, responses) if responses else _reply(202, None)
 
 
 def _refused(headers: dict[str, str]) -> dict[str, Any] | None:
@@ -87,7 +123,7 @@ def _challenge(status: int) -> dict[str, str]:
     return {"WWW-Authenticate": 'Bearer realm="citewise"'} if status == 401 else {}
 
 
-def _reply(status: int, body: Message | None, **headers: str) -> dict[str, Any]:
+def _reply(status: int, body: Message | list[Message] | None, **headers: str) -> dict[str, Any]:
     if body is None:
         return {"statusCode": status, "headers": headers, "body": ""}
     return {

@@ -11,9 +11,10 @@ gives each function only its own.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-from typing import ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
@@ -255,6 +256,13 @@ class Settings(BaseSettings):
         return self.home.expanduser()
 
 
+def check_origin(origin: str) -> str:
+    """`origin` if it is a browser origin (`scheme://host[:port]`, as a browser sends it) or `*`."""
+    if origin != "*" and not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:\d+)?", origin):
+        raise ValueError(f"not an origin: {origin!r} (scheme://host[:port], or '*')")
+    return origin
+
+
 def _require_http_url(value: str, example: str) -> None:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
@@ -269,6 +277,38 @@ class ApiSettings(Settings):
     tenant_map: dict[str, str] = Field(
         default_factory=dict, description="IAM mode: principal (or role) ARN -> tenant id, as a JSON object."
     )
+    tenant_map_file: Path | None = Field(
+        default=None,
+        description="IAM mode: a JSON file holding the tenant map instead, relative to the working directory (on "
+        "Lambda the function's code, where the stack ships it): Lambda's 4 KB for all environment variables does "
+        "not bound it. Read once, when the settings load (a cold start).",
+    )
+    cors_allow_origins: tuple[str, ...] = Field(
+        default=(),
+        description="Browser origins whose pages may read the responses (`citewise.runtime.cors`), as a JSON "
+        'list such as ["https://app.example.com"]; "*" for any. None by default.',
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tenant_map_from_file(cls, values: Any) -> Any:
+        path = values.get("tenant_map_file") if isinstance(values, dict) else None
+        if path is None:
+            return values
+        if values.get("tenant_map"):
+            raise ValueError("set CITEWISE_TENANT_MAP or CITEWISE_TENANT_MAP_FILE, not both")
+        try:
+            tenant_map = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ValueError(f"cannot read the tenant map {path}: {exc.strerror}") from exc
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the tenant map {path} is not JSON: {exc}") from exc
+        return {**values, "tenant_map": tenant_map}
+
+    @field_validator("cors_allow_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_origin(origin) for origin in value)
 
 
 class QuerySettings(ApiSettings):

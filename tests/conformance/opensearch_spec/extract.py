@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -91,12 +92,19 @@ class Bundler:
         return {"operationId": spec["operationId"], "parameters": parameters, "body": body}
 
 
+LICENCE_FILES = ("LICENSE.txt", "NOTICE.txt")
+"""The upstream licence (Apache-2.0) and notice, copied beside the extract."""
+
+
 def main(repo: Path) -> None:
     bundler = Bundler(repo)
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
     operations = {f"{m} {p}": bundler.operation(m, p, name) for m, p, name in OPERATIONS}
     out = {"commit": commit.stdout.strip(), "operations": operations, "$defs": bundler.defs}
     (HERE / "operations.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    # Apache-2.0 section 4: a redistribution carries the licence and the NOTICE file
+    for name in LICENCE_FILES:
+        shutil.copyfile(repo / name, HERE / name)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters."""
+"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters.
+
+On the AWS stack every AWS call a handler makes is held to its function's role in the synthesized
+template (`tests.integration.handlers.iam`): a call the role does not allow fails the test.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,11 @@ from moto import mock_aws
 from citewise.aws.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
 from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
+from tests.integration.handlers.iam import Names, RoleCheck
 
 TABLE = "citewise-registry"
+QUEUE = "citewise-ingest"
+"""The ingest queue's name (the stack's queue; the Serverless sweeps are sent to it)."""
 
 
 @pytest.fixture
@@ -52,8 +59,12 @@ def stack(
 
 @contextmanager
 def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, **settings: str) -> Iterator[Stack]:
-    """The AWS stack under moto with `fake` as OpenSearch, and these extra `CITEWISE_` settings."""
+    """The AWS stack under moto with `fake` as OpenSearch, and these extra `CITEWISE_` settings; the
+    functions' calls are held to their roles in the template of that configuration."""
+    roles = RoleCheck(Names(table=TABLE, bucket=BUCKET, queue=QUEUE))
     with mock_aws(), running(fake) as opensearch:
+        boto3.setup_default_session()  # moto starts without one; every client below is made from it
+        roles.attach(boto3.DEFAULT_SESSION.events)
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
@@ -67,4 +78,4 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, **settings:
             **settings,
         }.items():
             monkeypatch.setenv(f"CITEWISE_{name}", value)
-        yield Stack("aws", s3=s3, opensearch=opensearch.fake)
+        yield Stack("aws", s3=s3, opensearch=opensearch.fake, roles=roles)

@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from citewise_local import emulator
 from citewise_local.backend import local_blob_store
 from citewise_local.emulator import LambdaContext, http_response
 from tests.doubles.opensearch_server import FakeOpenSearch
+from tests.integration.handlers.iam import RoleCheck
 
 ROOT = Path(__file__).resolve().parents[3]
 EVENTS = ROOT / "tests" / "events"
@@ -202,12 +204,24 @@ class Stack:
     kind: str
     s3: Any = None
     opensearch: FakeOpenSearch | None = None
+    roles: RoleCheck | None = None
+    """On the AWS stack: holds every AWS call of a handler (its cold start too) to its function's role."""
     handlers: dict[str, Handler] = field(default_factory=dict)
 
     def handler(self, function: str) -> Handler:
         if function not in self.handlers:
-            self.handlers[function] = load_handler(function)
+            with self._as(function):
+                loaded = load_handler(function)
+
+            def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+                with self._as(function):
+                    return loaded(event, context)
+
+            self.handlers[function] = invoke
         return self.handlers[function]
+
+    def _as(self, function: str) -> AbstractContextManager[None]:
+        return self.roles.running(function) if self.roles is not None else nullcontext()
 
     def api(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         """Call the API function that serves `path`; returns (status, parsed JSON body or None)."""

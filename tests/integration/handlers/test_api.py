@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -172,6 +173,29 @@ def test_no_identity_is_401_and_no_tenant_is_403(
     for method, path, body in (("POST", "/v1/query", {"query": "x"}), ("GET", "/v1/documents", None)):
         got, error = stack.api(method, path, body=body, identity=identity)
         assert (got, error["error"]["code"]) == (status, code)
+
+
+def test_iam_principals_map_to_tenants_through_a_tenant_map_file(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given IAM mode with a tenant map larger than Lambda allows all variables together (4 KB), in a file
+    stack.upload_and_ingest(ALICE, "keys.md", RUNBOOK)
+    tenant_map = {f"arn:aws:iam::123456789012:role/App{n:04d}": f"tenant-{n:04d}" for n in range(300)}
+    tenant_map["arn:aws:iam::123456789012:role/SupportAgent"] = "acme"
+    assert len(json.dumps(tenant_map)) > 4 * 1024
+    (tmp_path / "tenant_map.json").write_text(json.dumps(tenant_map), encoding="utf-8")
+    monkeypatch.setenv("CITEWISE_AUTH_MODE", "iam")
+    monkeypatch.setenv("CITEWISE_TENANT_MAP_FILE", str(tmp_path / "tenant_map.json"))
+    stack.handlers.clear()  # a cold start with the new settings
+    # Then a mapped role reads its tenant's documents and another is refused
+    agent = "arn:aws:sts::123456789012:assumed-role/SupportAgent/agent-session"
+    status, body = stack.api("POST", "/v1/search", body={"query": "signing keys"}, iam_arn=agent)
+    assert status == 200 and [h["chunk"]["document"]["path"] for h in body["hits"]] == ["keys.md"]
+    other = "arn:aws:sts::123456789012:assumed-role/App0001/s"
+    status, body = stack.api("POST", "/v1/search", body={"query": "signing keys"}, iam_arn=other)
+    assert status == 200 and body["hits"] == []  # tenant-0001 has no documents
+    status, error = stack.api("POST", "/v1/search", body={"query": "keys"}, iam_arn="arn:aws:iam::123456789012:role/X")
+    assert status == 403 and error["error"]["code"] == "FORBIDDEN"
 
 
 def test_iam_principals_map_to_tenants_by_role(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:

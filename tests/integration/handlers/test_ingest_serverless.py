@@ -18,12 +18,11 @@ from moto.sqs.models import sqs_backends
 from citewise.aws.sqs_sweeps import DELAY_SECONDS
 from citewise.ports.sweeps import MESSAGE_TYPE
 from tests.doubles.opensearch_server import FakeOpenSearch
-from tests.integration.handlers.conftest import aws_stack
+from tests.integration.handlers.conftest import QUEUE, aws_stack
 from tests.integration.handlers.harness import Stack, claims, s3_notification
 
 ALICE = claims("acme", "alice")
 KEY = "tenants/acme/spices.md"
-QUEUE = "citewise-ingest"
 QUEUE_URL = f"https://sqs.us-east-1.amazonaws.com/{DEFAULT_ACCOUNT_ID}/{QUEUE}"
 REFRESH_INTERVAL = 2.0  # seconds: long enough for two ingests to fit inside it
 

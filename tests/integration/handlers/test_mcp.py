@@ -142,3 +142,57 @@ def test_get_is_405_and_an_unknown_protocol_version_400(stack: Stack) -> None:
     event = api_event("POST", "/mcp", body={"jsonrpc": "2.0", "id": 1, "method": "ping"}, identity=ALICE)
     event["headers"]["MCP-Protocol-Version"] = "1999-01-01"
     assert stack.handler("mcp")(event, LambdaContext())["statusCode"] == 400
+
+
+def _post(stack: Stack, body: Any, version: str | None) -> dict[str, Any]:
+    """POST `body` to the MCP function with `MCP-Protocol-Version: version` (none if None)."""
+    event = api_event("POST", "/mcp", body=body, identity=ALICE)
+    event["headers"]["Accept"] = "application/json"
+    if version is not None:
+        event["headers"]["MCP-Protocol-Version"] = version
+    return stack.handler("mcp")(event, LambdaContext())
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", None])
+def test_a_batch_is_answered_message_by_message_where_the_revision_has_batches(
+    stack: Stack, version: str | None
+) -> None:
+    # Given a 2025-03-26 client (stated, or no header: read as 2025-03-26) sending a JSON-RPC batch
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "two", "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": "2025-03-26"}},
+        {"jsonrpc": "2.0", "id": 4, "method": "no/such"},
+        7,
+    ]
+    response = _post(stack, batch, version)
+    # Then each request gets its response in one array (the notification none), errors in place
+    assert response["statusCode"] == 200
+    answers = {json.dumps(a["id"]): a for a in json.loads(response["body"])}
+    assert set(answers) == {"1", '"two"', "3", "4", "null"}
+    assert answers["1"]["result"] == {}
+    assert types.ListToolsResult.model_validate(answers['"two"']["result"]).tools
+    assert answers["3"]["error"]["code"] == -32600 and "initialize" in answers["3"]["error"]["message"]
+    assert answers["4"]["error"]["code"] == -32601 and answers["null"]["error"]["code"] == -32600
+    # And a batch of notifications only is accepted with no body
+    notified = _post(stack, [{"jsonrpc": "2.0", "method": "notifications/initialized"}], version)
+    assert (notified["statusCode"], notified["body"]) == (202, "")
+
+
+@pytest.mark.parametrize(
+    ("version", "batch", "says"),
+    [
+        ("2025-06-18", [{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "removed in MCP 2025-06-18"),
+        ("2025-11-25", [{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "removed in MCP 2025-06-18"),
+        ("2025-03-26", [], "a batch holds 1 to 32 messages"),
+        ("2025-03-26", [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(33)], "1 to 32"),
+    ],
+)
+def test_a_batch_the_revision_forbids_or_out_of_bounds_is_an_invalid_request(
+    stack: Stack, version: str, batch: list[Any], says: str
+) -> None:
+    response = _post(stack, batch, version)
+    assert response["statusCode"] == 400
+    error = json.loads(response["body"])["error"]
+    assert error["code"] == -32600 and says in error["message"]

@@ -1,0 +1,414 @@
+"""Every AWS call a function makes, held to that function's role in the synthesized template.
+
+While a handler runs on the AWS stack, a botocore hook (`provide-client-params`, emitted for every API
+call and for every presigned URL) records what it asks AWS to do. Each call becomes the IAM requests it
+needs: the action (S3 names its own, e.g. HeadObject is `s3:GetObject`, a versioned read
+`s3:GetObjectVersion`; a DynamoDB transaction is one action per item), the resource ARN resolved from the
+parameters (table name -> table ARN, bucket and key -> object ARN, queue URL -> queue ARN), and the
+KMS calls the service makes with the caller's credentials on an encrypted resource (S3 SSE-KMS,
+DynamoDB with a customer managed key, an encrypted queue), with `kms:ViaService` as the service sets it.
+
+The role comes from the real CDK app, synthesized offline once per environment, and its policies'
+intrinsics (`Ref`, `Fn::GetAtt`, `Fn::Join`) are resolved against the names the tests give moto: the
+registry table, the documents bucket, the ingest queue and fixed ARNs for the two keys. moto's IAM
+policy engine (`moto.iam.access_control.IAMPolicy`) decides: it matches actions and resource patterns
+and evaluates `StringEquals` conditions (so `kms:ViaService`); other condition operators it treats as
+satisfied, and tests/infrastructure/test_iam.py asserts those conditions' exact shape instead.
+
+A call no statement allows fails the invocation that made it, naming the function, action and resource.
+OpenSearch requests are not AWS SDK calls: tests/infrastructure/test_opensearch_access.py holds them to
+the same roles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.iam.access_control import IAMPolicyStatement, PermissionResult
+
+REGION = "us-east-1"
+ACCOUNT = DEFAULT_ACCOUNT_ID
+PARTITION = "aws"
+STORAGE_KEY_ID = "11111111-2222-3333-4444-555555555555"
+QUEUE_KEY_ID = "66666666-7777-8888-9999-000000000000"
+PSEUDO = {
+    "AWS::Partition": PARTITION,
+    "AWS::Region": REGION,
+    "AWS::AccountId": ACCOUNT,
+    "AWS::URLSuffix": "amazonaws.com",
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One IAM authorization request: what a call needs its caller's role to allow."""
+
+    action: str
+    resource: str
+    conditions: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        where = f" ({', '.join(f'{k}={v}' for k, v in self.conditions.items())})" if self.conditions else ""
+        return f"{self.action} on {self.resource}{where}"
+
+
+@dataclass(frozen=True)
+class Names:
+    """The physical names the tests give moto, for the template's resources."""
+
+    table: str
+    bucket: str
+    queue: str
+
+
+@dataclass
+class Deployment:
+    """One synthesized environment with its intrinsics resolved to the tests' names."""
+
+    template: dict[str, Any]
+    role_ids: dict[str, str]  # function key -> the logical id of its role
+    physical: dict[str, dict[str, str]]  # logical id -> attribute ("Ref", "Arn", ...) -> value
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return self.template["Resources"]  # type: ignore[no-any-return]
+
+    def resolve(self, value: Any) -> Any:
+        """`value` with `Ref`, `Fn::GetAtt` and `Fn::Join` replaced by the tests' names; a resource the tests
+        do not create resolves to `unresolved:<logical id>`, which no call's ARN matches."""
+        if isinstance(value, list):
+            return [self.resolve(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if "Ref" in value:
+            name = value["Ref"]
+            return PSEUDO.get(name) or self.physical.get(name, {}).get("Ref", f"unresolved:{name}")
+        if "Fn::GetAtt" in value:
+            logical_id, attribute = value["Fn::GetAtt"]
+            return self.physical.get(logical_id, {}).get(attribute, f"unresolved:{logical_id}.{attribute}")
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return str(separator).join(str(self.resolve(part)) for part in parts)
+        unknown = [key for key in value if key.startswith("Fn::")]
+        if unknown:
+            raise ValueError(f"cannot resolve {unknown[0]} in a policy: teach Deployment.resolve")
+        return {key: self.resolve(item) for key, item in value.items()}
+
+    def policies(self, function: str) -> list[dict[str, Any]]:
+        """Every identity policy document of `function`'s role (inline and attached), resolved."""
+        role_id = self.role_ids[function]
+        role = self.resources[role_id]["Properties"]
+        documents = [policy["PolicyDocument"] for policy in role.get("Policies", [])]
+        for resource in self.resources.values():
+            if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in resource["Properties"]["Roles"]:
+                documents.append(resource["Properties"]["PolicyDocument"])
+        return [self.resolve(document) for document in documents]
+
+    def allows(self, function: str, request: Request) -> bool:
+        """Whether a statement of `function`'s role allows `request`, by moto's policy engine.
+
+        Statement by statement: moto answers DENIED for an Allow statement whose condition does not hold,
+        where IAM would skip it (so one policy holding the S3 and the DynamoDB `kms:ViaService` grants
+        would deny both). The roles have no Deny statement, which this would have to weigh first.
+        """
+        statements = [s for document in self.policies(function) for s in _as_list(document["Statement"])]
+        if any(statement["Effect"] != "Allow" for statement in statements):
+            raise NotImplementedError(f"the {function} role has a Deny statement: weigh it in Deployment.allows")
+        return any(
+            IAMPolicyStatement(statement).is_action_permitted(
+                request.action, request.resource, incoming_condition_values=request.conditions
+            )
+            == PermissionResult.PERMITTED
+            for statement in statements
+        )
+
+    def key_of(self, resource_type: str, name: str, key_property: tuple[str, ...]) -> str | None:
+        """The KMS key ARN that encrypts the `resource_type` resource named `name`, if a customer key does."""
+        for logical_id, resource in self.resources.items():
+            if resource["Type"] != resource_type or self.physical.get(logical_id, {}).get("Ref") != name:
+                continue
+            value: Any = resource["Properties"]
+            for step in key_property:
+                value = value.get(step) if isinstance(value, dict) else value[int(step)]
+                if value is None:
+                    return None
+            return str(self.resolve(value))
+        return None
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _physical(names: Names, ids: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The attributes of the resources the tests create (`ids`: role in the stack -> logical id)."""
+
+    def key(key_id: str) -> dict[str, str]:
+        return {"Ref": key_id, "Arn": f"arn:{PARTITION}:kms:{REGION}:{ACCOUNT}:key/{key_id}"}
+
+    queue_url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{names.queue}"
+    return {
+        ids["table"]: {"Ref": names.table, "Arn": f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{names.table}"},
+        ids["bucket"]: {"Ref": names.bucket, "Arn": f"arn:{PARTITION}:s3:::{names.bucket}"},
+        ids["queue"]: {
+            "Ref": queue_url,
+            "QueueUrl": queue_url,
+            "QueueName": names.queue,
+            "Arn": f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{names.queue}",
+        },
+        ids["storage_key"]: key(STORAGE_KEY_ID),
+        ids["queue_key"]: key(QUEUE_KEY_ID),
+    }
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Which synthesized environment a function's configuration corresponds to."""
+
+    serverless: bool = False
+    rerank_region: str | None = None  # reranking on (in this region), or off
+
+    @classmethod
+    def of(cls, variables: Mapping[str, str]) -> Environment:
+        """The environment whose template sets what `variables` (the `CITEWISE_` settings) say: a
+        Serverless collection (tests/infrastructure's `serverless_iam`) or a domain (dev), reranking on
+        or off."""
+        reranking = variables.get("CITEWISE_RERANKER") == "bedrock"
+        return cls(
+            serverless=variables.get("CITEWISE_OPENSEARCH_SERVICE") == "aoss",
+            rerank_region=variables.get("CITEWISE_RERANK_REGION", REGION) if reranking else None,
+        )
+
+
+@functools.cache
+def deployment(environment: Environment, names: Names) -> Deployment:
+    """`environment` synthesized offline (once per session) from the real CDK app, with `names`."""
+    from tests.infrastructure.conftest import SERVERLESS_IAM, synthesize
+
+    overrides = dict(SERVERLESS_IAM) if environment.serverless else {}
+    if environment.rerank_region is not None:
+        overrides["rerank"] = {"enabled": True, "region": environment.rerank_region}
+    account = os.environ.pop("CDK_DEFAULT_ACCOUNT", None)  # an account-agnostic template, as in the tests
+    try:
+        with tempfile.TemporaryDirectory(prefix="citewise-synth-") as outdir:
+            synth = synthesize(Path(outdir), "dev", overrides)
+    finally:
+        if account is not None:
+            os.environ["CDK_DEFAULT_ACCOUNT"] = account
+    stack = synth.stack
+    ids = {
+        "table": synth.logical_id(stack.storage.table),
+        "bucket": synth.logical_id(stack.storage.bucket),
+        "queue": synth.logical_id(stack.ingestion.queue),
+        "storage_key": synth.logical_id(stack.storage.key),
+        "queue_key": synth.logical_id(stack.ingestion.key),
+    }
+    functions = stack.functions
+    role_ids = {f.name: synth.logical_id(getattr(functions, f.name).role) for f in dataclasses.fields(functions)}
+    return Deployment(template=synth.template, role_ids=role_ids, physical=_physical(names, ids))
+
+
+# --- what a call needs ------------------------------------------------------------------------------------
+
+
+def _arn(service: str, resource: str) -> str:
+    return f"arn:{PARTITION}:{service}:{REGION}:{ACCOUNT}:{resource}"
+
+
+def _object(bucket: str, key: str) -> str:
+    return f"arn:{PARTITION}:s3:::{bucket}/{key}"
+
+
+def _s3(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    bucket = params["Bucket"]
+    key = deploy.key_of("AWS::S3::Bucket", bucket, _BUCKET_KEY)
+
+    def via_s3(action: str) -> list[Request]:
+        return [Request(action, key, {"kms:ViaService": f"s3.{REGION}.amazonaws.com"})] if key else []
+
+    def read(bucket_name: str, object_key: str, version: str | None) -> Request:
+        return Request("s3:GetObjectVersion" if version else "s3:GetObject", _object(bucket_name, object_key))
+
+    bucket_arn = f"arn:{PARTITION}:s3:::{bucket}"
+    match operation:
+        case "HeadObject":
+            return [read(bucket, params["Key"], params.get("VersionId"))]
+        case "GetObject":
+            return [read(bucket, params["Key"], params.get("VersionId")), *via_s3("kms:Decrypt")]
+        case "PutObject":
+            return [Request("s3:PutObject", _object(bucket, params["Key"])), *via_s3("kms:GenerateDataKey")]
+        case "CopyObject":
+            source = params["CopySource"]
+            if isinstance(source, str):
+                path, _, query = unquote(source).partition("?versionId=")
+                source_bucket, _, source_key = path.lstrip("/").partition("/")
+                source = {"Bucket": source_bucket, "Key": source_key, "VersionId": query or None}
+            copy_source = f"{source['Bucket']}/{source['Key']}"
+            return [
+                read(source["Bucket"], source["Key"], source.get("VersionId")),
+                Request("s3:PutObject", _object(bucket, params["Key"]), {"s3:x-amz-copy-source": copy_source}),
+                *via_s3("kms:Decrypt"),
+                *via_s3("kms:GenerateDataKey"),
+            ]
+        case "DeleteObject":
+            action = "s3:DeleteObjectVersion" if params.get("VersionId") else "s3:DeleteObject"
+            return [Request(action, _object(bucket, params["Key"]))]
+        case "DeleteObjects":
+            return [
+                Request(
+                    "s3:DeleteObjectVersion" if item.get("VersionId") else "s3:DeleteObject",
+                    _object(bucket, item["Key"]),
+                )
+                for item in params["Delete"]["Objects"]
+            ]
+        case "ListObjects" | "ListObjectsV2" | "HeadBucket":
+            return [Request("s3:ListBucket", bucket_arn, _prefix(params))]
+        case "ListObjectVersions":
+            return [Request("s3:ListBucketVersions", bucket_arn, _prefix(params))]
+    raise NotImplementedError(f"no IAM mapping for S3 {operation}: add it to tests/integration/handlers/iam.py")
+
+
+_BUCKET_KEY = (
+    "BucketEncryption",
+    "ServerSideEncryptionConfiguration",
+    "0",
+    "ServerSideEncryptionByDefault",
+    "KMSMasterKeyID",
+)
+
+
+def _prefix(params: dict[str, Any]) -> dict[str, str]:
+    return {"s3:prefix": params["Prefix"]} if "Prefix" in params else {}
+
+
+_DYNAMODB_ITEM_ACTIONS = {"Get": "GetItem", "Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}
+
+
+def _dynamodb(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    def table(name: str, index: str | None = None) -> str:
+        return _arn("dynamodb", f"table/{name}" + (f"/index/{index}" if index else ""))
+
+    match operation:
+        case "GetItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "Query" | "Scan":
+            requests = [Request(f"dynamodb:{operation}", table(params["TableName"], params.get("IndexName")))]
+        case "BatchGetItem" | "BatchWriteItem":
+            requests = [Request(f"dynamodb:{operation}", table(name)) for name in params["RequestItems"]]
+        case "TransactWriteItems" | "TransactGetItems":
+            # A transaction is authorized item by item, with each item's own action.
+            requests = [
+                Request(
+                    f"dynamodb:{_DYNAMODB_ITEM_ACTIONS.get(kind, 'ConditionCheckItem')}", table(item[kind]["TableName"])
+                )
+                for entry in params["TransactItems"]
+                for kind, item in [next(iter(entry.items()))]
+            ]
+        case _:
+            raise NotImplementedError(f"no IAM mapping for DynamoDB {operation}: add it")
+    # A table under a customer managed key: DynamoDB uses the key with the caller's credentials.
+    keys = {
+        deploy.key_of("AWS::DynamoDB::Table", r.resource.split("/")[1], ("SSESpecification", "KMSMasterKeyId"))
+        for r in requests
+    }
+    via = {"kms:ViaService": f"dynamodb.{REGION}.amazonaws.com"}
+    return requests + [Request("kms:Decrypt", key, via) for key in sorted(k for k in keys if k)]
+
+
+def _sqs(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    name = urlparse(params["QueueUrl"]).path.rsplit("/", 1)[-1] if "QueueUrl" in params else params["QueueName"]
+    action = operation.removesuffix("Batch")
+    requests = [Request(f"sqs:{action}", _arn("sqs", name))]
+    key = deploy.key_of("AWS::SQS::Queue", f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}", ("KmsMasterKeyId",))
+    if key and action == "SendMessage":
+        # Sending to an encrypted queue: the sender generates (and decrypts) the data key.
+        requests += [Request("kms:GenerateDataKey", key), Request("kms:Decrypt", key)]
+    return requests
+
+
+def _bedrock_agent_runtime(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    if operation != "Rerank":
+        raise NotImplementedError(f"no IAM mapping for bedrock-agent-runtime {operation}: add it")
+    # The Bedrock reranking prerequisites: Rerank (no resource-level permissions) and InvokeModel on the model.
+    model = params["rerankingConfiguration"]["bedrockRerankingConfiguration"]["modelConfiguration"]["modelArn"]
+    return [Request("bedrock:Rerank", "*"), Request("bedrock:InvokeModel", model)]
+
+
+REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request]]] = {
+    "s3": _s3,
+    "dynamodb": _dynamodb,
+    "sqs": _sqs,
+    "bedrock-agent-runtime": _bedrock_agent_runtime,
+}
+
+
+def requirements(service: str, operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    """What one SDK call of `service` needs its caller's role to allow."""
+    if service not in REQUIREMENTS:
+        raise NotImplementedError(f"no IAM mapping for {service}:{operation}: add it to REQUIREMENTS")
+    return REQUIREMENTS[service](operation, params, deploy)
+
+
+# --- recording -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One SDK call (or presigned URL) made while a function ran."""
+
+    function: str
+    service: str
+    operation: str
+    params: dict[str, Any]
+
+
+@dataclass
+class RoleCheck:
+    """Records the calls of the function running now and refuses any its role does not allow, in the
+    template of the configuration it runs with (read from the environment when it starts)."""
+
+    names: Names
+    calls: list[Call] = field(default_factory=list)
+    _running: str | None = None
+
+    def attach(self, events: Any) -> None:
+        """Hook `events` (a boto3 session's emitter: every client made from it afterwards copies it)."""
+        events.register("provide-client-params", self._record)
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if self._running is not None:
+            service = model.service_model.service_name
+            self.calls.append(Call(self._running, service, model.name, dict(params)))
+
+    @contextmanager
+    def running(self, function: str) -> Iterator[None]:
+        """Attribute the calls made inside to `function`; then fail if its role refuses any of them."""
+        deploy = deployment(Environment.of(os.environ), self.names)
+        first = len(self.calls)
+        self._running = function
+        try:
+            yield
+        finally:
+            self._running = None
+            denied = denied_calls(deploy, self.calls[first:])
+            if denied:
+                raise AssertionError(f"the role in the template does not allow: {'; '.join(denied)}")
+
+
+def denied_calls(deploy: Deployment, calls: list[Call]) -> list[str]:
+    """One line per request of `calls` that the caller's role in `deploy` does not allow."""
+    return [
+        f"{call.function} function: {request} (for {call.service} {call.operation})"
+        for call in calls
+        if call.function in deploy.role_ids
+        for request in requirements(call.service, call.operation, call.params, deploy)
+        if not deploy.allows(call.function, request)
+    ]
