@@ -1,4 +1,6 @@
-"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters."""
+"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters with the real
+OpenSearch node (`aws`, marked `opensearch`); `aws-double` puts the HTTP double in the node's place, for
+the tests that inject faults into OpenSearch or count its requests."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from moto import mock_aws
 from citewise.aws.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
 from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
+from tests.opensearch_node import NODE, fresh_index_name
 
 TABLE = "citewise-registry"
 
@@ -37,6 +40,16 @@ def _logs_on_stdout(powertools: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(logger.registered_handler, "stream", CurrentStdout())
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `opensearch` every handler test on the AWS stack with the real node, whether it got that
+    stack from the fixture's own parameters or from an indirect parametrization of its own."""
+    here = Path(__file__).parent
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("stack") == "aws" and here in Path(item.path).parents:
+            item.add_marker(pytest.mark.opensearch)
+
+
 @pytest.fixture(params=["local", "aws"])
 def stack(
     request: pytest.FixtureRequest, powertools: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -46,25 +59,47 @@ def stack(
         yield Stack("local")
         return
     request.getfixturevalue("aws_credentials")
-    with aws_stack(monkeypatch, FakeOpenSearch()) as aws:
+    with aws_stack(monkeypatch, FakeOpenSearch() if request.param == "aws-double" else None) as aws:
         yield aws
 
 
 @contextmanager
-def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, **settings: str) -> Iterator[Stack]:
-    """The AWS stack under moto with `fake` as OpenSearch, and these extra `CITEWISE_` settings."""
-    with mock_aws(), running(fake) as opensearch:
+def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch | None = None, **settings: str) -> Iterator[Stack]:
+    """The AWS stack under moto, with these extra `CITEWISE_` settings, on a fresh index of the real
+    OpenSearch node (deleted afterwards), or on `fake` when one is given."""
+    if fake is not None:
+        with running(fake) as opensearch:
+            with _moto_stack(monkeypatch, opensearch.url, "citewise-chunks", settings) as aws:
+                aws.opensearch = opensearch.fake
+                yield aws
+        return
+    client, name = NODE.client(), fresh_index_name()
+    try:
+        with _moto_stack(monkeypatch, NODE.ensure(), name, settings) as aws:
+            aws.search_index = (client, name)
+            yield aws
+    finally:
+        client.indices.delete(index=name, ignore_unavailable=True)
+        client.close()
+
+
+@contextmanager
+def _moto_stack(
+    monkeypatch: pytest.MonkeyPatch, endpoint: str, index: str, settings: dict[str, str]
+) -> Iterator[Stack]:
+    with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         boto3.client("dynamodb", region_name="us-east-1").create_table(TableName=TABLE, **TABLE_SCHEMA)
         for name, value in {
             "BACKEND": "aws",
-            "OPENSEARCH_ENDPOINT": opensearch.url,
+            "OPENSEARCH_ENDPOINT": endpoint,
+            "INDEX_NAME": index,
             "REGISTRY_TABLE": TABLE,
             "DOCUMENTS_BUCKET": BUCKET,
             "AWS_REGION": "us-east-1",
             **settings,
         }.items():
             monkeypatch.setenv(f"CITEWISE_{name}", value)
-        yield Stack("aws", s3=s3, opensearch=opensearch.fake)
+        yield Stack("aws", s3=s3)
