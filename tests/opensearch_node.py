@@ -1,6 +1,6 @@
 """The real OpenSearch node that the `opensearch`-marked tests run on.
 
-`make test` starts one node for the whole run (`scripts/opensearch.sh run -- pytest ...`) and passes its
+`make test` starts one node for the whole run (`scripts/opensearch/opensearch.sh run -- pytest ...`) and passes its
 URL in `CITEWISE_OPENSEARCH_URL`, so every pytest-xdist worker shares it. Without that variable (a
 single test file run by hand) the first test that needs the node starts one with the same script, and
 the session stops it at its end. Tests never share an index: each creates its own under a random name
@@ -19,7 +19,7 @@ from pathlib import Path
 from opensearchpy import OpenSearch
 
 URL_VARIABLE = "CITEWISE_OPENSEARCH_URL"
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "opensearch.sh"
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "opensearch" / "opensearch.sh"
 
 
 class Node:

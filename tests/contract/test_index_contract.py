@@ -886,10 +886,17 @@ def test_bulk_writes_go_to_the_index_path_without_naming_an_index(double: Double
 def test_a_query_past_max_clause_count_is_refused_by_the_engine(engine: Engine) -> None:
     # Given a filter of 1,025 leaf clauses (no request model would let one through; a raw body can)
     too_many = {"bool": {"should": [{"term": {"doc_id": f"d{n}"}} for n in range(1025)]}}
-    # When searched / Then the engine's own limit answers 400 too_many_clauses
+    # When searched / Then the engine's own limit answers 400: every shard failed, for Lucene's clause limit
     with pytest.raises(RequestError) as raised:
         engine.client.search(index=engine.name, body={"query": too_many})
-    assert raised.value.error == "too_many_clauses"
+    assert raised.value.error == "search_phase_execution_exception"
+    [root] = raised.value.info["error"]["root_cause"]
+    assert (root["type"], root["reason"]) == (
+        "query_shard_exception",
+        "failed to create query: maxClauseCount is set to 1024",
+    )
+    [shard] = raised.value.info["error"]["failed_shards"]
+    assert shard["reason"]["caused_by"]["type"] == "too_many_clauses"
 
 
 def test_connect_signs_requests_with_sigv4_for_the_given_service(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -90,13 +90,14 @@ Response = tuple[int, bytes, str]
 class ApiError(Exception):
     """An OpenSearch error answer: HTTP status, error type and reason."""
 
-    def __init__(self, status: int, kind: str, reason: str, **extra: Any) -> None:
+    def __init__(self, status: int, kind: str, reason: str, root_cause: Json | None = None, **extra: Any) -> None:
         super().__init__(reason)
         self.status, self.kind, self.reason, self.extra = status, kind, reason, extra
+        self.root_cause = root_cause
 
     def body(self) -> Json:
         error = {"type": self.kind, "reason": self.reason, **self.extra}
-        return {"error": {"root_cause": [error], **error}, "status": self.status}
+        return {"error": {"root_cause": [self.root_cause or error], **error}, "status": self.status}
 
 
 @dataclass
@@ -381,7 +382,18 @@ class FakeOpenSearch:
             raise ApiError(400, "parsing_exception", f"Unknown key for a START_OBJECT in [{sorted(unknown)[0]}].")
         query = body.get("query", {"match_all": {}})
         if _leaf_clauses(query) > MAX_CLAUSE_COUNT:
-            raise ApiError(400, "too_many_clauses", f"maxClauseCount is set to {MAX_CLAUSE_COUNT}")
+            # as OpenSearch 2.19 answers it: a shard failure whose cause is Lucene's too_many_clauses
+            cause = {"type": "too_many_clauses", "reason": f"maxClauseCount is set to {MAX_CLAUSE_COUNT}"}
+            shard = {"type": "query_shard_exception", "reason": f"failed to create query: {cause['reason']}"}
+            raise ApiError(
+                400,
+                "search_phase_execution_exception",
+                "all shards failed",
+                root_cause=shard,
+                phase="query",
+                grouped=True,
+                failed_shards=[{"shard": 0, "index": index.name, "reason": {**shard, "caused_by": cause}}],
+            )
         searcher = _Searcher(index)
         scored = searcher.run(query)
         sort = [_sort_spec(spec) for spec in body.get("sort", [])]

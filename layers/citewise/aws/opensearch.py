@@ -82,7 +82,8 @@ class OpenSearchIndex:
     Serverless vector collection, which assigns document ids itself and has no refresh API. `timeout`
     bounds each request, cut shorter to the invocation's budget (`citewise.domain.deadline`). `sweeps`
     receives the delayed stale-chunk sweeps of a Serverless collection (see the module doc); without
-    one, the next replace or delete of a document removes what its sweep could not see.
+    one, the next replace or delete of a document removes what its sweep could not see. `replicas` is
+    the replica count an index created here gets (`opensearch_queries.index_body`).
     """
 
     def __init__(
@@ -96,8 +97,12 @@ class OpenSearchIndex:
         timeout: float = 30.0,
         sweeps: SweepScheduler | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
+        replicas: int | None = None,
     ) -> None:
+        if serverless and replicas is not None:
+            raise ValueError("a Serverless collection takes no replica setting")
         self._client = client
+        self._replicas = replicas
         self._sweeps = sweeps
         self._clock_ns = clock_ns
         self._timeout = timeout
@@ -110,7 +115,7 @@ class OpenSearchIndex:
     # --- the index -------------------------------------------------------------------------------
 
     def ensure(self, embedder_name: str, dimension: int) -> None:
-        body = q.index_body(dimension, embedder=embedder_name)
+        body = q.index_body(dimension, embedder=embedder_name, replicas=self._replicas)
         with _translated("create or check the index"):
             if not self._client.indices.exists(index=self._index, **self._budget("check the index")):
                 try:

@@ -75,7 +75,8 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch | None = Non
         return
     client, name = NODE.client(), fresh_index_name()
     try:
-        with _moto_stack(monkeypatch, NODE.ensure(), name, settings) as aws:
+        # the node is a one-node domain, as dev's: the stack tells the functions 0 replicas there
+        with _moto_stack(monkeypatch, NODE.ensure(), name, {"INDEX_REPLICAS": "0", **settings}) as aws:
             aws.search_index = (client, name)
             yield aws
     finally:

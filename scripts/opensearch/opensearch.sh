@@ -3,6 +3,14 @@
 # the integration-test distribution, the modules it lacks (analysis-common, lang-painless) and the k-NN
 # plugin, of the version AWS OpenSearch Service runs for the stack (cdk.json: 2.19).
 #
+# The k-NN plugin on Maven Central is its Java part only: no lib/ folder, none of the JNI libraries
+# (libopensearchknn_faiss*.so, libopensearchknn_common.so, libopensearchknn_util.so) that the full
+# distribution ships, and the first faiss index write then kills the node (UnsatisfiedLinkError). They
+# are built here, once, from k-NN's own JNI sources and the faiss commit its 2.19.1.0 tag pins, both
+# kept beside this script (knn-jni-<version>.tar.xz; README.md says where they come from), with
+# Debian's compilers, OpenBLAS and LAPACK. The build is generic x86-64 (no AVX2/AVX-512 variant):
+# the node is told to load that one.
+#
 #   scripts/opensearch.sh fetch                  download and assemble once into the cache
 #   scripts/opensearch.sh start RUN_DIR          start a node on a free loopback port; prints its URL
 #   scripts/opensearch.sh stop RUN_DIR           stop it (and remove RUN_DIR)
@@ -16,6 +24,9 @@ set -euo pipefail
 
 OPENSEARCH_VERSION="${CITEWISE_OPENSEARCH_VERSION:-2.19.1}"
 KNN_VERSION="${OPENSEARCH_VERSION}.0"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KNN_SOURCES="$HERE/knn-jni-$KNN_VERSION.tar.xz"
+BUILD_PACKAGES=(cmake g++ gfortran make libopenblas-dev liblapack-dev zlib1g-dev)
 HEAP="${CITEWISE_OPENSEARCH_HEAP:-768m}"
 NODE_USER=citewise-opensearch
 if [ "$(id -u)" = 0 ]; then
@@ -68,6 +79,42 @@ has.native.controller=false
 PROPS
 }
 
+# Debian's build tools and libraries for the JNI build (as root, else through sudo), if any is missing.
+install_build_packages() {
+	local missing=()
+	for package in "${BUILD_PACKAGES[@]}"; do
+		dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+	done
+	[ ${#missing[@]} = 0 ] && return
+	local sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	log "installing ${missing[*]} for the k-NN JNI build"
+	$sudo apt-get update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+}
+
+build_knn_native() {
+	local work=$1
+	[ -f "$KNN_SOURCES" ] || { log "no k-NN JNI sources for $KNN_VERSION at $KNN_SOURCES"; exit 1; }
+	install_build_packages
+	log "building k-NN's faiss JNI library (once; about 10 minutes on 2 cores)"
+	tar -xJf "$KNN_SOURCES" -C "$work"
+	local jni="$work/knn-jni/jni"
+	# k-NN's own faiss patches, as its CMake would apply them with git inside a submodule
+	for patch in "$jni"/patches/faiss/*.patch; do
+		(cd "$jni/external/faiss" && patch -p1 -s --no-backup-if-mismatch <"$patch")
+	done
+	(cd "$jni" && JAVA_HOME="$(java_home)" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release \
+		-DKNN_PLUGIN_VERSION="$KNN_VERSION" -DCONFIG_FAISS=ON -DCONFIG_NMSLIB=OFF -DCONFIG_TEST=OFF \
+		-DAPPLY_LIB_PATCHES=false -DFAISS_ENABLE_EXTRAS=OFF \
+		-DAVX2_ENABLED=false -DAVX512_ENABLED=false -DAVX512_SPR_ENABLED=false >"$work/cmake.log" 2>&1) \
+		|| { tail -30 "$work/cmake.log" >&2; exit 1; }
+	(cd "$jni/build" && make -j"$(nproc)" opensearchknn_faiss opensearchknn_common >"$work/make.log" 2>&1) \
+		|| { grep -m5 -B2 -A5 'error' "$work/make.log" >&2; exit 1; }
+	mkdir -p "$HOME_DIR/plugins/opensearch-knn/lib"
+	cp "$jni"/release/libopensearchknn_*.so "$HOME_DIR/plugins/opensearch-knn/lib/"
+}
+
 fetch() {
 	if [ -f "$STAMP" ]; then return; fi
 	command -v mvn >/dev/null || { log "needs Maven (mvn) and a Java 17+ runtime"; exit 1; }
@@ -90,6 +137,7 @@ POLICY
 	install_module analysis-common org.opensearch.analysis.common.CommonAnalysisPlugin lang-painless "$work"
 	mkdir -p "$HOME_DIR/plugins/opensearch-knn"
 	(cd "$HOME_DIR/plugins/opensearch-knn" && unzip -q "$work/opensearch-knn-$KNN_VERSION.zip")
+	build_knn_native "$work"
 	rm -rf "$work"
 	chmod -R a+rX "$CACHE"
 	touch "$STAMP"
@@ -128,13 +176,21 @@ path.data: $run_dir/data
 path.logs: $run_dir/logs
 # a test machine's disk may be fuller than a server's: never turn the index read-only for it
 cluster.routing.allocation.disk.threshold_enabled: false
+# Domain writes wait for the index's periodic refresh (refresh=wait_for; 1 s by default, as on AWS):
+# the same semantics at a tenth of the wait, for a test suite that writes thousands of documents
+cluster.default.index.refresh_interval: 100ms
+# the JNI library built here is the generic one (see the top of this script)
+knn.faiss.avx2.disabled: true
+knn.faiss.avx512.disabled: true
+knn.faiss.avx512_spr.disabled: true
 YML
 	chown -R "$user" "$run_dir"
 	local started=$SECONDS
 	# -d daemonizes once the node has bootstrapped; -p records its pid for `stop`
 	# jvm.options writes its GC log and heap dumps under logs/ of the distribution, which is read-only here
 	sed -i "s|logs/|$run_dir/logs/|g; s|=data|=$run_dir/data|g" "$run_dir/config/jvm.options"
-	(runuser_cmd "$user" env OPENSEARCH_PATH_CONF="$run_dir/config" OPENSEARCH_JAVA_HOME="$(java_home)" \
+	# the JNI libraries are found on the library path, as OpenSearch's own packages arrange it
+	(runuser_cmd "$user" env LD_LIBRARY_PATH="$HOME_DIR/plugins/opensearch-knn/lib" OPENSEARCH_PATH_CONF="$run_dir/config" OPENSEARCH_JAVA_HOME="$(java_home)" \
 		OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" "$HOME_DIR/bin/opensearch" -d -p "$run_dir/opensearch.pid" >"$run_dir/logs/stdout.log" 2>&1) \
 		|| { log "the node did not start; its log:"; tail -50 "$run_dir/logs/stdout.log" "$run_dir/logs/citewise-test.log" >&2; return 1; }
 	local url="http://127.0.0.1:$port"
