@@ -1092,13 +1092,20 @@ def test_a_partly_failed_write_on_serverless_takes_back_what_it_wrote(double: Do
     assert [s.chunk.text for s in double.index.keyword_search(ALICE, "walnut", None, 5)] == stored
 
 
-def test_the_double_refuses_non_finite_numbers_oversized_bulks_and_serverless_refresh(double: Double) -> None:
-    client = double.index._client
-    # A NaN in a vector goes out as a bare NaN token (Python's json), which OpenSearch cannot parse
+def test_a_non_finite_vector_fails_its_chunk_on_the_engine_and_the_double(engine: Engine) -> None:
+    # Given a NaN in a vector: it goes out as a bare NaN token (Python's json), which OpenSearch cannot parse
     chunk = make_chunk("acme", "doc", 0, "nan")
-    with pytest.raises(SearchBackendError, match="parse_exception"):
-        double.index.replace_document("acme", "doc", [chunk], [[float("nan")] * DIMENSION])
-    # A bulk body over the HTTP payload limit is refused whole
+    # When written / Then the engine fails that document's bulk item, and the error names the chunk and why
+    with pytest.raises(SearchBackendError) as raised:
+        engine.index.replace_document("acme", "doc", [chunk], [[float("nan")] * DIMENSION])
+    assert raised.value.details == {"chunk_id": chunk.chunk_id, "error_type": "mapper_parsing_exception", "status": 400}
+    assert "json_parse_exception: Non-standard token 'NaN'" in raised.value.message
+
+
+def test_the_double_refuses_oversized_bulks_and_serverless_refresh(double: Double) -> None:
+    client = double.index._client
+    # A bulk body over OpenSearch Service's HTTP payload limit (10 MiB; a node's own default is 100 MB)
+    # is refused whole
     line = json.dumps({"delete": {"_id": "x" * 100}}) + "\n"
     with pytest.raises(TransportError) as too_long:
         client.bulk(body=line * (11 * 1024 * 1024 // len(line)), index="chunks")

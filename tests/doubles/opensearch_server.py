@@ -7,7 +7,8 @@ version): index create/exists/get/mapping/delete, `_bulk` (index, create, delete
 - documents against the stored mapping: `dynamic: strict`, dynamic templates (`path_match`), value
   types, vector dimensions, object vs value; errors carry OpenSearch's types and reasons;
 - request bodies: NaN and Infinity tokens are refused (Python's json writes them, OpenSearch's parser
-  does not read them), a bulk body over 10 MiB is a 413, and on Serverless a `refresh` parameter is refused;
+  does not read them; in a bulk document, its item fails), a bulk body over 10 MiB is a 413, and on
+  Serverless a `refresh` parameter is refused;
 - queries: only the query types and search keys it knows (an unknown one is a 400, as in OpenSearch),
   the query vector's dimension, numeric terms on numeric fields.
 Search is exact: BM25 (k1 1.2, b 0.75) over the terms of `citewise_local.analysis.keyword_terms` for a text
@@ -304,13 +305,14 @@ class FakeOpenSearch:
         touched: set[str] = set()
         for line in lines:
             ((operation, meta),) = _parse(line.encode()).items()
-            source = _parse(next(lines).encode()) if operation in ("index", "create") else None
+            raw_source = next(lines) if operation in ("index", "create") else None
             if "_index" in meta and not self.allow_explicit_index:
                 raise ApiError(400, "illegal_argument_exception", "explicit index in bulk is not allowed")
             name = meta.get("_index", default_index)
             if name is None:
                 raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
             try:
+                source = _parse_document(raw_source, meta.get("_id"))
                 fault = next((f for f in faults if f.match(operation, source)), None)
                 if fault is not None:
                     used.add(id(fault))
@@ -959,9 +961,27 @@ def _parse(body: bytes) -> Json:
         raise ApiError(400, "parse_exception", f"request body is not JSON: {exc}") from None
 
 
+def _parse_document(raw: str | None, doc_id: str | None) -> Json:
+    """A bulk item's source. OpenSearch parses each document on its own: a document it cannot read
+    fails its item (mapper_parsing_exception caused by the parser's error), not the whole request."""
+    try:
+        return _parse(raw.encode()) if raw is not None else None
+    except ApiError as exc:
+        raise ApiError(
+            400,
+            "mapper_parsing_exception",
+            f"failed to parse document with id '{doc_id}'",
+            caused_by={"type": "json_parse_exception", "reason": exc.reason},
+        ) from None
+
+
 def _non_finite(token: str) -> Json:
     """OpenSearch's JSON parser (Jackson, strict) refuses NaN and Infinity, which Python's json writes."""
-    raise ApiError(400, "parse_exception", f"Non-standard token '{token}': not a valid JSON number")
+    raise ApiError(
+        400,
+        "parse_exception",
+        f"Non-standard token '{token}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow",
+    )
 
 
 def _json_response(status: int, body: Json) -> Response:
