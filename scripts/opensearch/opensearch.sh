@@ -100,10 +100,7 @@ build_knn_native() {
 	log "building k-NN's faiss JNI library (once; about 10 minutes on 2 cores)"
 	tar -xJf "$KNN_SOURCES" -C "$work"
 	local jni="$work/knn-jni/jni"
-	# k-NN's own faiss patches, as its CMake would apply them with git inside a submodule
-	for patch in "$jni"/patches/faiss/*.patch; do
-		(cd "$jni/external/faiss" && patch -p1 -s --no-backup-if-mismatch <"$patch")
-	done
+	# faiss comes with k-NN's four patches applied already (README.md), as k-NN's CMake applies them
 	(cd "$jni" && JAVA_HOME="$(java_home)" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release \
 		-DKNN_PLUGIN_VERSION="$KNN_VERSION" -DCONFIG_FAISS=ON -DCONFIG_NMSLIB=OFF -DCONFIG_TEST=OFF \
 		-DAPPLY_LIB_PATCHES=false -DFAISS_ENABLE_EXTRAS=OFF \
@@ -116,6 +113,10 @@ build_knn_native() {
 }
 
 fetch() {
+	# one fetch at a time per cache (test processes that each start a node may ask together)
+	mkdir -p "$CACHE_ROOT"
+	exec 9>"$CACHE_ROOT/.lock"
+	flock 9
 	if [ -f "$STAMP" ]; then return; fi
 	command -v mvn >/dev/null || { log "needs Maven (mvn) and a Java 17+ runtime"; exit 1; }
 	local work
