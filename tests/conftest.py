@@ -25,7 +25,7 @@ def pytest_report_header() -> str:
     """Say once, at the top of the run, which OpenSearch the `opensearch`-marked tests run on."""
     if NODE.url is not None:
         return f"opensearch-marked tests on {NODE.versions()} at {NODE.url} ({URL_VARIABLE})"
-    return "opensearch-marked tests on a node started at first use by scripts/opensearch/opensearch.sh (versions at the end)"
+    return "opensearch-marked tests on a node started on first use by scripts/opensearch (versions at the end)"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
