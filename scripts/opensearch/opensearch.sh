@@ -230,7 +230,9 @@ stop() {
 run() {
 	local run_dir status=0
 	run_dir=$(mktemp -d -t citewise-opensearch.XXXXXX)
-	trap 'stop "$run_dir"' EXIT
+	# expanded now: the EXIT trap runs after this function's locals are gone
+	# shellcheck disable=SC2064
+	trap "stop '$run_dir'" EXIT
 	trap 'exit 130' INT TERM
 	CITEWISE_OPENSEARCH_URL=$(start "$run_dir")
 	export CITEWISE_OPENSEARCH_URL
