@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: help demo test lint openapi bench tune clean
+.PHONY: help demo test opensearch lint openapi bench tune clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,8 +40,20 @@ $(BROWSER_STAMP): $(STAMP)
 	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): install it, or set CITEWISE_CHROMIUM" >&2; exit 1; }
 	touch $@
 
-test: $(STAMP) $(BROWSER_STAMP) ## Run the whole test suite
-	$(BIN)/pytest
+# The tests marked `opensearch` run on a real OpenSearch 2.19 node with the k-NN plugin: the script fetches
+# it from Maven Central and builds k-NN's faiss library once into a cache (/var/cache/citewise-opensearch
+# as root, else ~/.cache/citewise-opensearch), starts one node on a loopback port for the whole run,
+# hands its URL to pytest in CITEWISE_OPENSEARCH_URL and stops it when pytest ends, whatever the outcome.
+OPENSEARCH := scripts/opensearch/opensearch.sh
+
+opensearch: ## Fetch OpenSearch 2.19 + k-NN and build k-NN's faiss library into the cache (once; make test does it too)
+	$(OPENSEARCH) fetch
+
+# Two pytest processes (pytest-xdist), sharing the node; session fixtures (the synthesized templates,
+# `citewise serve`) are built once per process. Not `--dist loadfile`: it schedules by test id, and
+# schemathesis gives its ten operations of tests/e2e/test_openapi_fuzz.py one id, so nine never ran.
+test: $(STAMP) $(BROWSER_STAMP) ## Run the whole test suite, on a real OpenSearch node it starts and stops
+	$(OPENSEARCH) run -- $(BIN)/pytest -n 2
 
 lint: $(STAMP) ## ruff, mypy (strict on the library, the local package and the handlers), import contracts
 	$(BIN)/ruff check layers local functions cdk tests samples benchmarks

@@ -18,13 +18,30 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
 from tests.conformance.botocore_calls import CallRecorder
+from tests.opensearch_node import NODE, URL_VARIABLE
 
 
 def pytest_report_header() -> str:
-    """Say once, at the top of the run, which cases need a service this machine may not have."""
-    if os.environ.get("CITEWISE_TEST_OPENSEARCH_URL"):
-        return "index contract against a real OpenSearch: on (CITEWISE_TEST_OPENSEARCH_URL)"
-    return "index contract against a real OpenSearch: off (set CITEWISE_TEST_OPENSEARCH_URL to add those cases)"
+    """Say once, at the top of the run, which OpenSearch the `opensearch`-marked tests run on."""
+    if NODE.url is not None:
+        return f"opensearch-marked tests on {NODE.versions()} at {NODE.url} ({URL_VARIABLE})"
+    return "opensearch-marked tests on a node started on first use by scripts/opensearch (versions at the end)"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the node this process started itself (its versions were not known for the header)."""
+    if NODE.started_in:
+        terminalreporter.write_line(f"opensearch: {NODE.versions()}, started in {NODE.started_in:.0f} s")
+
+
+def pytest_unconfigure() -> None:
+    NODE.stop()
+
+
+@pytest.fixture(scope="session")
+def opensearch_url() -> str:
+    """The real OpenSearch node's URL (started once per test process unless `make test` gave one)."""
+    return NODE.ensure()
 
 
 @pytest.fixture(autouse=True)

@@ -235,7 +235,7 @@ class FunctionsFactory(Construct):
     def _search_values(self) -> dict[str, str]:
         """Where the index is and which embedder fills it: what every function needs."""
         config = self._config
-        return {
+        values = {
             "backend": "aws",
             "opensearch_endpoint": self._search.endpoint,
             "opensearch_service": self._search.service,
@@ -243,6 +243,11 @@ class FunctionsFactory(Construct):
             "embedder": config.models.embedder,
             "embedding_dimension": str(config.models.embedding_dimension),
         }
+        if self._search.service == "es":
+            # A replica needs a node other than its primary's: on one data node it would never be
+            # placed and the index would stay yellow (Serverless takes no replica setting).
+            values["index_replicas"] = "0" if config.search.data_nodes == 1 else "1"
+        return values
 
     def _document_values(self) -> dict[str, str]:
         """Where documents and their records are: the functions that read or write them."""

@@ -7,7 +7,8 @@ version): index create/exists/get/mapping/delete, `_bulk` (index, create, delete
 - documents against the stored mapping: `dynamic: strict`, dynamic templates (`path_match`), value
   types, vector dimensions, object vs value; errors carry OpenSearch's types and reasons;
 - request bodies: NaN and Infinity tokens are refused (Python's json writes them, OpenSearch's parser
-  does not read them), a bulk body over 10 MiB is a 413, and on Serverless a `refresh` parameter is refused;
+  does not read them; in a bulk document, its item fails), a bulk body over 10 MiB is a 413, and on
+  Serverless a `refresh` parameter is refused;
 - queries: only the query types and search keys it knows (an unknown one is a 400, as in OpenSearch),
   the query vector's dimension, numeric terms on numeric fields.
 Search is exact: BM25 (k1 1.2, b 0.75) over the terms of `citewise_local.analysis.keyword_terms` for a text
@@ -90,13 +91,14 @@ Response = tuple[int, bytes, str]
 class ApiError(Exception):
     """An OpenSearch error answer: HTTP status, error type and reason."""
 
-    def __init__(self, status: int, kind: str, reason: str, **extra: Any) -> None:
+    def __init__(self, status: int, kind: str, reason: str, root_cause: Json | None = None, **extra: Any) -> None:
         super().__init__(reason)
         self.status, self.kind, self.reason, self.extra = status, kind, reason, extra
+        self.root_cause = root_cause
 
     def body(self) -> Json:
         error = {"type": self.kind, "reason": self.reason, **self.extra}
-        return {"error": {"root_cause": [error], **error}, "status": self.status}
+        return {"error": {"root_cause": [self.root_cause or error], **error}, "status": self.status}
 
 
 @dataclass
@@ -303,13 +305,14 @@ class FakeOpenSearch:
         touched: set[str] = set()
         for line in lines:
             ((operation, meta),) = _parse(line.encode()).items()
-            source = _parse(next(lines).encode()) if operation in ("index", "create") else None
+            raw_source = next(lines) if operation in ("index", "create") else None
             if "_index" in meta and not self.allow_explicit_index:
                 raise ApiError(400, "illegal_argument_exception", "explicit index in bulk is not allowed")
             name = meta.get("_index", default_index)
             if name is None:
                 raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
             try:
+                source = _parse_document(raw_source, meta.get("_id"))
                 fault = next((f for f in faults if f.match(operation, source)), None)
                 if fault is not None:
                     used.add(id(fault))
@@ -381,7 +384,18 @@ class FakeOpenSearch:
             raise ApiError(400, "parsing_exception", f"Unknown key for a START_OBJECT in [{sorted(unknown)[0]}].")
         query = body.get("query", {"match_all": {}})
         if _leaf_clauses(query) > MAX_CLAUSE_COUNT:
-            raise ApiError(400, "too_many_clauses", f"maxClauseCount is set to {MAX_CLAUSE_COUNT}")
+            # as OpenSearch 2.19 answers it: a shard failure whose cause is Lucene's too_many_clauses
+            cause = {"type": "too_many_clauses", "reason": f"maxClauseCount is set to {MAX_CLAUSE_COUNT}"}
+            shard = {"type": "query_shard_exception", "reason": f"failed to create query: {cause['reason']}"}
+            raise ApiError(
+                400,
+                "search_phase_execution_exception",
+                "all shards failed",
+                root_cause=shard,
+                phase="query",
+                grouped=True,
+                failed_shards=[{"shard": 0, "index": index.name, "reason": {**shard, "caused_by": cause}}],
+            )
         searcher = _Searcher(index)
         scored = searcher.run(query)
         sort = [_sort_spec(spec) for spec in body.get("sort", [])]
@@ -947,9 +961,27 @@ def _parse(body: bytes) -> Json:
         raise ApiError(400, "parse_exception", f"request body is not JSON: {exc}") from None
 
 
+def _parse_document(raw: str | None, doc_id: str | None) -> Json:
+    """A bulk item's source. OpenSearch parses each document on its own: a document it cannot read
+    fails its item (mapper_parsing_exception caused by the parser's error), not the whole request."""
+    try:
+        return _parse(raw.encode()) if raw is not None else None
+    except ApiError as exc:
+        raise ApiError(
+            400,
+            "mapper_parsing_exception",
+            f"failed to parse document with id '{doc_id}'",
+            caused_by={"type": "json_parse_exception", "reason": exc.reason},
+        ) from None
+
+
 def _non_finite(token: str) -> Json:
     """OpenSearch's JSON parser (Jackson, strict) refuses NaN and Infinity, which Python's json writes."""
-    raise ApiError(400, "parse_exception", f"Non-standard token '{token}': not a valid JSON number")
+    raise ApiError(
+        400,
+        "parse_exception",
+        f"Non-standard token '{token}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow",
+    )
 
 
 def _json_response(status: int, body: Json) -> Response:

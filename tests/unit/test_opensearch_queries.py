@@ -183,6 +183,13 @@ def test_index_body_takes_the_hnsw_knobs() -> None:
     }
 
 
+def test_index_body_sets_the_replica_count_only_when_one_is_given() -> None:
+    # Given a one-node domain (0 replicas) and Serverless (no replica setting at all)
+    # When built / Then the one-node index asks for no replica, and the other body names none
+    assert q.index_body(8, embedder="e", replicas=0)["settings"]["index"] == {"knn": True, "number_of_replicas": 0}
+    assert q.index_body(8, embedder="e")["settings"]["index"] == {"knn": True}
+
+
 @pytest.mark.parametrize("dot", [-1.0, -0.5, -0.01, 0.0, 0.01, 0.5, 0.999, 1.0])
 def test_knn_score_to_cosine_undoes_the_faiss_innerproduct_transform(dot: float) -> None:
     # Given OpenSearch's score for an inner product: d = -dot; 1 - d if d < 0 else 1 / (1 + d)

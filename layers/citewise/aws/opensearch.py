@@ -7,16 +7,20 @@ answers and turns every failure into a `CitewiseError`: HTTP 429 (and a bulk ite
 else `SearchBackendError`, chained with `from` so the original stays in the logs.
 
 `replace_document` cannot be atomic here: OpenSearch has no multi-document transactions. It is made
-safe instead, in three steps:
+safe instead, in two steps:
 1. write the new chunks, all tagged with a fresh `generation` (on a domain the `_id` is
    `<tenant>/<chunk_id>`, so a chunk that still exists is overwritten in place; a Serverless vector
    collection assigns its own ids, so every chunk is a new document there);
 2. find the document's chunks of any other generation, and not among the ids just written, and
-   delete them in bulk (by `_id`, which works on Serverless; `_delete_by_query` does not);
-3. refresh, on a domain (Serverless refreshes on its own and has no refresh API).
-What a reader sees meanwhile: the old version; then, once the index refreshes (every second on a
-domain, every few seconds on Serverless), the new chunks *beside* the old chunks not yet deleted; then
-the new version alone. On Serverless an old and a new chunk can share a `chunk_id` in that window:
+   delete them in bulk (by `_id`, which works on Serverless; `_delete_by_query` does not).
+On a domain the last request of steps 1 and 2 asks `refresh=wait_for`: it returns once the index's
+own periodic refresh (`refresh_interval`, 1 s by default) has made it searchable, so a replace returns
+with its version visible, and the next replace of the document sees every chunk it must delete. No
+refresh is forced: a forced refresh per document writes a tiny segment each time, and on a small
+instance many tiny faiss segments cost merges and search time. What a reader sees meanwhile: the old
+version; up to a second later (once step 1 is searchable) the new chunks *beside* the old chunks not
+yet deleted; up to a second after step 2 the new version alone (Serverless: within its own refresh
+window, below). On Serverless an old and a new chunk can share a `chunk_id` in that window:
 searches return each `chunk_id` once (the better scored). Nothing is deleted before every new chunk is
 written, so a failure half-way leaves old and new chunks side by side, never a document emptied;
 running the replace again converges (the ingest queue retries it).
@@ -78,7 +82,8 @@ class OpenSearchIndex:
     Serverless vector collection, which assigns document ids itself and has no refresh API. `timeout`
     bounds each request, cut shorter to the invocation's budget (`citewise.domain.deadline`). `sweeps`
     receives the delayed stale-chunk sweeps of a Serverless collection (see the module doc); without
-    one, the next replace or delete of a document removes what its sweep could not see.
+    one, the next replace or delete of a document removes what its sweep could not see. `replicas` is
+    the replica count an index created here gets (`opensearch_queries.index_body`).
     """
 
     def __init__(
@@ -92,8 +97,12 @@ class OpenSearchIndex:
         timeout: float = 30.0,
         sweeps: SweepScheduler | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
+        replicas: int | None = None,
     ) -> None:
+        if serverless and replicas is not None:
+            raise ValueError("a Serverless collection takes no replica setting")
         self._client = client
+        self._replicas = replicas
         self._sweeps = sweeps
         self._clock_ns = clock_ns
         self._timeout = timeout
@@ -106,7 +115,7 @@ class OpenSearchIndex:
     # --- the index -------------------------------------------------------------------------------
 
     def ensure(self, embedder_name: str, dimension: int) -> None:
-        body = q.index_body(dimension, embedder=embedder_name)
+        body = q.index_body(dimension, embedder=embedder_name, replicas=self._replicas)
         with _translated("create or check the index"):
             if not self._client.indices.exists(index=self._index, **self._budget("check the index")):
                 try:
@@ -152,16 +161,14 @@ class OpenSearchIndex:
         # Excluding the written ids as well as the generation matters on a domain: before a refresh the
         # search still sees the old version of an overwritten id, which must not be deleted.
         stale = [i for i in self._chunk_ids(tenant_id, doc_id, keep_generation=generation) if i not in written]
-        self._bulk(q.delete_actions(stale), stale)
-        self._refresh()
+        self._bulk(q.delete_actions(stale), stale, visible=True)
         self._sweep_later(tenant_id, doc_id, generation)
 
     def delete_document(self, tenant_id: str, doc_id: str) -> int:
         # Chunks written from here on belong to a later version: the delayed sweep leaves them.
         marker = q.new_generation(self._clock_ns())
         ids = list(self._chunk_ids(tenant_id, doc_id))
-        deleted = self._bulk(q.delete_actions(ids), ids)
-        self._refresh()
+        deleted = self._bulk(q.delete_actions(ids), ids, visible=True)
         self._sweep_later(tenant_id, doc_id, marker)
         return len(deleted)
 
@@ -172,8 +179,7 @@ class OpenSearchIndex:
         if sweep.before > q.new_generation(self._clock_ns() + _CLOCK_SKEW_NS):
             raise ValidationError("a stale-chunk sweep names a generation in the future", details={"doc": sweep.doc_id})
         ids = list(self._chunk_ids(sweep.tenant_id, sweep.doc_id, before_generation=sweep.before))
-        deleted = self._bulk(q.delete_actions(ids), ids)
-        self._refresh()
+        deleted = self._bulk(q.delete_actions(ids), ids, visible=True)
         return len(deleted)
 
     def _sweep_later(self, tenant_id: str, doc_id: str, generation: str) -> None:
@@ -187,7 +193,7 @@ class OpenSearchIndex:
         hide the previous version, whole, that they see instead. (A domain's ids overwrite in place.)"""
         done: list[str] = []
         try:
-            self._bulk(actions, labels, done)
+            self._bulk(actions, labels, done, visible=True)
         except CitewiseError:
             if self._serverless and done:
                 try:
@@ -198,18 +204,27 @@ class OpenSearchIndex:
         return done
 
     def _bulk(
-        self, actions: Sequence[tuple[q.Body, q.Body | None]], labels: Sequence[str], done: list[str] | None = None
+        self,
+        actions: Sequence[tuple[q.Body, q.Body | None]],
+        labels: Sequence[str],
+        done: list[str] | None = None,
+        *,
+        visible: bool = False,
     ) -> list[str]:
         """Send `actions` in payloads of at most `max_bulk_bytes`; the `_id`s indexed or deleted, also
         appended to `done` as they succeed (so a caller knows them when a later payload fails).
 
         `labels[i]` names action i in errors (a chunk id). A delete of a missing document is not an
-        error. Permanent item failures win over throttled ones: retrying would not fix them.
+        error. Permanent item failures win over throttled ones: retrying would not fix them. `visible`:
+        on a domain, the last payload waits for the index's next periodic refresh (module doc), which
+        makes every payload before it searchable too; Serverless takes no `refresh` parameter.
         """
         done = [] if done is None else done
-        for body, positions in q.bulk_payloads(actions, self._max_bulk_bytes):
+        payloads = list(q.bulk_payloads(actions, self._max_bulk_bytes))
+        for number, (body, positions) in enumerate(payloads, start=1):
+            wait = {"refresh": "wait_for"} if visible and not self._serverless and number == len(payloads) else {}
             with _translated("bulk write"):
-                answer = self._client.bulk(body=body, index=self._index, **self._budget("bulk write"))
+                answer = self._client.bulk(body=body, index=self._index, **wait, **self._budget("bulk write"))
             with _malformed("bulk write"):
                 items = answer["items"]
                 if len(items) != len(positions):
@@ -256,11 +271,6 @@ class OpenSearchIndex:
                 if len(hits) < body["size"]:
                     return
                 search_after = list(hits[-1]["sort"])
-
-    def _refresh(self) -> None:
-        if not self._serverless:
-            with _translated("refresh"):
-                self._client.indices.refresh(index=self._index, **self._budget("refresh"))
 
     # --- reads -----------------------------------------------------------------------------------
 

@@ -83,6 +83,10 @@ Body = dict[str, Any]
 # --- the index -----------------------------------------------------------------------------------
 
 
+def _replicas(replicas: int | None) -> Body:
+    return {} if replicas is None else {"number_of_replicas": replicas}
+
+
 def index_body(
     dimension: int,
     *,
@@ -92,16 +96,19 @@ def index_body(
     m: int = 16,
     ef_construction: int = 512,
     ef_search: int = 512,
+    replicas: int | None = None,
 ) -> Body:
     """Settings and mappings of a chunk index for vectors of `dimension` from `embedder`.
 
     `_meta` records the vector space so `ensure` can refuse an index built for another embedder.
-    No shard or replica settings: Serverless rejects them, and a domain's defaults are set per domain.
+    `replicas`: the index's replica count, for a domain (a one-node domain needs 0, else its index
+    stays yellow forever with a replica that no node may hold); None leaves the setting out, as
+    Serverless requires and as a domain's default (1) does. No shard count: the default suits.
     """
     keyword = {"type": "keyword"}
     long_keyword = {"type": "keyword", "ignore_above": KEYWORD_LIMIT}
     return {
-        "settings": {"index": {"knn": True}, "analysis": ANALYSIS},
+        "settings": {"index": {"knn": True, **_replicas(replicas)}, "analysis": ANALYSIS},
         "mappings": {
             "_meta": {"embedder": embedder, "dimension": dimension, "schema": SCHEMA_VERSION},
             "dynamic": "strict",

@@ -344,7 +344,11 @@ class AwsBackend:
 
             sweeps = SqsSweepScheduler(settings.sweep_queue_url, client=aws.client("sqs", region=settings.aws_region))
         return OpenSearchIndex(
-            client, settings.index_name, serverless=settings.opensearch_service == "aoss", sweeps=sweeps
+            client,
+            settings.index_name,
+            serverless=settings.opensearch_service == "aoss",
+            sweeps=sweeps,
+            replicas=settings.index_replicas,
         )
 
     def registry(self) -> DocumentRegistry:

@@ -159,6 +159,12 @@ class Settings(BaseSettings):
     opensearch_endpoint: str | None = None
     opensearch_service: OpenSearchService = "es"
     index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
+    index_replicas: int | None = Field(
+        default=None,
+        ge=0,
+        le=15,
+        description="Replicas of the index a domain creates (0 on a one-node domain); None: the domain's default.",
+    )
     sweep_queue_url: str | None = Field(
         default=None,
         description="Serverless (`aoss`): the queue (the ingest queue) that delivers delayed stale-chunk sweeps.",

@@ -1,4 +1,6 @@
-"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters.
+"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters with the real
+OpenSearch node (`aws`, marked `opensearch`); `aws-double` puts the HTTP double in the node's place, for
+the tests that inject faults into OpenSearch or count its requests.
 
 On the AWS stack every AWS call a handler makes is held to its function's role in the synthesized
 template (`tests.integration.handlers.iam`): a call the role does not allow fails the test.
@@ -18,6 +20,7 @@ from citewise.aws.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
 from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
 from tests.integration.handlers.iam import Names, RoleCheck
+from tests.opensearch_node import NODE, fresh_index_name
 
 TABLE = "citewise-registry"
 QUEUE = "citewise-ingest"
@@ -44,6 +47,16 @@ def _logs_on_stdout(powertools: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(logger.registered_handler, "stream", CurrentStdout())
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `opensearch` every handler test on the AWS stack with the real node, whether it got that
+    stack from the fixture's own parameters or from an indirect parametrization of its own."""
+    here = Path(__file__).parent
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("stack") == "aws" and here in Path(item.path).parents:
+            item.add_marker(pytest.mark.opensearch)
+
+
 @pytest.fixture(params=["local", "aws"])
 def stack(
     request: pytest.FixtureRequest, powertools: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -53,16 +66,38 @@ def stack(
         yield Stack("local")
         return
     request.getfixturevalue("aws_credentials")
-    with aws_stack(monkeypatch, FakeOpenSearch()) as aws:
+    with aws_stack(monkeypatch, FakeOpenSearch() if request.param == "aws-double" else None) as aws:
         yield aws
 
 
 @contextmanager
-def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, **settings: str) -> Iterator[Stack]:
-    """The AWS stack under moto with `fake` as OpenSearch, and these extra `CITEWISE_` settings; the
-    functions' calls are held to their roles in the template of that configuration."""
+def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch | None = None, **settings: str) -> Iterator[Stack]:
+    """The AWS stack under moto, with these extra `CITEWISE_` settings, on a fresh index of the real
+    OpenSearch node (deleted afterwards), or on `fake` when one is given; the functions' calls are held
+    to their roles in the template of that configuration."""
+    if fake is not None:
+        with running(fake) as opensearch:
+            with _moto_stack(monkeypatch, opensearch.url, "citewise-chunks", settings) as aws:
+                aws.opensearch = opensearch.fake
+                yield aws
+        return
+    client, name = NODE.client(), fresh_index_name()
+    try:
+        # the node is a one-node domain, as dev's: the stack tells the functions 0 replicas there
+        with _moto_stack(monkeypatch, NODE.ensure(), name, {"INDEX_REPLICAS": "0", **settings}) as aws:
+            aws.search_index = (client, name)
+            yield aws
+    finally:
+        client.indices.delete(index=name, ignore_unavailable=True)
+        client.close()
+
+
+@contextmanager
+def _moto_stack(
+    monkeypatch: pytest.MonkeyPatch, endpoint: str, index: str, settings: dict[str, str]
+) -> Iterator[Stack]:
     roles = RoleCheck(Names(table=TABLE, bucket=BUCKET, queue=QUEUE))
-    with mock_aws(), running(fake) as opensearch:
+    with mock_aws():
         boto3.setup_default_session()  # moto starts without one; every client below is made from it
         roles.attach(boto3.DEFAULT_SESSION.events)
         s3 = boto3.client("s3", region_name="us-east-1")
@@ -71,11 +106,12 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch, **settings:
         boto3.client("dynamodb", region_name="us-east-1").create_table(TableName=TABLE, **TABLE_SCHEMA)
         for name, value in {
             "BACKEND": "aws",
-            "OPENSEARCH_ENDPOINT": opensearch.url,
+            "OPENSEARCH_ENDPOINT": endpoint,
+            "INDEX_NAME": index,
             "REGISTRY_TABLE": TABLE,
             "DOCUMENTS_BUCKET": BUCKET,
             "AWS_REGION": "us-east-1",
             **settings,
         }.items():
             monkeypatch.setenv(f"CITEWISE_{name}", value)
-        yield Stack("aws", s3=s3, opensearch=opensearch.fake, roles=roles)
+        yield Stack("aws", s3=s3, roles=roles)

@@ -2,8 +2,9 @@
 
 The events come from the Lambda emulator `citewise serve` uses (`citewise_local.emulator`), so the tests
 drive the handlers exactly as the local server does; identities (claims) and the notifications replayed
-as recorded come from tests/events. The AWS stack is S3 and DynamoDB under moto, OpenSearch as the HTTP
-double, and the hashing embedder with the extractive synthesizer (moto has no Bedrock that answers; the
+as recorded come from tests/events. The AWS stack is S3 and DynamoDB under moto, OpenSearch on the real
+node (a fresh index per test; the HTTP double where a test injects a fault or needs Serverless's
+behaviour), and the hashing embedder with the extractive synthesizer (moto has no Bedrock that answers; the
 Bedrock adapters have their own Stubber tests). Every handler module is loaded fresh after the
 environment is set, as a cold start would.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from urllib.parse import quote_plus, urlencode
 
 import requests
+from opensearchpy import OpenSearch
 
 from citewise.api.routes import match_route
 from citewise.domain.errors import CitewiseError
@@ -203,10 +205,21 @@ class Stack:
 
     kind: str
     s3: Any = None
-    opensearch: FakeOpenSearch | None = None
+    opensearch: FakeOpenSearch | None = None  # the double, when the stack runs on it
+    search_index: tuple[OpenSearch, str] | None = None  # the real node's client and the stack's index
     roles: RoleCheck | None = None
     """On the AWS stack: holds every AWS call of a handler (its cold start too) to its function's role."""
     handlers: dict[str, Handler] = field(default_factory=dict)
+
+    def indexed_doc_ids(self) -> set[str]:
+        """The doc ids of every chunk the AWS stack's OpenSearch holds (the double's or the node's index)."""
+        if self.opensearch is not None:
+            return {source["doc_id"] for index in self.opensearch.indices.values() for source in index.live.values()}
+        assert self.search_index is not None, "the local stack has no OpenSearch"
+        client, name = self.search_index
+        client.indices.refresh(index=name)
+        body = {"size": 0, "aggs": {"docs": {"terms": {"field": "doc_id", "size": 10000}}}}
+        return {bucket["key"] for bucket in client.search(index=name, body=body)["aggregations"]["docs"]["buckets"]}
 
     def handler(self, function: str) -> Handler:
         if function not in self.handlers:

@@ -297,7 +297,7 @@ def test_bodies_that_cannot_be_decoded_are_client_errors(
     assert (response["statusCode"], json.loads(response["body"])["error"]["code"]) == (status, code)
 
 
-@pytest.mark.parametrize("stack", ["aws"], indirect=True)  # the local adapters call no service
+@pytest.mark.parametrize("stack", ["aws-double"], indirect=True)  # the local adapters call no service
 def test_a_query_with_no_time_left_answers_a_search_backend_error_not_a_timeout(stack: Stack) -> None:
     # Given the AWS stack, and an invocation that has only 1.2 s left (the reserve takes 1 s of it)
     opensearch = stack.opensearch

@@ -84,11 +84,6 @@ def invoke(stack: Stack, event: dict[str, Any]) -> dict[str, Any]:
     return stack.handler("ingest")(event, LambdaContext())
 
 
-def indexed_doc_ids(fake: FakeOpenSearch) -> set[str]:
-    """The doc ids of every chunk the double holds, in any index."""
-    return {source["doc_id"] for index in fake.indices.values() for source in index.live.values()}
-
-
 def failing_embedder(monkeypatch: pytest.MonkeyPatch, *, times: int | None, marker: str | None = None) -> list[int]:
     """Make the embedder raise EmbeddingServiceError (Bedrock throttling, say) on its next `times` calls
     (every call when None), only for texts containing `marker` if given. Returns the calls it failed."""
@@ -136,9 +131,7 @@ def test_keys_outside_the_tenant_layout_are_dropped_with_a_warning_and_never_ind
     }
     assert sum(output.metric("IngestRejected")) == 2
     if stack.kind == "aws":  # and underneath the API: one registry item, one document's chunks
-        fake = stack.opensearch
-        assert fake is not None
-        assert indexed_doc_ids(fake) == {doc_id_of(GUIDE_KEY)}
+        assert stack.indexed_doc_ids() == {doc_id_of(GUIDE_KEY)}
         items = boto3.client("dynamodb", region_name="us-east-1").scan(TableName=TABLE)["Items"]
         assert [item["doc_id"]["S"] for item in items] == [doc_id_of(GUIDE_KEY)]
 
@@ -307,7 +300,7 @@ def test_a_transient_embedding_failure_fails_only_its_record_and_a_redelivery_in
     assert found(stack, "heron", ALICE)[0] == "birds/heron guide.md"
 
 
-@pytest.mark.parametrize("stack", ["aws"], indirect=True)
+@pytest.mark.parametrize("stack", ["aws-double"], indirect=True)
 @pytest.mark.parametrize(
     ("status", "kind", "code"),
     [
@@ -336,7 +329,7 @@ def test_opensearch_failing_the_bulk_write_fails_only_that_record_until_a_redeli
     document = get_document(stack, GUIDE_KEY)
     assert document is not None and document["status"] == "FAILED" and document["error"].startswith(f"{code}: ")
     assert status_of(stack, other) == "INDEXED"
-    assert doc_id_of(GUIDE_KEY) not in indexed_doc_ids(opensearch)
+    assert doc_id_of(GUIDE_KEY) not in stack.indexed_doc_ids()
     # When SQS redelivers it, with OpenSearch healthy again
     assert invoke(stack, {"Records": [event["Records"][0]]}) == NO_FAILURES
     # Then it is indexed
