@@ -439,8 +439,9 @@ class Routing(Frozen):
     )
     fallback: str | None = Field(
         default=None,
-        description="Set when the configured router failed and the deterministic one answered instead: why "
-        "(e.g. `bedrock: THROTTLED`). The query never fails for it.",
+        description="Set when routing fell back: the configured router failed and the deterministic one answered "
+        "(e.g. `bedrock: THROTTLED`), or routing ran past its time budget and the question was searched unrouted "
+        "(`deterministic: TIMEOUT ...`). The query never fails for it.",
     )
 
 
