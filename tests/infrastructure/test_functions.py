@@ -222,3 +222,15 @@ def test_the_stack_refuses_a_variable_its_settings_would_ignore() -> None:
     assert settings_environment(Settings, {"index_name": "x"}) == {"CITEWISE_INDEX_NAME": "x"}
     with pytest.raises(ValueError, match="Settings has no field tenant_map"):
         settings_environment(Settings, {"tenant_map": "{}"})
+
+
+def test_the_index_has_no_replica_on_a_one_node_domain_and_one_on_more(
+    dev: Synth, prod: Synth, serverless_iam: Synth
+) -> None:
+    # Given dev's one data node and prod's two: a replica on one node could never be placed (yellow forever)
+    assert dev.stack.config.search.data_nodes == 1 and prod.stack.config.search.data_nodes == 2
+    for key in ("bootstrap", "ingest"):
+        assert variables(dev, key)["CITEWISE_INDEX_REPLICAS"] == "0"
+        assert variables(prod, key)["CITEWISE_INDEX_REPLICAS"] == "1"
+    # Serverless manages its own replicas: the functions are told nothing
+    assert all("CITEWISE_INDEX_REPLICAS" not in variables(serverless_iam, key) for key in FUNCTION_KEYS)
