@@ -261,26 +261,27 @@ def test_an_environment_that_grew_past_the_functions_memory_is_retired_after_its
         environment.wait_ready()
         return environment
 
+    # (a generous timeout: this is about memory, and a loaded machine is slow to fill hundreds of MB)
     probe = start()
     try:
-        assert probe.invoke({}, _context()) == "done"
+        assert probe.invoke({}, _context(60)) == "done"
         memory_mb = probe.peak_memory_mb + 150
     finally:
         probe.close()
     pool = FunctionPool(start, 1)
     try:
         # When an invocation stays within it, its environment is kept for the next
-        assert pool.invoke({}, _context(memory_limit_in_mb=memory_mb)) == "done"
+        assert pool.invoke({}, _context(60, memory_limit_in_mb=memory_mb)) == "done"
         first = int((functions / "slow" / "pid").read_text())
-        assert pool.invoke({}, _context(memory_limit_in_mb=memory_mb)) == "done"
+        assert pool.invoke({}, _context(60, memory_limit_in_mb=memory_mb)) == "done"
         assert int((functions / "slow" / "pid").read_text()) == first
         # When one holds more than the whole limit, it is answered, and then its process ends and its memory with it
-        assert pool.invoke({"megabytes": memory_mb + 10}, _context(memory_limit_in_mb=memory_mb)) == "done"
+        assert pool.invoke({"megabytes": memory_mb + 10}, _context(60, memory_limit_in_mb=memory_mb)) == "done"
         assert pool.size == 0
         with pytest.raises(ProcessLookupError):
             os.kill(first, 0)
         # Then the next invocation gets a new environment
-        assert pool.invoke({}, _context(memory_limit_in_mb=memory_mb)) == "done"
+        assert pool.invoke({}, _context(60, memory_limit_in_mb=memory_mb)) == "done"
         assert int((functions / "slow" / "pid").read_text()) != first
     finally:
         pool.close()
