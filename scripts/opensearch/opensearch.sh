@@ -113,11 +113,18 @@ build_knn_native() {
 }
 
 fetch() {
-	# one fetch at a time per cache (test processes that each start a node may ask together)
+	if [ -f "$STAMP" ]; then return; fi # assembled (the stamp is written last): nothing to wait for
+	# one fetch at a time per cache (test processes that each start a node may ask together); the lock is
+	# released before any node starts: a node would inherit descriptor 9 and hold the lock for its life,
+	# so every other `start` would wait for that node to stop
 	mkdir -p "$CACHE_ROOT"
 	exec 9>"$CACHE_ROOT/.lock"
 	flock 9
-	if [ -f "$STAMP" ]; then return; fi
+	if [ ! -f "$STAMP" ]; then assemble; fi
+	exec 9>&-
+}
+
+assemble() {
 	command -v mvn >/dev/null || { log "needs Maven (mvn) and a Java 17+ runtime"; exit 1; }
 	local work
 	work=$(mktemp -d)
