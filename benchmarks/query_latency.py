@@ -25,7 +25,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
@@ -38,7 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from benchmarks.common import REPO, Section, log
+from benchmarks.common import REPO, Section, log, run_command
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchRequest, Visibility
 from citewise.ports.index import VectorIndex
@@ -220,7 +219,7 @@ def opensearch_node() -> Iterator[str | None]:
         yield given
         return
     run_dir = tempfile.mkdtemp(prefix="citewise-bench-opensearch-")
-    started = subprocess.run(["bash", str(NODE_SCRIPT), "start", run_dir], capture_output=True, text=True, check=False)
+    started = run_command(["bash", str(NODE_SCRIPT), "start", run_dir])
     if started.returncode != 0:
         reason = (started.stderr.strip().splitlines() or ["no output"])[-1]
         log(f"  query latency on OpenSearch skipped: the node did not start ({reason})")
@@ -229,7 +228,7 @@ def opensearch_node() -> Iterator[str | None]:
     try:
         yield started.stdout.strip().splitlines()[-1]
     finally:
-        subprocess.run(["bash", str(NODE_SCRIPT), "stop", run_dir], capture_output=True, check=False)
+        run_command(["bash", str(NODE_SCRIPT), "stop", run_dir])
 
 
 def _round(

@@ -265,7 +265,9 @@ def test_eval_on_opensearch_gives_the_local_metrics_and_rankings(
     _write_topical_dataset(tmp_path / "topics")
     local_runs, local_ranked = _compare(tmp_path, capsys, "local")
     # When it is evaluated on the real OpenSearch node, in a fresh index
-    runs, ranked = _compare(tmp_path, capsys, "opensearch", "--backend", "opensearch", "--opensearch-url", opensearch_url)
+    runs, ranked = _compare(
+        tmp_path, capsys, "opensearch", "--backend", "opensearch", "--opensearch-url", opensearch_url
+    )
     # Then the report has the same shape, names the engine, and the index is gone
     assert [list(run) for run in runs] == [list(run) for run in local_runs]
     assert [run["mode"] for run in runs] == ["hybrid", "bm25", "vector", "rrf60"]
@@ -313,7 +315,17 @@ def test_eval_on_opensearch_keeps_the_index_when_asked(
 def test_eval_on_opensearch_needs_its_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = _write_dataset(tmp_path / "tiny")
     status = main(
-        ["--home", str(tmp_path / "home"), "eval", "--dataset", str(dataset), "--embedder", "hashing", "--backend", "opensearch"]
+        [
+            "--home",
+            str(tmp_path / "home"),
+            "eval",
+            "--dataset",
+            str(dataset),
+            "--embedder",
+            "hashing",
+            "--backend",
+            "opensearch",
+        ]
     )
     assert status == 2
     assert "--backend opensearch needs --opensearch-url" in capsys.readouterr().err

@@ -21,7 +21,9 @@ def test_a_running_node_does_not_hold_the_fetch_lock() -> None:
     assert started.returncode == 0, started.stderr[-2000:]
     try:
         # When another process asks for the cache while it runs (as every `start` and `run` does first)
-        fetched = subprocess.run(["bash", str(SCRIPT), "fetch"], capture_output=True, text=True, timeout=60, check=False)
+        fetched = subprocess.run(
+            ["bash", str(SCRIPT), "fetch"], capture_output=True, text=True, timeout=60, check=False
+        )
         # Then it is served at once: the node did not inherit the lock and keep it for its life
         assert fetched.returncode == 0, fetched.stderr[-2000:]
     finally:
