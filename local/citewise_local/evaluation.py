@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -33,7 +34,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from citewise.domain.errors import ValidationError
+from opensearchpy.exceptions import TransportError
+
+from citewise.domain.errors import SearchBackendError, ValidationError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
 from citewise.domain.objects import SourceObject
 from citewise.ingest.pipeline import IngestResult, Outcome
@@ -297,6 +300,11 @@ class OpenSearchTarget(Target):
         self.keep = keep
         self.index_name = f"citewise-eval-{uuid.uuid4().hex[:12]}"
         self._client = opensearch_client(url, settings.aws_region)
+        try:  # one question first: an unreachable node fails here, before anything is built
+            self.version = str(self._client.info()["version"]["number"])
+        except TransportError as exc:
+            self._client.close()
+            raise SearchBackendError(f"cannot reach OpenSearch at {url}: {exc}") from exc
         self._scratch = tempfile.TemporaryDirectory(prefix="citewise-eval-opensearch-")
         self._local = build_services(settings)
         self._index = OpenSearchIndex(self._client, self.index_name, serverless=False, replicas=0, timeout=120)
@@ -314,14 +322,15 @@ class OpenSearchTarget(Target):
         return seconds
 
     def describe(self) -> dict[str, Any]:
-        version = str(self._client.info()["version"]["number"])
-        return {"name": self.name, "version": version, "index": self.index_name, "kept": self.keep}
+        return {"name": self.name, "version": self.version, "index": self.index_name, "kept": self.keep}
 
     def close(self) -> None:
         """Delete the index (unless kept), close the client, the local index and the scratch folder."""
         try:
             if not self.keep:
                 self._client.indices.delete(index=self.index_name, ignore_unavailable=True)
+        except TransportError as exc:  # the run's own error, if any, is the one to report
+            print(f"citewise eval: the index {self.index_name} was not deleted: {exc}", file=sys.stderr)
         finally:
             self._client.close()
             self._local.close()

@@ -329,3 +329,14 @@ def test_eval_on_opensearch_needs_its_url(tmp_path: Path, capsys: pytest.Capture
     )
     assert status == 2
     assert "--backend opensearch needs --opensearch-url" in capsys.readouterr().err
+
+
+def test_eval_on_an_unreachable_opensearch_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = _write_dataset(tmp_path / "tiny")
+    home = ["--home", str(tmp_path / "home")]
+    backend = ["--backend", "opensearch", "--opensearch-url", "http://127.0.0.1:1"]  # nothing listens on port 1
+    status = main([*home, "eval", "--dataset", str(dataset), "--embedder", "hashing", *backend])
+    assert status == 2
+    assert capsys.readouterr().err.startswith(
+        "error: SEARCH_BACKEND_ERROR: cannot reach OpenSearch at http://127.0.0.1:1"
+    )
