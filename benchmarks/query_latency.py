@@ -7,6 +7,12 @@ one numpy matrix-vector product over the same tenant's vectors: the cost of exac
 the product the index itself computes (`einsum`, one thread): a BLAS `matrix @ vector` wakes OpenBLAS's
 worker threads, and on a loaded machine that wake-up alone took ~7 ms, more than the product itself.
 
+Beside it, the same data and queries on a real OpenSearch node (`scripts/opensearch/opensearch.sh`: 2.19.1
+with k-NN, the production mapping, faiss HNSW, one shard, no replica) through the AWS adapter, the same
+`Retriever`: the engine's own figure on this machine, HTTP round trips included. The node is the one
+`CITEWISE_OPENSEARCH_URL` names, else one started here and stopped at the end; if none can start, those
+figures are left out with the reason printed.
+
 The index is built once per size; the same queries are then replayed for `rounds` rounds and each figure
 is the median over rounds, so a noisy moment on a shared machine moves one round, not the result.
 `python -m benchmarks.query_latency` runs it alone; `benchmarks/run.py` calls `run()`.
@@ -16,10 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,9 +37,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from benchmarks.common import Section, log
+from benchmarks.common import REPO, Section, log, run_command
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchRequest, Visibility
+from citewise.ports.index import VectorIndex
 from citewise.query.retrieval import Retriever
 from citewise.runtime.settings import Settings
 from citewise_local.index import LocalIndex
@@ -37,9 +48,11 @@ from citewise_local.index import LocalIndex
 DIMENSION = 384
 CHUNKS_PER_DOC = 50
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NODE_SCRIPT = REPO / "scripts" / "opensearch" / "opensearch.sh"
 
 
-def build(index: LocalIndex, total: int, rng: random.Random) -> None:
+def documents(total: int, rng: random.Random) -> Iterator[tuple[str, str, list[Chunk], list[list[float]]]]:
+    """The synthetic corpus, a document (tenant, id, chunks, vectors) at a time: the same for the same `rng`."""
     vocabulary = [f"term{i}" for i in range(20_000)]
     weights = [1.0 / (i + 1) for i in range(len(vocabulary))]
     np_rng = np.random.default_rng(7)
@@ -72,7 +85,31 @@ def build(index: LocalIndex, total: int, rng: random.Random) -> None:
             )
         vectors = np_rng.standard_normal((CHUNKS_PER_DOC, DIMENSION)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        index.replace_document(tenant, meta.doc_id, chunks, vectors.tolist())
+        yield tenant, meta.doc_id, chunks, vectors.tolist()
+
+
+def build(index: VectorIndex, total: int, rng: random.Random) -> None:
+    """Write the corpus through the port, a document at a time."""
+    for tenant, doc_id, chunks, vectors in documents(total, rng):
+        index.replace_document(tenant, doc_id, chunks, vectors)
+
+
+def build_opensearch(client: Any, name: str, total: int, rng: random.Random) -> None:
+    """Write the corpus into the OpenSearch index `name` as a bulk load would: the adapter's own bulk
+    bodies (`opensearch_queries.bulk_actions`, one generation per document, as `replace_document`
+    writes), 20 documents per request and no refresh until the end. Through the port, each document
+    waits for a refresh and searches for its old chunks: 100k chunks took minutes, only to build."""
+    from citewise.aws import opensearch_queries as q
+
+    actions: list[tuple[q.Body, q.Body | None]] = []
+    for number, (_, _, chunks, vectors) in enumerate(documents(total, rng), start=1):
+        actions += q.bulk_actions(chunks, vectors, generation=q.new_generation(time.time_ns()), serverless=False)
+        if number % 20 == 0 or number * CHUNKS_PER_DOC >= total:
+            for body, _ in q.bulk_payloads(actions):
+                if client.bulk(body=body, index=name)["errors"]:
+                    raise RuntimeError("a bulk write into the benchmark index failed")
+            actions = []
+    client.indices.refresh(index=name)
 
 
 def measure(
@@ -118,6 +155,80 @@ def measure(
         "ratio_p95": round(statistics.median(r["hybrid_p95_ms"] / r["floor_p50_ms"] for r in per_round), 1),
         "per_round": per_round,
     }
+
+
+def measure_opensearch(url: str, total: int, queries: int, rng: random.Random, rounds: int = 1) -> dict[str, Any]:
+    """The same build and hybrid queries as `measure` (the same `rng` state gives the same data), in a fresh
+    index on the node at `url`, deleted afterwards."""
+    from opensearchpy import OpenSearch
+
+    from citewise.aws.opensearch import OpenSearchIndex
+
+    client = OpenSearch(hosts=[url], timeout=120, pool_maxsize=10)
+    name = f"citewise-bench-{uuid.uuid4().hex[:12]}"
+    index = OpenSearchIndex(client, name, serverless=False, replicas=0, timeout=120)
+    try:
+        index.ensure("hashing-384", DIMENSION)
+        started = time.perf_counter()
+        build_opensearch(client, name, total, rng)
+        build_s = time.perf_counter() - started
+        embedder = HashingEmbedder(DIMENSION)
+        defaults = Settings()
+        retriever = Retriever(
+            index,
+            embedder,
+            fusion=defaults.fusion_method,
+            rrf_k=defaults.rrf_k,
+            keyword_weight=defaults.keyword_weight,
+            vector_weight=defaults.vector_weight,
+            candidates=defaults.candidates,
+        )
+        caller = Caller(tenant_id="big", user_id="u1")
+        texts = [" ".join(f"term{rng.randint(0, 5000)}" for _ in range(rng.randint(2, 6))) for _ in range(queries)]
+        for text in texts[:20]:  # loads the graph into the node's native memory, warms the caches
+            retriever.search(caller, SearchRequest(query=text, top_k=10))
+        per_round = []
+        for _ in range(rounds):
+            timings = []
+            for text in texts:
+                began = time.perf_counter()
+                retriever.search(caller, SearchRequest(query=text, top_k=10))
+                timings.append((time.perf_counter() - began) * 1000)
+            per_round.append(
+                {"hybrid_p50_ms": statistics.median(timings), "hybrid_p95_ms": statistics.quantiles(timings, n=20)[18]}
+            )
+    finally:
+        client.indices.delete(index=name, ignore_unavailable=True)
+        client.close()
+    return {
+        "chunks": total,
+        "build_s": round(build_s, 1),
+        "rounds": rounds,
+        "hybrid_p50_ms": round(statistics.median(r["hybrid_p50_ms"] for r in per_round), 2),
+        "hybrid_p95_ms": round(statistics.median(r["hybrid_p95_ms"] for r in per_round), 2),
+        "per_round": per_round,
+    }
+
+
+@contextmanager
+def opensearch_node() -> Iterator[str | None]:
+    """The URL of the node `CITEWISE_OPENSEARCH_URL` names, else of one started now (stopped on exit), else
+    None with the reason logged."""
+    given = os.environ.get("CITEWISE_OPENSEARCH_URL")
+    if given:
+        yield given
+        return
+    run_dir = tempfile.mkdtemp(prefix="citewise-bench-opensearch-")
+    started = run_command(["bash", str(NODE_SCRIPT), "start", run_dir])
+    if started.returncode != 0:
+        reason = (started.stderr.strip().splitlines() or ["no output"])[-1]
+        log(f"  query latency on OpenSearch skipped: the node did not start ({reason})")
+        yield None
+        return
+    try:
+        yield started.stdout.strip().splitlines()[-1]
+    finally:
+        run_command(["bash", str(NODE_SCRIPT), "stop", run_dir])
 
 
 def _round(
@@ -178,6 +289,23 @@ def run(plan: tuple[tuple[int, int], ...] = ((10_000, 5), (100_000, 3)), queries
             [r["hybrid_p95_ms"] / r["floor_p50_ms"] for r in per_round],
         )
         section.context[size] = {k: v for k, v in result.items() if k != "per_round"} | {"queries": queries}
+    with opensearch_node() as url:
+        if url is None:
+            section.context["opensearch"] = "skipped: the node did not start (see the log)"
+            return section
+        rng = random.Random(42)  # noqa: S311 - drawn in the same order: the local runs' data and queries
+        for total, rounds in plan:
+            log(f"  query latency on OpenSearch: building {total:,} chunks, then {rounds} rounds of {queries} queries")
+            result = measure_opensearch(url, total, queries, rng, rounds)
+            size = f"{total // 1000}k"
+            for stat in ("p50", "p95"):
+                section.add(
+                    f"opensearch_hybrid_{stat}_ms_{size}",
+                    f"{size} chunks: hybrid {stat} on OpenSearch",
+                    "ms",
+                    [r[f"hybrid_{stat}_ms"] for r in result["per_round"]],
+                )
+            section.context[f"opensearch_{size}"] = {k: v for k, v in result.items() if k != "per_round"}
     return section
 
 
@@ -187,7 +315,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--candidates", type=int, nargs="+", default=[None], help="list depths to compare")
+    parser.add_argument(
+        "--opensearch", action="store_true", help="on the real OpenSearch node instead of the local index"
+    )
     args = parser.parse_args()
+    if args.opensearch:
+        with opensearch_node() as url:
+            for size in args.sizes if url else ():
+                result = measure_opensearch(url, size, args.queries, random.Random(42), args.rounds)  # noqa: S311
+                print(json.dumps({k: v for k, v in result.items() if k != "per_round"}), flush=True)
+        return
     for size in args.sizes:
         for candidates in args.candidates:
             rng = random.Random(42)  # noqa: S311 - synthetic data, not security; the same data per depth

@@ -288,6 +288,22 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one ingest, then hybrid, bm25, vector and plain RRF (k 60) of the same lists, side by side",
     )
+    evaluate.add_argument(
+        "--backend",
+        choices=["local", "opensearch"],
+        default="local",
+        help="local: the index under the home; opensearch: a fresh index at --opensearch-url, deleted at the end, "
+        "its vectors taken from the local index (default local)",
+    )
+    evaluate.add_argument(
+        "--opensearch-url",
+        metavar="URL",
+        help="the OpenSearch node or domain for --backend opensearch, e.g. http://127.0.0.1:9200 (a domain is "
+        "signed with the AWS credentials)",
+    )
+    evaluate.add_argument(
+        "--keep-index", action="store_true", help="with --backend opensearch: keep the index (its name is printed)"
+    )
     _json_flag(evaluate, "the metrics (a list of them with --compare)")
     evaluate.set_defaults(run=_eval, own_services=True)
 
@@ -719,17 +735,20 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     runs = evaluation.comparison(base) if args.compare else {base.search_mode: base}
     ingest_s: float | None = None
     reports = []
-    with Bars(quiet=args.quiet or args.json) as bars:
+    target = evaluation.target(base, args.backend, args.opensearch_url, keep=args.keep_index)
+    with Bars(quiet=args.quiet or args.json) as bars, target:
         for name, run_settings in runs.items():
-            services = build_services(run_settings)
+            services = target.services(run_settings)
             try:
                 if ingest_s is None:
-                    ingest_s, _ = evaluation.ingest(services, dataset, bars)
+                    ingest_s = target.ingest(services, dataset, bars)
                 results = evaluation.run_queries(services, dataset, args.top_k, bars)
             finally:
                 services.close()
             fusion = evaluation.fusion_settings(run_settings)
-            reports.append(evaluation.report(name, services.embedder.name, ingest_s, results, fusion))
+            reports.append(
+                evaluation.report(name, services.embedder.name, ingest_s, results, fusion, backend=target.describe())
+            )
     if args.per_query:
         with args.per_query.open("w", encoding="utf-8") as stream:
             for report in reports:

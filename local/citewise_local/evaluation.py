@@ -5,6 +5,12 @@ The corpus goes through the same ingestion as any document (each record becomes 
 embedder and chunking: a second run with the same settings re-ingests nothing. Queries run through
 `Retriever.rank`, and a document's rank is that of its best chunk.
 
+`--backend opensearch` runs the same pipeline into a fresh index on an OpenSearch node or domain (the
+AWS adapter, `citewise.aws.opensearch`), created with the production mapping and deleted at the end
+unless kept. Its chunks take their vectors from the local index of the same settings (built first when
+missing, as above): the corpus is embedded once, and both backends rank the very same vectors, so a
+difference between them is the engines' (BM25 scoring, approximate k-NN), not the embedding's.
+
 Metric definitions follow BEIR (pytrec_eval): gains are the qrels' relevance grades, discounted by
 log2(rank + 1), normalised by the ideal ordering of all judged documents cut at k; recall counts
 documents with a grade above 0; queries without judgements are not scored.
@@ -17,19 +23,25 @@ import hashlib
 import json
 import math
 import statistics
+import sys
+import tempfile
 import time
+import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
-from citewise.domain.errors import ValidationError
-from citewise.domain.models import Caller
+from opensearchpy.exceptions import TransportError
+
+from citewise.domain.errors import SearchBackendError, ValidationError
+from citewise.domain.models import Caller, Chunk, Filter, Vector
 from citewise.domain.objects import SourceObject
 from citewise.ingest.pipeline import IngestResult, Outcome
-from citewise.runtime.services import Services
+from citewise.ports.index import ScoredChunk, VectorIndex
+from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
 from citewise_local.progress import Bars
 
@@ -70,6 +82,7 @@ class Report:
     query_p50_ms: float
     query_p95_ms: float
     fusion: dict[str, Any] = field(default_factory=dict)
+    backend: dict[str, Any] = field(default_factory=lambda: {"name": "local"})
     per_query: list[QueryResult] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -77,6 +90,7 @@ class Report:
         return {
             "mode": self.mode,
             "embedder": self.embedder,
+            "backend": self.backend,
             "queries": self.queries,
             **{name: round(value, 4) for name, value in self.metrics.items()},
             "ingest_s": round(self.ingest_s, 1),
@@ -234,6 +248,154 @@ def _sources(dataset: Dataset) -> Iterator[SourceObject]:
         )
 
 
+# --- backends ----------------------------------------------------------------------------------
+
+
+class Target:
+    """Where an evaluation ingests and ranks: the local index of the dataset's settings (`index_home`)."""
+
+    name = "local"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        """The evaluation's settings (home: the dataset's local index)."""
+
+    def services(self, settings: Settings) -> Services:
+        """The pipeline for one run's settings (search mode, fusion) on this target's index."""
+        return build_services(settings)
+
+    def ingest(self, services: Services, dataset: Dataset, bars: Bars) -> float:
+        """Ingest the corpus (unchanged documents are skipped); wall time in seconds."""
+        return ingest(services, dataset, bars)[0]
+
+    def describe(self) -> dict[str, Any]:
+        """What the report says ranked the documents."""
+        return {"name": self.name}
+
+    def close(self) -> None:
+        """Nothing to release: each run's services are closed by the caller."""
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class OpenSearchTarget(Target):
+    """A fresh OpenSearch index for one evaluation (`citewise-eval-<random>`, 0 replicas: it is scratch),
+    deleted on close unless `keep`; the registry of its documents lives in a temporary folder with it.
+
+    Vectors come from the local index of the same settings (see the module doc), which is brought up to
+    date first: `ingest` reports the OpenSearch ingest alone.
+    """
+
+    name = "opensearch"
+
+    def __init__(self, settings: Settings, url: str, *, keep: bool = False) -> None:
+        from citewise.aws.opensearch import OpenSearchIndex
+
+        super().__init__(settings)
+        self.url = url
+        self.keep = keep
+        self.index_name = f"citewise-eval-{uuid.uuid4().hex[:12]}"
+        self._client = opensearch_client(url, settings.aws_region)
+        try:  # one question first: an unreachable node fails here, before anything is built
+            self.version = str(self._client.info()["version"]["number"])
+        except TransportError as exc:
+            self._client.close()
+            raise SearchBackendError(f"cannot reach OpenSearch at {url}: {exc}") from exc
+        self._scratch = tempfile.TemporaryDirectory(prefix="citewise-eval-opensearch-")
+        self._local = build_services(settings)
+        self._index = OpenSearchIndex(self._client, self.index_name, serverless=False, replicas=0, timeout=120)
+        self.index = ReusedVectors(self._index, vectors=self._local.index)
+        """The OpenSearch index, its vectors taken from the local one."""
+
+    def services(self, settings: Settings) -> Services:
+        return Services(settings.model_copy(update={"home": Path(self._scratch.name)}), index=self.index)
+
+    def ingest(self, services: Services, dataset: Dataset, bars: Bars) -> float:
+        ingest(self._local, dataset, bars)  # the vectors
+        seconds = ingest(services, dataset, bars)[0]
+        # Writes become searchable at the node's next refresh (every second); the queries must see all.
+        self._client.indices.refresh(index=self.index_name)
+        return seconds
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "index": self.index_name, "kept": self.keep}
+
+    def close(self) -> None:
+        """Delete the index (unless kept), close the client, the local index and the scratch folder."""
+        try:
+            if not self.keep:
+                self._client.indices.delete(index=self.index_name, ignore_unavailable=True)
+        except TransportError as exc:  # the run's own error, if any, is the one to report
+            print(f"citewise eval: the index {self.index_name} was not deleted: {exc}", file=sys.stderr)
+        finally:
+            self._client.close()
+            self._local.close()
+            self._scratch.cleanup()
+
+
+def opensearch_client(url: str, region: str | None) -> Any:
+    """A client for `url`: plain HTTP for a node on this machine (no security plugin, as
+    `scripts/opensearch/opensearch.sh` runs one), SigV4 with the default AWS credentials otherwise (a
+    domain: `citewise.aws.opensearch.connect`; `region`: None for the environment's)."""
+    from opensearchpy import OpenSearch
+
+    from citewise.aws import clients
+    from citewise.aws.opensearch import connect
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(f"--opensearch-url must be an http(s) URL: {url!r}")
+    if parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        return OpenSearch(hosts=[url], timeout=120, pool_maxsize=10)
+    return connect(url, region or clients.region(), timeout=120)
+
+
+class ReusedVectors:
+    """`index`, except that `vectors_by_hash` also answers from `vectors`: the ingest pipeline then
+    embeds only chunks neither index holds (`citewise.ingest.pipeline`), and an evaluation on OpenSearch
+    reuses the vectors of the local one."""
+
+    def __init__(self, index: VectorIndex, *, vectors: VectorIndex) -> None:
+        self._index = index
+        self._vectors = vectors
+
+    def vectors_by_hash(self, tenant_id: str, hashes: Collection[str]) -> dict[str, Vector]:
+        found = self._index.vectors_by_hash(tenant_id, hashes)
+        rest = [h for h in hashes if h not in found]
+        return found | (self._vectors.vectors_by_hash(tenant_id, rest) if rest else {})
+
+    def ensure(self, embedder_name: str, dimension: int) -> None:
+        self._index.ensure(embedder_name, dimension)
+
+    def replace_document(self, tenant_id: str, doc_id: str, chunks: Sequence[Chunk], vectors: Sequence[Vector]) -> None:
+        self._index.replace_document(tenant_id, doc_id, chunks, vectors)
+
+    def delete_document(self, tenant_id: str, doc_id: str) -> int:
+        return self._index.delete_document(tenant_id, doc_id)
+
+    def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:
+        return self._index.keyword_search(caller, query, filters, limit)
+
+    def vector_search(self, caller: Caller, vector: Vector, filters: Filter | None, limit: int) -> list[ScoredChunk]:
+        return self._index.vector_search(caller, vector, filters, limit)
+
+    def sources(self, caller: Caller) -> list[str]:
+        return self._index.sources(caller)
+
+
+def target(settings: Settings, backend: str, url: str | None, *, keep: bool = False) -> Target:
+    """The target `citewise eval --backend` names."""
+    if backend == "local":
+        return Target(settings)
+    if url is None:
+        raise ValidationError("--backend opensearch needs --opensearch-url (e.g. http://127.0.0.1:9200)")
+    return OpenSearchTarget(settings, url, keep=keep)
+
+
 def run_queries(services: Services, dataset: Dataset, top_k: int, bars: Bars) -> list[QueryResult]:
     """Rank the corpus for every judged query; documents are ranked by their best chunk."""
     results = []
@@ -248,9 +410,16 @@ def run_queries(services: Services, dataset: Dataset, top_k: int, bars: Bars) ->
 
 
 def report(
-    mode: str, embedder: str, ingest_s: float, results: list[QueryResult], fusion: dict[str, Any] | None = None
+    mode: str,
+    embedder: str,
+    ingest_s: float,
+    results: list[QueryResult],
+    fusion: dict[str, Any] | None = None,
+    *,
+    backend: dict[str, Any] | None = None,
 ) -> Report:
-    """Means over the judged queries and latency percentiles; `fusion` describes the settings used."""
+    """Means over the judged queries and latency percentiles; `fusion` describes the settings used,
+    `backend` the engine (`Target.describe`)."""
     if not results:
         raise ValidationError("no query of the dataset has relevance judgements")
     latencies = [r.latency_ms for r in results]
@@ -264,5 +433,6 @@ def report(
         query_p50_ms=statistics.median(latencies),
         query_p95_ms=p95,
         fusion=fusion or {},
+        backend=backend or {"name": "local"},
         per_query=results,
     )

@@ -151,5 +151,8 @@ def render_comparison(summaries: Sequence[Mapping[str, Any]]) -> str:
     rows.append("")
     rows += [f"{s['mode']:<8}" + ", ".join(f"{key} {value}" for key, value in s["fusion"].items()) for s in summaries]
     first = summaries[0]
-    rows.append(f"\n{first['queries']} queries, embedder {first['embedder']}, ingest {first['ingest_s']} s")
+    rows.append(
+        f"\n{first['queries']} queries, embedder {first['embedder']}, backend {first['backend']['name']}, "
+        f"ingest {first['ingest_s']} s"
+    )
     return "\n".join(rows)

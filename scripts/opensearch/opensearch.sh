@@ -113,11 +113,18 @@ build_knn_native() {
 }
 
 fetch() {
-	# one fetch at a time per cache (test processes that each start a node may ask together)
+	if [ -f "$STAMP" ]; then return; fi # assembled (the stamp is written last): nothing to wait for
+	# one fetch at a time per cache (test processes that each start a node may ask together); the lock is
+	# released before any node starts: a node would inherit descriptor 9 and hold the lock for its life,
+	# so every other `start` would wait for that node to stop
 	mkdir -p "$CACHE_ROOT"
 	exec 9>"$CACHE_ROOT/.lock"
 	flock 9
-	if [ -f "$STAMP" ]; then return; fi
+	if [ ! -f "$STAMP" ]; then assemble; fi
+	exec 9>&-
+}
+
+assemble() {
 	command -v mvn >/dev/null || { log "needs Maven (mvn) and a Java 17+ runtime"; exit 1; }
 	local work
 	work=$(mktemp -d)
@@ -193,7 +200,7 @@ YML
 	# the JNI libraries are found on the library path, as OpenSearch's own packages arrange it
 	(runuser_cmd "$user" env LD_LIBRARY_PATH="$HOME_DIR/plugins/opensearch-knn/lib" OPENSEARCH_PATH_CONF="$run_dir/config" OPENSEARCH_JAVA_HOME="$(java_home)" \
 		OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" "$HOME_DIR/bin/opensearch" -d -p "$run_dir/opensearch.pid" >"$run_dir/logs/stdout.log" 2>&1) \
-		|| { log "the node did not start; its log:"; tail -50 "$run_dir/logs/stdout.log" "$run_dir/logs/citewise-test.log" >&2; return 1; }
+		|| { log "the node did not start; its log:"; tail -n 50 "$run_dir/logs/stdout.log" "$run_dir/logs/citewise-test.log" >&2; return 1; }
 	local url="http://127.0.0.1:$port"
 	for _ in $(seq 1 240); do
 		if curl -sf "$url/_cluster/health?wait_for_status=yellow&timeout=1s" >/dev/null 2>&1; then
