@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -164,13 +164,24 @@ class OpenSearchIndex:
         self._bulk(q.delete_actions(stale), stale, visible=True)
         self._sweep_later(tenant_id, doc_id, generation)
 
-    def delete_document(self, tenant_id: str, doc_id: str) -> int:
+    def delete_document(self, tenant_id: str, doc_id: str, *, keep_staged: bool = False) -> int:
         # Chunks written from here on belong to a later version: the delayed sweep leaves them.
         marker = q.new_generation(self._clock_ns())
-        ids = list(self._chunk_ids(tenant_id, doc_id))
-        deleted = self._bulk(q.delete_actions(ids), ids, visible=True)
+        chunks = list(self._chunk_ids(tenant_id, doc_id, keep_generation=q.STAGED_GENERATION))
+        staged = [] if keep_staged else list(self._chunk_ids(tenant_id, doc_id, only_generation=q.STAGED_GENERATION))
+        deleted = set(self._bulk(q.delete_actions(chunks + staged), chunks + staged, visible=True))
         self._sweep_later(tenant_id, doc_id, marker)
-        return len(deleted)
+        return sum(1 for i in chunks if i in deleted)
+
+    def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
+        """Write the staged vectors (`opensearch_queries.staged_actions`), not waiting for a refresh: only
+        the next attempt's `vectors_by_hash` reads them, and the replace that drops them waits for its
+        own writes, which makes these searchable too. (On Serverless a replace within the refresh window
+        cannot see them; the next replace, delete or delayed sweep of the document removes them.)"""
+        for vector in vectors.values():
+            self._check_dimension(len(vector), "a staged vector")
+        actions = q.staged_actions(tenant_id, doc_id, vectors, serverless=self._serverless)
+        self._bulk(actions, [source["chunk_id"] for _, source in actions])
 
     def sweep_stale(self, sweep: StaleSweep) -> int:
         """Delete the document's chunks of generations older than `sweep.before` (a delayed sweep, see
@@ -250,10 +261,16 @@ class OpenSearchIndex:
         return done
 
     def _chunk_ids(
-        self, tenant_id: str, doc_id: str, *, keep_generation: str | None = None, before_generation: str | None = None
+        self,
+        tenant_id: str,
+        doc_id: str,
+        *,
+        keep_generation: str | None = None,
+        before_generation: str | None = None,
+        only_generation: str | None = None,
     ) -> Iterator[str]:
         """The `_id` of every chunk of the document, except those of `keep_generation`, or only those
-        older than `before_generation`."""
+        older than `before_generation`, or only those of `only_generation`."""
         search_after: list[str] | None = None
         while True:
             body = q.document_chunks_query(
@@ -261,6 +278,7 @@ class OpenSearchIndex:
                 doc_id,
                 keep_generation=keep_generation,
                 before_generation=before_generation,
+                only_generation=only_generation,
                 search_after=search_after,
                 size=self._page_size,
             )
@@ -284,7 +302,8 @@ class OpenSearchIndex:
             with _malformed("reuse vectors"):
                 for hit in hits:
                     source = hit["_source"]
-                    found[str(source["content_hash"])] = [float(x) for x in source[q.VECTOR_FIELD]]
+                    vector = source[q.VECTOR_FIELD] if q.VECTOR_FIELD in source else source["chunk"][q.STAGED_VECTOR]
+                    found[str(source["content_hash"])] = [float(x) for x in vector]
         return found
 
     def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:
