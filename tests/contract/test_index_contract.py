@@ -235,14 +235,6 @@ def test_vectors_by_hash_returns_stored_vectors_within_the_tenant(index: VectorI
     assert index.vectors_by_hash("acme", []) == {}
 
 
-def searchable_now(index: VectorIndex) -> None:
-    """Make writes searchable that an OpenSearch index shows from its next periodic refresh (within a
-    second on a domain: staged vectors are written without waiting for it); the local index commits,
-    and the Serverless double here has no refresh lag (its lag has tests of its own, below)."""
-    if isinstance(index, OpenSearchIndex) and not index._serverless:
-        index._client.indices.refresh(index=index._index)
-
-
 def test_staged_vectors_are_found_by_hash_in_their_tenant_and_by_no_search(index: VectorIndex) -> None:
     # Given a shared document, and vectors staged for a new document whose texts share its words
     put(index, make_chunk("acme", "wiki", 0, "orchard pruning guide"))
@@ -250,7 +242,6 @@ def test_staged_vectors_are_found_by_hash_in_their_tenant_and_by_no_search(index
     staged = dict(zip([f"hash:{t}" for t in staged_texts], EMBEDDER.embed_documents(staged_texts), strict=True))
     index.stage_vectors("acme", "big", staged)
     index.stage_vectors("acme", "big", staged)  # a retried batch stages again
-    searchable_now(index)
 
     # When the tenant's vectors are looked up by hash, and everyone searches
     found = index.vectors_by_hash("acme", [*staged, "hash:orchard pruning guide"])
@@ -274,11 +265,9 @@ def test_replace_and_delete_drop_the_documents_staged_vectors_unless_asked_to_ke
     vectors = dict(zip([f"hash:{t}" for t in texts], EMBEDDER.embed_documents(texts), strict=True))
     index.stage_vectors("acme", "big", {h: vectors[h] for h in list(vectors)[:2]})
     index.stage_vectors("acme", "other", {"hash:other document text": vectors["hash:other document text"]})
-    searchable_now(index)
 
     # When the first document's chunks are deleted keeping its staged vectors (a transient failure)
     removed = index.delete_document("acme", "big", keep_staged=True)
-    searchable_now(index)
 
     # Then its one chunk was removed and counted, its staged vectors kept
     assert removed == 1
@@ -286,7 +275,6 @@ def test_replace_and_delete_drop_the_documents_staged_vectors_unless_asked_to_ke
 
     # When it is replaced by a chunk of the first staged text
     put(index, make_chunk("acme", "big", 0, "first batch text"))
-    searchable_now(index)
 
     # Then only that chunk's vector and the other document's staged one are left
     assert set(index.vectors_by_hash("acme", list(vectors))) == {"hash:first batch text", "hash:other document text"}
@@ -294,7 +282,6 @@ def test_replace_and_delete_drop_the_documents_staged_vectors_unless_asked_to_ke
     # When the other document is deleted (a delete, or a permanent failure) / Then its staged vector goes,
     # and a delete counts chunks only
     assert index.delete_document("acme", "other") == 0
-    searchable_now(index)
     assert index.vectors_by_hash("acme", list(vectors)) == {
         "hash:first batch text": pytest.approx(vectors["hash:first batch text"], abs=1e-6)
     }

@@ -8,20 +8,24 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from citewise.aws.opensearch import OpenSearchIndex
+from citewise.aws.opensearch_queries import STAGED_GENERATION
 from citewise.domain.errors import IngestDeferredError, ThrottledError
 from citewise.domain.models import Caller, DocumentStatus, Vector
 from citewise.domain.tenancy import document_id
 from citewise.ingest import pipeline
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.pipeline import Ingestor, Outcome
+from citewise.ports.index import VectorIndex
 from citewise_local.index import LocalIndex
 from citewise_local.registry import LocalRegistry
 from tests.factories import CountingEmbedder, source
+from tests.opensearch_node import NODE, fresh_index_name
 
 CALLER = Caller(tenant_id="acme", user_id="alice")
 BATCH = 4
@@ -39,8 +43,27 @@ def long_text(word: str, sections: int = 12) -> bytes:
 V1, V2 = long_text("widgets"), long_text("gizmos")
 
 
-def stack(home: Path, embedder: CountingEmbedder, *, commit_reserve: float = 0.0) -> tuple[Ingestor, LocalIndex]:
-    index = LocalIndex(home / "index.db")
+@pytest.fixture(params=["local", pytest.param("opensearch", marks=pytest.mark.opensearch)])
+def backend(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The index the tests run on: the local one, or a fresh index on the real OpenSearch node (its name)."""
+    if request.param == "local":
+        yield None
+        return
+    name = fresh_index_name()
+    yield name
+    with NODE.client() as client:
+        client.indices.delete(index=name, ignore_unavailable=True)
+
+
+def stack(
+    home: Path, embedder: CountingEmbedder, *, commit_reserve: float = 0.0, opensearch: str | None = None
+) -> tuple[Ingestor, VectorIndex]:
+    """An ingestor over a local registry and the local index, or the OpenSearch index named `opensearch`."""
+    index: VectorIndex = (
+        LocalIndex(home / "index.db")
+        if opensearch is None
+        else OpenSearchIndex(NODE.client(), opensearch, serverless=False)
+    )
     registry = LocalRegistry(home / "registry.db")
     ingestor = Ingestor(
         index, registry, embedder, Chunker(120, 20), embed_batch_size=BATCH, commit_reserve=commit_reserve
@@ -48,8 +71,18 @@ def stack(home: Path, embedder: CountingEmbedder, *, commit_reserve: float = 0.0
     return ingestor, index
 
 
-def found(index: LocalIndex, word: str) -> set[str]:
+def found(index: VectorIndex, word: str) -> set[str]:
     return {hit.chunk.chunk_id for hit in index.keyword_search(CALLER, word, None, 1000)}
+
+
+def staged_left(index: VectorIndex) -> int:
+    """How many staged vectors the index holds."""
+    if isinstance(index, LocalIndex):
+        return int(index._writer.execute("SELECT count(*) FROM staged_vectors").fetchone()[0])
+    assert isinstance(index, OpenSearchIndex)
+    index._client.indices.refresh(index=index._index)
+    query = {"query": {"term": {"generation": STAGED_GENERATION}}}
+    return int(index._client.count(index=index._index, body=query)["count"])
 
 
 class FailsAtCall(CountingEmbedder):
@@ -66,17 +99,19 @@ class FailsAtCall(CountingEmbedder):
         return super().embed_documents(texts)
 
 
-def test_a_retry_after_a_failure_at_batch_k_embeds_only_the_chunks_not_yet_embedded(tmp_path: Path) -> None:
+def test_a_retry_after_a_failure_at_batch_k_embeds_only_the_chunks_not_yet_embedded(
+    tmp_path: Path, backend: str | None
+) -> None:
     # Given a long document whose first attempt is throttled at its 5th embedding batch
     interrupted = FailsAtCall(5)
-    ingestor, index = stack(tmp_path, interrupted)
+    ingestor, index = stack(tmp_path, interrupted, opensearch=backend)
     with pytest.raises(ThrottledError):
         ingestor.ingest(source("acme", "big.md", V2))
     assert interrupted.embedded_texts == 4 * BATCH
 
     # When the queue retries it with a fresh process's embedder
     retry = CountingEmbedder()
-    ingestor, index = stack(tmp_path, retry)
+    ingestor, index = stack(tmp_path, retry, opensearch=backend)
     result = ingestor.ingest(source("acme", "big.md", V2))
 
     # Then only the chunks the first attempt had not embedded are embedded, in the retry's own batches
@@ -87,18 +122,18 @@ def test_a_retry_after_a_failure_at_batch_k_embeds_only_the_chunks_not_yet_embed
     assert result.document.status is DocumentStatus.INDEXED
     assert len(found(index, "gizmos")) == chunks
     # and nothing staged is left behind: the vectors are the chunks' now
-    assert index._writer.execute("SELECT count(*) FROM staged_vectors").fetchone() == (0,)
+    assert staged_left(index) == 0
 
 
 def test_a_budget_running_low_defers_the_document_with_progress_kept_and_the_old_version_searchable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str | None
 ) -> None:
     # Given version 1 indexed, and an invocation whose budget leaves room for 3 batches of version 2
-    ingestor, index = stack(tmp_path, CountingEmbedder())
+    ingestor, index = stack(tmp_path, CountingEmbedder(), opensearch=backend)
     ingestor.ingest(source("acme", "big.md", V1))
     v1_chunks = found(index, "widgets")
     embedder = CountingEmbedder()
-    ingestor, index = stack(tmp_path, embedder, commit_reserve=60.0)
+    ingestor, index = stack(tmp_path, embedder, commit_reserve=60.0, opensearch=backend)
     monkeypatch.setattr(pipeline.deadline, "remaining", lambda: 100.0 - 10 * embedder.calls)
 
     # When version 2 is ingested / Then it stops before the 4th batch, saying so, instead of timing out
@@ -114,7 +149,7 @@ def test_a_budget_running_low_defers_the_document_with_progress_kept_and_the_old
     # When it is redelivered to an invocation with time enough
     monkeypatch.undo()
     retry = CountingEmbedder()
-    ingestor, index = stack(tmp_path, retry)
+    ingestor, index = stack(tmp_path, retry, opensearch=backend)
     result = ingestor.ingest(source("acme", "big.md", V2))
 
     # Then the rest is embedded, nothing twice, and version 2 replaces version 1
@@ -123,14 +158,14 @@ def test_a_budget_running_low_defers_the_document_with_progress_kept_and_the_old
     assert found(index, "widgets") == set() and len(found(index, "gizmos")) == result.document.chunk_count
 
 
-def test_a_permanent_failure_drops_the_staged_vectors(tmp_path: Path) -> None:
+def test_a_permanent_failure_drops_the_staged_vectors(tmp_path: Path, backend: str | None) -> None:
     # Given a long document whose embedder fails with a bug at its 3rd batch (FAILED for good)
-    ingestor, index = stack(tmp_path, FailsAtCall(3, RuntimeError))
+    ingestor, index = stack(tmp_path, FailsAtCall(3, RuntimeError), opensearch=backend)
     result = ingestor.ingest(source("acme", "big.md", V2))
 
     # Then the record is FAILED and none of its staged vectors is kept
     assert result.outcome is Outcome.FAILED
-    assert index._writer.execute("SELECT count(*) FROM staged_vectors").fetchone() == (0,)
+    assert staged_left(index) == 0
 
 
 def test_a_kill_9_in_the_middle_loses_nothing(tmp_path: Path) -> None:

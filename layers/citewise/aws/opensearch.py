@@ -174,14 +174,14 @@ class OpenSearchIndex:
         return sum(1 for i in chunks if i in deleted)
 
     def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
-        """Write the staged vectors (`opensearch_queries.staged_actions`), not waiting for a refresh: only
-        the next attempt's `vectors_by_hash` reads them, and the replace that drops them waits for its
-        own writes, which makes these searchable too. (On Serverless a replace within the refresh window
-        cannot see them; the next replace, delete or delayed sweep of the document removes them.)"""
+        """Write the staged vectors (`opensearch_queries.staged_actions`). On a domain the write waits for
+        the index's periodic refresh, as chunk writes do: a delete right after (a document failing for
+        good) must find them to remove them, and a retry must find them to reuse them. On Serverless a
+        replace or delete within the refresh window cannot see them yet; the delayed sweep removes them."""
         for vector in vectors.values():
             self._check_dimension(len(vector), "a staged vector")
         actions = q.staged_actions(tenant_id, doc_id, vectors, serverless=self._serverless)
-        self._bulk(actions, [source["chunk_id"] for _, source in actions])
+        self._bulk(actions, [source["chunk_id"] for _, source in actions], visible=True)
 
     def sweep_stale(self, sweep: StaleSweep) -> int:
         """Delete the document's chunks of generations older than `sweep.before` (a delayed sweep, see
