@@ -167,9 +167,12 @@ class OpenSearchIndex:
     def delete_document(self, tenant_id: str, doc_id: str, *, keep_staged: bool = False) -> int:
         # Chunks written from here on belong to a later version: the delayed sweep leaves them.
         marker = q.new_generation(self._clock_ns())
-        chunks = list(self._chunk_ids(tenant_id, doc_id, keep_generation=q.STAGED_GENERATION))
-        staged = [] if keep_staged else list(self._chunk_ids(tenant_id, doc_id, only_generation=q.STAGED_GENERATION))
-        deleted = set(self._bulk(q.delete_actions(chunks + staged), chunks + staged, visible=True))
+        chunks: list[str] = []
+        staged: list[str] = []
+        for entry_id, generation in self._entries(tenant_id, doc_id):
+            (staged if generation == q.STAGED_GENERATION else chunks).append(entry_id)
+        ids = chunks if keep_staged else chunks + staged
+        deleted = set(self._bulk(q.delete_actions(ids), ids, visible=True))
         self._sweep_later(tenant_id, doc_id, marker)
         return sum(1 for i in chunks if i in deleted)
 
@@ -261,16 +264,19 @@ class OpenSearchIndex:
         return done
 
     def _chunk_ids(
-        self,
-        tenant_id: str,
-        doc_id: str,
-        *,
-        keep_generation: str | None = None,
-        before_generation: str | None = None,
-        only_generation: str | None = None,
+        self, tenant_id: str, doc_id: str, *, keep_generation: str | None = None, before_generation: str | None = None
     ) -> Iterator[str]:
         """The `_id` of every chunk of the document, except those of `keep_generation`, or only those
-        older than `before_generation`, or only those of `only_generation`."""
+        older than `before_generation`."""
+        for entry_id, _ in self._entries(
+            tenant_id, doc_id, keep_generation=keep_generation, before_generation=before_generation
+        ):
+            yield entry_id
+
+    def _entries(
+        self, tenant_id: str, doc_id: str, *, keep_generation: str | None = None, before_generation: str | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """`_chunk_ids` with each entry's generation (a sort key of the listing, so it costs nothing)."""
         search_after: list[str] | None = None
         while True:
             body = q.document_chunks_query(
@@ -278,14 +284,13 @@ class OpenSearchIndex:
                 doc_id,
                 keep_generation=keep_generation,
                 before_generation=before_generation,
-                only_generation=only_generation,
                 search_after=search_after,
                 size=self._page_size,
             )
             hits = self._search(body, "list a document's chunks")
             with _malformed("list a document's chunks"):
                 for hit in hits:
-                    yield str(hit["_id"])
+                    yield str(hit["_id"]), str(hit["sort"][1])
                 if len(hits) < body["size"]:
                     return
                 search_after = list(hits[-1]["sort"])

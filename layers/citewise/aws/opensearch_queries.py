@@ -490,12 +490,11 @@ def document_chunks_query(
     *,
     keep_generation: str | None = None,
     before_generation: str | None = None,
-    only_generation: str | None = None,
     search_after: list[str] | None = None,
     size: int = PAGE_SIZE,
 ) -> Body:
     """One page of a document's chunks (ids only), optionally leaving out one generation, or only those
-    of generations older than `before_generation`, or of `only_generation`.
+    of generations older than `before_generation`.
 
     Sorted on (chunk_id, generation), unique per written chunk, so `search_after` pages without
     skipping or repeating; no scroll or point-in-time, which Serverless may not offer. (Only a bulk
@@ -507,8 +506,6 @@ def document_chunks_query(
         query["bool"]["must_not"] = [{"term": {"generation": keep_generation}}]
     if before_generation is not None:
         query["bool"]["filter"].append({"range": {"generation": {"lt": before_generation}}})
-    if only_generation is not None:
-        query["bool"]["filter"].append({"term": {"generation": only_generation}})
     body: Body = {"size": size, "_source": False, "track_total_hits": False, "query": query, "sort": _DOCUMENT_ORDER}
     if search_after is not None:
         body["search_after"] = search_after
