@@ -228,7 +228,7 @@ def bulk_actions(
     return pairs
 
 
-STAGED_GENERATION = "0" * 20 + "-staged"
+STAGED_GENERATION = "-staged"
 """The generation of staged vectors: older than any written generation (`new_generation`), so a
 Serverless reader's newest-generation check never takes it for a document's current version."""
 STAGED_VECTOR = "staged_vector"
