@@ -100,9 +100,12 @@ class Limits:
     max_chunks: int = 10_000
 
 
-COMMIT_RESERVE_SECONDS = 60.0
-"""Kept back from the invocation's budget for the index write and registry record after the last
-embedding batch: writing 10,000 chunks to a real OpenSearch node took about N s (docs/benchmarks.md)."""
+COMMIT_RESERVE_SECONDS = 5.0
+COMMIT_SECONDS_PER_CHUNK = 0.006
+"""Kept back from the invocation's budget for the index write and the registry record after the last
+embedding batch: `COMMIT_RESERVE_SECONDS` plus this much per chunk of the group. Writing 10,000 chunks of
+1,024 dimensions took 3.6 ms a chunk on the test's OpenSearch node and 1.5 ms on the local index
+(docs/benchmarks.md, "The largest document"); 10,000 chunks keep 65 s back."""
 
 
 @dataclass
@@ -143,6 +146,7 @@ class Ingestor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         provenance_keys: ProvenanceKeys | None = None,
         commit_reserve: float = COMMIT_RESERVE_SECONDS,
+        commit_seconds_per_chunk: float = COMMIT_SECONDS_PER_CHUNK,
     ) -> None:
         self.index = index
         self.registry = registry
@@ -153,6 +157,7 @@ class Ingestor:
         self.clock = clock
         self.provenance_keys = provenance_keys or ProvenanceKeys()
         self.commit_reserve = commit_reserve
+        self.commit_seconds_per_chunk = commit_seconds_per_chunk
         self._index_ready = False
 
     def ingest(self, obj: SourceObject) -> IngestResult:
@@ -383,7 +388,7 @@ class Ingestor:
         (`VectorIndex.stage_vectors`) as soon as they are embedded, so an attempt that is killed or
         stopped loses at most the batch in flight: the next one finds the rest by hash. Before each
         batch the invocation's budget is checked: if it could not fit one more batch (as long as the
-        longest so far) and the index write (`commit_reserve`), the group is deferred with
+        longest so far) and the index write (`COMMIT_SECONDS_PER_CHUNK`), the group is deferred with
         `IngestDeferredError` instead of running into the function's hard timeout.
         """
         vectors: dict[tuple[str, str], Vector] = {}
@@ -405,8 +410,9 @@ class Ingestor:
         staged = len(keys) > self.embed_batch_size
         step = Step("embed", works[0].obj.path if len(works) == 1 else f"{len(works)} documents", "chunk")
         longest = 0.0
+        reserve = self.commit_reserve + self.commit_seconds_per_chunk * sum(len(work.chunks) for work in works)
         for start in range(0, len(keys), self.embed_batch_size):
-            self._check_budget(longest, done=start, total=len(keys))
+            self._check_budget(longest + reserve, done=start, total=len(keys))
             began = time.monotonic()
             batch = keys[start : start + self.embed_batch_size]
             embedded = dict(zip(batch, self.embedder.embed_documents([missing[k] for k in batch]), strict=True))
@@ -420,10 +426,11 @@ class Ingestor:
             work.vectors = [vectors[key] for key in keys_of_work]
             work.embedded = len({key for key in keys_of_work if key in missing})
 
-    def _check_budget(self, longest_batch: float, *, done: int, total: int) -> None:
-        """Defer the group if the invocation's budget cannot fit another batch and the index write."""
+    def _check_budget(self, needed: float, *, done: int, total: int) -> None:
+        """Defer the group if the invocation's budget cannot fit `needed` seconds: another batch and the
+        index write."""
         left = deadline.remaining()
-        if left is not None and left < longest_batch + self.commit_reserve:
+        if left is not None and left < needed:
             raise IngestDeferredError(
                 f"stopped after {done} of {total} chunks to embed, before the function's time ran out; "
                 "the vectors embedded so far are kept and the next attempt embeds the rest",
