@@ -25,6 +25,11 @@ searches return each `chunk_id` once (the better scored). Nothing is deleted bef
 written, so a failure half-way leaves old and new chunks side by side, never a document emptied;
 running the replace again converges (the ingest queue retries it).
 
+Staged vectors (`stage_vectors`, the durable progress of a long ingest) are entries of the same index
+without owner, visibility, text or k-NN vector (`opensearch_queries.staged_actions`): every search's
+access filter leaves them out, `vectors_by_hash` finds them, and they belong to their document, so its
+next replace or delete removes them (a delete asked to `keep_staged` leaves them for the retry).
+
 Serverless refresh lag. A vector collection makes writes searchable only after a refresh interval (AWS
 documents up to about 60 seconds) and has no refresh API, so step 2 cannot see chunks written less
 than that before: a document replaced twice in quick succession keeps the first replace's chunks.

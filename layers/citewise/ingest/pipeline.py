@@ -5,6 +5,11 @@ without being parsed. A changed document is re-chunked, but only chunks whose em
 embedded; the rest reuse their stored vectors. The index swaps a document's chunks in one atomic step,
 so no stale chunk survives an update and a crash never leaves half a document.
 
+Long documents: progress is kept per embedding batch (`_embed`: each batch's vectors are staged in the
+index, where only `vectors_by_hash` finds them), so a retry embeds only what no earlier attempt did; and
+an attempt running short of the invocation's time stops between batches with `IngestDeferredError`,
+the record PENDING and the previous version searchable, for the queue's next delivery to continue.
+
 Ownership: an object replaces a registered document only if it was written by someone who may modify
 that document (`citewise.domain.access.may_modify` of the owner the object was signed for); any other is
 REFUSED and the record, chunks and status stay exactly as they were.
@@ -33,8 +38,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from citewise.domain.access import may_modify, object_writer
 from citewise.domain import deadline
+from citewise.domain.access import may_modify, object_writer
 from citewise.domain.batching import batched
 from citewise.domain.errors import (
     CitewiseError,
