@@ -106,11 +106,13 @@ class Limits:
 
 
 COMMIT_RESERVE_SECONDS = 5.0
-COMMIT_SECONDS_PER_CHUNK = 0.006
+COMMIT_SECONDS_PER_CHUNK = 0.012
 """Kept back from the invocation's budget for the index write and the registry record after the last
 embedding batch: `COMMIT_RESERVE_SECONDS` plus this much per chunk of the group. Writing 10,000 chunks of
-1,024 dimensions took 3.6 ms a chunk on the test's OpenSearch node and 1.5 ms on the local index
-(docs/benchmarks.md, "The largest document"); 10,000 chunks keep 65 s back."""
+1,024 dimensions took up to 9.6 ms a chunk on the test's OpenSearch node, on a busy two-core machine
+(docs/benchmarks.md, section 10); 10,000 chunks keep 125 s back."""
+STAGE_SECONDS = 10.0
+"""Embedding time between two stagings of a long document's vectors: what a kill -9 can cost."""
 
 
 @dataclass
@@ -152,6 +154,7 @@ class Ingestor:
         provenance_keys: ProvenanceKeys | None = None,
         commit_reserve: float = COMMIT_RESERVE_SECONDS,
         commit_seconds_per_chunk: float = COMMIT_SECONDS_PER_CHUNK,
+        stage_seconds: float = STAGE_SECONDS,
     ) -> None:
         self.index = index
         self.registry = registry
@@ -163,6 +166,7 @@ class Ingestor:
         self.provenance_keys = provenance_keys or ProvenanceKeys()
         self.commit_reserve = commit_reserve
         self.commit_seconds_per_chunk = commit_seconds_per_chunk
+        self.stage_seconds = stage_seconds
         self._index_ready = False
 
     def ingest(self, obj: SourceObject) -> IngestResult:
@@ -389,9 +393,12 @@ class Ingestor:
         """Give every chunk a vector: stored (or staged) ones are reused, the rest embedded together in
         batches.
 
-        When the group needs more than one batch, each batch's vectors are staged in the index
-        (`VectorIndex.stage_vectors`) as soon as they are embedded, so an attempt that is killed or
-        stopped loses at most the batch in flight: the next one finds the rest by hash. Before each
+        When the group needs more than one batch, the vectors embedded are staged in the index
+        (`VectorIndex.stage_vectors`) after each batch once `stage_seconds` have passed since the last
+        staging, and whatever is left when an attempt fails or is deferred: an attempt that is killed
+        loses at most that much embedding, one that fails or stops nothing; the next one finds the rest
+        by hash. (A staging write on a domain waits for the index's refresh, up to a second: staging
+        every batch of a fast embedder would cost more than it saves.) Before each
         batch the invocation's budget is checked: if it could not fit one more batch (as long as the
         longest so far) and the index write (`COMMIT_SECONDS_PER_CHUNK`), the group is deferred with
         `IngestDeferredError` instead of running into the function's hard timeout.
@@ -412,20 +419,33 @@ class Ingestor:
                 if key in missing:
                     needed_by.setdefault(key, []).append(work)
         keys = list(missing)
-        staged = len(keys) > self.embed_batch_size
+        staging = len(keys) > self.embed_batch_size
         step = Step("embed", works[0].obj.path if len(works) == 1 else f"{len(works)} documents", "chunk")
         longest = 0.0
         reserve = self.commit_reserve + self.commit_seconds_per_chunk * sum(len(work.chunks) for work in works)
-        for start in range(0, len(keys), self.embed_batch_size):
-            self._check_budget(longest + reserve, done=start, total=len(keys))
-            began = time.monotonic()
-            batch = keys[start : start + self.embed_batch_size]
-            embedded = dict(zip(batch, self.embedder.embed_documents([missing[k] for k in batch]), strict=True))
-            vectors.update(embedded)
-            if staged:
-                self._stage(embedded, needed_by)
-            longest = max(longest, time.monotonic() - began)
-            progress(step, start + len(batch), len(keys))
+        unstaged: dict[tuple[str, str], Vector] = {}
+        staged_at = time.monotonic()
+        try:
+            for start in range(0, len(keys), self.embed_batch_size):
+                self._check_budget(longest + reserve, done=start, total=len(keys))
+                began = time.monotonic()
+                batch = keys[start : start + self.embed_batch_size]
+                embedded = dict(zip(batch, self.embedder.embed_documents([missing[k] for k in batch]), strict=True))
+                vectors.update(embedded)
+                if staging:
+                    unstaged.update(embedded)
+                    if time.monotonic() - staged_at >= self.stage_seconds:
+                        self._stage(unstaged, needed_by)
+                        unstaged, staged_at = {}, time.monotonic()
+                longest = max(longest, time.monotonic() - began)
+                progress(step, start + len(batch), len(keys))
+        except Exception:
+            if unstaged:  # a failure or deferral keeps what was embedded, for the next attempt
+                try:
+                    self._stage(unstaged, needed_by)
+                except Exception:  # noqa: BLE001 - the original failure matters; this only costs a re-embed
+                    logger.warning("could not stage embedded vectors", exc_info=True)
+            raise
         for work in works:
             keys_of_work = [(work.obj.tenant_id, c.content_hash) for c in work.chunks]
             work.vectors = [vectors[key] for key in keys_of_work]
