@@ -110,7 +110,7 @@ COMMIT_SECONDS_PER_CHUNK = 0.012
 """Kept back from the invocation's budget for the index write and the registry record after the last
 embedding batch: `COMMIT_RESERVE_SECONDS` plus this much per chunk of the group. Writing 10,000 chunks of
 1,024 dimensions took up to 9.6 ms a chunk on the test's OpenSearch node, on a busy two-core machine
-(docs/benchmarks.md, section 10); 10,000 chunks keep 125 s back."""
+(docs/aws.md, "The largest document"); 10,000 chunks keep 125 s back."""
 STAGE_SECONDS = 10.0
 """Embedding time between two stagings of a long document's vectors: what a kill -9 can cost."""
 
