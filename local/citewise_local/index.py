@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +59,14 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (tenant_id, doc_id);
 CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (tenant_id, content_hash);
+CREATE TABLE IF NOT EXISTS staged_vectors (
+    tenant_id TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (tenant_id, doc_id, content_hash)
+);
+CREATE INDEX IF NOT EXISTS staged_by_hash ON staged_vectors (tenant_id, content_hash);
 """
 _KEYWORD_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (terms, tokenize = 'unicode61 remove_diacritics 0');
@@ -153,7 +161,7 @@ class LocalIndex:
             raise SearchBackendError(f"vectors have {matrix.shape[1]} dimensions, the index {self._dimension}")
         prefix = _term_prefix(tenant_id)
         with self._write_lock, _transaction(self._writer):
-            self._delete(tenant_id, doc_id)
+            self._delete(tenant_id, doc_id, keep_staged=False)
             for chunk, row in zip(chunks, matrix, strict=True):
                 if chunk.document.tenant_id != tenant_id or chunk.document.doc_id != doc_id:
                     raise ValueError("every chunk must belong to the document being replaced")
@@ -191,11 +199,25 @@ class LocalIndex:
             self._index_terms(_term_prefix(tenant_id), rowid, Chunk.model_validate_json(body))
         self._writer.execute("UPDATE index_meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
 
-    def delete_document(self, tenant_id: str, doc_id: str) -> int:
+    def delete_document(self, tenant_id: str, doc_id: str, *, keep_staged: bool = False) -> int:
         with self._write_lock, _transaction(self._writer):
-            return self._delete(tenant_id, doc_id)
+            return self._delete(tenant_id, doc_id, keep_staged=keep_staged)
 
-    def _delete(self, tenant_id: str, doc_id: str) -> int:
+    def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
+        """Keep the vectors in `staged_vectors`, a table no search reads, committed before returning."""
+        for vector in vectors.values():
+            if self._dimension is not None and len(vector) != self._dimension:
+                raise SearchBackendError(f"a staged vector has {len(vector)} dimensions, the index {self._dimension}")
+        rows = [
+            (tenant_id, doc_id, content_hash, np.asarray(vector, dtype=np.float32).tobytes())
+            for content_hash, vector in vectors.items()
+        ]
+        with self._write_lock, _transaction(self._writer):
+            self._writer.executemany("INSERT OR REPLACE INTO staged_vectors VALUES (?, ?, ?, ?)", rows)
+
+    def _delete(self, tenant_id: str, doc_id: str, *, keep_staged: bool) -> int:
+        if not keep_staged:
+            self._writer.execute("DELETE FROM staged_vectors WHERE tenant_id = ? AND doc_id = ?", (tenant_id, doc_id))
         ids = [
             row[0]
             for row in self._writer.execute(
@@ -214,9 +236,10 @@ class LocalIndex:
         found: dict[str, Vector] = {}
         for batch in batched(list(hashes), _SQL_PARAMS):
             marks = ",".join("?" * len(batch))
-            sql = "SELECT content_hash, vector FROM chunks WHERE tenant_id = ? AND content_hash IN "
-            for content_hash, blob in self._reader().execute(f"{sql}({marks})", [tenant_id, *batch]):  # noqa: S608
-                found[content_hash] = np.frombuffer(blob, dtype=np.float32).tolist()
+            for table in ("chunks", "staged_vectors"):
+                sql = f"SELECT content_hash, vector FROM {table} WHERE tenant_id = ? AND content_hash IN ({marks})"  # noqa: S608
+                for content_hash, blob in self._reader().execute(sql, [tenant_id, *batch]):
+                    found[content_hash] = np.frombuffer(blob, dtype=np.float32).tolist()
         return found
 
     def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:

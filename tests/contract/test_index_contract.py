@@ -235,6 +235,63 @@ def test_vectors_by_hash_returns_stored_vectors_within_the_tenant(index: VectorI
     assert index.vectors_by_hash("acme", []) == {}
 
 
+def test_staged_vectors_are_found_by_hash_in_their_tenant_and_by_no_search(index: VectorIndex) -> None:
+    # Given a shared document, and vectors staged for a new document whose texts share its words
+    put(index, make_chunk("acme", "wiki", 0, "orchard pruning guide"))
+    staged_texts = ["orchard pruning in winter", "orchard pruning tools"]
+    staged = dict(zip([f"hash:{t}" for t in staged_texts], EMBEDDER.embed_documents(staged_texts), strict=True))
+    index.stage_vectors("acme", "big", staged)
+    index.stage_vectors("acme", "big", staged)  # a retried batch stages again
+
+    # When the tenant's vectors are looked up by hash, and everyone searches
+    found = index.vectors_by_hash("acme", [*staged, "hash:orchard pruning guide"])
+
+    # Then the staged vectors are found, in their tenant only, once each hash
+    assert set(found) == {*staged, "hash:orchard pruning guide"}
+    for content_hash, staged_vector in staged.items():
+        assert found[content_hash] == pytest.approx(staged_vector, abs=1e-6)
+    assert index.vectors_by_hash("globex", list(staged)) == {}
+    # and no search, by anyone, sees anything but the document's chunk: staged vectors are not chunks
+    for caller in (ALICE, BOB):
+        assert keyword(index, caller, "orchard pruning winter tools") == ["acme-wiki-00000"]
+        assert vector(index, caller, staged_texts[0]) == ["acme-wiki-00000"]
+    assert index.sources(ALICE) == ["s3"]
+
+
+def test_replace_and_delete_drop_the_documents_staged_vectors_unless_asked_to_keep_them(index: VectorIndex) -> None:
+    # Given vectors staged for two documents, one of which exists already
+    put(index, make_chunk("acme", "big", 0, "old version"))
+    texts = ["first batch text", "second batch text", "other document text"]
+    vectors = dict(zip([f"hash:{t}" for t in texts], EMBEDDER.embed_documents(texts), strict=True))
+    index.stage_vectors("acme", "big", {h: vectors[h] for h in list(vectors)[:2]})
+    index.stage_vectors("acme", "other", {"hash:other document text": vectors["hash:other document text"]})
+
+    # When the first document's chunks are deleted keeping its staged vectors (a transient failure)
+    removed = index.delete_document("acme", "big", keep_staged=True)
+
+    # Then its one chunk was removed and counted, its staged vectors kept
+    assert removed == 1
+    assert set(index.vectors_by_hash("acme", list(vectors))) == set(vectors)
+
+    # When it is replaced by a chunk of the first staged text
+    put(index, make_chunk("acme", "big", 0, "first batch text"))
+
+    # Then only that chunk's vector and the other document's staged one are left
+    assert set(index.vectors_by_hash("acme", list(vectors))) == {"hash:first batch text", "hash:other document text"}
+
+    # When the other document is deleted (a delete, or a permanent failure) / Then its staged vector goes,
+    # and a delete counts chunks only
+    assert index.delete_document("acme", "other") == 0
+    assert index.vectors_by_hash("acme", list(vectors)) == {
+        "hash:first batch text": pytest.approx(vectors["hash:first batch text"], abs=1e-6)
+    }
+
+
+def test_staged_vectors_of_another_dimension_are_refused(index: VectorIndex) -> None:
+    with pytest.raises(SearchBackendError):
+        index.stage_vectors("acme", "big", {"hash:x": [1.0] * (DIMENSION + 1)})
+
+
 def test_keyword_search_ranks_the_obvious_match_first(index: VectorIndex) -> None:
     # Given one chunk all about cherries, one mentioning them once, one without
     put(

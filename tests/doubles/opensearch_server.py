@@ -907,6 +907,12 @@ def _filter_source(source: Json, spec: Any) -> Json | None:
     includes = spec if isinstance(spec, list) else spec.get("includes", [])
     excludes = [] if isinstance(spec, list) else spec.get("excludes", [])
     kept = {k: v for k, v in source.items() if (not includes or k in includes) and k not in excludes}
+    for path in includes:  # a dotted include keeps that path of an object, as OpenSearch's filtering does
+        head, _, rest = path.partition(".")
+        if rest and isinstance(source.get(head), dict):
+            inner = _filter_source(source[head], [rest])
+            if inner:
+                kept.setdefault(head, {}).update(inner)
     return copy.deepcopy(kept)
 
 

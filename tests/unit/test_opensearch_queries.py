@@ -479,11 +479,32 @@ def test_document_chunks_query_pages_on_chunk_id_and_generation() -> None:
 def test_vectors_by_hash_query_collapses_on_the_hash_inside_the_tenant() -> None:
     assert q.vectors_by_hash_query("acme", {"h2", "h1"}) == {
         "size": 2,
-        "_source": ["content_hash", "vector"],
+        "_source": ["content_hash", "vector", "chunk.staged_vector"],
         "track_total_hits": False,
         "query": {"bool": {"filter": [{"term": {"tenant_id": "acme"}}, {"terms": {"content_hash": ["h1", "h2"]}}]}},
         "collapse": {"field": "content_hash"},
     }
+
+
+def test_a_staged_vector_has_none_of_the_fields_a_read_filters_on_and_no_knn_vector() -> None:
+    # When a domain's and a Serverless collection's staging actions are built
+    [(domain_action, source)] = q.staged_actions("acme", "doc1", {"h1": [0.5, 0.5]}, serverless=False)
+    [(serverless_action, _)] = q.staged_actions("acme", "doc1", {"h1": [0.5, 0.5]}, serverless=True)
+
+    # Then the domain's id is fixed by (tenant, document, hash), Serverless picks its own
+    assert domain_action == {"index": {"_id": "acme/staged:doc1:h1"}}
+    assert serverless_action == {"index": {}}
+    # and the entry carries only what finds it by hash and removes it with its document: no owner or
+    # visibility (so the access filter of every search leaves it out), no text, no k-NN vector
+    assert source == {
+        "tenant_id": "acme",
+        "doc_id": "doc1",
+        "chunk_id": "staged:doc1:h1",
+        "generation": q.STAGED_GENERATION,
+        "content_hash": "h1",
+        "chunk": {"staged_vector": [0.5, 0.5]},
+    }
+    assert q.STAGED_GENERATION < q.new_generation(0)  # older than any written generation
 
 
 # --- limits: what the largest filter the model accepts becomes --------------------------------------

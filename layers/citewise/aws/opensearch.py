@@ -25,6 +25,11 @@ searches return each `chunk_id` once (the better scored). Nothing is deleted bef
 written, so a failure half-way leaves old and new chunks side by side, never a document emptied;
 running the replace again converges (the ingest queue retries it).
 
+Staged vectors (`stage_vectors`, the durable progress of a long ingest) are entries of the same index
+without owner, visibility, text or k-NN vector (`opensearch_queries.staged_actions`): every search's
+access filter leaves them out, `vectors_by_hash` finds them, and they belong to their document, so its
+next replace or delete removes them (a delete asked to `keep_staged` leaves them for the retry).
+
 Serverless refresh lag. A vector collection makes writes searchable only after a refresh interval (AWS
 documents up to about 60 seconds) and has no refresh API, so step 2 cannot see chunks written less
 than that before: a document replaced twice in quick succession keeps the first replace's chunks.
@@ -43,7 +48,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -164,13 +169,27 @@ class OpenSearchIndex:
         self._bulk(q.delete_actions(stale), stale, visible=True)
         self._sweep_later(tenant_id, doc_id, generation)
 
-    def delete_document(self, tenant_id: str, doc_id: str) -> int:
+    def delete_document(self, tenant_id: str, doc_id: str, *, keep_staged: bool = False) -> int:
         # Chunks written from here on belong to a later version: the delayed sweep leaves them.
         marker = q.new_generation(self._clock_ns())
-        ids = list(self._chunk_ids(tenant_id, doc_id))
-        deleted = self._bulk(q.delete_actions(ids), ids, visible=True)
+        chunks: list[str] = []
+        staged: list[str] = []
+        for entry_id, generation in self._entries(tenant_id, doc_id):
+            (staged if generation == q.STAGED_GENERATION else chunks).append(entry_id)
+        ids = chunks if keep_staged else chunks + staged
+        deleted = set(self._bulk(q.delete_actions(ids), ids, visible=True))
         self._sweep_later(tenant_id, doc_id, marker)
-        return len(deleted)
+        return sum(1 for i in chunks if i in deleted)
+
+    def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
+        """Write the staged vectors (`opensearch_queries.staged_actions`). On a domain the write waits for
+        the index's periodic refresh, as chunk writes do: a delete right after (a document failing for
+        good) must find them to remove them, and a retry must find them to reuse them. On Serverless a
+        replace or delete within the refresh window cannot see them yet; the delayed sweep removes them."""
+        for vector in vectors.values():
+            self._check_dimension(len(vector), "a staged vector")
+        actions = q.staged_actions(tenant_id, doc_id, vectors, serverless=self._serverless)
+        self._bulk(actions, [source["chunk_id"] for _, source in actions], visible=True)
 
     def sweep_stale(self, sweep: StaleSweep) -> int:
         """Delete the document's chunks of generations older than `sweep.before` (a delayed sweep, see
@@ -254,6 +273,15 @@ class OpenSearchIndex:
     ) -> Iterator[str]:
         """The `_id` of every chunk of the document, except those of `keep_generation`, or only those
         older than `before_generation`."""
+        for entry_id, _ in self._entries(
+            tenant_id, doc_id, keep_generation=keep_generation, before_generation=before_generation
+        ):
+            yield entry_id
+
+    def _entries(
+        self, tenant_id: str, doc_id: str, *, keep_generation: str | None = None, before_generation: str | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """`_chunk_ids` with each entry's generation (a sort key of the listing, so it costs nothing)."""
         search_after: list[str] | None = None
         while True:
             body = q.document_chunks_query(
@@ -267,7 +295,7 @@ class OpenSearchIndex:
             hits = self._search(body, "list a document's chunks")
             with _malformed("list a document's chunks"):
                 for hit in hits:
-                    yield str(hit["_id"])
+                    yield str(hit["_id"]), str(hit["sort"][1])
                 if len(hits) < body["size"]:
                     return
                 search_after = list(hits[-1]["sort"])
@@ -284,7 +312,8 @@ class OpenSearchIndex:
             with _malformed("reuse vectors"):
                 for hit in hits:
                     source = hit["_source"]
-                    found[str(source["content_hash"])] = [float(x) for x in source[q.VECTOR_FIELD]]
+                    vector = source[q.VECTOR_FIELD] if q.VECTOR_FIELD in source else source["chunk"][q.STAGED_VECTOR]
+                    found[str(source["content_hash"])] = [float(x) for x in vector]
         return found
 
     def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from citewise.domain.matching import metadata_view, system_fields
@@ -225,6 +225,40 @@ def bulk_actions(
         if not serverless:
             action["_id"] = document_id(chunk.document.tenant_id, chunk.chunk_id)
         pairs.append(({"index": action}, document_source(chunk, vector, generation=generation)))
+    return pairs
+
+
+STAGED_GENERATION = "-staged"
+"""The generation of staged vectors: older than any written generation (`new_generation`), so a
+Serverless reader's newest-generation check never takes it for a document's current version."""
+STAGED_VECTOR = "staged_vector"
+
+
+def staged_actions(
+    tenant_id: str, doc_id: str, vectors: Mapping[str, Vector], *, serverless: bool
+) -> list[tuple[Body, Body]]:
+    """(action, source) pairs keeping the document's staged vectors (`VectorIndex.stage_vectors`).
+
+    A staged entry is a document of the chunk index without the fields any read filters on (no owner,
+    no visibility, no text) and without a `vector` field, so the access filter of every search leaves
+    it out and it costs no k-NN graph insertion; its vector rides in `chunk`, the mapping's one
+    unindexed object. It carries tenant, document and content hash, so `vectors_by_hash` finds it and
+    the document's next replace or delete removes it with the rest of its chunks. On a domain its `_id`
+    is fixed by (tenant, document, hash), so staging a batch again overwrites it.
+    """
+    pairs: list[tuple[Body, Body]] = []
+    for content_hash, vector in vectors.items():
+        chunk_id = f"staged:{doc_id}:{content_hash}"
+        action: Body = {} if serverless else {"_id": document_id(tenant_id, chunk_id)}
+        source = {
+            "tenant_id": tenant_id,
+            "doc_id": doc_id,
+            "chunk_id": chunk_id,
+            "generation": STAGED_GENERATION,
+            "content_hash": content_hash,
+            "chunk": {STAGED_VECTOR: list(vector)},
+        }
+        pairs.append(({"index": action}, source))
     return pairs
 
 
@@ -479,10 +513,11 @@ def document_chunks_query(
 
 
 def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
-    """One stored vector per content hash among the tenant's chunks (collapsed on the hash)."""
+    """One stored vector per content hash among the tenant's chunks and staged vectors (collapsed on
+    the hash): a chunk's in `vector`, a staged one's in `chunk.staged_vector`."""
     return {
         "size": len(hashes),
-        "_source": ["content_hash", VECTOR_FIELD],
+        "_source": ["content_hash", VECTOR_FIELD, f"chunk.{STAGED_VECTOR}"],
         "track_total_hits": False,
         "query": {
             "bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"content_hash": sorted(hashes)}}]}

@@ -147,6 +147,17 @@ class GenerationError(CitewiseError):
     http_status = 502
 
 
+class IngestDeferredError(CitewiseError):
+    """An ingest stopped before the function's time ran out, its progress kept: retry the message.
+
+    Raised between embedding batches of a long document when the invocation's budget
+    (`citewise.domain.deadline`) could not fit another batch and the index write; the vectors embedded
+    so far are staged (`VectorIndex.stage_vectors`), so the next attempt embeds only the rest."""
+
+    code = "INGEST_DEFERRED"
+    http_status = 503
+
+
 class FunctionTimeoutError(CitewiseError):
     """A function did not answer within its timeout, and its work was stopped.
 

@@ -8,7 +8,7 @@ derived it from the object's key.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from pydantic import ValidationError
@@ -95,15 +95,26 @@ class VectorIndex(Protocol):
         ...
 
     def replace_document(self, tenant_id: str, doc_id: str, chunks: Sequence[Chunk], vectors: Sequence[Vector]) -> None:
-        """Atomically make `chunks` the document's only chunks: no reader sees a half-replaced document."""
+        """Atomically make `chunks` the document's only chunks: no reader sees a half-replaced document.
+        The document's staged vectors are dropped (they are in `chunks` now, or no longer needed)."""
         ...
 
-    def delete_document(self, tenant_id: str, doc_id: str) -> int:
-        """Remove every chunk of the document; the number removed."""
+    def delete_document(self, tenant_id: str, doc_id: str, *, keep_staged: bool = False) -> int:
+        """Remove every chunk of the document; the number removed. Its staged vectors go too, unless
+        `keep_staged` (a transient failure keeps them for the retry)."""
+        ...
+
+    def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
+        """Keep vectors (by content hash) embedded for the document's next version, durably, before its
+        chunks are written: the progress of a long ingest, one batch at a time.
+
+        `vectors_by_hash` finds them from then on; no search, listing or count ever does (they are not
+        chunks). The document's next `replace_document` or `delete_document` drops them."""
         ...
 
     def vectors_by_hash(self, tenant_id: str, hashes: Collection[str]) -> dict[str, Vector]:
-        """Stored vectors of the tenant's chunks with these content hashes, to skip re-embedding."""
+        """Stored vectors of the tenant's chunks, and staged ones, with these content hashes, to skip
+        re-embedding."""
         ...
 
     def keyword_search(self, caller: Caller, query: str, filters: Filter | None, limit: int) -> list[ScoredChunk]:

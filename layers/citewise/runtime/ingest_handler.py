@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.domain import deadline
-from citewise.domain.errors import ValidationError
+from citewise.domain.errors import IngestDeferredError, ValidationError
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.ingest.s3events import apply, parse_notification
 from citewise.ports.blobstore import key_to_location
@@ -33,7 +33,9 @@ def ingest_handler() -> LambdaHandler:
     """The handler of the ingest function: SQS batches of S3 notifications, with partial failures.
 
     A record fails (and SQS redelivers it, then moves it to the DLQ) when ingestion raised a transient
-    error; the document already shows FAILED with the reason by then. Keys outside `tenants/{id}/` are
+    error; the document already shows FAILED with the reason by then. A document too long for one
+    invocation is deferred the same way (`IngestDeferredError`), its record PENDING and its progress
+    kept, so each delivery embeds more of it until one indexes it. Keys outside `tenants/{id}/` are
     logged and dropped: retrying cannot make them valid, and they must never be indexed.
     """
     services = build_services(load_settings(IngestSettings))
@@ -62,6 +64,10 @@ def ingest_handler() -> LambdaHandler:
                 )
                 metrics.add_metric(name="IngestRejected", unit=MetricUnit.Count, value=1)
                 continue
+            except IngestDeferredError as exc:  # progress kept: the redelivery goes on from there
+                logger.info("ingest deferred, to be continued", extra={"key": event.key, **exc.details})
+                metrics.add_metric(name="IngestDeferrals", unit=MetricUnit.Count, value=1)
+                raise
             except Exception as exc:  # BatchProcessor logs a failed record's exception at DEBUG only
                 logger.warning("ingest failed, to be retried", extra={"key": event.key, "error": repr(exc)})
                 metrics.add_metric(name="IngestFailures", unit=MetricUnit.Count, value=1)

@@ -300,6 +300,41 @@ def test_a_transient_embedding_failure_fails_only_its_record_and_a_redelivery_in
     assert found(stack, "heron", ALICE)[0] == "birds/heron guide.md"
 
 
+def searched_texts(stack: Stack, query: str) -> list[str]:
+    status, body = stack.api("POST", "/v1/search", body={"query": query}, identity=ALICE)
+    assert status == 200, body
+    return [hit["chunk"]["text"] for hit in body["hits"]]
+
+
+def test_an_invocation_short_of_time_defers_the_document_and_its_redelivery_indexes_it(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given version 1 of a document indexed, and version 2 written
+    stack.put_object(GUIDE_KEY, GUIDE)
+    assert invoke(stack, sqs_event(created(GUIDE_KEY))) == NO_FAILURES
+    stack.put_object(GUIDE_KEY, GUIDE.replace(b"zanzibar", b"okavango"))
+    event = sqs_event(created(GUIDE_KEY))
+    capsys.readouterr()
+
+    # When an invocation with less time left than the index write needs gets it
+    response = stack.handler("ingest")(event, LambdaContext(timeout_s=5.5))
+
+    # Then its record goes back to the queue, counted as deferred, not failed; version 1 stays searchable
+    assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    output = Output.parse(capsys.readouterr().out)
+    assert output.metric("IngestDeferrals") == [1.0] and output.metric("IngestFailures") == []
+    document = get_document(stack, GUIDE_KEY)
+    assert document is not None and document["status"] == "PENDING" and document["error"] is None
+    [text] = searched_texts(stack, "heron reedbeds")
+    assert "zanzibar" in text
+
+    # When SQS redelivers it to an invocation with time enough / Then version 2 is indexed
+    assert invoke(stack, event) == NO_FAILURES
+    assert status_of(stack, GUIDE_KEY) == "INDEXED"
+    [text] = searched_texts(stack, "heron reedbeds")
+    assert "okavango" in text and "zanzibar" not in text
+
+
 @pytest.mark.parametrize("stack", ["aws-double"], indirect=True)
 @pytest.mark.parametrize(
     ("status", "kind", "code"),
