@@ -124,16 +124,7 @@ def measure(
         build(index, total, rng)
         build_s = time.perf_counter() - started
         embedder = HashingEmbedder(DIMENSION)
-        defaults = Settings()
-        retriever = Retriever(
-            index,
-            embedder,
-            fusion=defaults.fusion_method,
-            rrf_k=defaults.rrf_k,
-            keyword_weight=defaults.keyword_weight,
-            vector_weight=defaults.vector_weight,
-            candidates=candidates or defaults.candidates,
-        )
+        retriever = _retriever(index, embedder, candidates)
         caller = Caller(tenant_id="big", user_id="u1")
         retriever.search(caller, SearchRequest(query="term1 term50"))  # loads the matrix
         matrix = np.asarray(index._current_matrix().vectors)  # noqa: SLF001 - the floor uses the same vectors
@@ -157,6 +148,20 @@ def measure(
     }
 
 
+def _retriever(index: VectorIndex, embedder: HashingEmbedder, candidates: int | None = None) -> Retriever:
+    """The retriever both indexes are measured through: the default settings, as the query function runs."""
+    defaults = Settings()
+    return Retriever(
+        index,
+        embedder,
+        fusion=defaults.fusion_method,
+        rrf_k=defaults.rrf_k,
+        keyword_weight=defaults.keyword_weight,
+        vector_weight=defaults.vector_weight,
+        candidates=candidates or defaults.candidates,
+    )
+
+
 def measure_opensearch(url: str, total: int, queries: int, rng: random.Random, rounds: int = 1) -> dict[str, Any]:
     """The same build and hybrid queries as `measure` (the same `rng` state gives the same data), in a fresh
     index on the node at `url`, deleted afterwards."""
@@ -173,16 +178,7 @@ def measure_opensearch(url: str, total: int, queries: int, rng: random.Random, r
         build_opensearch(client, name, total, rng)
         build_s = time.perf_counter() - started
         embedder = HashingEmbedder(DIMENSION)
-        defaults = Settings()
-        retriever = Retriever(
-            index,
-            embedder,
-            fusion=defaults.fusion_method,
-            rrf_k=defaults.rrf_k,
-            keyword_weight=defaults.keyword_weight,
-            vector_weight=defaults.vector_weight,
-            candidates=defaults.candidates,
-        )
+        retriever = _retriever(index, embedder)
         caller = Caller(tenant_id="big", user_id="u1")
         texts = [" ".join(f"term{rng.randint(0, 5000)}" for _ in range(rng.randint(2, 6))) for _ in range(queries)]
         for text in texts[:20]:  # loads the graph into the node's native memory, warms the caches
@@ -321,7 +317,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.opensearch:
         with opensearch_node() as url:
-            for size in args.sizes if url else ():
+            for size in args.sizes:
+                if url is None:
+                    break
                 result = measure_opensearch(url, size, args.queries, random.Random(42), args.rounds)  # noqa: S311
                 print(json.dumps({k: v for k, v in result.items() if k != "per_round"}), flush=True)
         return

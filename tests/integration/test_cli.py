@@ -21,19 +21,6 @@ from tests.factories import source
 REPO = Path(__file__).parents[2]
 
 
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
-    """Run `citewise --home <tmp> ARGS...`; returns (exit status, stdout, stderr)."""
-    monkeypatch.setenv("CITEWISE_EMBEDDER", "hashing")
-
-    def run(*args: str) -> tuple[int, str, str]:
-        status = main(["--home", str(tmp_path / "home"), *args])
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    return run
-
-
 def _json(output: str) -> Any:
     return json.loads(output)
 

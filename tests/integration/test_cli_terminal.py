@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from citewise.client import CitewiseClientError
-from citewise_local.cli import main
 from citewise_local.render import escape_terminal_controls
 from citewise_local.servelog import ServeLog
 from citewise_local.upload import _client_failure
@@ -27,20 +26,13 @@ RAW_CONTROLS = [CSI, RLO, ESC, "\r"]
 
 
 @pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+def cli(cli: Any, tmp_path: Path) -> Any:
     """`citewise --home <tmp> ARGS...` after bob ingested the hostile note into tenant acme."""
-    monkeypatch.setenv("CITEWISE_EMBEDDER", "hashing")
-
-    def run(*args: str) -> tuple[int, str, str]:
-        status = main(["--home", str(tmp_path / "home"), *args])
-        out, err = capsys.readouterr()
-        return status, out, err
-
     note = tmp_path / "shared" / "heron.md"
     note.parent.mkdir()
     note.write_text(HOSTILE, encoding="utf-8")
-    assert run("ingest", str(note), "--tenant", "acme", "--user", "bob")[0] == 0
-    return run
+    assert cli("ingest", str(note), "--tenant", "acme", "--user", "bob")[0] == 0
+    return cli
 
 
 @pytest.mark.parametrize(
