@@ -3,13 +3,31 @@ embedder, driven over HTTP with tokens from `citewise token`, as a client of the
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from playwright.sync_api import BrowserContext, sync_playwright
 
 from tests.e2e.helpers import Api, serve, server_environment
+
+CHROMIUM = Path(os.environ.get("CITEWISE_CHROMIUM", "/usr/bin/chromium"))
+# As the machine's notes prescribe for Debian's Chromium as root: no sandbox (root), no GPU, and no
+# background connections (updates, sync, QUIC probes) that a closed network would refuse over and over.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 15_000
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +55,22 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     # Requests were logged, tokens never
     assert "POST /v1/uploads 200" in output
     assert not [token for token in server.tokens.values() if token in output]
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[BrowserContext]:
+    """Debian's Chromium, headless, with a fresh profile."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium package (apt-get install "
+            "chromium); elsewhere install Chromium and set CITEWISE_CHROMIUM to its executable"
+        )
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            tmp_path / "profile", executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        context.set_default_timeout(TIMEOUT_MS)
+        try:
+            yield context
+        finally:
+            context.close()

@@ -13,14 +13,12 @@ import threading
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext
 
 from tests.e2e.helpers import Api, serve, server_environment
-from tests.e2e.test_swagger_ui import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
 
 PAGE = b"<!doctype html><html><head><title>app</title></head><body>app</body></html>"
 # Runs in the page: one fetch, and what the page could read of its answer.
@@ -72,21 +70,6 @@ def cors_api(tmp_path_factory: pytest.TempPathFactory, origins: tuple[str, str])
         server.process.wait(timeout=30)
 
 
-@pytest.fixture
-def chromium(tmp_path: Path) -> Iterator[BrowserContext]:
-    if not CHROMIUM.is_file():
-        pytest.fail(f"no Chromium at {CHROMIUM}: see tests/e2e/test_swagger_ui.py")
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            tmp_path / "profile", executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        context.set_default_timeout(TIMEOUT_MS)
-        try:
-            yield context
-        finally:
-            context.close()
-
-
 def fetch_from(browser: BrowserContext, origin: str, url: str, **options: Any) -> dict[str, Any]:
     """`fetch(url, options)` run by a page of `origin`: {status, body} if the page could read the JSON,
     else {error}."""
@@ -99,26 +82,26 @@ def fetch_from(browser: BrowserContext, origin: str, url: str, **options: Any) -
 
 
 def test_a_page_on_an_allowed_origin_reads_the_api_and_another_cannot(
-    cors_api: Api, chromium: BrowserContext, origins: tuple[str, str]
+    cors_api: Api, browser: BrowserContext, origins: tuple[str, str]
 ) -> None:
     allowed, other = origins
     token = cors_api.token(f"t-{uuid.uuid4().hex[:12]}", "alice")
     bearer = {"Authorization": f"Bearer {token}"}
     json_post = {"method": "POST", "headers": {**bearer, "Content-Type": "application/json"}}
     # When a page of the allowed origin lists the documents and searches (both preflighted: a token, JSON)
-    listed = fetch_from(chromium, allowed, f"{cors_api.url}/v1/documents", headers=bearer)
-    searched = fetch_from(chromium, allowed, f"{cors_api.url}/v1/search", body='{"query": "tea"}', **json_post)
+    listed = fetch_from(browser, allowed, f"{cors_api.url}/v1/documents", headers=bearer)
+    searched = fetch_from(browser, allowed, f"{cors_api.url}/v1/search", body='{"query": "tea"}', **json_post)
     # Then it reads their JSON
     assert listed == {"status": 200, "body": {"items": [], "next_cursor": None}}
     assert searched["status"] == 200 and searched["body"]["hits"] == []
     # And it reads the errors too: a function's (404) and the server's own (401, no token)
-    missing = fetch_from(chromium, allowed, f"{cors_api.url}/v1/documents/{'0' * 32}", headers=bearer)
+    missing = fetch_from(browser, allowed, f"{cors_api.url}/v1/documents/{'0' * 32}", headers=bearer)
     assert missing["status"] == 404 and missing["body"]["error"]["code"] == "NOT_FOUND"
-    anonymous = fetch_from(chromium, allowed, f"{cors_api.url}/v1/documents")
+    anonymous = fetch_from(browser, allowed, f"{cors_api.url}/v1/documents")
     assert anonymous["status"] == 401 and anonymous["body"]["error"]["code"] == "UNAUTHORIZED"
     # And the MCP endpoint's answer
     ping = '{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
-    assert fetch_from(chromium, allowed, f"{cors_api.url}/mcp", body=ping, **json_post) == {
+    assert fetch_from(browser, allowed, f"{cors_api.url}/mcp", body=ping, **json_post) == {
         "status": 200,
         "body": {"jsonrpc": "2.0", "id": 1, "result": {}},
     }
@@ -129,4 +112,4 @@ def test_a_page_on_an_allowed_origin_reads_the_api_and_another_cannot(
         (f"{cors_api.url}/v1/health", {}),
     ]:
         # Then the browser lets it read nothing
-        assert fetch_from(chromium, other, url, **options) == {"error": "TypeError: Failed to fetch"}, url
+        assert fetch_from(browser, other, url, **options) == {"error": "TypeError: Failed to fetch"}, url

@@ -11,32 +11,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
-from playwright.sync_api import BrowserContext, Page, Request, Route, sync_playwright
+from playwright.sync_api import BrowserContext, Page, Request, Route
 
 from tests.e2e.helpers import Api, upload, wait_for_status
 
-CHROMIUM = Path(os.environ.get("CITEWISE_CHROMIUM", "/usr/bin/chromium"))
-# As the machine's notes prescribe for Debian's Chromium as root: no sandbox (root), no GPU, and no
-# background connections (updates, sync, QUIC probes) that a closed network would refuse over and over.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TIMEOUT_MS = 15_000
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 # What a route answers with its pre-filled example: its documented success. Deleting a document
 # answers 204 with no body.
@@ -58,25 +41,6 @@ def _is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[BrowserContext]:
-    """Debian's Chromium, headless, with a fresh profile."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium package (apt-get install "
-            "chromium); elsewhere install Chromium and set CITEWISE_CHROMIUM to its executable"
-        )
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            tmp_path / "profile", executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        context.set_default_timeout(TIMEOUT_MS)
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def _authorize(page: Page, token: str) -> None:
