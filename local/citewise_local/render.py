@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
+from citewise.domain.textutil import BIDI_CONTROLS
 
 WIDTH = 100
 
@@ -19,11 +20,10 @@ WIDTH = 100
 # rewrites the line), DEL, C1 controls (U+009B is CSI: `\x9b31m` is an escape sequence on its own), the
 # Unicode bidi controls (U+202E reverses what follows: `invoice\u202efdp.exe` shows as `invoiceexe.pdf`) and
 # the line and paragraph separators some terminals break lines at.
-_BIDI_CONTROLS = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 _TERMINAL_CONTROLS = [
     *(code for code in range(0x20) if chr(code) not in "\t\n"),
     *range(0x7F, 0xA0),
-    *_BIDI_CONTROLS,
+    *map(ord, BIDI_CONTROLS),
     0x2028,
     0x2029,
 ]

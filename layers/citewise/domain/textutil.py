@@ -159,7 +159,9 @@ def content_terms(text: str) -> list[str]:
 # shows as "evilexe.pdf"): removed. C0 controls but tab and newline, DEL and the C1 controls move a
 # terminal's cursor or start escape sequences (U+009B is a CSI): each becomes a space, so the words on
 # either side stay apart.
-_BIDI_CONTROL_RE = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""The bidirectional controls: what the answers remove and the CLI escapes."""
+_BIDI_CONTROL_RE = re.compile(f"[{BIDI_CONTROLS}]")
 _CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
