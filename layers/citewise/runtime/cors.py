@@ -14,8 +14,10 @@ A preflight (`OPTIONS` with `Access-Control-Request-Method`) that reaches the fu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 ALLOWED_HEADERS = ("Authorization", "Content-Type", "X-Amz-Date", "X-Amz-Security-Token", "MCP-Protocol-Version")
 """Request headers a page may send: the token, the JSON body's type, SigV4's, MCP's version header."""
@@ -24,13 +26,6 @@ MAX_AGE_S = 3600
 """How long a browser may cache a preflight's answer (API Gateway's preflight says the same)."""
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
-
-
-def _header(event: Mapping[str, Any], name: str) -> str | None:
-    for key, value in (event.get("headers") or {}).items():
-        if key.lower() == name:
-            return str(value)
-    return None
 
 
 def allowed_origin(origin: str | None, origins: Sequence[str]) -> str | None:
@@ -48,8 +43,9 @@ def with_cors(handler: Handler, origins: Sequence[str]) -> Handler:
         return handler
 
     def cors_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        origin = allowed_origin(_header(event, "origin"), origins)
-        if event.get("httpMethod") == "OPTIONS" and _header(event, "access-control-request-method"):
+        headers = APIGatewayProxyEvent(event).headers  # case-insensitive, as HTTP header names are
+        origin = allowed_origin(headers.get("origin"), origins)
+        if event.get("httpMethod") == "OPTIONS" and headers.get("access-control-request-method"):
             return {"statusCode": 204, "headers": preflight_headers(origin), "body": ""}
         response = handler(event, context)
         response["headers"] = {**(response.get("headers") or {}), **origin_headers(origin)}
