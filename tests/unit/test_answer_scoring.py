@@ -72,9 +72,10 @@ def test_an_answer_quoting_the_gold_answer_from_a_chunk_holding_it() -> None:
 
 
 def test_citation_precision_reads_the_cited_chunk_not_the_quote() -> None:
-    # Given an answer whose text lacks the gold answer, citing one chunk that holds it and one that does not
-    text = "It was improved in 1776 [1]. An engine came first [2]."
-    scored = score(ANSWERABLE, answer(text, (WATT, "It spread"), (NEWCOMEN, "Thomas Newcomen")), 5.0)
+    # Given an answer whose text lacks the gold answer, citing one chunk that does not hold it, then one
+    # that does (though not in the quoted part)
+    text = "An engine came first [1]. It was improved in 1776 [2]."
+    scored = score(ANSWERABLE, answer(text, (NEWCOMEN, "Thomas Newcomen"), (WATT, "It spread")), 5.0)
     # Then the answer does not contain gold, and one citation of two is precise
     assert (scored.refused, scored.contains_gold, scored.citations, scored.citations_with_gold) == (False, False, 2, 1)
 
@@ -159,6 +160,8 @@ def _squad(folder: Path, *, compressed: bool) -> Path:
                                 "plausible_answers": [{"text": "Watt"}],
                                 "is_impossible": True,
                             },
+                            # Some conversions keep the plausible answer in `answers`: the flag decides
+                            {"id": "c", "question": "Who else?", "answers": [{"text": "Watt"}], "is_impossible": True},
                         ],
                     }
                 ],
@@ -181,6 +184,7 @@ def test_load_squad_reads_the_official_format(tmp_path: Path, compressed: bool) 
     assert squad.questions == [
         Question("a", "Steam_engine", "Who?", ("James Watt",)),  # repeated gold answers once
         Question("b", "Steam_engine", "Who not?", ()),  # plausible answers are not gold
+        Question("c", "Steam_engine", "Who else?", ()),
     ]
 
 
