@@ -11,7 +11,8 @@ against the gold answers:
     nothing);
 (c) wrongly refused: an answerable question answered with no citation;
 (d) citation precision: over the answered answerable questions, the share of citations whose cited
-    chunk contains a gold answer.
+    chunk contains a gold answer (in its text, not in its headings: the article's title is in every
+    chunk).
 
 Texts are compared as SQuAD's official script normalises them (lower case, no punctuation, no articles,
 single spaces), with the answer's `[n]` markers removed first, and a gold answer must match whole words
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from citewise.domain.errors import ValidationError
-from citewise.domain.models import Answer, SearchRequest
+from citewise.domain.models import Answer, Chunk, SearchRequest
 from citewise.ports.synthesizer import MARKER_RE
 from citewise.query.answering import answer_question
 from citewise.runtime.services import build_services
@@ -123,8 +124,10 @@ def load_squad(path: Path) -> Squad:
         raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except (lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValidationError(f"{path} is not a SQuAD file: {exc}") from exc
-    except (KeyError, TypeError) as exc:
+    except KeyError as exc:
         raise ValidationError(f"{path} is not a SQuAD file: no {exc} where the format has one") from exc
+    except TypeError as exc:  # a list where the format has an object, or the other way round
+        raise ValidationError(f"{path} is not a SQuAD file: {exc}") from exc
     return Squad(path.name, len(data), corpus, questions)
 
 
@@ -167,7 +170,7 @@ def score(question: Question, answer: Answer, latency_ms: float) -> Scored:
     """The answer to `question` scored: refused when it cites nothing; the rest only for an answerable one."""
     refused = not answer.citations
     golds = question.answers
-    cited = [answer.sources[c.source - 1].chunk.text for c in answer.citations]
+    cited = [_content(answer.sources[c.source - 1].chunk) for c in answer.citations]
     return Scored(
         question=question,
         answer=answer.answer,
@@ -177,6 +180,12 @@ def score(question: Question, answer: Answer, latency_ms: float) -> Scored:
         citations_with_gold=sum(contains(text, golds) for text in cited) if golds else 0,
         latency_ms=latency_ms,
     )
+
+
+def _content(chunk: Chunk) -> str:
+    """A chunk's text without its heading lines: every chunk of an article holds the article's title,
+    which is sometimes a gold answer ("Scottish Parliament"), and citing a title is no evidence."""
+    return "\n".join(line for line in chunk.text.splitlines() if line.strip() not in chunk.heading_path)
 
 
 def summary(results: Sequence[Scored]) -> dict[str, Any]:

@@ -80,6 +80,17 @@ def test_citation_precision_reads_the_cited_chunk_not_the_quote() -> None:
     assert (scored.refused, scored.contains_gold, scored.citations, scored.citations_with_gold) == (False, False, 2, 1)
 
 
+def test_a_gold_answer_in_the_cited_chunks_heading_only_is_not_evidence() -> None:
+    # Given chunks that start with their article's title, the gold answer of a question
+    titled = hit(3, "Steam engine\n\nIt was improved in 1776.", heading=("Steam engine",))
+    holding = hit(4, "Steam engine\n\nThe steam engine drove the mills.", heading=("Steam engine",))
+    question = Question("q3", "Steam_engine", "What drove the mills?", ("steam engine",))
+    # When an answer cites both
+    scored = score(question, answer("It was improved [1]. It drove the mills [2].", (titled, "x"), (holding, "x")), 1.0)
+    # Then only the chunk whose text holds it counts
+    assert (scored.citations, scored.citations_with_gold) == (2, 1)
+
+
 def test_a_refusal_is_an_answer_without_citations() -> None:
     assert score(ANSWERABLE, unanswered(), 1.0).refused
     assert not score(ANSWERABLE, unanswered(), 1.0).contains_gold
@@ -192,6 +203,9 @@ def test_a_file_that_is_not_squad_is_a_validation_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [{"title": "x"}]}')
     with pytest.raises(ValidationError, match="broken.json is not a SQuAD file: no 'paragraphs'"):
+        load_squad(broken)
+    broken.write_text('{"data": ["Normans"]}')
+    with pytest.raises(ValidationError, match="broken.json is not a SQuAD file: string indices"):
         load_squad(broken)
     with pytest.raises(ValidationError, match="cannot read"):
         load_squad(tmp_path / "missing.json")
