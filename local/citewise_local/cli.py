@@ -761,11 +761,12 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
     """Ingest the dataset into its own index under the home (reused when unchanged) and score it: in the
-    configured mode, or with `--compare` in every mode and plain RRF, one ingest for all."""
-    from citewise_local import evaluation
-
+    configured mode, or with `--compare` in every mode and plain RRF, one ingest for all. `--answers`
+    measures answers instead (`_eval_answers`)."""
     if args.answers:
         return _eval_answers(args, settings)
+    from citewise_local import evaluation
+
     _refuse_options(args, "--dataset", squad="--squad", split="--split", limit="--limit")
     dataset = evaluation.load_beir(args.dataset)
     embedder = args.embedder or settings.embedder
