@@ -5,7 +5,8 @@ Usage: python -m benchmarks.markup_leftovers PATH [--hashes OUT.json] [--compare
 Every file of a supported format under PATH is parsed and chunked as ingestion does (the default
 `Chunker`, the title the pipeline gives: the parsed title, else the file name). For each class of markup
 the table counts the titles, distinct section paths and chunks that contain it, and names the longest
-section path. Chunk text is searched outside fenced code and code spans: code shows markup on purpose.
+section path. Chunk text is searched outside fenced code blocks and code spans: code shows markup on
+purpose.
 
 `--hashes` writes every chunk's content hash (what decides re-embedding), per file; `--compare` reads
 such a file written before a parser change and reports the share of files and chunks whose embedded text
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from benchmarks.inputs import metadata
 from citewise.domain.errors import CitewiseError
-from citewise.domain.models import Chunk
+from citewise.domain.models import Chunk, ParsedDocument
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.parsing import SUPPORTED_EXTENSIONS, parse
 
@@ -36,23 +37,31 @@ LEFTOVERS: dict[str, re.Pattern[str]] = {
     "HTML tag": re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>"),
     "HTML entity &lt;": re.compile(r"&(?:[A-Za-z][A-Za-z0-9]*|#[0-9]+|#[xX][0-9A-Fa-f]+);"),
 }
-_FENCED = re.compile(r"(?ms)^ *(`{3,}|~{3,})[^\n]*\n.*?^ *\1[`~]*[ \t]*$")
 _CODE_SPAN = re.compile(r"(`+)[^`]+?\1")
+_FENCES = ("```", "~~~")
 
 
-def prose(text: str) -> str:
-    """`text` without fenced code blocks and code spans."""
-    return _CODE_SPAN.sub(" ", _FENCED.sub(" ", text))
+def prose(parsed: ParsedDocument) -> str:
+    """The parsed text with every fenced code block and code span blanked, positions kept (a chunk may
+    begin or end inside a code block, so code is found on the document's blocks, not the chunk's text)."""
+    text = parsed.text
+    parts, position = [], 0
+    for block in parsed.blocks:
+        if text.startswith(_FENCES, block.start):
+            parts += (text[position : block.start], " " * (block.end - block.start))
+            position = block.end
+    masked = "".join(parts) + text[position:]
+    return _CODE_SPAN.sub(lambda match: " " * len(match.group(0)), masked)
 
 
-def chunks_of(path: Path, root: Path) -> list[Chunk]:
-    """The chunks ingestion would make of one file (none for a file it refuses)."""
+def chunks_of(path: Path, root: Path) -> tuple[str, list[Chunk]]:
+    """The chunks ingestion would make of one file (none for a file it refuses), and its prose."""
     name = str(path.relative_to(root))
     try:
         parsed = parse(path.read_bytes(), name)
     except CitewiseError:
-        return []
-    return Chunker().split(parsed, metadata(name, parsed.title or path.name))
+        return "", []
+    return prose(parsed), Chunker().split(parsed, metadata(name, parsed.title or path.name))
 
 
 def main() -> int:
@@ -68,7 +77,7 @@ def main() -> int:
     longest: tuple[int, str, str] = (0, "", "")
     totals: Counter[str] = Counter()
     for path in files:
-        chunks = chunks_of(path, root)
+        text, chunks = chunks_of(path, root)
         name = str(path.relative_to(root))
         hashes[name] = [chunk.content_hash for chunk in chunks]
         if not chunks:
@@ -81,7 +90,7 @@ def main() -> int:
         for kind, pattern in LEFTOVERS.items():
             counts[kind]["titles"] += bool(pattern.search(chunks[0].document.title))
             counts[kind]["paths"] += sum(any(pattern.search(h) for h in section) for section in paths)
-            counts[kind]["chunks"] += sum(bool(pattern.search(prose(chunk.text))) for chunk in chunks)
+            counts[kind]["chunks"] += sum(bool(pattern.search(text, chunk.start, chunk.end)) for chunk in chunks)
     print(f"{len(files)} files under {root}: {totals['titles']} titles, {totals['paths']} section paths, "
           f"{totals['chunks']} chunks")
     print(f"{'markup':<26}{'titles':>8}{'paths':>8}{'chunks':>8}")
