@@ -91,8 +91,10 @@ def main() -> int:
             counts[kind]["titles"] += bool(pattern.search(chunks[0].document.title))
             counts[kind]["paths"] += sum(any(pattern.search(h) for h in section) for section in paths)
             counts[kind]["chunks"] += sum(bool(pattern.search(text, chunk.start, chunk.end)) for chunk in chunks)
-    print(f"{len(files)} files under {root}: {totals['titles']} titles, {totals['paths']} section paths, "
-          f"{totals['chunks']} chunks")
+    print(
+        f"{len(files)} files under {root}: {totals['titles']} titles, {totals['paths']} section paths, "
+        f"{totals['chunks']} chunks"
+    )
     print(f"{'markup':<26}{'titles':>8}{'paths':>8}{'chunks':>8}")
     for kind, counted in counts.items():
         print(f"{kind:<26}{counted['titles']:>8}{counted['paths']:>8}{counted['chunks']:>8}")

@@ -203,8 +203,18 @@ def test_hostile_lines_parse_in_linear_time(name: str, text: str, seconds_before
         "/" * 300_000,
         "# a" + " {" * 100_000 + "}",
     ],
-    ids=["tags", "attributes", "braces", "attribute-lists", "backticks", "comments", "entities", "admonitions",
-         "slashes", "heading-braces"],
+    ids=[
+        "tags",
+        "attributes",
+        "braces",
+        "attribute-lists",
+        "backticks",
+        "comments",
+        "entities",
+        "admonitions",
+        "slashes",
+        "heading-braces",
+    ],
 )
 def test_markup_rules_parse_hostile_markdown_in_linear_time(text: str) -> None:
     # Given Markdown built to make the markup rules (`citewise.ingest.parsing.markup`) rescan the text

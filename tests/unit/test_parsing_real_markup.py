@@ -173,11 +173,15 @@ def test_html_permalinks_in_headings_are_not_part_of_titles_or_paths() -> None:
         (["The queue is drained", "every night at two."], "The queue is drained every night at two."),
         (["Ingestion is idempo-", "tent by design."], "Ingestion is idempotent by design."),
         (["Ingestion is idempo-\ntent by design."], "Ingestion is idempotent by design."),
-        (["aws sqs start-message-move-task --max-", "number-of-messages 10"],
-         "aws sqs start-message-move-task --max-number-of-messages 10"),
+        (
+            ["aws sqs start-message-move-task --max-", "number-of-messages 10"],
+            "aws sqs start-message-move-task --max-number-of-messages 10",
+        ),
         (["Set it to 2-", "3 retries."], "Set it to 2-3 retries."),
-        (["Steps:", "• drain the queue", "• restart", "1. then check", "2) and report"],
-         "Steps:\n• drain the queue\n• restart\n1. then check\n2) and report"),
+        (
+            ["Steps:", "• drain the queue", "• restart", "1. then check", "2) and report"],
+            "Steps:\n• drain the queue\n• restart\n1. then check\n2) and report",
+        ),
         (["- a dash item", "- another"], "- a dash item\n- another"),
     ],
 )

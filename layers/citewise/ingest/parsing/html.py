@@ -64,7 +64,9 @@ _META_DATE_NAMES = (
     "article:published_time",
 )
 """`<meta>` names (or properties, or http-equiv) of the content's date, the last change first."""
-_PERMALINK_CLASSES = frozenset({"headerlink", "anchor", "hash-link", "header-anchor", "heading-anchor", "anchorjs-link"})
+_PERMALINK_CLASSES = frozenset(
+    {"headerlink", "anchor", "hash-link", "header-anchor", "heading-anchor", "anchorjs-link"}
+)
 """Classes of the permalink anchor documentation generators put in a heading (Sphinx and Python-Markdown,
 GitHub, Docusaurus, VitePress, AnchorJS): its "¶" or "#" is not part of the heading."""
 _HEAD_TAGS = frozenset({"title", "meta", "link", "base", *_SKIPPED_TAGS})

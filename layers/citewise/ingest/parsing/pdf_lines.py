@@ -70,7 +70,7 @@ def join_lines(lines: list[str]) -> str:
     inside one line (`citewise.ingest.parsing.pdf`): it is read as a line end too.
     """
     parts: list[str] = []
-    for line in (part for line in lines for part in line.split("\n")):
+    for line in (part for text in lines for part in text.split("\n")):
         if not parts:
             parts.append(line)
         elif _starts_item(line):
