@@ -201,3 +201,19 @@ def test_pdf_paragraph_wrapped_over_several_lines_is_one_line_of_text() -> None:
 
     # Then the paragraph is one block whose text has no line breaks, as a quote of it should read
     assert blocks_of(document) == [((sentence * 5).strip(), (), 1, False)]
+
+
+def test_material_content_tabs_keep_their_bodies_and_drop_their_labels() -> None:
+    # Given MkDocs Material content tabs, each body indented under its label
+    data = b'# Install\n\n=== "pip"\n\n    ```\n    pip install x\n    ```\n\n=== "uv"\n    With uv.\n\nDone.\n'
+    # When it is parsed
+    document = parse(data, "tabs.md")
+    # Then each body is read as if not indented, and the labels are not text
+    assert [text for text, *_ in blocks_of(document)] == ["Install", "```\npip install x\n```", "With uv.", "Done."]
+
+
+def test_a_tag_name_that_only_starts_like_style_does_not_hide_the_text_after_it() -> None:
+    # Given a custom element whose name starts with "style" (only <style> hides its content)
+    document = parse(b"<styled-note>\n\nVisible text.\n", "custom.md")
+    # When parsed / Then the text after it is kept
+    assert document.text == "Visible text."

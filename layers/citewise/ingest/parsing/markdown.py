@@ -4,13 +4,14 @@ Emphasis, links, list markers and code stay as written: they read fine to people
 and removing them safely needs a full CommonMark parser. What the rendered page does not show is removed
 (`citewise.ingest.parsing.markup`): front matter, inline HTML tags (their text kept), HTML comments and
 entities, MkDocs attribute lists (`{ #id }`), include directives (`{* file *}`, `--8<--`), the fences of
-pymdown-extensions blocks (`/// tip | Title` ... `///`) and the markers of indented admonitions
-(`!!! note "Title"`), whose titles and bodies are kept. Code (fenced blocks and code spans) is kept whole.
+pymdown-extensions blocks (`/// tip | Title` ... `///`), the markers of indented admonitions (`!!! note
+"Title"`, whose title and body are kept) and of content tabs (`=== "Python"`, whose body is kept). Code
+(fenced blocks and code spans) is kept whole.
 
 markdown-it-py with mdit-py-plugins was measured for this and not taken (docs/architecture.md,
-"Markdown"): of those extensions its plugins read only the `!!!` admonitions, so the rest would still be
-rules of our own, and its re-rendered text would change every document's chunks, not only those with
-markup.
+"Markdown"): of these extensions its plugins read only the `!!!` admonitions, so the rest would still be
+rules of our own; and its inline tokens carry no source positions, so keeping text as written (and the
+chunks of documents without such markup unchanged) would mean re-serialising every paragraph.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ _FRONT_MATTER_ENTRY = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_-]*):(?P<value>.*
 _FRONT_MATTER_DATE_KEYS = ("updated", "last_modified", "lastmod", "modified", "date")
 """Front matter keys of the content's date, most specific first (`lastmod` is Hugo's)."""
 _ADMONITION_MARKERS = ("!!!", "???", "???+")
+_TAB_MARKER = "==="
+"""MkDocs Material's content tab (`=== "Python"`): its body is indented as an admonition's, and its label,
+like a `//// tab`'s, names an alternative rather than saying anything."""
 _ADMONITION_INDENT = 4
 _INCLUDE_OPEN, _INCLUDE_CLOSE = "{*", "*}"
 """FastAPI's include of a source file (`{* ../../docs_src/app.py hl[3] *}`): the file is not here to read."""
@@ -176,7 +180,7 @@ class _MarkdownReader:
         text; whether it was (an admonition's or block's title is then added as a paragraph).
 
         Includes and block fences are recognised at any indentation (they are met inside list items);
-        admonitions and HTML blocks, whose bodies are read by indentation, at up to three spaces."""
+        admonitions, tabs and HTML blocks, whose bodies are read by indentation, at up to three spaces."""
         if stripped.startswith(_INCLUDE_OPEN) and stripped.endswith(_INCLUDE_CLOSE):
             return True
         if stripped.startswith(_SNIPPET):
@@ -191,7 +195,9 @@ class _MarkdownReader:
             return False
         lowered = stripped[:8].lower()
         for opening, closing in _SKIPPED_HTML:
-            if lowered.startswith(opening) and closing not in stripped[len(opening) :].lower():
+            # `<style>` or `<style media=x>`, not `<styled-note>`; a comment's text may follow at once.
+            ends_name = opening == "<!--" or lowered[len(opening) : len(opening) + 1] in ("", " ", ">")
+            if lowered.startswith(opening) and ends_name and closing not in stripped[len(opening) :].lower():
                 self._skip_until = closing
                 return True
         if (title := _admonition_title(stripped)) is not None:
@@ -218,8 +224,10 @@ class _MarkdownReader:
 
 def _admonition_title(line: str) -> str | None:
     """The title of an admonition's opening line (`!!! note "Title"`, `??? tip`, `???+ tip`), "" for
-    one without a title; None for any other line."""
+    one without a title and for a content tab (`=== "Python"`); None for any other line."""
     marker, _, rest = line.partition(" ")
+    if marker == _TAB_MARKER and rest.startswith('"'):
+        return ""
     if marker not in _ADMONITION_MARKERS or not rest.strip():
         return None
     first, last = rest.find('"'), rest.rfind('"')
