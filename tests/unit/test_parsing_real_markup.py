@@ -183,11 +183,20 @@ def test_html_permalinks_in_headings_are_not_part_of_titles_or_paths() -> None:
             "Steps:\n• drain the queue\n• restart\n1. then check\n2) and report",
         ),
         (["- a dash item", "- another"], "- a dash item\n- another"),
+        (
+            [
+                "What runs where",
+                "Three Lambda functions do the work. The ingest function reads notifications",
+                "from SQS.",
+            ],
+            "What runs where\nThree Lambda functions do the work. The ingest function reads notifications from SQS.",
+        ),
     ],
 )
 def test_pdf_lines_of_a_paragraph_are_joined_and_hyphenation_undone(lines: list[str], joined: str) -> None:
     # Given the lines of one paragraph as a page sets them / When joined / Then they read as one text,
-    # a word hyphenated at a line end whole again, list items still on lines of their own
+    # a word hyphenated at a line end whole again, list items and a line the author ended early (a run-in
+    # heading, far shorter than the paragraph's lines) still on lines of their own
     assert join_lines(lines) == joined
 
 

@@ -33,6 +33,7 @@ _PDF_DATE = re.compile(
 # A line that starts a list item keeps its line break: a bullet, or "1." / "2)" / "a)" and a space.
 _BULLETS = frozenset("•◦▪‣·–-*")
 _ITEM_NUMBER = re.compile(r"(?:[0-9]{1,3}[.)]|[a-z]\))[ \t]")
+_SHORT_LINE = 0.6
 
 
 class Line(NamedTuple):
@@ -61,25 +62,28 @@ def paragraphs(lines: list[Line]) -> Iterator[list[str]]:
 
 def join_lines(lines: list[str]) -> str:
     """A paragraph's lines as one text: joined by a space, a word hyphenated at a line end made whole
-    ("idempo-" "tent" -> "idempotent"), any other hyphen kept ("--max-" "number" -> "--max-number"), and
-    a list item kept on a line of its own.
+    ("idempo-" "tent" -> "idempotent"), any other hyphen kept ("--max-" "number" -> "--max-number"); a
+    list item, and the line after one the author ended early, keep their line break.
 
     A hyphen is dropped only between letters of a plain word and a lowercase continuation, which is what
     hyphenation breaks; a compound split at its own hyphen ("well-" "known") then reads "wellknown", the
-    price of making every hyphenated word searchable whole. PDFium's own join of such lines leaves "\\n"
-    inside one line (`citewise.ingest.parsing.pdf`): it is read as a line end too.
+    price of making every hyphenated word searchable whole. A line ended early is one shorter than
+    `_SHORT_LINE` of the paragraph's longest: wrapped prose fills its lines but the last, so such a line
+    is a run-in heading ("What runs where" above its text) or a deliberate break. PDFium's own join of
+    hyphenated lines leaves "\\n" inside one line (`citewise.ingest.parsing.pdf`): read as a line end too.
     """
+    split = [part for text in lines for part in text.split("\n")]
+    short = _SHORT_LINE * max(map(len, split), default=0)
     parts: list[str] = []
-    for line in (part for text in lines for part in text.split("\n")):
-        if not parts:
+    for previous, line in zip([None, *split], split, strict=False):
+        if previous is None:
             parts.append(line)
-        elif _starts_item(line):
+        elif _starts_item(line) or len(previous) < short:
             parts += ("\n", line)
-        elif parts[-1].endswith("-"):
-            previous = parts[-1]
+        elif previous.endswith("-"):
             word = previous[previous.rfind(" ") + 1 : -1]
             if word.isalpha() and line[:1].islower():
-                parts[-1] = previous[:-1]
+                parts[-1] = parts[-1][:-1]
             parts.append(line)
         else:
             parts += (" ", line)
