@@ -117,6 +117,8 @@ def test_mkdocs_markup_never_reaches_titles_section_paths_or_text() -> None:
         ("# Install {: #install .wide data-x=1 }", "Install"),
         ("# Sets {a, b} stay", "Sets {a, b} stay"),
         ("# Empty {}", "Empty {}"),
+        ("# Assign {x=1}", "Assign {x=1}"),
+        ("# Styled {: style=wide }", "Styled"),
         ("# A <b>bold</b> move", "A bold move"),
         ("# `<b>` is code", "`<b>` is code"),
     ],

@@ -40,10 +40,15 @@ def without_markup(text: str) -> str:
 
 
 def _is_attribute_list(inner: str) -> bool:
-    """Whether the text between braces is an attribute list: `#id`, `.class` and `key=value` items, an
-    optional leading `:` (kramdown's form). `{a, b}` or `{}` are not: they are text."""
+    """Whether the text between braces is an attribute list: `#id`, `.class` and `key=value` items, with
+    an id or a class among them or kramdown's leading `:`. `{a, b}`, `{}` or `{x=1}` are text."""
+    marked = inner.lstrip().startswith(":")
     items = inner.strip().removeprefix(":").split()
-    return bool(items) and all(_is_attribute(item) for item in items)
+    return (
+        bool(items)
+        and all(_is_attribute(item) for item in items)
+        and (marked or any(item[0] in "#." for item in items))
+    )
 
 
 def _is_attribute(item: str) -> bool:
