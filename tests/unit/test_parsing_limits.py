@@ -132,6 +132,7 @@ def test_a_document_of_more_blocks_than_the_limit_is_refused_while_it_is_parsed(
     ("name", "data"),
     [
         ("sections.md", b"# a\nb\n" * 5000),
+        ("includes.md", b"{* a.py *}\n<!--\n" * 5000),  # lines that add no block still spend time
         ("rows.html", b"<table>" + b"<tr><td>a</td></tr>" * 5000 + b"</table>"),
         ("lines.txt", b"a\n\n" * 5000),
         ("paragraphs.docx", make_docx([(None, "a")] * 5000)),

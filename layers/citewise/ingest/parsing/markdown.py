@@ -40,6 +40,7 @@ _FRONT_MATTER_END = ("---", "...")
 _FRONT_MATTER_ENTRY = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_-]*):(?P<value>.*)")
 _FRONT_MATTER_DATE_KEYS = ("updated", "last_modified", "lastmod", "modified", "date")
 """Front matter keys of the content's date, most specific first (`lastmod` is Hugo's)."""
+_LINES_PER_CLOCK = 1024
 _ADMONITION_MARKERS = ("!!!", "???", "???+")
 _TAB_MARKER = "==="
 """MkDocs Material's content tab (`=== "Python"`): its body is indented as an admonition's, and its label,
@@ -57,7 +58,7 @@ def parse_markdown(text: str, filename: str, budget: ParseBudget | None = None) 
     """Parse decoded Markdown (CommonMark/GFM subset and the MkDocs extensions above); the title is the
     first level-1 heading, else the front matter's `title`."""
     builder = DocumentBuilder(filename, budget)
-    reader = _MarkdownReader(builder)
+    reader = _MarkdownReader(builder, budget)
     reader.read(text.split("\n"))
     front_matter = _front_matter(reader.front_matter)
     title = builder.first_heading(1) or without_markup(front_matter.get("title", "")) or None
@@ -90,8 +91,9 @@ def _front_matter_date(values: dict[str, str], filename: str) -> datetime | None
 
 
 class _MarkdownReader:
-    def __init__(self, builder: DocumentBuilder) -> None:
+    def __init__(self, builder: DocumentBuilder, budget: ParseBudget | None) -> None:
         self._builder = builder
+        self._budget = budget
         self._pending: list[str] = []
         self._pending_is_paragraph = False
         self._fence: str | None = None
@@ -101,7 +103,11 @@ class _MarkdownReader:
         self.front_matter: list[str] = []
 
     def read(self, lines: list[str]) -> None:
-        for line in self._skip_front_matter(lines):
+        for number, line in enumerate(self._skip_front_matter(lines)):
+            # The builder checks the time as blocks are added; lines that add none (includes, comments,
+            # block fences) are checked here, so a file of nothing else still stops at the time limit.
+            if self._budget is not None and number % _LINES_PER_CLOCK == 0:
+                self._budget.check_time()
             self._line(self._in_admonitions(line))
         self._close_blocks()
 
