@@ -8,8 +8,8 @@ pymdown-extensions blocks (`/// tip | Title` ... `///`), the markers of indented
 "Title"`, whose title and body are kept) and of content tabs (`=== "Python"`, whose body is kept). Code
 (fenced blocks and code spans) is kept whole.
 
-markdown-it-py with mdit-py-plugins was measured for this and not taken (docs/architecture.md,
-"Markdown"): of these extensions its plugins read only the `!!!` admonitions, so the rest would still be
+markdown-it-py with mdit-py-plugins was measured for this and not taken (docs/architecture.md, "Why no
+Markdown library"): of these extensions its plugins read only the `!!!` admonitions, so the rest would be
 rules of our own; and its inline tokens carry no source positions, so keeping text as written (and the
 chunks of documents without such markup unchanged) would mean re-serialising every paragraph.
 """

@@ -54,7 +54,7 @@ def _is_attribute_list(inner: str) -> bool:
 def _is_attribute(item: str) -> bool:
     if item[0] in "#.":
         name = item[1:]
-        return bool(name) and (name[0].isalpha() or name[0] in "_-") and "{" not in name
+        return bool(name) and (name[0].isalpha() or name[0] in "_-")
     key, equals, _value = item.partition("=")
     return bool(equals) and key.replace("-", "").replace("_", "").isalnum()
 
