@@ -34,6 +34,8 @@ LEFTOVERS: dict[str, re.Pattern[str]] = {
     "snippet --8<--": re.compile(r"--8<--"),
     "blocks fence ///": re.compile(r"(?m)^\s*/{3,}"),
     "admonition !!! / ???": re.compile(r"(?m)^\s*(?:!!!|\?\?\?\+?)\s"),
+    "directive ::: (mkdocstrings)": re.compile(r"(?m)^\s*:::"),
+    "template tag {% %}": re.compile(r"\{%"),
     "HTML tag": re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>"),
     "HTML entity &lt;": re.compile(r"&(?:[A-Za-z][A-Za-z0-9]*|#[0-9]+|#[xX][0-9A-Fa-f]+);"),
 }

@@ -228,3 +228,21 @@ def test_a_tag_name_that_only_starts_like_style_does_not_hide_the_text_after_it(
     document = parse(b"<styled-note>\n\nVisible text.\n", "custom.md")
     # When parsed / Then the text after it is kept
     assert document.text == "Visible text."
+
+
+@pytest.mark.parametrize(
+    ("markdown", "texts"),
+    [
+        (  # mkdocstrings: the API reference generated from code the upload does not hold, with its options
+            "Import it:\n\n::: fastapi.APIRouter\n    options:\n        members:\n            - get\n\nAfter.",
+            ["Import it:", "After."],
+        ),
+        ("{% raw %}\n\n```jinja\n{{ x }}\n```\n\n{% endraw %}\n\nText.", ["```jinja\n{{ x }}\n```", "Text."]),
+        (":::tip\n\nA container's body.\n\n:::", ["A container's body."]),
+    ],
+    ids=["mkdocstrings", "template-tags", "container"],
+)
+def test_directive_lines_that_render_to_something_else_are_not_text(markdown: str, texts: list[str]) -> None:
+    # Given a directive MkDocs plugins or a template engine replace when the site is built
+    # When the page is parsed / Then the directive is not text, what it wraps is
+    assert [text for text, *_ in blocks_of(parse(markdown.encode(), "page.md"))] == texts

@@ -3,7 +3,8 @@
 Emphasis, links, list markers and code stay as written: they read fine to people and embedding models,
 and removing them safely needs a full CommonMark parser. What the rendered page does not show is removed
 (`citewise.ingest.parsing.markup`): front matter, inline HTML tags (their text kept), HTML comments and
-entities, MkDocs attribute lists (`{ #id }`), include directives (`{* file *}`, `--8<--`), the fences of
+entities, MkDocs attribute lists (`{ #id }`), include directives (`{* file *}`, `--8<--`, mkdocstrings'
+`::: module.name`), lines of template tags (`{% raw %}`), the fences of `:::` containers and of
 pymdown-extensions blocks (`/// tip | Title` ... `///`), the markers of indented admonitions (`!!! note
 "Title"`, whose title and body are kept) and of content tabs (`=== "Python"`, whose body is kept). Code
 (fenced blocks and code spans) is kept whole.
@@ -50,6 +51,11 @@ _INCLUDE_OPEN, _INCLUDE_CLOSE = "{*", "*}"
 """FastAPI's include of a source file (`{* ../../docs_src/app.py hl[3] *}`): the file is not here to read."""
 _SNIPPET = "--8<--"
 """pymdown-extensions' snippet include, one line (`--8<-- "file.md"`) or a block of file names."""
+_TEMPLATE_OPEN, _TEMPLATE_CLOSE = "{%", "%}"
+"""A line of template tags (`{% raw %}`, `{% for ... %}`: Jinja, mkdocs-macros), which the site's build runs."""
+_DIRECTIVE = ":::"
+"""mkdocstrings' API reference (`::: fastapi.APIRouter`, options indented under it), generated from code the
+upload does not hold; or a container's fence (`:::tip` ... `:::`), whose body is not indented."""
 _SKIPPED_HTML = (("<!--", "-->"), ("<script", "</script>"), ("<style", "</style>"))
 """HTML blocks whose content is not text, as an opening at a line's start and what ends them."""
 
@@ -100,6 +106,7 @@ class _MarkdownReader:
         self._fenced: list[str] = []
         self._admonitions = 0  # open `!!!` admonitions: each indents its body four more columns
         self._skip_until: str | None = None  # the end of an HTML comment, script or style block, or snippets
+        self._skip_indented = False  # a `:::` directive's options, indented under it
         self.front_matter: list[str] = []
 
     def read(self, lines: list[str]) -> None:
@@ -146,6 +153,10 @@ class _MarkdownReader:
                 self._skip_until = None
             return
         stripped = line.strip()
+        if self._skip_indented:
+            if not stripped or line[:1] in (" ", "\t"):
+                return
+            self._skip_indented = False
         if not stripped:
             self._flush()
             return
@@ -185,13 +196,16 @@ class _MarkdownReader:
         """Read `line` if it is the markup of an extension, or opens an HTML block whose content is not
         text; whether it was (an admonition's or block's title is then added as a paragraph).
 
-        Includes and block fences are recognised at any indentation (they are met inside list items);
-        admonitions, tabs and HTML blocks, whose bodies are read by indentation, at up to three spaces."""
+        Includes, template tags and block fences are recognised at any indentation (they are met inside
+        list items); directives, admonitions, tabs and HTML blocks, whose bodies are read by indentation,
+        at up to three spaces."""
         if stripped.startswith(_INCLUDE_OPEN) and stripped.endswith(_INCLUDE_CLOSE):
             return True
         if stripped.startswith(_SNIPPET):
             if stripped == _SNIPPET:
                 self._skip_until = _SNIPPET  # the block form: file names up to the next `--8<--`
+            return True
+        if stripped.startswith(_TEMPLATE_OPEN) and stripped.endswith(_TEMPLATE_CLOSE):
             return True
         if (title := _block_fence_title(stripped)) is not None:
             self._flush()
@@ -199,6 +213,9 @@ class _MarkdownReader:
             return True
         if len(line) - len(line.lstrip(" ")) > 3:
             return False
+        if stripped.startswith(_DIRECTIVE):
+            self._skip_indented = True
+            return True
         lowered = stripped[:8].lower()
         for opening, closing in _SKIPPED_HTML:
             # `<style>` or `<style media=x>`, not `<styled-note>`; a comment's text may follow at once.
