@@ -11,6 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from benchmarks.inputs import metadata
+from benchmarks.markup_leftovers import prose
+from citewise.ingest.chunking import Chunker
 from citewise.ingest.parsing import parse
 from citewise.ingest.parsing.pdf_lines import join_lines
 from tests.builders import assert_block_contract, blocks_of, make_pdf
@@ -107,6 +110,24 @@ def test_mkdocs_markup_never_reaches_titles_section_paths_or_text() -> None:
     assert document.title == "Security - First Steps"
     assert document.source_date == datetime(2026, 3, 3, tzinfo=UTC)
     assert_block_contract(document)
+
+
+def test_chunks_of_an_mkdocs_page_carry_no_markup_in_text_or_section_paths() -> None:
+    # Given the MkDocs page above, parsed and chunked as ingest does (a small budget: several chunks)
+    parsed = parse(MKDOCS_MD.encode(), "first-steps.md")
+    chunks = Chunker(max_tokens=32, overlap=4).split(parsed, metadata("first-steps.md", parsed.title))
+
+    # When their text outside code (fences and code spans blanked, as the leftovers benchmark reads it) and
+    # their section paths are read
+    outside_code = prose(parsed)
+    texts = [outside_code[chunk.start : chunk.end] for chunk in chunks]
+    paths = {heading for chunk in chunks for heading in chunk.heading_path}
+
+    # Then no markup of the page is in either
+    for markup in ("{ #", "{*", "--8<--", "///", "!!!", "<abbr", "<div", "<img", "<!--", "&amp;", "title:"):
+        assert not any(markup in text for text in texts), markup
+        assert not any(markup in heading for heading in paths), markup
+    assert paths == {"Security - First Steps", "Data conversion"}
 
 
 @pytest.mark.parametrize(
