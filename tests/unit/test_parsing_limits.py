@@ -195,6 +195,7 @@ def test_hostile_lines_parse_in_linear_time(name: str, text: str, seconds_before
     [
         "x <a " * 100_000,  # tag openings that never close
         "<abbr" + " t" * 200_000,  # one tag's attributes without its '>'
+        "<td>a</td>" * 50_000 + "</tr>" * 50_000,  # runs of tags that each leave a space
         "{" * 300_000 + "}",  # braces that each could open an attribute list
         "{ #a " * 100_000,
         "".join("`" * (n % 50 + 1) + " a " for n in range(40_000)),  # backtick runs of many lengths
@@ -207,6 +208,7 @@ def test_hostile_lines_parse_in_linear_time(name: str, text: str, seconds_before
     ids=[
         "tags",
         "attributes",
+        "cells",
         "braces",
         "attribute-lists",
         "backticks",

@@ -153,6 +153,24 @@ def test_a_heading_title_has_no_attribute_list_or_html_tags(heading: str, title:
     assert document.blocks[-1].heading_path == (title,)
 
 
+@pytest.mark.parametrize(
+    ("markdown", "text"),
+    [
+        (
+            "| `contact` | <details><summary><code>contact</code> fields</summary><table><tr><th>Name</th>"
+            "<th>Type</th></tr><tr><td><code>url</code></td><td>str</td></tr></table></details> |",
+            "| `contact` | contact fields Name Type url str |",
+        ),
+        ("One line<br>the next<br/> and <b>bold</b>.", "One line the next and bold."),
+        ("<p>First.</p>\n<p>Second.</p>", "First.\nSecond."),
+    ],
+)
+def test_html_that_breaks_text_leaves_a_space_and_inline_html_leaves_none(markdown: str, text: str) -> None:
+    # Given HTML inside Markdown: a table in a table cell (as FastAPI's metadata page has), line breaks
+    # When it is parsed / Then cells, paragraphs and breaks stay apart by one space, inline tags by none
+    assert parse(markdown.encode(), "cells.md").text == text
+
+
 def test_a_front_matter_title_is_the_title_when_there_is_no_level_one_heading() -> None:
     # Given front matter with a title and a page whose headings start at level 2
     data = b"---\ntitle: 'Release notes'\n---\n## 0.1.0\n\nFirst release."

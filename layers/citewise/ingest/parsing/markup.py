@@ -27,6 +27,16 @@ _HTML_ELEMENTS = frozenset(
     span strike strong style sub summary sup svg table tbody td template textarea tfoot th thead time title
     tr track tt u ul var video wbr""".split()
 )
+# Tags that end or start a run of text (cells, paragraphs, list items, line breaks): the text on either
+# side stays apart, by one space. Inline tags (`<abbr>`, `<code>`, `<b>`) leave nothing between their text.
+_BREAKING_ELEMENTS = frozenset(
+    """address article aside blockquote br caption dd details dialog div dl dt fieldset figcaption figure
+    footer form h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section summary table tbody td tfoot th
+    thead tr ul""".split()
+)
+_BREAK = "\x00"
+"""Where a breaking tag was: decoded text never holds it (`clean_text` drops C0 controls)."""
+_BREAKS = re.compile(_BREAK + "+")
 _TAG = re.compile(r"(?<!\\)</?([A-Za-z][A-Za-z0-9-]*+)(?:[ \t\n/][^<>]*+)?>")
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _BACKTICKS = re.compile(r"`+")
@@ -60,12 +70,26 @@ def _is_attribute(item: str) -> bool:
 
 
 def _prose(text: str) -> str:
-    return _ENTITY.sub(_entity, _TAG.sub(_tag, _without_attribute_lists(_without_comments(text))))
+    return _ENTITY.sub(_entity, _without_tags(_without_attribute_lists(_without_comments(text))))
+
+
+def _without_tags(text: str) -> str:
+    """`text` without HTML tags: each run of breaking tags leaves one space, unless whitespace is next to
+    it (`str</td></tr></table> |` reads `str |`, `</p>` before a line break leaves nothing)."""
+    marked = _TAG.sub(_tag, text)
+    return _BREAKS.sub(_break, marked) if _BREAK in marked else marked
 
 
 def _tag(match: re.Match[str]) -> str:
     name = match.group(1).lower()
+    if name in _BREAKING_ELEMENTS:
+        return _BREAK
     return "" if name in _HTML_ELEMENTS or "-" in name else match.group(0)
+
+
+def _break(match: re.Match[str]) -> str:
+    text, (start, end) = match.string, match.span()
+    return "" if text[start - 1 : start].isspace() or text[end : end + 1].isspace() else " "
 
 
 def _entity(match: re.Match[str]) -> str:
