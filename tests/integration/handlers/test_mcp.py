@@ -33,6 +33,13 @@ def tool(stack: Stack, name: str, arguments: dict[str, Any], identity: dict[str,
     return types.CallToolResult.model_validate(json.loads(response["body"])["result"])
 
 
+def error_of(result: types.CallToolResult) -> dict[str, Any]:
+    """The error body of an error result: the JSON line that ends its text (it has no structured content)."""
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text.splitlines()[-1])["error"]  # type: ignore[no-any-return]
+
+
 def test_initialize_and_list_tools_answer_json_without_a_session(stack: Stack) -> None:
     initialize = {
         "jsonrpc": "2.0",
@@ -73,11 +80,12 @@ def test_the_tools_read_what_the_api_uploaded_inside_the_callers_access(stack: S
     assert detail.structured_content is not None and detail.structured_content["chunk_ids"] == [f"{shared}-00000"]
     # bob: the private document is neither found, listed nor quoted
     refused = tool(stack, "get_document", {"document_id": private}, identity=BOB)
-    assert refused.is_error is True and refused.structured_content == {
+    assert refused.is_error is True and refused.structured_content is None
+    assert error_of(refused) == {
         "code": "NOT_FOUND",
         "message": "no such document",
         "details": {"id": private},
-        "request_id": refused.structured_content["request_id"],
+        "request_id": error_of(refused)["request_id"],
     }
     listed = tool(stack, "list_documents", {}, identity=BOB).structured_content
     assert listed is not None and [d["path"] for d in listed["documents"]] == ["handbook/vacation.md"]
@@ -96,10 +104,9 @@ def test_tool_errors_are_logged_with_the_requests_correlation_id(
     )
     response = stack.handler("mcp")(event, LambdaContext())
     result = types.CallToolResult.model_validate(json.loads(response["body"])["result"])
-    assert result.is_error is True and result.structured_content is not None
-    assert result.structured_content["code"] == "UNKNOWN_TOOL"
+    assert result.is_error is True and error_of(result)["code"] == "UNKNOWN_TOOL"
     request_id = event["requestContext"]["requestId"]
-    assert result.structured_content["request_id"] == request_id
+    assert error_of(result)["request_id"] == request_id
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"tool error"' in line]
     assert logged and logged[0]["correlation_id"] == request_id and logged[0]["code"] == "UNKNOWN_TOOL"
     assert logged[0]["tenant_id"] == "acme"
