@@ -241,6 +241,9 @@ def test_a_missing_or_bad_token_is_refused_with_401(server: Api, token: str | No
     )
     assert reply.status == 401
     assert reply.json()["error"]["code"] == "UNAUTHORIZED"
+    # RFC 9728 section 5.1, as the MCP authorization spec asks: where the protected-resource metadata is.
+    metadata_url = f"{server.url}/.well-known/oauth-protected-resource/mcp"
+    assert reply.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata_url}"'
 
     async def scenario() -> None:
         with pytest.raises(BaseExceptionGroup) as raised:
@@ -249,6 +252,18 @@ def test_a_missing_or_bad_token_is_refused_with_401(server: Api, token: str | No
         assert raised.group_contains(MCPError, depth=None)
 
     run(scenario)
+
+
+def test_the_protected_resource_metadata_names_the_mcp_endpoint_and_its_authorization_server(server: Api) -> None:
+    # Public, as RFC 9728 documents are: a client reads it before it has a token.
+    reply = server.request("GET", "/.well-known/oauth-protected-resource/mcp")
+    assert reply.status == 200 and reply.headers["content-type"].startswith("application/json")
+    assert reply.json() == {
+        "resource": f"{server.url}/mcp",  # the URL the client calls, exactly (RFC 9728 section 3.3)
+        "authorization_servers": [server.url],  # `citewise serve` verifies the tokens `citewise token` issues
+        "bearer_methods_supported": ["header"],
+        "resource_name": "citewise",
+    }
 
 
 def test_the_event_stream_is_not_offered_and_sessions_are_stateless(server: Api) -> None:
