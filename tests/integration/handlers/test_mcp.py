@@ -10,6 +10,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from citewise.runtime.resource_metadata import METADATA_PATH
 from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims
 
 ALICE = claims("acme", "alice")
@@ -203,3 +204,32 @@ def test_a_batch_the_revision_forbids_or_out_of_bounds_is_an_invalid_request(
     assert response["statusCode"] == 400
     error = json.loads(response["body"])["error"]
     assert error["code"] == -32600 and says in error["message"]
+
+
+def test_the_protected_resource_metadata_and_the_401_that_points_to_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the API's base URL and its tokens' issuer, as the stack sets them in Cognito mode
+    base, issuer = (
+        "https://abc.execute-api.eu-west-1.amazonaws.com/dev",
+        "https://cognito-idp.eu-west-1.amazonaws.com/x",
+    )
+    monkeypatch.setenv("CITEWISE_PUBLIC_URL", base)
+    monkeypatch.setenv("CITEWISE_AUTHORIZATION_SERVER", issuer)
+    metadata = stack.handler("mcp")(api_event("GET", METADATA_PATH), LambdaContext())
+    assert metadata["statusCode"] == 200
+    assert json.loads(metadata["body"]) == {
+        "resource": f"{base}/mcp",
+        "authorization_servers": [issuer],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "citewise",
+    }
+    refused = mcp(stack, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, identity=None)
+    assert refused["statusCode"] == 401
+    assert refused["headers"]["WWW-Authenticate"] == f'Bearer resource_metadata="{base}{METADATA_PATH}"'
+
+
+def test_without_an_authorization_server_there_is_no_metadata(stack: Stack) -> None:
+    # IAM mode: requests are signed with SigV4, and no OAuth server issues tokens for the API
+    response = stack.handler("mcp")(api_event("GET", METADATA_PATH), LambdaContext())
+    assert response["statusCode"] == 404 and json.loads(response["body"])["error"]["code"] == "NOT_FOUND"
