@@ -294,12 +294,23 @@ TOOL_ERROR_EXIT = 5
 (one whose structured content does not match the tool's output schema) exits 1 with no result."""
 
 
+AUTH_REQUIRED_EXIT = 3
+"""Its exit code when the server asks for a token it does not have."""
+
+
+def run_inspector(server: Api, home: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The Inspector's CLI with `arguments`; its catalog and stored state in `home`, not the user's."""
+    if not INSPECTOR.exists():
+        pytest.fail(f"no MCP Inspector at {INSPECTOR}: `make test` installs it (npm ci in tests/e2e/inspector)")
+    env = {**server.env, "HOME": str(home), "MCP_CATALOG_PATH": str(home / "mcp.json")}
+    command = [str(INSPECTOR), "--cli", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
 @pytest.fixture(params=["stdio", "http"])
 def inspector(request: pytest.FixtureRequest, server: Api, tmp_path: Path) -> Callable[..., tuple[int, dict[str, Any]]]:
     """Run the Inspector's CLI against `citewise mcp` (stdio) or `/mcp` (HTTP) as alice of acme:
     (exit code, the JSON it printed)."""
-    if not INSPECTOR.exists():
-        pytest.fail(f"no MCP Inspector at {INSPECTOR}: `make test` installs it (npm ci in tests/e2e/inspector)")
     if request.param == "stdio":
         # The Inspector starts the server with a minimal environment: the home and its settings go with -e.
         settings = [
@@ -310,24 +321,23 @@ def inspector(request: pytest.FixtureRequest, server: Api, tmp_path: Path) -> Ca
         ]
         target = [*settings, citewise_script(), "mcp", "--tenant", "acme", "--user", "alice"]
     else:
-        target = [
-            f"{server.url}/mcp",
-            "--transport",
-            "http",
-            "--header",
-            f"Authorization: Bearer {server.token('acme', 'alice')}",
-        ]
-    # Its catalog and any stored state go to this test's directory, not the user's home.
-    env = {**server.env, "HOME": str(tmp_path), "MCP_CATALOG_PATH": str(tmp_path / "mcp.json")}
+        bearer = f"Authorization: Bearer {server.token('acme', 'alice')}"
+        target = [f"{server.url}/mcp", "--transport", "http", "--header", bearer]
 
     def run(*options: str) -> tuple[int, dict[str, Any]]:
-        done = subprocess.run(
-            [str(INSPECTOR), "--cli", *target, *options], capture_output=True, text=True, timeout=120, env=env
-        )
+        done = run_inspector(server, tmp_path, *target, *options)
         assert done.stdout.strip(), done.stderr
         return done.returncode, json.loads(done.stdout)
 
     return run
+
+
+def test_without_a_token_the_inspector_tells_the_user_how_to_get_one(server: Api, tmp_path: Path) -> None:
+    done = run_inspector(
+        server, tmp_path, f"{server.url}/mcp", "--transport", "http", "--method", "tools/list", "--stored-auth-only"
+    )
+    assert done.returncode == AUTH_REQUIRED_EXIT, done.stdout + done.stderr
+    assert "citewise token" in done.stdout + done.stderr
 
 
 def test_the_inspector_lists_the_tools_and_finds_their_schemas_portable(

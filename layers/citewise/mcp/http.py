@@ -15,6 +15,9 @@ The transport of the MCP Lambda function (and of `/mcp` on `citewise serve`, whi
   `MCP-Protocol-Version` this server does not speak: 4xx with a JSON-RPC error;
 - the identity: API Gateway's authorizer has refused a request without a valid token before it gets
   here; an identity this function cannot use is 401 (none) or 403 (no tenant), before any message is read.
+  A 401 names the protected-resource metadata in `WWW-Authenticate` when there is an authorization server;
+- `GET /.well-known/oauth-protected-resource/mcp`, public: that metadata (RFC 9728,
+  `citewise.runtime.resource_metadata`), or 404 where no authorization server issues tokens (IAM mode).
 """
 
 from __future__ import annotations
