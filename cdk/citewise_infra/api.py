@@ -326,8 +326,9 @@ class Api(Construct):
     def _acknowledge_route(self, route: Route, method: apigw.Method) -> None:
         if not route.authenticated:
             reason = (
-                f"{route.method} {route.path} is public by design (health check, API description): it reads "
-                "no tenant data, and the stage throttling limits it like every other method."
+                f"{route.method} {route.path} is public by design (health check, API description, the MCP "
+                "endpoint's OAuth metadata): it reads no tenant data, and the stage throttling limits it like "
+                "every other method."
             )
             acknowledge(method, "AwsSolutions-APIG4", reason)
             acknowledge(method, "AwsSolutions-COG4", reason)
