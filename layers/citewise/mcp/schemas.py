@@ -81,7 +81,6 @@ def shared_definitions(schema: dict[str, Any]) -> dict[str, Any]:
     is named after the definition and the property where it first occurs (`FilterAndAll`: the filters an
     andAll, or an orAll, of a `Filter` holds), largest first, until none repeats.
     """
-    definitions = schema.setdefault("$defs", {})
     while True:
         found: dict[str, tuple[str, int]] = {}
         for owner, name, subschema in _object_schemas(schema, "", ""):
@@ -92,9 +91,8 @@ def shared_definitions(schema: dict[str, Any]) -> dict[str, Any]:
         if not repeated:
             return schema
         _, text, name = max(repeated)
-        definitions[name] = json.loads(text)
-        schema = _referenced(schema, text, {"$ref": f"#/$defs/{name}"}, keep=definitions[name])
-        definitions = schema["$defs"]
+        definition = schema.setdefault("$defs", {})[name] = json.loads(text)
+        schema = _referenced(schema, text, {"$ref": f"#/$defs/{name}"}, keep=definition)
 
 
 def _object_schemas(schema: Any, owner: str, name: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
