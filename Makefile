@@ -40,6 +40,16 @@ $(BROWSER_STAMP): $(STAMP)
 	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): install it, or set CITEWISE_CHROMIUM" >&2; exit 1; }
 	touch $@
 
+# The MCP Inspector, the protocol's reference client, checks every tool result in tests/e2e/test_mcp.py
+# (its CLI mode, against `citewise mcp` and /mcp). Pinned in tests/e2e/inspector/package-lock.json and
+# installed there with npm ci, never globally. 2.12.0 declares Node >= 22.19 (as undici 8 does) but its CLI
+# runs on Node 20; the versions whose engines admit Node 20 (0.15.0 and older) cannot send a bearer token.
+INSPECTOR_STAMP := tests/e2e/inspector/node_modules/.installed
+
+$(INSPECTOR_STAMP): tests/e2e/inspector/package.json tests/e2e/inspector/package-lock.json
+	npm ci --prefix tests/e2e/inspector --no-audit --no-fund --loglevel=error
+	touch $@
+
 # The tests marked `opensearch` run on a real OpenSearch 2.19 node with the k-NN plugin: the script fetches
 # it from Maven Central and builds k-NN's faiss library once into a cache (/var/cache/citewise-opensearch
 # as root, else ~/.cache/citewise-opensearch), starts one node on a loopback port for the whole run,
@@ -52,7 +62,7 @@ opensearch: ## Fetch OpenSearch 2.19 + k-NN and build k-NN's faiss library into 
 # Two pytest processes (pytest-xdist), sharing the node; session fixtures (the synthesized templates,
 # `citewise serve`) are built once per process. Not `--dist loadfile`: it schedules by test id, and
 # schemathesis gives its ten operations of tests/e2e/test_openapi_fuzz.py one id, so nine never ran.
-test: $(STAMP) $(BROWSER_STAMP) ## Run the whole test suite, on a real OpenSearch node it starts and stops
+test: $(STAMP) $(BROWSER_STAMP) $(INSPECTOR_STAMP) ## Run the whole test suite, on a real OpenSearch node it starts and stops
 	$(OPENSEARCH) run -- $(BIN)/pytest -n 2
 
 lint: $(STAMP) ## ruff, mypy (strict on the library, the local package and the handlers), import contracts
