@@ -181,7 +181,8 @@ def test_docs_show_takes_a_path_or_its_end_as_well_as_an_id(cli: Any, tmp_path: 
     (tmp_path / "docs" / "guides" / "intro.md").write_text("# Intro\n\nWelcome.")
     (tmp_path / "note.md").write_text("Alice's pelican plan.")
     assert cli("ingest", str(tmp_path / "docs"), "--tenant", "acme")[0] == 0
-    assert cli("ingest", str(tmp_path / "note.md"), "--tenant", "acme", "--user", "alice", "--visibility", "private")[0] == 0
+    private = ("--user", "alice", "--visibility", "private")
+    assert cli("ingest", str(tmp_path / "note.md"), "--tenant", "acme", *private)[0] == 0
     listing = _json(cli("docs", "list", "--tenant", "acme", "--user", "alice", "--json")[1])["items"]
     ids = {d["path"]: d["doc_id"] for d in listing}
 

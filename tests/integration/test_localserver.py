@@ -1050,6 +1050,7 @@ def test_silent_and_half_sent_connections_are_closed_without_holding_up_others(s
 
 # --- clients that leave ------------------------------------------------------------------------------
 
+
 def _leave(connection: socket.socket, how: str) -> None:
     """Close as a client does: `closed` (FIN, as a process exiting or a timed-out client), `reset` (RST)."""
     if how == "reset":
