@@ -59,8 +59,8 @@ from citewise_local.progress import Bars, Stopwatch
 from citewise_local.render import (
     escape_terminal_controls,
     render_answer,
-    render_comparison,
     render_documents,
+    render_evaluation,
     render_hits,
     render_routing,
     render_summary,
@@ -802,10 +802,8 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     summaries = [{**report.summary(), "elapsed_s": round(clock.seconds, 1)} for report in reports]
     if args.json:
         print(json.dumps(summaries if args.compare else summaries[0]))
-    elif args.compare:
-        print(render_comparison(summaries))
     else:
-        print("\n".join(f"{key:>14}: {value}" for key, value in summaries[0].items()))
+        print(render_evaluation(summaries))
     return 0
 
 

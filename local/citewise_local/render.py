@@ -191,16 +191,32 @@ def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, s
     return "\n".join([line, *(f"  FAILED {f['path']}: {f['error']}" for f in failures)])
 
 
-def render_comparison(summaries: Sequence[Mapping[str, Any]]) -> str:
-    """`citewise eval --compare`: one row per run (metrics, latency), then the settings of each run."""
-    metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "query_p50_ms"]
-    rows = [f"{'run':<8}" + "".join(f"{name:>13}" for name in metrics)]
-    rows += [f"{s['mode']:<8}" + "".join(f"{s[name]:>13}" for name in metrics) for s in summaries]
+EVALUATION_COLUMNS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "query_p50_ms", "query_p95_ms")
+"""The table's columns, named as `citewise eval --json` names them."""
+
+
+def render_evaluation(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """`citewise eval` as text: one row per run (metrics, latency), the settings of each run, then what
+    every run shares (queries, embedder, backend, ingest and total time)."""
+    rows = [f"{'run':<8}" + "".join(f"{name:>14}" for name in EVALUATION_COLUMNS)]
+    rows += [
+        f"{s['mode']:<8}"
+        + "".join(f"{s[name]:>14.1f}" if name.endswith("_ms") else f"{s[name]:>14.4f}" for name in EVALUATION_COLUMNS)
+        for s in summaries
+    ]
     rows.append("")
     rows += [f"{s['mode']:<8}" + ", ".join(f"{key} {value}" for key, value in s["fusion"].items()) for s in summaries]
     first = summaries[0]
     rows.append(
-        f"\n{first['queries']} queries, embedder {first['embedder']}, backend {first['backend']['name']}, "
-        f"ingest {first['ingest_s']} s"
+        f"{first['queries']} queries, embedder {first['embedder']}, backend {_backend(first['backend'])}, "
+        f"ingest {first['ingest_s']} s, {first['elapsed_s']} s in all"
     )
     return "\n".join(rows)
+
+
+def _backend(described: Mapping[str, Any]) -> str:
+    """`local`, or `opensearch 2.19.1, index citewise-eval-1a2b (deleted)`."""
+    text = " ".join(str(described[key]) for key in ("name", "version") if key in described)
+    if "index" in described:
+        text += f", index {described['index']} ({'kept' if described.get('kept') else 'deleted'})"
+    return text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from citewise_local.render import HIT_LINES, WIDTH, render_hits
+from citewise_local.render import HIT_LINES, WIDTH, render_evaluation, render_hits
 from tests.factories import hit
 
 # The first paragraph as a PDF gives it: its lines broken where the page broke them.
@@ -53,3 +53,25 @@ def test_a_long_chunk_is_cut_at_a_bound_that_says_what_is_left_and_where_to_find
 
 def test_no_hits_say_so() -> None:
     assert render_hits([]) == "No matching chunks."
+
+
+def test_an_evaluation_on_opensearch_names_the_node_and_the_index_in_its_last_line() -> None:
+    summary = {
+        "mode": "hybrid",
+        "embedder": "minilm-l6-v2",
+        "backend": {"name": "opensearch", "version": "2.19.1", "index": "citewise-eval-1a2b", "kept": False},
+        "queries": 809,
+        **dict.fromkeys(("ndcg@10", "recall@10", "recall@100", "mrr@10"), 0.5),
+        "ingest_s": 412.3,
+        "query_p50_ms": 31.0,
+        "query_p95_ms": 52.5,
+        "fusion": {"search_mode": "hybrid", "method": "relevance", "candidates": 100},
+        "elapsed_s": 450.0,
+    }
+    lines = render_evaluation([summary]).splitlines()
+    assert lines[1].split() == ["hybrid", "0.5000", "0.5000", "0.5000", "0.5000", "31.0", "52.5"]
+    assert lines[3] == "hybrid  search_mode hybrid, method relevance, candidates 100"
+    assert lines[4] == (
+        "809 queries, embedder minilm-l6-v2, backend opensearch 2.19.1, index citewise-eval-1a2b (deleted), "
+        "ingest 412.3 s, 450.0 s in all"
+    )
