@@ -52,8 +52,8 @@ class ServeLog:
         shown `-`, when it left within its request)."""
         if self.log_format == "json":
             fields = {"method": method, "path": path, "status": status, "duration_ms": round(ms, 1)}
-            left = {"client_disconnected": True} if disconnected else {}
-            self._json("INFO", "request", {**fields, "request_id": request_id, **left})
+            gone = {"client_disconnected": True} if disconnected else {}
+            self._json("INFO", "request", {**fields, "request_id": request_id, **gone})
         else:
             shown = f"{method} {path}" if method is not None else "(unreadable request)"
             left = " client disconnected" if disconnected else ""
