@@ -28,7 +28,7 @@ import pydantic
 
 from citewise import __version__
 from citewise.domain.access import may_modify
-from citewise.domain.errors import CitewiseError, GenerationError, ThrottledError, ValidationError
+from citewise.domain.errors import CitewiseError, GenerationError, NotFoundError, ThrottledError, ValidationError
 from citewise.domain.models import (
     Answer,
     Caller,
@@ -61,8 +61,8 @@ from citewise_local.render import (
     escape_terminal_controls,
     render_answer,
     render_answers,
-    render_comparison,
     render_documents,
+    render_evaluation,
     render_hits,
     render_routing,
     render_summary,
@@ -230,15 +230,32 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--cursor", help="the next page: the cursor the previous page printed")
     _json_flag(listing, "the page")
     listing.set_defaults(run=_docs_list)
-    for name, run, text in (
-        ("show", _docs_show, "one document: status, chunks, pages, last error"),
-        ("delete", _docs_delete, "remove a document, its chunks and its stored file (owner or --group admin)"),
-    ):
-        sub = _command(docs, name, text, f"citewise docs {name} ID --tenant acme")
-        sub.add_argument("doc_id", metavar="ID", help="the document id (docs list prints it)")
-        _identity(sub)
-        _json_flag(sub, "the result")
-        sub.set_defaults(run=run)
+    shown = _command(
+        docs,
+        "show",
+        "one document: status, chunks, pages, last error",
+        "citewise docs show corpus/deployment.md --tenant acme",
+        "citewise docs show deployment.md --tenant acme   # the end of a path, if only one path ends so",
+        "citewise docs show ID --tenant acme --json",
+    )
+    shown.add_argument(
+        "document",
+        metavar="ID|PATH",
+        help="the document's id, its path (as docs list prints them), or the end of its path (whole segments)",
+    )
+    _identity(shown)
+    _json_flag(shown, "the document")
+    shown.set_defaults(run=_docs_show)
+    deleting = _command(
+        docs,
+        "delete",
+        "remove a document, its chunks and its stored file (owner or --group admin)",
+        "citewise docs delete ID --tenant acme",
+    )
+    deleting.add_argument("doc_id", metavar="ID", help="the document id (docs list prints it)")
+    _identity(deleting)
+    _json_flag(deleting, "the result")
+    deleting.set_defaults(run=_docs_delete)
 
     tenant = _command(commands, "settings", "the tenant's ranking signals and routing vocabulary")
     actions = _choices(tenant, "ACTION")
@@ -638,11 +655,13 @@ def _ingest_all(
     return results, unrecorded
 
 
-def _all_documents(services: Services, tenant_id: str, prefix: str) -> list[Document]:
+def _all_documents(
+    services: Services, tenant_id: str, prefix: str | None = None, *, visible_to: str | None = None
+) -> list[Document]:
     documents: list[Document] = []
     cursor = None
     while True:
-        page = services.registry.list(tenant_id, path_prefix=prefix, limit=1000, cursor=cursor)
+        page = services.registry.list(tenant_id, visible_to=visible_to, path_prefix=prefix, limit=1000, cursor=cursor)
         documents += page.items
         if page.next_cursor is None:
             return documents
@@ -697,13 +716,38 @@ def _docs_list(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
-def _visible_document(args: argparse.Namespace, services: Services) -> Document:
-    """The document if the caller may read it; NOT_FOUND either way otherwise, revealing nothing."""
-    return visible_document(services.registry, _caller(args), args.doc_id)
+def _named_document(services: Services, caller: Caller, name: str) -> Document:
+    """The document `name` names among those the caller may read: its id, its path, or else the end of
+    its path in whole segments (`deployment.md`, `guides/deployment.md`), as people remember a file.
+    NOT_FOUND when none matches (whether or not an unreadable one would), VALIDATION_ERROR naming the
+    paths when several do."""
+    readable = {}
+    for doc_id in (name, document_id(caller.tenant_id, name)):
+        try:
+            readable[doc_id] = visible_document(services.registry, caller, doc_id)
+        except NotFoundError:
+            continue
+    if not readable:
+        readable = {
+            d.doc_id: d
+            for d in _all_documents(services, caller.tenant_id, visible_to=caller.user_id)
+            if d.path.endswith("/" + name)
+        }
+    if len(readable) == 1:
+        return next(iter(readable.values()))
+    if not readable:
+        raise NotFoundError(
+            f"no such document: no document you can read has the id or path {name!r}", details={"document": name}
+        )
+    paths = sorted(d.path for d in readable.values())
+    raise ValidationError(
+        f"{name!r} could be {len(paths)} documents ({', '.join(paths)}): give the whole path or the id",
+        details={"document": name, "paths": paths},
+    )
 
 
 def _docs_show(args: argparse.Namespace, services: Services) -> int:
-    document = _visible_document(args, services)
+    document = _named_document(services, _caller(args), args.document)
     shown = document.model_dump_json(indent=2) if args.json else render_documents([document], None, detail=True)
     print(escape_terminal_controls(shown))
     return 0
@@ -801,10 +845,8 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     summaries = [{**report.summary(), "elapsed_s": round(clock.seconds, 1)} for report in reports]
     if args.json:
         print(json.dumps(summaries if args.compare else summaries[0]))
-    elif args.compare:
-        print(render_comparison(summaries))
     else:
-        print("\n".join(f"{key:>14}: {value}" for key, value in summaries[0].items()))
+        print(render_evaluation(summaries))
     return 0
 
 

@@ -7,6 +7,7 @@ errors, a request line) goes through `escape_terminal_controls` on its way out, 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -62,16 +63,63 @@ def render_answer(answer: Answer) -> str:
     return "\n".join(lines)
 
 
+HIT_LINES = 16
+"""Lines of a hit's text that `citewise search` shows: a whole chunk of the default budget (400 tokens,
+about 1,600 characters) mostly fits; five hits still fit a screen or two. `--json` has every chunk whole."""
+
+
 def render_hits(hits: Sequence[SearchHit]) -> str:
-    """One block per hit: rank, relevance, score, location, source and date, and the start of the chunk."""
+    """One block per hit, a blank line apart: rank, relevance, score, location (page, section), source and
+    date, then the chunk's text wrapped to the terminal, its own line breaks kept, up to `HIT_LINES`."""
     if not hits:
         return "No matching chunks."
-    return "\n".join(
+    return "\n\n".join(
         f"{rank:>2}. relevance {hit.relevance_score:.2f}  score {hit.score:.3f}{_components(hit)}"
-        f"  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n"
-        f"    {textwrap.shorten(hit.chunk.text, WIDTH - 4)}"
+        f"  {_chunk_location(hit.chunk)}{_provenance(hit.chunk)}\n" + "\n".join(_chunk_lines(hit.chunk.text))
         for rank, hit in enumerate(hits, start=1)
     )
+
+
+def _chunk_lines(text: str) -> list[str]:
+    """The text's lines wrapped to the terminal and indented, one blank line between paragraphs; cut after
+    `HIT_LINES`, saying how many more there are."""
+    lines: list[str] = []
+    for line in _reflowed(text.strip().split("\n")):
+        if line.strip():
+            lines += textwrap.wrap(line, WIDTH, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False)
+        elif lines[-1]:
+            lines.append("")
+    if len(lines) <= HIT_LINES:
+        return lines
+    return [*lines[:HIT_LINES], f"    [... {len(lines) - HIT_LINES} more lines: --json shows the whole chunk]"]
+
+
+_REFLOW_MIN = 60
+"""A line at least this long that stops inside a sentence was wrapped by its source (a PDF's lines, a
+Markdown file's hard wraps): wrapped again at the terminal's width, it would leave a word on a line."""
+_OWN_LINE = re.compile(r"\s|[-*+\u2022>|]\s|\d+[.)]\s")
+"""How a line starts that is a line of its own: indented (code), a list item, a quotation, a table row."""
+
+
+def _reflowed(lines: list[str]) -> list[str]:
+    """`lines` with each line wrapped inside a sentence joined to the next one; a short line, a line ending
+    in other punctuation, a table row and a line that starts as its own (`_OWN_LINE`) keep their breaks."""
+    joined: list[str] = []
+    previous = ""
+    for line in lines:
+        wrapped = (
+            len(previous) >= _REFLOW_MIN
+            and (previous[-1].isalnum() or previous[-1] in ",;")
+            and line.strip()
+            and not _OWN_LINE.match(line)
+            and "|" not in previous + line
+        )
+        if wrapped:
+            joined[-1] += " " + line
+        else:
+            joined.append(line)
+        previous = line
+    return joined
 
 
 def _components(hit: SearchHit) -> str:
@@ -143,19 +191,35 @@ def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, s
     return "\n".join([line, *(f"  FAILED {f['path']}: {f['error']}" for f in failures)])
 
 
-def render_comparison(summaries: Sequence[Mapping[str, Any]]) -> str:
-    """`citewise eval --compare`: one row per run (metrics, latency), then the settings of each run."""
-    metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "query_p50_ms"]
-    rows = [f"{'run':<8}" + "".join(f"{name:>13}" for name in metrics)]
-    rows += [f"{s['mode']:<8}" + "".join(f"{s[name]:>13}" for name in metrics) for s in summaries]
+EVALUATION_COLUMNS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "query_p50_ms", "query_p95_ms")
+"""The table's columns, named as `citewise eval --json` names them."""
+
+
+def render_evaluation(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """`citewise eval` as text: one row per run (metrics, latency), the settings of each run, then what
+    every run shares (queries, embedder, backend, ingest and total time)."""
+    rows = [f"{'run':<8}" + "".join(f"{name:>14}" for name in EVALUATION_COLUMNS)]
+    rows += [
+        f"{s['mode']:<8}"
+        + "".join(f"{s[name]:>14.1f}" if name.endswith("_ms") else f"{s[name]:>14.4f}" for name in EVALUATION_COLUMNS)
+        for s in summaries
+    ]
     rows.append("")
     rows += [f"{s['mode']:<8}" + ", ".join(f"{key} {value}" for key, value in s["fusion"].items()) for s in summaries]
     first = summaries[0]
     rows.append(
-        f"\n{first['queries']} queries, embedder {first['embedder']}, backend {first['backend']['name']}, "
-        f"ingest {first['ingest_s']} s"
+        f"{first['queries']} queries, embedder {first['embedder']}, backend {_backend(first['backend'])}, "
+        f"ingest {first['ingest_s']} s, {first['elapsed_s']} s in all"
     )
     return "\n".join(rows)
+
+
+def _backend(described: Mapping[str, Any]) -> str:
+    """`local`, or `opensearch 2.19.1, index citewise-eval-1a2b (deleted)`."""
+    text = " ".join(str(described[key]) for key in ("name", "version") if key in described)
+    if "index" in described:
+        text += f", index {described['index']} ({'kept' if described.get('kept') else 'deleted'})"
+    return text
 
 
 ANSWER_MEASURES = (

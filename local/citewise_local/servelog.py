@@ -5,7 +5,9 @@ Text (the default), for a person watching:
     POST /v1/query 200 41.2ms 0b8f0c0e-7d0b-4a53-9d0e-3f1c2a9e4b7d
 
 method, path (an upload's signed path shortened to `/uploads/...`), status, milliseconds and the request
-id, which the error bodies, the `x-amzn-RequestId` header and the handlers' structured logs carry too. JSON
+id, which the error bodies, the `x-amzn-RequestId` header and the handlers' structured logs carry too. A
+client that left before its answer (closed or reset its connection) gets the same one line, ending
+`client disconnected`, with the status it would have had (`-` when it left within its request). JSON
 (`--log-format json`), for a log shipper: the same fields as one object a line, in the shape of the
 handlers' Powertools logs (`level`, `message`, `timestamp`), which then share the stream.
 
@@ -35,14 +37,27 @@ class ServeLog:
         self.log_format = log_format
         self._lock = threading.Lock()
 
-    def request(self, method: str | None, path: str | None, status: int, ms: float, request_id: str) -> None:
-        """One request's line; `method` and `path` None when the request line could not be read."""
+    def request(
+        self,
+        method: str | None,
+        path: str | None,
+        status: int | None,
+        ms: float,
+        request_id: str,
+        *,
+        disconnected: bool = False,
+    ) -> None:
+        """One request's line; `method` and `path` None when the request line could not be read. A client
+        that left before its answer is `disconnected`: `status` is what the server had to answer (None,
+        shown `-`, when it left within its request)."""
         if self.log_format == "json":
             fields = {"method": method, "path": path, "status": status, "duration_ms": round(ms, 1)}
-            self._json("INFO", "request", {**fields, "request_id": request_id})
+            gone = {"client_disconnected": True} if disconnected else {}
+            self._json("INFO", "request", {**fields, "request_id": request_id, **gone})
         else:
             shown = f"{method} {path}" if method is not None else "(unreadable request)"
-            self._write(f"{shown} {status} {ms:.1f}ms {request_id}")
+            left = " client disconnected" if disconnected else ""
+            self._write(f"{shown} {'-' if status is None else status} {ms:.1f}ms {request_id}{left}")
 
     def event(self, message: str, level: str = "INFO") -> None:
         """Something the server did or saw (an environment started, a message dead-lettered)."""

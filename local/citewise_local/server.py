@@ -29,7 +29,9 @@ Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built fr
   than 1.x, a request that stops half-way) get the API's JSON error body and close the connection; a
   connection that sends nothing for `idle_timeout` seconds is closed.
 - Logs: one line per request on stderr (method, path, status, milliseconds, request id; text or JSON, see
-  `citewise_local.servelog`), never bodies or tokens; the handlers' own logs go where `Output` says.
+  `citewise_local.servelog`), never bodies or tokens; the handlers' own logs go where `Output` says. A
+  client that closes or resets its connection before its answer is that same one line, marked `client
+  disconnected`: leaving is the client's right, not the server's error, so it is no traceback.
 
 The events come from the Lambda emulator (`citewise_local.emulator`), the one the tests drive the
 handlers with.
@@ -42,6 +44,7 @@ import hashlib
 import importlib.resources
 import json
 import os
+import socket
 import threading
 import time
 import traceback
@@ -52,7 +55,6 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from socket import socket
 from typing import Any, Literal, TextIO
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
@@ -538,7 +540,7 @@ class LocalServer(ThreadingHTTPServer):
     def finish_request(self, request: Any, client_address: Any) -> None:
         """Serve one connection (on its own thread) with the idle timeout on its socket: a client that
         stops sending, before or within a request, is disconnected after `idle_timeout` seconds."""
-        if isinstance(request, socket):
+        if isinstance(request, socket.socket):
             request.settimeout(self.idle_timeout)
         super().finish_request(request, client_address)
 
@@ -585,6 +587,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     _started = 0.0
     _parsed = False
     _logged = False
+    _disconnected = False
 
     def __getattr__(self, name: str) -> Any:
         """Every method goes to `_handle` (`do_GET`, `do_TRACE`, ...): an unknown one gets the API's JSON
@@ -603,8 +606,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         """One request; its clock starts at its request line (`parse_request`), not while a kept-alive
         connection waits for it."""
         self._started = time.perf_counter()
-        self._parsed = self._logged = False
-        super().handle_one_request()
+        self._parsed = self._logged = self._disconnected = False
+        try:
+            super().handle_one_request()
+        except ConnectionError:  # reset while no request was under way (one that was is logged by `_handle`)
+            self.close_connection = True
 
     def parse_request(self) -> bool:
         """http.server's parsing, with the limits of `MAX_REQUEST_LINE_BYTES` and `MAX_HEADER_BYTES`, and
@@ -657,7 +663,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         request_id = str(uuid.uuid4())
         raw_path = urlsplit(self.path).path
-        status = 500
+        status: int | None = 500
         try:
             status = (
                 self._upload(raw_path, request_id) if self._is_upload(raw_path) else self._api(raw_path, request_id)
@@ -667,6 +673,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 HTTPStatus.REQUEST_TIMEOUT,
                 f"the request stopped: nothing came for {self.server.idle_timeout:g} seconds",
             )
+        except ConnectionError:  # it left within its request: nothing was answered
+            status = None
+            self._client_left()
         except Exception as exc:  # a bug here must still answer, in the error shape, and never kill the server
             self.server.log(traceback.format_exc().rstrip())
             status = self._send_error(exc, request_id, close=True)
@@ -676,7 +685,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _is_upload(self, raw_path: str) -> bool:
         return self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
 
-    def _log_request(self, status: int, request_id: str) -> None:
+    def _log_request(self, status: int | None, request_id: str) -> None:
         """The request's one log line, once. `_send` writes it before the response, so a client that has its
         answer can already read the line (tests do); `_handle` writes it if nothing was sent."""
         if self._logged:
@@ -687,7 +696,26 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raw_path = urlsplit(self.path).path
             method, path = self.command, UPLOAD_ROUTE + "..." if self._is_upload(raw_path) else raw_path
         elapsed = (time.perf_counter() - self._started) * 1000
-        self.server.serve_log.request(method, path, status, elapsed, request_id)
+        self.server.serve_log.request(method, path, status, elapsed, request_id, disconnected=self._disconnected)
+
+    def _client_left(self) -> None:
+        self._disconnected = True
+        self.close_connection = True
+
+    def _client_gone(self) -> bool:
+        """Whether the client has closed or reset its connection: its side reads as the end of the stream.
+        Bytes waiting (a next request, a body not read) or none yet mean it is still there. A client that
+        only shut down its sending side counts as gone too, as most servers count it."""
+        timeout = self.connection.gettimeout()
+        self.connection.settimeout(0)  # a look, never a wait
+        try:
+            return not self.connection.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return False
+        except ConnectionError:
+            return True
+        finally:
+            self.connection.settimeout(timeout)
 
     # --- the API -----------------------------------------------------------------------------------
 
@@ -818,7 +846,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise PayloadTooLargeError(
                 f"the request body is {length} bytes; the limit is {limit}", details={"size": length, "limit": limit}
             )
-        return self.rfile.read(length) if length else b""
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:  # the stream ended first: half a body is no request to answer
+            raise ConnectionError(f"the connection closed after {len(body)} of the body's {length} bytes")
+        return body
 
     def _send_error(
         self, error: Exception, request_id: str, *, close: bool = False, extra_headers: dict[str, str] | None = None
@@ -864,11 +895,19 @@ class _RequestHandler(BaseHTTPRequestHandler):
             # The unread body (or what is left of the stream) cannot be trusted as the next request.
             self.send_header("Connection", "close")
         # Logged before anything goes out: a client holding the answer (an empty body is all headers) can
-        # already read the line.
+        # already read the line. So whether the client is still there is looked at first.
+        if self._client_gone():
+            self._client_left()
         self._log_request(status, request_id)
-        self.end_headers()
-        if self.command != "HEAD":  # a HEAD answer has the headers of the body it does not carry
-            self.wfile.write(data)
+        if self._disconnected:
+            return status
+        try:
+            self.end_headers()
+            if self.command != "HEAD":  # a HEAD answer has the headers of the body it does not carry
+                self.wfile.write(data)
+        except ConnectionError:  # it left while the answer was on its way, after the request's line
+            self.close_connection = True
+            self.server.log(f"request {request_id}: the client disconnected while its answer was sent")
         return status
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,7 @@ class Installed:
     env: dict[str, str]
     wheel: Path
     sdist: Path
+    build_output: str
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """`citewise ARGS...` of the venv, from `cwd`."""
@@ -66,12 +68,16 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     root = tmp_path_factory.mktemp("installed")
     dist = root / "dist"
-    # The sdist first, then the wheel built from the unpacked sdist (build's default): the sdist is complete
-    subprocess.run(  # noqa: S603
+    # The sdist first, then the wheel built from the unpacked sdist (build's default): the sdist is complete.
+    # Without PYTHONDONTWRITEBYTECODE: setuptools notes that it skips byte-compiling, a note on the caller's
+    # environment, not on the project.
+    built = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)],
         check=True,
         capture_output=True,
+        text=True,
         timeout=INSTALL_TIMEOUT_S,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"},
     )
     (wheel,) = dist.glob("citewise-*.whl")
     (sdist,) = dist.glob("citewise-*.tar.gz")
@@ -82,7 +88,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     env |= {"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "CITEWISE_HOME": str(root / "home")}
     cwd = root / "elsewhere"
     cwd.mkdir()
-    result = Installed(bin_dir, cwd, env, wheel, sdist)
+    result = Installed(bin_dir, cwd, env, wheel, sdist, built.stdout + built.stderr)
     pip, requirement = str(bin_dir / "pip"), f"{wheel}[local]"
     offline = [pip, "install", "--quiet", "--no-index", "--find-links", str(WHEELHOUSE), requirement]
     if result.command(*offline, check=False).returncode != 0:
@@ -112,6 +118,13 @@ def test_the_wheel_and_the_sdist_hold_the_library_the_local_platform_the_handler
     with tarfile.open(installed.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"functions/query/handler.py", "samples/questions.json", "layers/citewise/__init__.py"} <= names
+
+
+def test_the_build_warns_of_nothing(installed: Installed) -> None:
+    # setuptools' warnings read "WARNING Package 'x' is absent from the `packages` configuration" (through
+    # build's log) or "SomethingWarning: ..."; distutils' "warning: ..."
+    warnings = re.findall(r"^(?:WARNING |warning: ).*|\w+Warning: .*", installed.build_output, re.MULTILINE)
+    assert warnings == []
 
 
 def test_the_installed_command_runs_outside_the_checkout(installed: Installed) -> None:

@@ -173,6 +173,43 @@ def test_bad_requests_get_one_clear_error_line(cli: Any, args: list[str], messag
     assert err.startswith(f"error: {message}") and err.count("\n") == 1
 
 
+def test_docs_show_takes_a_path_or_its_end_as_well_as_an_id(cli: Any, tmp_path: Path) -> None:
+    # Given two documents of the same name in two folders, and alice's private note
+    for folder in ("guides", "runbooks"):
+        (tmp_path / "docs" / folder).mkdir(parents=True)
+        (tmp_path / "docs" / folder / "deploy.md").write_text(f"# Deploy\n\nHow {folder} deploy.")
+    (tmp_path / "docs" / "guides" / "intro.md").write_text("# Intro\n\nWelcome.")
+    (tmp_path / "note.md").write_text("Alice's pelican plan.")
+    assert cli("ingest", str(tmp_path / "docs"), "--tenant", "acme")[0] == 0
+    private = ("--user", "alice", "--visibility", "private")
+    assert cli("ingest", str(tmp_path / "note.md"), "--tenant", "acme", *private)[0] == 0
+    listing = _json(cli("docs", "list", "--tenant", "acme", "--user", "alice", "--json")[1])["items"]
+    ids = {d["path"]: d["doc_id"] for d in listing}
+
+    def shown(document: str, user: str = "local") -> tuple[int, str, str]:
+        status, out, err = cli("docs", "show", document, "--tenant", "acme", "--user", user, "--json")
+        return status, _json(out)["doc_id"] if status == 0 else "", err
+
+    # Then the id, the whole path and a path's unique end (whole segments) each show the document
+    assert shown(ids["docs/guides/intro.md"])[:2] == (0, ids["docs/guides/intro.md"])
+    assert shown("docs/guides/deploy.md")[:2] == (0, ids["docs/guides/deploy.md"])
+    assert shown("runbooks/deploy.md")[:2] == (0, ids["docs/runbooks/deploy.md"])
+    assert shown("intro.md")[:2] == (0, ids["docs/guides/intro.md"])
+    # A name that ends several paths is refused, naming them
+    status, _, err = shown("deploy.md")
+    assert status == 2
+    assert err == (
+        "error: VALIDATION_ERROR: 'deploy.md' could be 2 documents (docs/guides/deploy.md, "
+        "docs/runbooks/deploy.md): give the whole path or the id\n"
+    )
+    # Part of a segment is no match, and neither is what the user may not read
+    for missing, user in (("ntro.md", "local"), ("note.md", "bob"), (ids["note.md"], "bob")):
+        status, _, err = shown(missing, user)
+        assert status == 2
+        assert err == f"error: NOT_FOUND: no such document: no document you can read has the id or path {missing!r}\n"
+    assert shown("note.md", "alice")[:2] == (0, ids["note.md"])
+
+
 def test_private_documents_and_other_tenants_stay_invisible(cli: Any, tmp_path: Path) -> None:
     # Given alice's private note, a shared note, and another tenant's note
     for name, text in (("private.md", "Alice's pelican plan."), ("shared.md", "The pelican is shared.")):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -92,6 +93,27 @@ def test_eval_prints_one_json_object_with_the_metrics(
     assert summary["ndcg@10"] == summary["mrr@10"] == summary["recall@10"] == 1.0
     rows = [json.loads(line) for line in (tmp_path / "per-query.jsonl").read_text().splitlines()]
     assert [(r["query_id"], r["ranked"][0]) for r in rows] == [("q1", "d1"), ("q2", "d2"), ("q3", "d/4")]
+
+
+def test_eval_text_is_a_table_of_what_json_gives(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a dataset evaluated as JSON
+    dataset = _write_dataset(tmp_path / "tiny")
+    args = ["--home", str(tmp_path / "home"), "eval", "--dataset", str(dataset), "--embedder", "hashing"]
+    assert main([*args, "--mode", "bm25", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    # When the same run prints text
+    assert main([*args, "--mode", "bm25"]) == 0
+    text = capsys.readouterr().out
+    # Then it is a table, a line of settings and a line of facts: no Python dict in sight
+    header, row, blank, settings, facts = text.splitlines()
+    metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+    assert header.split() == ["run", *metrics, "query_p50_ms", "query_p95_ms"]
+    assert row.split()[0] == "bm25"
+    assert [float(value) for value in row.split()[1:5]] == [summary[name] for name in metrics]
+    assert blank == ""
+    assert settings.split(None, 1) == ["bm25", ", ".join(f"{k} {v}" for k, v in summary["fusion"].items())]
+    assert re.fullmatch(r"3 queries, embedder hashing-384, backend local, ingest \d+\.\d s, \d+\.\d s in all", facts)
+    assert not set("{}[]'") & set(text)
 
 
 def test_compare_scores_every_mode_and_plain_rrf_from_one_ingest(

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import socket
+import struct
 import textwrap
 import threading
 import time
@@ -75,6 +76,8 @@ ECHO_HANDLER = textwrap.dedent(
             time.sleep(60)
         if mode == "malformed":
             return "not a proxy response"
+        if mode == "slow":  # long enough for a client to leave before the answer
+            time.sleep(0.5)
         if mode == "binary":
             return {"statusCode": 200, "headers": {"Content-Type": "application/octet-stream"},
                     "body": "AAEC/w==", "isBase64Encoded": True}
@@ -1043,3 +1046,81 @@ def test_silent_and_half_sent_connections_are_closed_without_holding_up_others(s
         # And the server closes both, long before the clients' own 30 s
         assert silent.recv(1) == b""
         assert half.recv(1) == b""
+
+
+# --- clients that leave ------------------------------------------------------------------------------
+
+
+def _leave(connection: socket.socket, how: str) -> None:
+    """Close as a client does: `closed` (FIN, as a process exiting or a timed-out client), `reset` (RST)."""
+    if how == "reset":
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.close()
+
+
+@pytest.mark.parametrize("how", ["closed", "reset"])
+@pytest.mark.parametrize(
+    ("request_bytes", "line"),
+    [
+        (b"GET /v1/health?mode=slow HTTP/1.1\r\n" + REQUEST_END, "GET /v1/health 200"),
+        # Half a body: the handler never sees it, and there is no status, only the client gone
+        (b"POST /v1/query HTTP/1.1\r\nContent-Length: 100\r\n" + REQUEST_END + b"x" * 10, "POST /v1/query -"),
+    ],
+    ids=["before-the-answer", "within-the-body"],
+)
+def test_a_client_that_leaves_is_one_log_line_with_the_outcome_and_no_traceback(
+    api: Running, capfd: pytest.CaptureFixture[str], request_bytes: bytes, line: str, how: str
+) -> None:
+    # Given a client that sends a request (or part of one)
+    parts = urlsplit(api.url)
+    connection = socket.create_connection((parts.hostname or "", parts.port or 80), timeout=10)
+    connection.sendall(request_bytes)
+    # When it leaves before the answer
+    _leave(connection, how)
+    # Then the server writes one line for the request, saying what it answered and that no one was there
+    _wait_for(lambda: bool(api.log.getvalue()))
+    assert call(api.url, "GET", "/v1/nothing").status == 404  # and the server goes on
+    lines = api.log.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert re.fullmatch(rf"{re.escape(line)} \d+\.\dms [0-9a-f-]{{36}} client disconnected", lines[0])
+    assert lines[1].startswith("GET /v1/nothing 404 ")
+    # And nothing else: no traceback in the log or on the terminal
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err + captured.out + api.log.getvalue()
+
+
+def test_a_client_that_resets_its_kept_alive_connection_after_its_answer_leaves_no_trace(
+    api: Running, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Given a client that has its answer on a connection kept alive
+    parts = urlsplit(api.url)
+    connection = socket.create_connection((parts.hostname or "", parts.port or 80), timeout=10)
+    connection.sendall(b"GET /v1/health HTTP/1.1\r\n" + REQUEST_END)
+    reply = http.client.HTTPResponse(connection)
+    reply.begin()
+    assert reply.status == 200
+    reply.read()
+    # When it resets the connection instead of sending another request
+    _leave(connection, "reset")
+    assert call(api.url, "GET", "/v1/nothing").status == 404
+    # Then the log has its two requests and nothing more, and the terminal nothing at all
+    lines = api.log.getvalue().splitlines()
+    assert [line.split()[:3] for line in lines] == [["GET", "/v1/health", "200"], ["GET", "/v1/nothing", "404"]]
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+
+
+def test_with_json_logs_a_client_that_left_is_a_field_of_its_request_line(start: Callable[..., Running]) -> None:
+    running = start(log_format="json")
+    parts = urlsplit(running.url)
+    connection = socket.create_connection((parts.hostname or "", parts.port or 80), timeout=10)
+    connection.sendall(b"GET /v1/health?mode=slow HTTP/1.1\r\n" + REQUEST_END)
+    _leave(connection, "closed")
+    _wait_for(lambda: bool(running.log.getvalue()))
+    [line] = [json.loads(line) for line in running.log.getvalue().splitlines()]
+    assert (line["message"], line["path"], line["status"], line["client_disconnected"]) == (
+        "request",
+        "/v1/health",
+        200,
+        True,
+    )
