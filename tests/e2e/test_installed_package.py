@@ -13,6 +13,7 @@ configured with, and the install is tried again.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -71,14 +72,19 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     # The sdist first, then the wheel built from the unpacked sdist (build's default): the sdist is complete.
     # Without PYTHONDONTWRITEBYTECODE: setuptools notes that it skips byte-compiling, a note on the caller's
     # environment, not on the project.
-    built = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-        env={name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"},
-    )
+    # setuptools assembles the sdist in a folder of the repository (citewise-<version>/): two pytest-xdist
+    # workers running this fixture at once would delete each other's files, so the builds take turns.
+    with (tmp_path_factory.getbasetemp().parent / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = subprocess.run(  # noqa: S603
+            [sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+            env={name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"},
+        )
+    assert built.returncode == 0, f"build: exit {built.returncode}\n{built.stdout[-2000:]}\n{built.stderr[-3000:]}"
     (wheel,) = dist.glob("citewise-*.whl")
     (sdist,) = dist.glob("citewise-*.tar.gz")
     environment = root / "venv"
