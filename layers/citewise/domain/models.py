@@ -419,6 +419,27 @@ class SearchRequest(Frozen):
     )
 
 
+class FilterFallback(Frozen):
+    """Why the filter routed from the question was dropped and the question searched as written, without it
+    (your own `filters` and your access still apply: dropping a routed filter never widens them)."""
+
+    reason: Literal["NO_MATCH", "WEAKER"] = Field(
+        description="`NO_MATCH`: the routed filter matched no document you may read. `WEAKER`: the best hit it "
+        "kept was far less likely relevant than the best hit without it (`routed_relevance`, `unrouted_relevance`)."
+    )
+    message: str = Field(description="The same, in a sentence for a person.")
+    dropped_filters: dict[str, Any] = Field(description="The routed filter that was dropped, in the filter grammar.")
+    dropped_phrases: list[str] = Field(description="The phrases of the question it was routed from.")
+    routed_relevance: float | None = Field(
+        default=None,
+        description="`WEAKER`: the calibrated relevance of the best routed hit, scored among all the documents the "
+        "question reaches without the routed filter.",
+    )
+    unrouted_relevance: float | None = Field(
+        default=None, description="`WEAKER`: the calibrated relevance of the best hit without the routed filter."
+    )
+
+
 class Routing(Frozen):
     """What the router did with the query: it can only narrow (its filters are ANDed inside yours)."""
 
@@ -442,6 +463,12 @@ class Routing(Frozen):
         description="Set when routing fell back: the configured router failed and the deterministic one answered "
         "(e.g. `bedrock: THROTTLED`), or routing ran past its time budget and the question was searched unrouted "
         "(`deterministic: TIMEOUT ...`). The query never fails for it.",
+    )
+    filter_fallback: FilterFallback | None = Field(
+        default=None,
+        description="Set when the filter routed from the question matched nothing or kept only much weaker hits, "
+        "so the question was searched as written without it (`applied_filters` and `consumed_phrases` are then "
+        "empty); says why and what was dropped.",
     )
 
 
