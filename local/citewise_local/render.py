@@ -117,6 +117,10 @@ def render_routing(routing: Routing) -> str:
     """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed
     (unless the configured router fell back, which is always said)."""
     fell_back = f", fallback after {routing.fallback}" if routing.fallback else ""
+    dropped = routing.filter_fallback
+    if dropped is not None:
+        phrases = ", ".join(f'"{phrase}"' for phrase in dropped.dropped_phrases)
+        return f"routed ({routing.router}{fell_back}): {phrases} dropped: {dropped.reason}: {dropped.message}"
     if not (routing.consumed_phrases or routing.pinned_documents):
         return f"routed ({routing.router}{fell_back}): nothing" if fell_back else ""
     phrases = ", ".join(f'"{phrase}"' for phrase in routing.consumed_phrases)

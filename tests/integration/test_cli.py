@@ -370,6 +370,19 @@ def test_search_reports_routing_and_no_route_turns_it_off(cli: Any, tmp_path: Pa
     assert body["routing"]["router"] == "off"
 
 
+def test_search_says_when_a_routed_filter_was_dropped(cli: Any, tmp_path: Path) -> None:
+    # Given notes of one source only
+    (tmp_path / "docs" / "jira").mkdir(parents=True)
+    (tmp_path / "docs" / "jira" / "retries.md").write_text("Queue retries back off exponentially.")
+    assert cli("ingest", str(tmp_path / "docs" / "jira"), "--tenant", "acme")[0] == 0
+    # When a search names a year no document carries
+    status, out, _ = cli("search", "queue retries in 1999", "--tenant", "acme")
+    # Then it answers from the whole question and the first line says the routed filter was dropped and why
+    first = out.splitlines()[0]
+    assert status == 0 and "jira/retries.md" in out
+    assert first.startswith('routed (deterministic): "in 1999" dropped: NO_MATCH: The filter routed from "in 1999"')
+
+
 def test_settings_are_changed_by_admins_and_their_signals_show_on_hits(cli: Any, tmp_path: Path) -> None:
     # Given an indexed document (its source is the first folder of its path: kb)
     folder = tmp_path / "kb"
