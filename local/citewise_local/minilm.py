@@ -466,7 +466,9 @@ class MiniLMEmbedder:
         if self._model_dir is None:
             find_model_dir()
         elif not (self._model_dir / "model.safetensors").is_file():
-            raise EmbeddingServiceError(f"No model file in {self._model_dir}.", details={"model_dir": str(self._model_dir)})
+            raise EmbeddingServiceError(
+                f"No model file in {self._model_dir}.", details={"model_dir": str(self._model_dir)}
+            )
 
     def _loaded(self) -> _Model:
         """The model, loading it on first call (double-checked so concurrent first calls load once)."""

@@ -74,12 +74,23 @@ def test_ingest_leaves_out_what_the_ignore_file_and_exclude_say_and_counts_each_
     summary = _json(out)
     assert status == 0, summary
     assert summary["new"] == 3 and summary["excluded"] == 3
-    assert summary["excluded_by"] == {".citewiseignore: es/": 1, ".citewiseignore: *.txt": 1, "--exclude release-notes.md": 1}
+    assert summary["excluded_by"] == {
+        ".citewiseignore: es/": 1,
+        ".citewiseignore: *.txt": 1,
+        "--exclude release-notes.md": 1,
+    }
     listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
-    assert [d["path"] for d in listing["items"]] == ["docs/en/keep.txt", "docs/en/tutorial/cors.md", "docs/en/tutorial/tasks.md"]
+    assert [d["path"] for d in listing["items"]] == [
+        "docs/en/keep.txt",
+        "docs/en/tutorial/cors.md",
+        "docs/en/tutorial/tasks.md",
+    ]
     # And the text summary says the same
     status, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--exclude", "release-notes.md")
-    assert status == 0 and "excluded: 3 (--exclude release-notes.md 1, .citewiseignore: *.txt 1, .citewiseignore: es/ 1)" in out
+    assert (
+        status == 0
+        and "excluded: 3 (--exclude release-notes.md 1, .citewiseignore: *.txt 1, .citewiseignore: es/ 1)" in out
+    )
 
 
 def test_ingest_include_keeps_only_matching_files_and_a_later_sync_removes_what_is_now_left_out(
@@ -89,12 +100,18 @@ def test_ingest_include_keeps_only_matching_files_and_a_later_sync_removes_what_
     docs = _fastapi_like(tmp_path)
     assert _json(cli("ingest", str(docs), "--tenant", "acme", "--json")[1])["new"] == 4
     # When it is synced again with --include (repeatable) of the tutorial only
-    status, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--include", "tutorial/", "--include", "*.pdf", "--json")
+    status, out, _ = cli(
+        "ingest", str(docs), "--tenant", "acme", "--include", "tutorial/", "--include", "*.pdf", "--json"
+    )
     # Then the files outside it are left out (counted under --include) and their documents, put there by the
     # folder sync, are removed as a deleted file's would be
     summary = _json(out)
     assert status == 0 and summary["unchanged"] == 2 and summary["deleted"] == 2
-    assert summary["excluded_by"] == {".citewiseignore: es/": 1, ".citewiseignore: *.txt": 1, "--include (matched none)": 2}
+    assert summary["excluded_by"] == {
+        ".citewiseignore: es/": 1,
+        ".citewiseignore: *.txt": 1,
+        "--include (matched none)": 2,
+    }
     listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
     assert [d["path"] for d in listing["items"]] == ["docs/en/tutorial/cors.md", "docs/en/tutorial/tasks.md"]
 

@@ -16,8 +16,8 @@ python-dateutil's (`relativedelta`, `parser`, `tz`), already in the Lambda layer
 
 A phrase is consumed only when it is unambiguous: a bare year (`the 2024 roadmap`), a bare month name or
 `in Jira` when no source `jira` is known stay in the text and add nothing, and so does a date right after
-a verb of content history (`support was added in 2023`): it dates what the text tells, not the document. Identifiers stay in the text
-too (they are good keywords) and pin their documents.
+a verb of content history (`support was added in 2023`): it dates what the text tells, not the document.
+Identifiers stay in the text too (they are good keywords) and pin their documents.
 """
 
 from __future__ import annotations
