@@ -21,7 +21,7 @@ from pathlib import Path
 
 from citewise.domain.models import Caller, SearchRequest
 from citewise.domain.objects import SourceObject
-from citewise.ingest.pipeline import Outcome
+from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
 
@@ -94,8 +94,9 @@ def main() -> None:
     try:
         if fresh:
             start = time.perf_counter()
-            outcomes = list(services.ingestor.ingest_many(corpus(args.documents, random.Random(7))))
-            new = sum(1 for outcome in outcomes if getattr(outcome, "outcome", None) is Outcome.NEW)
+            objects = corpus(args.documents, random.Random(7))  # noqa: S311 - synthetic data, not security
+            results = [result for _, result in services.ingestor.ingest_many(objects)]
+            new = sum(1 for result in results if isinstance(result, IngestResult) and result.outcome is Outcome.NEW)
             print(f"ingested {new} of {args.documents} documents in {time.perf_counter() - start:.0f} s ({home})")
         for name, (question, route) in QUESTIONS.items():
             runs, fallback = timings(services, question, route, args.rounds)

@@ -376,23 +376,24 @@ class Retriever:
         ]
 
 
-FALLBACK_FLOOR = 0.1
+FALLBACK_FLOOR = 0.01
 """A routed result is dropped for a weaker one only if its best hit scores below this (`much_weaker`)."""
 FALLBACK_RATIO = 10.0
-"""... and the best hit without the routed filter is at least this many times as likely relevant."""
+"""... and the best hit without the routed filter is more than this many times as likely relevant."""
 
 
 def much_weaker(routed: float, unrouted: float) -> bool:
     """Whether the best routed hit (`routed`, a calibrated relevance) is so much weaker than the best hit
     without the routed filter (`unrouted`) that the filter most likely misread the question (issue 26).
 
-    Both conditions, read on the calibration (docs/evaluation.md, "What relevance scores mean"): below
-    `FALLBACK_FLOOR` is the model's bottom bin, where about 2 hits in 100 are relevant, so the routed result
-    is most likely off the topic; and `FALLBACK_RATIO` times less likely relevant than what the filter hid,
-    an order of magnitude, so the question had an answer the filter took away. A routed filter that keeps
-    hits on the topic (a newer ticket about the same thing) is far above both and stays: narrowing to a
-    date or a source costs some relevance by design."""
-    return routed < FALLBACK_FLOOR and routed * FALLBACK_RATIO <= unrouted
+    Both conditions must hold. Below `FALLBACK_FLOOR` (1 in 100) the routed best is most likely off the
+    topic: on the calibration's held-out data even the whole 0-0.1 bin is relevant only about 2 times in
+    100 (docs/evaluation.md), and to score 0.01 a hybrid hit 0.1 below the best cosine must also have
+    less than half the best BM25 score. More than `FALLBACK_RATIO` (an order of magnitude) below the
+    unrouted best, so the filter hid an answer rather than both searches finding nothing. A filter that
+    keeps hits on the topic (a newer ticket about the same thing, somewhat less similar than an older one)
+    scores above the floor and stays: narrowing to a date or a source costs some relevance by design."""
+    return routed < FALLBACK_FLOOR and routed * FALLBACK_RATIO < unrouted
 
 
 def _raw_scores(rankings: dict[str, list[ScoredChunk]]) -> list[dict[str, float]]:
