@@ -421,22 +421,21 @@ class SearchRequest(Frozen):
 
 class FilterFallback(Frozen):
     """Why the filter routed from the question was dropped and the question searched as written, without it
-    (your own `filters` and your access still apply: dropping a routed filter never widens them)."""
+    (your own `filters` and your access still apply: dropping a routed filter never widens them). The
+    descriptions are short: MCP clients read them in every tool list."""
 
     reason: Literal["NO_MATCH", "WEAKER"] = Field(
-        description="`NO_MATCH`: the routed filter matched no document you may read. `WEAKER`: the best hit it "
-        "kept was far less likely relevant than the best hit without it (`routed_relevance`, `unrouted_relevance`)."
+        description="`NO_MATCH`: the routed filter matched nothing you may read. `WEAKER`: its best hit was far "
+        "less likely relevant than the best without it."
     )
-    message: str = Field(description="The same, in a sentence for a person.")
-    dropped_filters: dict[str, Any] = Field(description="The routed filter that was dropped, in the filter grammar.")
-    dropped_phrases: list[str] = Field(description="The phrases of the question it was routed from.")
+    message: str = Field(description="The same, for a person.")
+    dropped_filters: dict[str, Any] = Field(description="The routed filter that was dropped.")
+    dropped_phrases: list[str] = Field(description="The phrases it was routed from.")
     routed_relevance: float | None = Field(
-        default=None,
-        description="`WEAKER`: the calibrated relevance of the best routed hit, scored among all the documents the "
-        "question reaches without the routed filter.",
+        default=None, description="`WEAKER`: the best routed hit's relevance, scored among all hits."
     )
     unrouted_relevance: float | None = Field(
-        default=None, description="`WEAKER`: the calibrated relevance of the best hit without the routed filter."
+        default=None, description="`WEAKER`: the best hit's relevance without the routed filter."
     )
 
 
@@ -466,9 +465,8 @@ class Routing(Frozen):
     )
     filter_fallback: FilterFallback | None = Field(
         default=None,
-        description="Set when the filter routed from the question matched nothing or kept only much weaker hits, "
-        "so the question was searched as written without it (`applied_filters` and `consumed_phrases` are then "
-        "empty); says why and what was dropped.",
+        description="Set when the routed filter matched nothing or only much weaker hits, so the question was "
+        "searched as written without it (`applied_filters`, `consumed_phrases` empty).",
     )
 
 
