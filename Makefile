@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: help demo test opensearch lint openapi bench tune clean
+.PHONY: help demo test opensearch lint openapi bench tune answers clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,16 @@ $(BROWSER_STAMP): $(STAMP)
 	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): install it, or set CITEWISE_CHROMIUM" >&2; exit 1; }
 	touch $@
 
+# The MCP Inspector, the protocol's reference client, checks every tool result in tests/e2e/test_mcp.py
+# (its CLI mode, against `citewise mcp` and /mcp). Pinned in tests/e2e/inspector/package-lock.json and
+# installed there with npm ci, never globally. 2.12.0 declares Node >= 22.19 (as undici 8 does) but its CLI
+# runs on Node 20; the versions whose engines admit Node 20 (0.15.0 and older) cannot send a bearer token.
+INSPECTOR_STAMP := tests/e2e/inspector/node_modules/.installed
+
+$(INSPECTOR_STAMP): tests/e2e/inspector/package.json tests/e2e/inspector/package-lock.json
+	npm ci --prefix tests/e2e/inspector --no-audit --no-fund --loglevel=error
+	touch $@
+
 # The tests marked `opensearch` run on a real OpenSearch 2.19 node with the k-NN plugin: the script fetches
 # it from Maven Central and builds k-NN's faiss library once into a cache (/var/cache/citewise-opensearch
 # as root, else ~/.cache/citewise-opensearch), starts one node on a loopback port for the whole run,
@@ -52,7 +62,7 @@ opensearch: ## Fetch OpenSearch 2.19 + k-NN and build k-NN's faiss library into 
 # Two pytest processes (pytest-xdist), sharing the node; session fixtures (the synthesized templates,
 # `citewise serve`) are built once per process. Not `--dist loadfile`: it schedules by test id, and
 # schemathesis gives its ten operations of tests/e2e/test_openapi_fuzz.py one id, so nine never ran.
-test: $(STAMP) $(BROWSER_STAMP) ## Run the whole test suite, on a real OpenSearch node it starts and stops
+test: $(STAMP) $(BROWSER_STAMP) $(INSPECTOR_STAMP) ## Run the whole test suite, on a real OpenSearch node it starts and stops
 	$(OPENSEARCH) run -- $(BIN)/pytest -n 2
 
 lint: $(STAMP) ## ruff, mypy (strict on the library, the local package and the handlers), import contracts
@@ -76,6 +86,13 @@ bench: $(VENV)/.bench-installed ## Benchmarks (ingest, query latency, cold impor
 
 tune: $(VENV)/.bench-installed ## Fusion / depth / calibration sweeps on scifact-train, tuned on 60%, confirmed on 40% (docs/evaluation.md)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks.fusion_tuning --dataset ../shared/datasets/scifact-train
+
+# The answers benchmark needs only what the demo needs: the bundled SQuAD sample, the local extra, the model.
+# More options through ANSWERS_ARGS, e.g. make answers ANSWERS_ARGS="--split tune --per-query /tmp/tune.jsonl".
+ANSWERS_ARGS ?=
+
+answers: $(DEMO_STAMP) ## Answer quality on the bundled SQuAD 2.0 sample: tune, check, all (docs/evaluation.md)
+	$(BIN)/citewise eval --answers $(ANSWERS_ARGS)
 
 clean: ## Remove the virtual environment and local demo data
 	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache

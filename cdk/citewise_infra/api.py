@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_logs as logs
@@ -36,6 +36,7 @@ from citewise.domain.errors import (
     ValidationError,
 )
 from citewise.runtime.cors import ALLOWED_HEADERS, MAX_AGE_S
+from citewise.runtime.resource_metadata import challenge
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import COGNITO_TENANT_ATTRIBUTE
 from citewise_infra.functions import CitewiseFunction
@@ -62,6 +63,8 @@ GATEWAY_ERRORS: dict[str, tuple[type[CitewiseError], str | None]] = {
     # API Gateway's answer to a path or method it has no route for (it says "Missing Authentication Token").
     "MISSING_AUTHENTICATION_TOKEN": (NotFoundError, "404"),
 }
+CHALLENGED = ("UNAUTHORIZED", "EXPIRED_TOKEN")
+"""The Cognito authorizer's 401s: a missing, invalid or expired token."""
 _NO_ROUTE = "no route matches this method and path"
 _NO_ROUTE_IAM = _NO_ROUTE + ", or the request is not signed with SigV4"
 
@@ -95,6 +98,7 @@ class Api(Construct):
         self.rest_api.node.try_remove_child("Endpoint")
         self._authorizer = self._build_cognito() if config.auth.mode == "cognito" else None
         self._build_routes(functions)
+        self._challenge = self._build_resource_metadata(functions["mcp"], self.user_pool) if self.user_pool else None
         self._build_gateway_responses()
         self._acknowledge_api()
 
@@ -278,6 +282,22 @@ class Api(Construct):
             return apigw.AuthorizationType.COGNITO, self._authorizer
         return apigw.AuthorizationType.IAM, None
 
+    # --- the MCP endpoint's OAuth metadata (RFC 9728) ---------------------------------------------------------
+
+    def _build_resource_metadata(self, mcp: CitewiseFunction, pool: cognito.UserPool) -> str:
+        """The MCP function serves the protected-resource metadata (its public route in ROUTES) naming the
+        user pool as the authorization server; the `WWW-Authenticate` value of the API's 401s, pointing at it.
+
+        The base URL is the stage's, built from the API's id rather than its `url`, which would make the
+        function (and the gateway responses) depend on the stage, whose deployment depends on them."""
+        base = (
+            f"https://{self.rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
+            f"/{self._config.api.stage_name}"
+        )
+        mcp.function.add_environment("CITEWISE_PUBLIC_URL", base)
+        mcp.function.add_environment("CITEWISE_AUTHORIZATION_SERVER", pool.user_pool_provider_url)
+        return challenge(base)
+
     # --- errors ---------------------------------------------------------------------------------------------
 
     def _build_gateway_responses(self) -> None:
@@ -289,11 +309,15 @@ class Api(Construct):
         no_route = _NO_ROUTE if self._config.auth.mode == "cognito" else _NO_ROUTE_IAM
         for response_type, (error, status) in GATEWAY_ERRORS.items():
             message = json.dumps(no_route) if response_type == "MISSING_AUTHENTICATION_TOKEN" else None
+            response_headers = headers
+            if self._challenge is not None and response_type in CHALLENGED:
+                # Every 401 (a gateway response is the whole API's): where the MCP endpoint's metadata is.
+                response_headers = {**(headers or {}), "WWW-Authenticate": f"'{self._challenge}'"}
             self.rest_api.add_gateway_response(
                 response_type,
                 type=getattr(apigw.ResponseType, _enum_name(response_type)),
                 status_code=status,
-                response_headers=headers,
+                response_headers=response_headers,
                 templates={"application/json": error_template(error.code, message or "$context.error.messageString")},
             )
 
@@ -302,8 +326,9 @@ class Api(Construct):
     def _acknowledge_route(self, route: Route, method: apigw.Method) -> None:
         if not route.authenticated:
             reason = (
-                f"{route.method} {route.path} is public by design (health check, API description): it reads "
-                "no tenant data, and the stage throttling limits it like every other method."
+                f"{route.method} {route.path} is public by design (health check, API description, the MCP "
+                "endpoint's OAuth metadata): it reads no tenant data, and the stage throttling limits it like "
+                "every other method."
             )
             acknowledge(method, "AwsSolutions-APIG4", reason)
             acknowledge(method, "AwsSolutions-COG4", reason)

@@ -77,6 +77,7 @@ from citewise.domain.provenance import channel_of
 from citewise.domain.tenancy import document_id
 from citewise.ports.blobstore import is_sidecar, key_to_location, object_key
 from citewise.runtime import cors
+from citewise.runtime.resource_metadata import challenge
 from citewise.runtime.settings import Settings
 from citewise_local import packaged
 from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, verify_token
@@ -196,6 +197,9 @@ def handler_environment(home: Path, public_url: str) -> tuple[dict[str, str], di
         "CITEWISE_BACKEND": "local",
         "CITEWISE_HOME": str(home),
         "CITEWISE_PUBLIC_URL": public_url,
+        # The tokens this server accepts are the ones `citewise token` signs with its home's secret: it is
+        # their issuer, named in the MCP endpoint's protected-resource metadata.
+        "CITEWISE_AUTHORIZATION_SERVER": public_url,
         "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon to send segments to
     }
     defaults = {
@@ -718,7 +722,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             claims = self._claims() if route.authenticated else None
         except UnauthorizedError as exc:
-            return self._send_error(exc, request_id)
+            # As the stack's gateway responses answer every 401: where the MCP endpoint's metadata is.
+            return self._send_error(exc, request_id, extra_headers={"WWW-Authenticate": challenge(self.server.url)})
         event = rest_event(
             route.method,
             route.path,
@@ -815,11 +820,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
             )
         return self.rfile.read(length) if length else b""
 
-    def _send_error(self, error: Exception, request_id: str, *, close: bool = False) -> int:
+    def _send_error(
+        self, error: Exception, request_id: str, *, close: bool = False, extra_headers: dict[str, str] | None = None
+    ) -> int:
         status, body = error_body(error, request_id)
         headers = [
             ("Content-Type", "application/json"),
             *(error.headers() if isinstance(error, CitewiseError) else {}).items(),
+            *(extra_headers or {}).items(),
         ]
         return self._send(status, _json(body).encode(), headers, request_id, close=close)
 

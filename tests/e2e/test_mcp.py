@@ -8,6 +8,7 @@ or another user's private text, and a missing or bad token is refused at the HTT
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -110,6 +111,13 @@ def body(result: types.CallToolResult) -> dict[str, Any]:
     return result.structured_content
 
 
+def error_of(result: types.CallToolResult) -> dict[str, Any]:
+    """The error body of an error result: the JSON line that ends its text."""
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text.splitlines()[-1])["error"]  # type: ignore[no-any-return]
+
+
 def test_tools_are_listed_called_and_answer_with_structured_results(as_user: Callable[[str, str], Session]) -> None:
     async def scenario() -> None:
         async with as_user("acme", "alice")() as session:
@@ -157,9 +165,12 @@ def test_errors_are_tool_results_with_stable_codes(as_user: Callable[[str, str],
                 ("rag_query", {}, "VALIDATION_ERROR"),
                 ("rag_query_internal", {"query": "x"}, "UNKNOWN_TOOL"),
             ):
+                # The SDK client checks any structured content against the tool's output schema: an error
+                # has none, and its text ends with the API's error body.
                 result = await session.call_tool(name, arguments)
-                assert result.is_error is True, name
-                assert body(result)["code"] == code and body(result)["message"] and body(result)["request_id"]
+                assert result.is_error is True and result.structured_content is None, name
+                error = error_of(result)
+                assert error["code"] == code and error["message"] and error["request_id"]
 
     run(scenario)
 
@@ -204,11 +215,11 @@ def test_no_tool_filter_or_profile_surfaces_another_tenants_or_users_private_tex
             private_id = private["documents"][0]["document_id"]
         async with as_user("acme", "bob")() as session:
             refused = await session.call_tool("get_document", {"document_id": private_id})
-            assert refused.is_error is True and body(refused)["code"] == "NOT_FOUND"
+            assert refused.is_error is True and error_of(refused)["code"] == "NOT_FOUND"
         async with as_user("globex", "alice")() as session:  # alice's name, another tenant
             seen += [str(await session.call_tool(name, arguments)) for name, arguments in calls[:2]]
             refused = await session.call_tool("get_document", {"document_id": private_id})
-            assert refused.is_error is True and body(refused)["code"] == "NOT_FOUND"
+            assert refused.is_error is True and error_of(refused)["code"] == "NOT_FOUND"
         for text in seen[: len(calls)]:
             assert not [secret for secret in SECRETS if secret in text]
         for text in seen[len(calls) :]:
@@ -230,6 +241,9 @@ def test_a_missing_or_bad_token_is_refused_with_401(server: Api, token: str | No
     )
     assert reply.status == 401
     assert reply.json()["error"]["code"] == "UNAUTHORIZED"
+    # RFC 9728 section 5.1, as the MCP authorization spec asks: where the protected-resource metadata is.
+    metadata_url = f"{server.url}/.well-known/oauth-protected-resource/mcp"
+    assert reply.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata_url}"'
 
     async def scenario() -> None:
         with pytest.raises(BaseExceptionGroup) as raised:
@@ -238,6 +252,18 @@ def test_a_missing_or_bad_token_is_refused_with_401(server: Api, token: str | No
         assert raised.group_contains(MCPError, depth=None)
 
     run(scenario)
+
+
+def test_the_protected_resource_metadata_names_the_mcp_endpoint_and_its_authorization_server(server: Api) -> None:
+    # Public, as RFC 9728 documents are: a client reads it before it has a token.
+    reply = server.request("GET", "/.well-known/oauth-protected-resource/mcp")
+    assert reply.status == 200 and reply.headers["content-type"].startswith("application/json")
+    assert reply.json() == {
+        "resource": f"{server.url}/mcp",  # the URL the client calls, exactly (RFC 9728 section 3.3)
+        "authorization_servers": [server.url],  # `citewise serve` verifies the tokens `citewise token` issues
+        "bearer_methods_supported": ["header"],
+        "resource_name": "citewise",
+    }
 
 
 def test_the_event_stream_is_not_offered_and_sessions_are_stateless(server: Api) -> None:
@@ -257,3 +283,98 @@ def test_the_event_stream_is_not_offered_and_sessions_are_stateless(server: Api)
         "POST", "/mcp", token=token, json_body={"jsonrpc": "2.0", "method": "notifications/initialized"}
     )
     assert notified.status == 202 and notified.body == b""
+
+
+# --- the MCP Inspector, the protocol's reference client ---------------------------------------------------
+
+INSPECTOR = Path(__file__).resolve().parent / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
+"""Pinned in tests/e2e/inspector/package-lock.json and installed by `make test` (npm ci)."""
+TOOL_ERROR_EXIT = 5
+"""The Inspector CLI's exit code for a result it accepted that has `isError: true`; a result it rejects
+(one whose structured content does not match the tool's output schema) exits 1 with no result."""
+
+
+AUTH_REQUIRED_EXIT = 3
+"""Its exit code when the server asks for a token it does not have."""
+
+
+def run_inspector(server: Api, home: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The Inspector's CLI with `arguments`; its catalog and stored state in `home`, not the user's."""
+    if not INSPECTOR.exists():
+        pytest.fail(f"no MCP Inspector at {INSPECTOR}: `make test` installs it (npm ci in tests/e2e/inspector)")
+    env = {**server.env, "HOME": str(home), "MCP_CATALOG_PATH": str(home / "mcp.json")}
+    command = [str(INSPECTOR), "--cli", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def inspector(request: pytest.FixtureRequest, server: Api, tmp_path: Path) -> Callable[..., tuple[int, dict[str, Any]]]:
+    """Run the Inspector's CLI against `citewise mcp` (stdio) or `/mcp` (HTTP) as alice of acme:
+    (exit code, the JSON it printed)."""
+    if request.param == "stdio":
+        # The Inspector starts the server with a minimal environment: the home and its settings go with -e.
+        settings = [
+            option
+            for name, value in server.env.items()
+            if name.startswith("CITEWISE_")
+            for option in ("-e", f"{name}={value}")
+        ]
+        target = [*settings, citewise_script(), "mcp", "--tenant", "acme", "--user", "alice"]
+    else:
+        bearer = f"Authorization: Bearer {server.token('acme', 'alice')}"
+        target = [f"{server.url}/mcp", "--transport", "http", "--header", bearer]
+
+    def run(*options: str) -> tuple[int, dict[str, Any]]:
+        done = run_inspector(server, tmp_path, *target, *options)
+        assert done.stdout.strip(), done.stderr
+        return done.returncode, json.loads(done.stdout)
+
+    return run
+
+
+def test_without_a_token_the_inspector_tells_the_user_how_to_get_one(server: Api, tmp_path: Path) -> None:
+    done = run_inspector(
+        server, tmp_path, f"{server.url}/mcp", "--transport", "http", "--method", "tools/list", "--stored-auth-only"
+    )
+    assert done.returncode == AUTH_REQUIRED_EXIT, done.stdout + done.stderr
+    assert "citewise token" in done.stdout + done.stderr
+
+
+def test_the_inspector_lists_the_tools_and_finds_their_schemas_portable(
+    inspector: Callable[..., tuple[int, dict[str, Any]]],
+) -> None:
+    code, listed = inspector("--method", "tools/list", "--strict")
+    assert code == 0, listed
+    tools = {tool["name"]: tool for tool in listed["tools"]}
+    assert set(tools) == {"rag_query", "search", "list_documents", "get_document", "rag_query_external"}
+    assert "$ref" in json.dumps(tools["rag_query"]["inputSchema"]["properties"]["filters"])
+
+
+def test_the_inspector_accepts_a_result(inspector: Callable[..., tuple[int, dict[str, Any]]]) -> None:
+    code, result = inspector(
+        "--method", "tools/call", "--tool-name", "rag_query", "--tool-arg", "query=How many days of paid vacation?"
+    )
+    assert code == 0, result
+    assert result["isError"] is False and "25 days" in result["structuredContent"]["answer"]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "error"),
+    [
+        ("get_document", ["document_id=" + "0" * 32], "NOT_FOUND"),
+        ("search", ['filters={"equals": {"key": "tenant_id", "value": "globex"}}', "query=x"], "VALIDATION_ERROR"),
+        ("list_documents", ["limit=1000"], "VALIDATION_ERROR"),
+    ],
+)
+# UNKNOWN_TOOL is not among them: the Inspector refuses to call a tool the server did not list, before any
+# call (the SDK client's test above reaches it).
+def test_the_inspector_accepts_every_error_and_the_agent_reads_its_code(
+    inspector: Callable[..., tuple[int, dict[str, Any]]], name: str, arguments: list[str], error: str
+) -> None:
+    code, result = inspector("--method", "tools/call", "--tool-name", name, "--tool-arg", *arguments)
+    assert code == TOOL_ERROR_EXIT, result  # accepted, as an error result: not rejected (exit 1)
+    assert result["isError"] is True and "structuredContent" not in result
+    [text] = [block["text"] for block in result["content"]]
+    assert text.startswith(f"{error}: ") and "request_id: " in text
+    body = json.loads(text.splitlines()[-1])["error"]
+    assert body["code"] == error and body["message"] and body["request_id"]

@@ -8,12 +8,13 @@ import re
 from typing import Any
 
 import pytest
-from citewise_infra.api import GATEWAY_ERRORS
+from citewise_infra.api import CHALLENGED, GATEWAY_ERRORS
 from citewise_infra.constants import API_FUNCTIONS
 
 from citewise.api.routes import ROUTES
 from citewise.domain.access import ADMIN_GROUP
 from citewise.runtime import cors
+from citewise.runtime.resource_metadata import METADATA_PATH
 
 from .conftest import Synth
 from .templates import method_paths, references
@@ -59,7 +60,7 @@ def test_cognito_authorizes_every_method_but_health_and_the_api_description(dev:
                 assert method["AuthorizerId"] == {"Ref": authorizer_id}, route
             else:
                 assert method["AuthorizationType"] == "NONE" and "AuthorizerId" not in method, route
-        assert {r.path for r in ROUTES if not r.authenticated} == {"/v1/health", "/v1/openapi.json"}
+        assert {r.path for r in ROUTES if not r.authenticated} == {"/v1/health", "/v1/openapi.json", METADATA_PATH}
         (authorizer,) = synth.of_type("AWS::ApiGateway::Authorizer").values()
         assert authorizer["Properties"]["Type"] == "COGNITO_USER_POOLS"
         assert authorizer["Properties"]["IdentitySource"] == "method.request.header.Authorization"
@@ -116,12 +117,60 @@ def test_gateway_responses_answer_with_the_library_error_body(synth: Synth) -> N
 def test_error_bodies_are_readable_from_the_one_allowed_browser_origin(dev: Synth, prod: Synth) -> None:
     (origin,) = dev.stack.config.api.cors_allow_origins
     for response in dev.of_type("AWS::ApiGateway::GatewayResponse").values():
-        assert response["Properties"]["ResponseParameters"] == {
-            "gatewayresponse.header.Access-Control-Allow-Origin": f"'{origin}'"
-        }
+        parameters = response["Properties"]["ResponseParameters"].items()
+        headers = {name: value for name, value in parameters if not name.endswith("WWW-Authenticate")}  # see below
+        assert headers == {"gatewayresponse.header.Access-Control-Allow-Origin": f"'{origin}'"}
     assert all(
-        "ResponseParameters" not in r["Properties"] for r in prod.of_type("AWS::ApiGateway::GatewayResponse").values()
+        "ResponseParameters" not in r["Properties"]
+        for r in prod.of_type("AWS::ApiGateway::GatewayResponse").values()
+        if r["Properties"]["ResponseType"] not in CHALLENGED
     )
+
+
+def test_a_401_points_to_the_mcp_endpoints_metadata_which_names_the_user_pool(
+    dev: Synth, prod: Synth, serverless_iam: Synth
+) -> None:
+    for synth in (dev, prod):
+        (api_id,) = synth.of_type("AWS::ApiGateway::RestApi")
+        (pool_id,) = synth.of_type("AWS::Cognito::UserPool")
+        base = (
+            f"https://{{{api_id}}}.execute-api.{{AWS::Region}}.{{AWS::URLSuffix}}/{synth.stack.config.api.stage_name}"
+        )
+        responses = {
+            r["Properties"]["ResponseType"]: r["Properties"]
+            for r in synth.of_type("AWS::ApiGateway::GatewayResponse").values()
+        }
+        for response_type in CHALLENGED:
+            header = responses[response_type]["ResponseParameters"]["gatewayresponse.header.WWW-Authenticate"]
+            assert joined(header) == f"'Bearer resource_metadata=\"{base}{METADATA_PATH}\"'", response_type
+        # The metadata is public and served by the MCP function, which knows the base URL and the issuer.
+        method = routed_methods(synth)[("GET", METADATA_PATH)]
+        assert method["AuthorizationType"] == "NONE"
+        function = synth.resources[synth.logical_id(synth.stack.functions.mcp.function)]
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert joined(variables["CITEWISE_PUBLIC_URL"]) == base
+        # The pool's issuer, https://cognito-idp.<region>.amazonaws.com/<pool id>
+        assert variables["CITEWISE_AUTHORIZATION_SERVER"] == {"Fn::GetAtt": [pool_id, "ProviderURL"]}
+    # IAM mode has no authorization server to name: no challenge, and the function answers the route 404.
+    assert not any(
+        "ResponseParameters" in r["Properties"]
+        for r in serverless_iam.of_type("AWS::ApiGateway::GatewayResponse").values()
+    )
+    function = serverless_iam.resources[serverless_iam.logical_id(serverless_iam.stack.functions.mcp.function)]
+    assert "CITEWISE_AUTHORIZATION_SERVER" not in function["Properties"]["Environment"]["Variables"]
+
+
+def joined(value: Any) -> str:
+    """A CloudFormation string (`Fn::Join` of literals, `Ref`s and pseudo parameters) as one text, each
+    reference written `{LogicalId}`."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"{{{value['Ref']}}}"
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(joined(part) for part in parts)
+    raise AssertionError(f"not a string expression: {value}")
 
 
 def test_cors_preflight_exists_only_where_origins_are_configured(dev: Synth, prod: Synth) -> None:

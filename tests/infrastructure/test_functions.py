@@ -80,6 +80,8 @@ DEPLOY_TIME = {
     "CITEWISE_REGISTRY_TABLE": "citewise-dev-Registry-ABC",
     "CITEWISE_DOCUMENTS_BUCKET": "citewise-dev-documents-abc",
     "CITEWISE_SWEEP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
+    "CITEWISE_PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com/dev",
+    "CITEWISE_AUTHORIZATION_SERVER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_ABC",
 }
 
 

@@ -6,13 +6,15 @@ is checked against the MCP SDK's own types (`mcp_types`), which the dispatcher d
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
+from jsonschema import Draft202012Validator
 
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.domain.errors import ValidationError
@@ -59,8 +61,18 @@ def toolbox(services: Services) -> Toolbox:
 
 
 def call(toolbox: Toolbox, caller: Caller, name: str, **arguments: Any) -> types.CallToolResult:
-    """One call, its wire form validated as the SDK's CallToolResult."""
-    return types.CallToolResult.model_validate(toolbox.call(caller, name, arguments, "req-1"))
+    """One call, its wire form validated as the SDK's CallToolResult and against what the tool declares."""
+    return declared(toolbox, name, toolbox.call(caller, name, arguments, "req-1"))
+
+
+def declared(toolbox: Toolbox, name: str, wire: dict[str, Any]) -> types.CallToolResult:
+    """`wire` as the SDK's CallToolResult, after the check a client makes (the MCP Inspector, the SDKs):
+    any `structuredContent` must validate against the tool's `outputSchema`, on errors too."""
+    result = types.CallToolResult.model_validate(wire)
+    schemas = {tool["name"]: tool["outputSchema"] for tool in toolbox.definitions()}
+    if result.structured_content is not None:
+        Draft202012Validator(schemas[name]).validate(result.structured_content)
+    return result
 
 
 def structured(result: types.CallToolResult) -> dict[str, Any]:
@@ -93,6 +105,46 @@ def test_every_tool_is_listed_with_described_parameters_and_an_output_schema(too
     assert by_name["rag_query"].input_schema["properties"]["max_sources"]["default"] == 3
     assert by_name["rag_query_external"].input_schema["properties"]["max_sources"]["default"] == 2
     assert by_name["rag_query_external"].description.startswith("Answer from the external reference documentation.")
+
+
+def subschemas(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object schema (one with `properties`) inside `schema`, nested ones included."""
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            yield schema
+        for value in schema.values():
+            yield from subschemas(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from subschemas(value)
+
+
+def test_each_schema_defines_a_shared_part_once_and_every_reference_resolves(toolbox: Toolbox) -> None:
+    for tool in toolbox.definitions():
+        for kind in ("inputSchema", "outputSchema"):
+            schema = tool[kind]
+            Draft202012Validator.check_schema(schema)
+            inline = [json.dumps(sub, sort_keys=True) for sub in subschemas(schema)]
+            repeated = {sub[:80] for sub in inline if inline.count(sub) > 1}
+            assert not repeated, f"{tool['name']} {kind} repeats {repeated}"
+            for reference in re.findall(r'"\$ref": "#/\$defs/([^"]+)"', json.dumps(schema)):
+                assert reference in schema["$defs"], f"{tool['name']} {kind}: {reference}"
+    rag_query = toolbox.definitions()[0]["inputSchema"]
+    assert rag_query["properties"]["filters"]["description"].startswith("Optional metadata filter")
+    assert "Limits: at most" in rag_query["$defs"]["Filter"]["description"]
+
+
+def test_the_tool_list_is_smaller_than_with_the_filter_inlined() -> None:
+    # 31,374 bytes when the filter's groups were spelled out under andAll and under orAll (docs/mcp.md).
+    listed = json.dumps({"tools": Toolbox(services=None).definitions()}, separators=(",", ":"))  # type: ignore[arg-type]
+    assert len(listed.encode()) < 26_000
+
+
+def test_list_documents_describes_source_as_the_contents_origin(toolbox: Toolbox) -> None:
+    schema = next(tool for tool in toolbox.definitions() if tool["name"] == "list_documents")["inputSchema"]
+    described = json.dumps(schema)
+    assert "`s3` (uploads)" not in described
+    assert "first folder" in described and "metadata" in described
 
 
 # --- rag_query ----------------------------------------------------------------------------------------------
@@ -175,7 +227,7 @@ def test_a_filter_naming_the_tenant_is_refused(toolbox: Toolbox, corpus: dict[st
         toolbox, ALICE, "search", query="vacation", filters={"equals": {"key": "tenant_id", "value": "globex"}}
     )
     assert result.is_error is True
-    assert structured(result)["code"] == "VALIDATION_ERROR"
+    assert error_of(result)["code"] == "VALIDATION_ERROR"
 
 
 def test_documents_tools_see_only_what_the_caller_may_read(toolbox: Toolbox, corpus: dict[str, str]) -> None:
@@ -186,7 +238,7 @@ def test_documents_tools_see_only_what_the_caller_may_read(toolbox: Toolbox, cor
     private = corpus["acme:private/salary.md"]
     for caller, doc_id in ((BOB, private), (MALLORY, corpus["acme:handbook/vacation.md"])):
         result = call(toolbox, caller, "get_document", document_id=doc_id)
-        assert result.is_error is True and structured(result)["code"] == "NOT_FOUND"
+        assert result.is_error is True and error_of(result)["code"] == "NOT_FOUND"
     assert structured(call(toolbox, MALLORY, "list_documents"))["documents"][0]["path"] == "handbook/vacation.md"
 
 
@@ -239,12 +291,21 @@ def test_get_document_gives_the_record_and_chunk_ids_never_the_text(toolbox: Too
 def test_errors_are_tool_results_with_a_stable_code(
     toolbox: Toolbox, corpus: dict[str, str], name: str, arguments: dict[str, Any], code: str
 ) -> None:
-    result = types.CallToolResult.model_validate(toolbox.call(ALICE, name, arguments, "req-9"))
+    result = declared(toolbox, name, toolbox.call(ALICE, name, arguments, "req-9"))
     assert result.is_error is True
-    body = structured(result)
+    assert result.structured_content is None  # no tool declares the error's shape as its output
+    body = error_of(result)
     assert body["code"] == code and body["message"] and body["request_id"] == "req-9"
     assert isinstance(body["details"], dict)
-    assert result.content[0].text.startswith(f"{code}: ")  # type: ignore[union-attr]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith(f"{code}: {body['message']}") and "request_id: req-9" in text
+
+
+def error_of(result: types.CallToolResult) -> dict[str, Any]:
+    """The error body an agent or a program reads from an error result's text: its JSON line."""
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text.splitlines()[-1])["error"]  # type: ignore[no-any-return]
 
 
 def test_an_unexpected_failure_is_an_internal_error_result(toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -253,7 +314,7 @@ def test_an_unexpected_failure_is_an_internal_error_result(toolbox: Toolbox, mon
 
     monkeypatch.setattr(toolbox.services.registry, "list", broken)
     result = call(toolbox, ALICE, "list_documents")
-    assert result.is_error is True and structured(result)["code"] == "INTERNAL_ERROR"
+    assert result.is_error is True and error_of(result)["code"] == "INTERNAL_ERROR"
     assert "secret" not in str(result)
 
 

@@ -47,9 +47,10 @@ def test_pdf_without_metadata_title_takes_its_first_line() -> None:
     # When it is parsed
     document = parse(data, "q.pdf", "application/pdf")
 
-    # Then the title is the first line of text, and the blank page yields no block
+    # Then the title is the first line of text, and the blank page yields no block (the two lines, set one
+    # line pitch apart, are one paragraph: its text joins them)
     assert document.title == "Quarterly numbers"
-    assert blocks_of(document) == [("Quarterly numbers\nRevenue went up.", (), 2, False)]
+    assert blocks_of(document) == [("Quarterly numbers Revenue went up.", (), 2, False)]
     assert document.page_count == 2
 
 
@@ -216,15 +217,15 @@ def test_corrupt_docx_is_a_parse_error(data: bytes, problem: str) -> None:
         parse(data, "bad.docx")
 
 
-def test_pdf_line_ending_in_a_hyphen_keeps_the_hyphen_and_the_line_break() -> None:
+def test_pdf_line_ending_in_a_hyphen_keeps_the_hyphen_of_an_option_and_joins_the_line() -> None:
     # Given a PDF whose line ends in a hyphen (PDFium joins such lines and reports the hyphen as U+FFFE)
     data = make_pdf(["aws sqs start-message-move-task --max-\nnumber-of-messages 10"])
 
     # When it is parsed
     document = parse(data, "hyphen.pdf")
 
-    # Then the text is what the page shows
-    assert blocks_of(document) == [("aws sqs start-message-move-task --max-\nnumber-of-messages 10", (), 1, False)]
+    # Then the text is the option the page shows, whole: the hyphen kept, the line break gone
+    assert blocks_of(document) == [("aws sqs start-message-move-task --max-number-of-messages 10", (), 1, False)]
 
 
 def test_pdf_parsed_from_many_threads_at_once_gives_the_same_documents() -> None:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citewise.domain.errors import PayloadTooLargeError
+from citewise.domain.errors import ParseError, PayloadTooLargeError
 from citewise.ingest.parsing import ParseLimits, parse
 from citewise.ingest.parsing.builder import MAX_LABEL_CHARS
 from citewise.ingest.parsing.markdown import _atx_heading, _is_table_delimiter, _is_thematic_break
@@ -132,6 +132,7 @@ def test_a_document_of_more_blocks_than_the_limit_is_refused_while_it_is_parsed(
     ("name", "data"),
     [
         ("sections.md", b"# a\nb\n" * 5000),
+        ("includes.md", b"{* a.py *}\n<!--\n" * 5000),  # lines that add no block still spend time
         ("rows.html", b"<table>" + b"<tr><td>a</td></tr>" * 5000 + b"</table>"),
         ("lines.txt", b"a\n\n" * 5000),
         ("paragraphs.docx", make_docx([(None, "a")] * 5000)),
@@ -185,6 +186,47 @@ def test_hostile_lines_parse_in_linear_time(name: str, text: str, seconds_before
     started = time.perf_counter()
     # When parsed
     parse(text.encode(), name)
+    # Then it takes a fraction of a second (the bound is generous for a busy machine)
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x <a " * 100_000,  # tag openings that never close
+        "<abbr" + " t" * 200_000,  # one tag's attributes without its '>'
+        "<td>a</td>" * 50_000 + "</tr>" * 50_000,  # runs of tags that each leave a space
+        "{" * 300_000 + "}",  # braces that each could open an attribute list
+        "{ #a " * 100_000,
+        "".join("`" * (n % 50 + 1) + " a " for n in range(40_000)),  # backtick runs of many lengths
+        "<!-- a -->" * 50_000 + "<!--" * 50_000,
+        "&" * 300_000 + "&#" * 100_000,
+        "!!! note\n    a\n" * 20_000,  # admonitions opened and closed
+        "/" * 300_000,
+        "# a" + " {" * 100_000 + "}",
+    ],
+    ids=[
+        "tags",
+        "attributes",
+        "cells",
+        "braces",
+        "attribute-lists",
+        "backticks",
+        "comments",
+        "entities",
+        "admonitions",
+        "slashes",
+        "heading-braces",
+    ],
+)
+def test_markup_rules_parse_hostile_markdown_in_linear_time(text: str) -> None:
+    # Given Markdown built to make the markup rules (`citewise.ingest.parsing.markup`) rescan the text
+    started = time.perf_counter()
+    # When parsed (a document without text is refused, which is also an answer)
+    try:
+        parse(text.encode(), "hostile.md", limits=ParseLimits(max_expansion=10_000))
+    except ParseError:
+        pass
     # Then it takes a fraction of a second (the bound is generous for a busy machine)
     assert time.perf_counter() - started < 5
 

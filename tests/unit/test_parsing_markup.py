@@ -55,11 +55,11 @@ def test_markdown_headings_give_the_heading_path_and_the_rest_stays_verbatim() -
     # When it is parsed
     document = parse(data, "guide.md")
 
-    # Then heading markers are stripped, headings nest, and every other construct is one verbatim block
+    # Then heading markers are stripped, headings nest, the front matter is not text (its dates and title
+    # are metadata), and every other construct is one verbatim block
     guide, install = ("Guide",), ("Guide", "Install")
     setext, sub = ("Setext Title",), ("Setext Title", "Sub part")
     assert blocks_of(document) == [
-        ("layout: page", (), None, False),
         ("Guide", guide, None, True),
         ("Intro *text* with [a link](https://example.com).\nSecond line of the intro.", guide, None, False),
         ("Install", install, None, True),

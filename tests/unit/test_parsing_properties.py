@@ -14,6 +14,29 @@ _MARKDOWN_LINES = st.one_of(
     _WORDS,
     st.builds(lambda level, title: "#" * level + " " + title, st.integers(1, 7), _WORDS),
     st.sampled_from(["", " ", "\t", "```", "~~~~", "---", "===", "***", "| a | b |", "|---|", "> quote"]),
+    # the MkDocs extensions and inline HTML the markup rules remove
+    st.sampled_from(
+        [
+            "/// tip | T",
+            "///",
+            "//// tab | x",
+            '!!! note "T"',
+            "???+ tip",
+            "    body",
+            "{* f.py *}",
+            "--8<--",
+            '--8<-- "a.md"',
+            "<div>",
+            "</div>",
+            "<!--",
+            "-->",
+            "<script>",
+            "# t { #id }",
+            "<abbr title='x'>A</abbr>",
+            "&amp; `<b>`",
+            "{: .c }",
+        ]
+    ),
     st.builds(lambda marker, text: f"{marker} {text}", st.sampled_from(["-", "*", "+", "1.", "2)"]), _WORDS),
     st.builds(lambda indent, text: " " * indent + text, st.integers(0, 6), _WORDS),
 )

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
+from citewise.runtime.resource_metadata import MCP_PATH, METADATA_PATH
+
 FunctionName = Literal["query", "documents", "mcp"]
 
 
@@ -40,8 +42,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
     # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event
     # stream, is declared so that the function answers it 405 rather than the gateway 404.
-    Route("POST", "/mcp", "mcp", openapi=False),
-    Route("GET", "/mcp", "mcp", openapi=False),
+    Route("POST", MCP_PATH, "mcp", openapi=False),
+    Route("GET", MCP_PATH, "mcp", openapi=False),
+    # Its OAuth protected-resource metadata (RFC 9728), public: a client reads it before it has a token.
+    Route("GET", METADATA_PATH, "mcp", authenticated=False, openapi=False),
 )
 
 

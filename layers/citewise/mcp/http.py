@@ -15,6 +15,9 @@ The transport of the MCP Lambda function (and of `/mcp` on `citewise serve`, whi
   `MCP-Protocol-Version` this server does not speak: 4xx with a JSON-RPC error;
 - the identity: API Gateway's authorizer has refused a request without a valid token before it gets
   here; an identity this function cannot use is 401 (none) or 403 (no tenant), before any message is read.
+  A 401 names the protected-resource metadata in `WWW-Authenticate` when there is an authorization server;
+- `GET /.well-known/oauth-protected-resource/mcp`, public: that metadata (RFC 9728,
+  `citewise.runtime.resource_metadata`), or 404 where no authorization server issues tokens (IAM mode).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from citewise.domain.errors import CitewiseError, ForbiddenError
+from citewise.domain.errors import CitewiseError, ForbiddenError, NotFoundError, error_body
 from citewise.domain.jsonbody import JSON_MEDIA_TYPE, is_json, parse_json
 from citewise.domain.models import Caller
 from citewise.mcp.protocol import (
@@ -40,7 +43,8 @@ from citewise.mcp.protocol import (
 from citewise.mcp.tools import Toolbox
 from citewise.runtime.identity import caller_from_event
 from citewise.runtime.observability import logger
-from citewise.runtime.settings import ApiSettings
+from citewise.runtime.resource_metadata import METADATA_PATH, challenge, resource_metadata
+from citewise.runtime.settings import McpSettings
 
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 ACCEPTED = ("application/json", "application/*", "*/*")
@@ -52,16 +56,19 @@ MAX_BATCH = 32
 """Messages in one batch at most: each may call a tool, and one invocation has one time budget."""
 
 
-def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: ApiSettings) -> dict[str, Any]:
-    """The API Gateway proxy response to one HTTP request on the MCP endpoint."""
+def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: McpSettings) -> dict[str, Any]:
+    """The API Gateway proxy response to one HTTP request on the MCP endpoint (or its metadata)."""
     request_id = str(event.request_context.request_id or "")
+    if event.resource == METADATA_PATH:
+        return _metadata(settings, request_id)
     if event.http_method != "POST":
         return _reply(405, error_response(None, INVALID_REQUEST, "use POST: this server keeps no stream"), Allow="POST")
     try:
         caller = caller_from_event(event, settings)
     except CitewiseError as exc:
         status = 403 if isinstance(exc, ForbiddenError) else 401
-        return _reply(status, error_response(None, INVALID_REQUEST, exc.message), **_challenge(status))
+        challenged = {"WWW-Authenticate": _challenge(settings)} if status == 401 else {}
+        return _reply(status, error_response(None, INVALID_REQUEST, exc.message), **challenged)
     logger.append_keys(tenant_id=caller.tenant_id)
     headers = {name.lower(): value for name, value in (event.headers or {}).items()}
     refused = _refused(headers)
@@ -119,8 +126,23 @@ def _refused(headers: dict[str, str]) -> dict[str, Any] | None:
     return None
 
 
-def _challenge(status: int) -> dict[str, str]:
-    return {"WWW-Authenticate": 'Bearer realm="citewise"'} if status == 401 else {}
+def _challenge(settings: McpSettings) -> str:
+    """Where the metadata is, when there is an authorization server to name (not in IAM mode)."""
+    return challenge(settings.public_url) if settings.authorization_server else 'Bearer realm="citewise"'
+
+
+def _metadata(settings: McpSettings, request_id: str) -> dict[str, Any]:
+    """The endpoint's protected-resource metadata (`citewise.runtime.resource_metadata`); 404 without an
+    authorization server, as in IAM mode, where clients sign requests with SigV4 instead."""
+    if settings.authorization_server is None:
+        status, body = error_body(NotFoundError("no OAuth authorization server: this API uses SigV4"), request_id)
+    else:
+        status, body = 200, resource_metadata(settings.public_url, settings.authorization_server)
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": JSON_MEDIA_TYPE},
+        "body": json.dumps(body, separators=(",", ":")),
+    }
 
 
 def _reply(status: int, body: Message | list[Message] | None, **headers: str) -> dict[str, Any]:

@@ -7,10 +7,14 @@ tenant (`reports/q1.pdf`), never storage keys. Arguments reject unknown fields, 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
+from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import CoreSchema
 
 from citewise.domain.models import (
     AttributeValue,
@@ -44,11 +48,84 @@ _FILTERS = (
     "Keys: path, title, source, owner, visibility, tags, page, created_at, updated_at and the documents' own "
     "attributes. It only narrows what you can already read."
 )
+_SOURCE_VALUE = (
+    "Where the content comes from (`jira`, `wiki`, `runbooks`): the document's `source` metadata, else the "
+    "first folder of its path (`jira/PROJ-1.md` -> `jira`), else empty."
+)
+_SOURCE = f"Only documents of this source, matched exactly. {_SOURCE_VALUE}"
 _MIN_SCORE = (
     "Leave out sources less relevant than this: 0 to 1, the calibrated probability that a source is relevant "
     "(0.5: about half or more of what is kept is relevant; 0.7 and 0.9 keep fewer, surer ones). "
     "Omit it for the server's default; a tool bound to a profile may impose a higher floor."
 )
+
+
+class ToolJsonSchema(GenerateJsonSchema):
+    """Tool schemas without pydantic's `title` on each property, which only repeats the property's name
+    (`"query": {"title": "Query", ...}`); descriptions stay."""
+
+    def field_title_should_be_set(self, schema: CoreSchema) -> bool:
+        return False
+
+
+def tool_schema(model: type[BaseModel], mode: Literal["validation", "serialization"]) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments (`validation`) or result (`serialization`), as listed."""
+    return shared_definitions(model.model_json_schema(mode=mode, schema_generator=ToolJsonSchema))
+
+
+def shared_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with every object schema written out more than once defined once in `$defs` and referenced.
+
+    The filter grammar spells its nested groups out under both andAll and orAll (a schema cannot count a
+    tree's objects: `Filter`), and every copy costs each agent its bytes on every session. A shared schema
+    is named after the definition and the property where it first occurs (`FilterAndAll`: the filters an
+    andAll, or an orAll, of a `Filter` holds), largest first, until none repeats.
+    """
+    while True:
+        found: dict[str, tuple[str, int]] = {}
+        for owner, name, subschema in _object_schemas(schema, "", ""):
+            text = json.dumps(subschema, sort_keys=True)
+            first, count = found.get(text, (owner + name[:1].upper() + name[1:], 0))
+            found[text] = (first, count + 1)
+        repeated = [(len(text), text, name) for text, (name, count) in found.items() if count > 1]
+        if not repeated:
+            return schema
+        _, text, name = max(repeated)
+        definition = schema.setdefault("$defs", {})[name] = json.loads(text)
+        schema = _referenced(schema, text, {"$ref": f"#/$defs/{name}"}, keep=definition)
+
+
+def _object_schemas(schema: Any, owner: str, name: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(definition, property, schema) of each object schema inside `schema` but the named definitions."""
+    if isinstance(schema, list):
+        for item in schema:
+            yield from _object_schemas(item, owner, name)
+    elif isinstance(schema, dict):
+        if "properties" in schema and name:
+            yield owner, name, schema
+        for key, value in schema.items():
+            if key == "$defs":
+                for defined, definition in value.items():
+                    yield from _object_schemas(definition, defined, "")
+            elif key == "properties":
+                for property_name, property_schema in value.items():
+                    yield from _object_schemas(property_schema, owner, property_name)
+            else:
+                yield from _object_schemas(value, owner, name)
+
+
+def _referenced(schema: Any, text: str, reference: dict[str, str], keep: dict[str, Any]) -> Any:
+    """`schema` with each occurrence of the schema whose JSON is `text` replaced by `reference`, except
+    `keep` (its definition)."""
+    if schema is keep:
+        return {key: _referenced(value, text, reference, keep) for key, value in schema.items()}
+    if isinstance(schema, dict):
+        if "properties" in schema and json.dumps(schema, sort_keys=True) == text:
+            return dict(reference)
+        return {key: _referenced(value, text, reference, keep) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [_referenced(item, text, reference, keep) for item in schema]
+    return schema
 
 
 def ranked_hits(hits: list[SearchHit]) -> list[Hit]:
@@ -101,9 +178,7 @@ class DocumentFilters(Frozen):
     path_prefix: Annotated[str, StringConstraints(max_length=950)] | None = Field(
         default=None, description="Only documents whose path starts with this, e.g. `handbook/`."
     )
-    source: Annotated[str, StringConstraints(max_length=256)] | None = Field(
-        default=None, description="Only documents from this source, e.g. `s3` (uploads) or `folder`."
-    )
+    source: Annotated[str, StringConstraints(max_length=256)] | None = Field(default=None, description=_SOURCE)
 
 
 class ListDocumentsArguments(Frozen):
@@ -229,7 +304,7 @@ class DocumentInfo(Frozen):
     owner: str
     visibility: Visibility
     status: DocumentStatus
-    source: str
+    source: str = Field(description=_SOURCE_VALUE)
     chunk_count: int
     page_count: int | None
     char_count: int | None
@@ -271,12 +346,3 @@ class DocumentDetail(DocumentInfo):
     error: str | None = Field(description="Why the last ingestion failed, if it did.")
     attributes: dict[str, AttributeValue]
     chunk_ids: list[str] = Field(description="Its chunks' ids, in reading order (as `search` and citations name them).")
-
-
-class ToolError(Frozen):
-    """The structured body of a failed call (`isError: true`)."""
-
-    code: str = Field(description="Stable, for programs: VALIDATION_ERROR, NOT_FOUND, UNKNOWN_TOOL, ...")
-    message: str
-    details: dict[str, object] = Field(default_factory=dict)
-    request_id: str

@@ -6,15 +6,20 @@ filter; a filter the caller or a profile adds is ANDed inside it), the registry 
 `visible_to`, and `visible_document` (`citewise.domain.access.may_read`: another tenant's document or
 another user's private one is NOT_FOUND, like one that does not exist).
 
-A call always ends as a tool result, never a protocol error: a failure is `isError: true` with the body
-`{code, message, details, request_id}` (citewise's stable codes, plus UNKNOWN_TOOL for a name that is
-neither a built-in tool nor a configured profile), logged through the module's logger, whose records
-carry the request's correlation id (on Lambda and in `citewise mcp`). A result carries
-`structuredContent` (valid against the tool's `outputSchema`) and the same as readable text.
+A call always ends as a tool result, never a protocol error. A result carries `structuredContent` (valid
+against the tool's `outputSchema`) and the same as readable text. A failure is `isError: true` with text
+only (`render_error`): its `CODE: message`, the request id, and the REST API's error body
+`{"error": {code, message, details, request_id}}` as a JSON line (citewise's stable codes, plus
+UNKNOWN_TOOL for a name that is neither a built-in tool nor a configured profile). It has no
+`structuredContent`, which the protocol allows on errors: a tool's `outputSchema` describes its result,
+and clients (the MCP Inspector, the SDKs) reject structured content that does not match it, so the
+agent would never see the code. Failures are logged through the module's logger, whose records carry the
+request's correlation id (on Lambda and in `citewise mcp`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +28,7 @@ from typing import Any
 
 import pydantic
 
-from citewise.domain.errors import CitewiseError, NotFoundError, ValidationError
+from citewise.domain.errors import CitewiseError, NotFoundError, ValidationError, error_body
 from citewise.domain.models import Answer, Caller, Filter, Frozen, SearchRequest
 from citewise.ingest.chunking import chunk_id
 from citewise.ingest.documents import visible_document
@@ -39,8 +44,8 @@ from citewise.mcp.schemas import (
     SearchArguments,
     SearchResult,
     Source,
-    ToolError,
     ranked_hits,
+    tool_schema,
 )
 from citewise.query.answering import answer_question
 from citewise.runtime.observability import count_reranking
@@ -76,7 +81,7 @@ class Tool:
 
     def definition(self) -> dict[str, Any]:
         """The tool as `tools/list` lists it (MCP `Tool`)."""
-        schema = self.arguments.model_json_schema()
+        schema = tool_schema(self.arguments, "validation")
         for name, default in self.argument_defaults.items():
             schema["properties"][name]["default"] = default
         return {
@@ -84,7 +89,7 @@ class Tool:
             "title": self.title,
             "description": self.description,
             "inputSchema": schema,
-            "outputSchema": self.result.model_json_schema(mode="serialization"),
+            "outputSchema": tool_schema(self.result, "serialization"),
             "annotations": {"title": self.title, **READ_ONLY},
         }
 
@@ -191,12 +196,7 @@ class Toolbox:
     def _error(name: str, error: CitewiseError, request_id: str, *, logged: bool = False) -> dict[str, Any]:
         if not logged:
             logger.warning("tool error", extra={"tool": name, "code": error.code, "error_message": error.message})
-        body = ToolError(code=error.code, message=error.message, details=error.details, request_id=request_id)
-        return {
-            "content": [{"type": "text", "text": f"{error.code}: {error.message}"}],
-            "structuredContent": body.model_dump(mode="json"),
-            "isError": True,
-        }
+        return {"content": [{"type": "text", "text": render_error(error, request_id)}], "isError": True}
 
     # --- the tools ----------------------------------------------------------------------------------------
 
@@ -332,6 +332,13 @@ def invalid_arguments(error: pydantic.ValidationError) -> ValidationError:
 
 
 # --- readable text -------------------------------------------------------------------------------------------
+
+
+def render_error(error: CitewiseError, request_id: str) -> str:
+    """`CODE: message`, the request id, then the REST API's error body as one JSON line, so an agent reads
+    what went wrong and a program parses the last line as it parses an API error."""
+    _, body = error_body(error, request_id)
+    return f"{error.code}: {error.message}\nrequest_id: {request_id}\n{json.dumps(body, separators=(',', ':'))}"
 
 
 def render_answer(result: RagQueryResult) -> str:

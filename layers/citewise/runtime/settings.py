@@ -152,7 +152,8 @@ class Settings(BaseSettings):
     )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
-        description="Where `citewise serve` is reached: the base of local upload URLs (no trailing slash).",
+        description="Where the API is reached (no trailing slash): the base of local upload URLs, and of the MCP "
+        "endpoint's protected-resource metadata (on AWS the stage's URL, set by the stack).",
     )
     # --- AWS -------------------------------------------------------------------------------------
     aws_region: str | None = Field(default=None, description="Region of every AWS client; None: the environment's.")
@@ -339,6 +340,12 @@ class McpSettings(ApiSettings):
     )
     mcp_min_relevance_score: float = Field(
         default=0.0, ge=0.0, le=1.0, description="The default `min_relevance_score` of the rag_query and search tools."
+    )
+    authorization_server: str | None = Field(
+        default=None,
+        description="The issuer of the API's tokens (a Cognito user pool's, or `citewise serve`'s URL), named in the "
+        "MCP endpoint's protected-resource metadata (RFC 9728) with `public_url` as the API's base; none (IAM "
+        "mode): no metadata.",
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from citewise.runtime.resource_metadata import METADATA_PATH
 from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims
 
 ALICE = claims("acme", "alice")
@@ -31,6 +32,13 @@ def tool(stack: Stack, name: str, arguments: dict[str, Any], identity: dict[str,
     response = mcp(stack, message, identity=identity)
     assert response["statusCode"] == 200, response
     return types.CallToolResult.model_validate(json.loads(response["body"])["result"])
+
+
+def error_of(result: types.CallToolResult) -> dict[str, Any]:
+    """The error body of an error result: the JSON line that ends its text (it has no structured content)."""
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text.splitlines()[-1])["error"]  # type: ignore[no-any-return]
 
 
 def test_initialize_and_list_tools_answer_json_without_a_session(stack: Stack) -> None:
@@ -73,11 +81,12 @@ def test_the_tools_read_what_the_api_uploaded_inside_the_callers_access(stack: S
     assert detail.structured_content is not None and detail.structured_content["chunk_ids"] == [f"{shared}-00000"]
     # bob: the private document is neither found, listed nor quoted
     refused = tool(stack, "get_document", {"document_id": private}, identity=BOB)
-    assert refused.is_error is True and refused.structured_content == {
+    assert refused.is_error is True and refused.structured_content is None
+    assert error_of(refused) == {
         "code": "NOT_FOUND",
         "message": "no such document",
         "details": {"id": private},
-        "request_id": refused.structured_content["request_id"],
+        "request_id": error_of(refused)["request_id"],
     }
     listed = tool(stack, "list_documents", {}, identity=BOB).structured_content
     assert listed is not None and [d["path"] for d in listed["documents"]] == ["handbook/vacation.md"]
@@ -96,10 +105,9 @@ def test_tool_errors_are_logged_with_the_requests_correlation_id(
     )
     response = stack.handler("mcp")(event, LambdaContext())
     result = types.CallToolResult.model_validate(json.loads(response["body"])["result"])
-    assert result.is_error is True and result.structured_content is not None
-    assert result.structured_content["code"] == "UNKNOWN_TOOL"
+    assert result.is_error is True and error_of(result)["code"] == "UNKNOWN_TOOL"
     request_id = event["requestContext"]["requestId"]
-    assert result.structured_content["request_id"] == request_id
+    assert error_of(result)["request_id"] == request_id
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"tool error"' in line]
     assert logged and logged[0]["correlation_id"] == request_id and logged[0]["code"] == "UNKNOWN_TOOL"
     assert logged[0]["tenant_id"] == "acme"
@@ -196,3 +204,32 @@ def test_a_batch_the_revision_forbids_or_out_of_bounds_is_an_invalid_request(
     assert response["statusCode"] == 400
     error = json.loads(response["body"])["error"]
     assert error["code"] == -32600 and says in error["message"]
+
+
+def test_the_protected_resource_metadata_and_the_401_that_points_to_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the API's base URL and its tokens' issuer, as the stack sets them in Cognito mode
+    base, issuer = (
+        "https://abc.execute-api.eu-west-1.amazonaws.com/dev",
+        "https://cognito-idp.eu-west-1.amazonaws.com/x",
+    )
+    monkeypatch.setenv("CITEWISE_PUBLIC_URL", base)
+    monkeypatch.setenv("CITEWISE_AUTHORIZATION_SERVER", issuer)
+    metadata = stack.handler("mcp")(api_event("GET", METADATA_PATH), LambdaContext())
+    assert metadata["statusCode"] == 200
+    assert json.loads(metadata["body"]) == {
+        "resource": f"{base}/mcp",
+        "authorization_servers": [issuer],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "citewise",
+    }
+    refused = mcp(stack, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, identity=None)
+    assert refused["statusCode"] == 401
+    assert refused["headers"]["WWW-Authenticate"] == f'Bearer resource_metadata="{base}{METADATA_PATH}"'
+
+
+def test_without_an_authorization_server_there_is_no_metadata(stack: Stack) -> None:
+    # IAM mode: requests are signed with SigV4, and no OAuth server issues tokens for the API
+    response = stack.handler("mcp")(api_event("GET", METADATA_PATH), LambdaContext())
+    assert response["statusCode"] == 404 and json.loads(response["body"])["error"]["code"] == "NOT_FOUND"

@@ -64,6 +64,11 @@ _META_DATE_NAMES = (
     "article:published_time",
 )
 """`<meta>` names (or properties, or http-equiv) of the content's date, the last change first."""
+_PERMALINK_CLASSES = frozenset(
+    {"headerlink", "anchor", "hash-link", "header-anchor", "heading-anchor", "anchorjs-link"}
+)
+"""Classes of the permalink anchor documentation generators put in a heading (Sphinx and Python-Markdown,
+GitHub, Docusaurus, VitePress, AnchorJS): its "¶" or "#" is not part of the heading."""
 _HEAD_TAGS = frozenset({"title", "meta", "link", "base", *_SKIPPED_TAGS})
 _HTML_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
 _CELL_SEPARATOR = " | "
@@ -91,6 +96,12 @@ def _defused(text: str) -> str:
     return text if "<" not in tail else text[: last + 1] + tail.replace("<", "&lt;")
 
 
+def _is_permalink(attrs: dict[str, str | None]) -> bool:
+    """Whether a heading's `<a>` is its permalink: a generator's class for one, or hidden from readers."""
+    classes = (attrs.get("class") or "").lower().split()
+    return attrs.get("aria-hidden") == "true" or not _PERMALINK_CLASSES.isdisjoint(classes)
+
+
 def _collapse(text: str) -> str:
     return _HTML_WHITESPACE.sub(" ", text).strip()
 
@@ -105,6 +116,7 @@ class _HtmlReader(HTMLParser):
         self._in_head = False
         self._skip_depth = 0
         self._heading_level: int | None = None
+        self._in_permalink = False
         self._pre_depth = 0
         self._text: list[str] = []
         self._row: list[list[str]] | None = None
@@ -125,6 +137,8 @@ class _HtmlReader(HTMLParser):
             return
         elif tag == "br":
             self._target().append("\n" if self._pre_depth else " ")
+        elif tag == "a" and self._heading_level is not None and _is_permalink(dict(attrs)):
+            self._in_permalink = True
         elif tag in _CELL_TAGS:
             self._start_cell()
         elif tag in _TABLE_TAGS:
@@ -149,6 +163,8 @@ class _HtmlReader(HTMLParser):
             self._skip_depth = max(0, self._skip_depth - 1)
         elif self._skipping:
             return
+        elif tag == "a":
+            self._in_permalink = False
         elif tag in _TABLE_TAGS:
             self._flush_row()
         elif tag in _BLOCK_TAGS and self._row is None:
@@ -161,7 +177,7 @@ class _HtmlReader(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._title_parts is not None:
             self._title_parts.append(data)
-        elif not self._skipping:
+        elif not self._skipping and not self._in_permalink:
             self._target().append(data)
 
     def _meta(self, attrs: dict[str, str | None]) -> None:
@@ -208,6 +224,7 @@ class _HtmlReader(HTMLParser):
         self._text = []
         if self._heading_level is not None:
             self._builder.heading(raw, self._heading_level)
+            self._in_permalink = False  # an anchor left open ends with its heading
         elif self._pre_depth:
             self._builder.block(raw)
         else:

@@ -21,7 +21,7 @@ from citewise.domain.provenance import as_utc
 from citewise.ingest.parsing.builder import DocumentBuilder
 from citewise.ingest.parsing.failures import parse_error
 from citewise.ingest.parsing.limits import ParseBudget
-from citewise.ingest.parsing.pdf_lines import Line, paragraphs, pdf_date
+from citewise.ingest.parsing.pdf_lines import Line, join_lines, paragraphs, pdf_date
 from citewise.ingest.parsing.plaintext import split_paragraphs
 
 # PDFium is not thread-safe: no two threads of a process may be inside it at once, even on two
@@ -29,7 +29,8 @@ from citewise.ingest.parsing.plaintext import split_paragraphs
 _PDFIUM_LOCK = threading.Lock()
 _SPACE_RUNS = re.compile(r"[ \t]{2,}")
 # PDFium ends each line of a page's text with a generated "\r\n"; a line that ends in a hyphen is
-# instead joined to the next, the hyphen given as U+FFFE. The text keeps both, as the page shows them.
+# instead joined to the next, the hyphen given as U+FFFE. The page's text keeps both, as the page shows
+# them (its first line is the title when the metadata has none); a block's text joins its lines.
 _LINE_END = "\r\n"
 _HYPHEN_AT_LINE_END = "\ufffe"
 
@@ -69,7 +70,7 @@ def parse_pdf(
     builder = DocumentBuilder(filename, budget)
     for page_number, text in enumerate(texts, start=1):
         for paragraph in split_paragraphs(text):
-            builder.block(paragraph, page=page_number)
+            builder.block(join_lines(paragraph.split("\n")), page=page_number)
     return builder.build(
         title=_title(metadata.get("Title"), texts), page_count=page_count, source_date=_metadata_date(metadata)
     )

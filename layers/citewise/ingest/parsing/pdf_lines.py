@@ -1,9 +1,10 @@
-"""Paragraphs from the geometry of a PDF page's lines, and the PDF date format.
+"""Paragraphs from the geometry of a PDF page's lines, their lines joined, and the PDF date format.
 
 A PDF's text layer has no paragraphs, only glyphs at positions. Within a paragraph, consecutive lines
 sit one line pitch apart; a paragraph break, a heading or a list item adds vertical space. So a line
 starts a new paragraph when it sits lower under the previous line than the page's usual pitch, or when
-it jumps up (a new column, a footnote read out of order).
+it jumps up (a new column, a footnote read out of order). A paragraph's lines are then joined into the
+text a quote reads (`join_lines`): the page's line breaks are typesetting, not the author's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ _PDF_DATE = re.compile(
 )
 
 
+# A line that starts a list item keeps its line break: a bullet, or "1." / "2)" / "a)" and a space.
+_BULLETS = frozenset("•◦▪‣·–-*")
+_ITEM_NUMBER = re.compile(r"(?:[0-9]{1,3}[.)]|[a-z]\))[ \t]")
+_SHORT_LINE = 0.6
+
+
 class Line(NamedTuple):
     """One line of a page's text and the vertical extent of its first character (PDF points, y up);
     `None` when PDFium could not place it."""
@@ -51,6 +58,40 @@ def paragraphs(lines: list[Line]) -> Iterator[list[str]]:
         previous = line
     if paragraph:
         yield paragraph
+
+
+def join_lines(lines: list[str]) -> str:
+    """A paragraph's lines as one text: joined by a space, a word hyphenated at a line end made whole
+    ("idempo-" "tent" -> "idempotent"), any other hyphen kept ("--max-" "number" -> "--max-number"); a
+    list item, and the line after one the author ended early, keep their line break.
+
+    A hyphen is dropped only between letters of a plain word and a lowercase continuation, which is what
+    hyphenation breaks; a compound split at its own hyphen ("well-" "known") then reads "wellknown", the
+    price of making every hyphenated word searchable whole. A line ended early is one shorter than
+    `_SHORT_LINE` of the paragraph's longest: wrapped prose fills its lines but the last, so such a line
+    is a run-in heading ("What runs where" above its text) or a deliberate break. PDFium's own join of
+    hyphenated lines leaves "\\n" inside one line (`citewise.ingest.parsing.pdf`): read as a line end too.
+    """
+    split = [part for text in lines for part in text.split("\n")]
+    short = _SHORT_LINE * max(map(len, split), default=0)
+    parts: list[str] = []
+    for previous, line in zip([None, *split], split, strict=False):
+        if previous is None:
+            parts.append(line)
+        elif _starts_item(line) or len(previous) < short:
+            parts += ("\n", line)
+        elif previous.endswith("-"):
+            word = previous[previous.rfind(" ") + 1 : -1]
+            if word.isalpha() and line[:1].islower():
+                parts[-1] = parts[-1][:-1]
+            parts.append(line)
+        else:
+            parts += (" ", line)
+    return "".join(parts)
+
+
+def _starts_item(line: str) -> bool:
+    return (line[:1] in _BULLETS and line[1:2] in (" ", "\t")) or _ITEM_NUMBER.match(line) is not None
 
 
 def _step(upper: Line, lower: Line) -> float | None:
