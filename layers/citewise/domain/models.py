@@ -419,24 +419,17 @@ class SearchRequest(Frozen):
     )
 
 
+# Every MCP tool list carries this schema twice (rag_query's and search's output): its names say what
+# they hold, so only `reason` has a description.
 class FilterFallback(Frozen):
-    """Why the filter routed from the question was dropped and the question searched as written, without it
-    (your own `filters` and your access still apply: dropping a routed filter never widens them). The
-    descriptions are short: MCP clients read them in every tool list."""
+    """Why the routed filter was dropped and the question searched as written (your filters still apply)."""
 
     reason: Literal["NO_MATCH", "WEAKER"] = Field(
-        description="`NO_MATCH`: the routed filter matched nothing you may read. `WEAKER`: its best hit was far "
-        "less likely relevant than the best without it."
+        description="NO_MATCH: it matched nothing you may read; WEAKER: its best hit was far weaker than without it."
     )
-    message: str = Field(description="The same, for a person.")
-    dropped_filters: dict[str, Any] = Field(description="The routed filter that was dropped.")
-    dropped_phrases: list[str] = Field(description="The phrases it was routed from.")
-    routed_relevance: float | None = Field(
-        default=None, description="`WEAKER`: the best routed hit's relevance, scored among all hits."
-    )
-    unrouted_relevance: float | None = Field(
-        default=None, description="`WEAKER`: the best hit's relevance without the routed filter."
-    )
+    message: str
+    dropped_filters: dict[str, Any]
+    dropped_phrases: list[str]
 
 
 class Routing(Frozen):
@@ -464,9 +457,7 @@ class Routing(Frozen):
         "(`deterministic: TIMEOUT ...`). The query never fails for it.",
     )
     filter_fallback: FilterFallback | None = Field(
-        default=None,
-        description="Set when the routed filter matched nothing or only much weaker hits, so the question was "
-        "searched as written without it (`applied_filters`, `consumed_phrases` empty).",
+        default=None, description="Set when the routed filter was dropped: `applied_filters` is then empty."
     )
 
 

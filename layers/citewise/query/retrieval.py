@@ -211,16 +211,11 @@ class Retriever:
             return lists, None
         message = (
             f"The filter routed from {_quoted(phrases)} kept only hits far less likely relevant than the best "
-            f"without it ({routed_best:.3f} against {unrouted_best:.3f}): the question was searched as written, "
-            "without it."
+            f"without it (relevance {routed_best:.4f} against {unrouted_best:.4f}): the question was searched as "
+            "written, without it."
         )
         return lists, FilterFallback(
-            reason="WEAKER",
-            message=message,
-            dropped_filters=dropped_filters,
-            dropped_phrases=phrases,
-            routed_relevance=round(routed_best, 4),
-            unrouted_relevance=round(unrouted_best, 4),
+            reason="WEAKER", message=message, dropped_filters=dropped_filters, dropped_phrases=phrases
         )
 
     def _ranked(
