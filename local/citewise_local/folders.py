@@ -71,9 +71,9 @@ class _Rules:
     def __init__(self, root: Path, selection: Selection) -> None:
         ignore_file = root / IGNORE_FILE
         lines = ignore_file.read_text(encoding="utf-8").splitlines() if ignore_file.is_file() else []
-        self.ignored = GitIgnoreSpec.from_lines(lines)
-        self.excluded = GitIgnoreSpec.from_lines(selection.exclude)
-        self.included = GitIgnoreSpec.from_lines(selection.include) if selection.include else None
+        self.ignored = _spec(lines, str(ignore_file))
+        self.excluded = _spec(selection.exclude, "--exclude")
+        self.included = _spec(selection.include, "--include") if selection.include else None
 
     def left_out_by(self, relative: str) -> str | None:
         """The rule that leaves out the file at `relative` (a POSIX path inside the folder), else None."""
@@ -84,6 +84,14 @@ class _Rules:
         if self.included is not None and not self.included.match_file(relative):
             return "--include (matched none)"
         return None
+
+
+def _spec(lines: Sequence[str], origin: str) -> GitIgnoreSpec:
+    """The patterns as git reads them; ValidationError naming `origin` for one git would refuse (`!`)."""
+    try:
+        return GitIgnoreSpec.from_lines(lines)
+    except ValueError as exc:  # pathspec's GitIgnorePatternError names the pattern
+        raise ValidationError(f"{origin}: invalid pattern ({exc})") from exc
 
 
 def scan(

@@ -116,6 +116,15 @@ def test_ingest_include_keeps_only_matching_files_and_a_later_sync_removes_what_
     assert [d["path"] for d in listing["items"]] == ["docs/en/tutorial/cors.md", "docs/en/tutorial/tasks.md"]
 
 
+def test_a_pattern_git_would_refuse_is_an_input_error_naming_where_it_came_from(cli: Any, tmp_path: Path) -> None:
+    docs = _fastapi_like(tmp_path)
+    status, out, err = cli("ingest", str(docs), "--tenant", "acme", "--exclude", "!")
+    assert (status, out) == (2, "") and "error: VALIDATION_ERROR: --exclude: invalid pattern" in err and "'!'" in err
+    (docs / ".citewiseignore").write_text("es/\n\\\n")
+    status, out, err = cli("ingest", str(docs), "--tenant", "acme")
+    assert (status, out) == (2, "") and f"{docs / '.citewiseignore'}: invalid pattern" in err
+
+
 def test_a_file_named_on_the_command_line_is_ingested_whatever_the_patterns(cli: Any, tmp_path: Path) -> None:
     docs = _fastapi_like(tmp_path)
     status, out, _ = cli("ingest", str(docs / "es" / "cors.md"), "--tenant", "acme", "--exclude", "*.md", "--json")
