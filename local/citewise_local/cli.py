@@ -54,7 +54,7 @@ from citewise_local import config, logs, packaged
 from citewise_local.answers import SPLITS
 from citewise_local.auth import MAX_TTL
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
-from citewise_local.folders import FOLDER_CHANNEL, scan
+from citewise_local.folders import FOLDER_CHANNEL, IGNORE_FILE, Selection, scan
 from citewise_local.home import require_home
 from citewise_local.progress import Bars, Stopwatch
 from citewise_local.render import (
@@ -160,6 +160,18 @@ def _parser() -> argparse.ArgumentParser:
         default=Visibility.SHARED.value,
         help="shared: the whole tenant reads them; private: only --user (default: shared)",
     )
+    for flag, what in (
+        ("--include", "ingest only the files of a folder that match one of these (default: all)"),
+        ("--exclude", "leave out the files of a folder that match any of these"),
+    ):
+        ingest.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar="PATTERN",
+            help=f"{what}; repeatable; gitignore syntax, matched against the path inside the folder "
+            f"(a folder's {IGNORE_FILE} is read as well)",
+        )
     _json_flag(ingest, "the summary")
     ingest.set_defaults(run=_ingest)
 
@@ -603,7 +615,9 @@ def _filter(value: Any) -> Filter:
 def _ingest(args: argparse.Namespace, services: Services) -> int:
     clock = Stopwatch()
     caller = _caller(args)
-    found = scan(args.paths, caller.tenant_id, caller.user_id, Visibility(args.visibility))
+    _require_model(services)
+    selection = Selection(include=args.include, exclude=args.exclude)
+    found = scan(args.paths, caller.tenant_id, caller.user_id, Visibility(args.visibility), selection)
     with Bars(quiet=args.quiet) as bars:
         results, unrecorded = _ingest_all(services, found.objects, bars)
     seen = {obj.path for obj in found.objects}
@@ -620,6 +634,7 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
         "scanned": len(found.objects) + len(found.invalid),
         **{outcome.value: counts[outcome.value] for outcome in Outcome},
         "skipped": len(found.skipped),
+        "excluded": found.excluded.total(),
         "embedded_chunks": sum(r.embedded for r in results),
         "reused_chunks": sum(r.reused for r in results),
     }
@@ -628,11 +643,22 @@ def _ingest(args: argparse.Namespace, services: Services) -> int:
     ]
     failures += unrecorded + [{"path": path, "error": reason} for path, reason in found.invalid]
     summary["failed"] = len(failures)
+    excluded_by = dict(sorted(found.excluded.items(), key=lambda rule: (-rule[1], rule[0])))  # the most first
     if args.json:
-        print(json.dumps({**summary, "elapsed_s": round(clock.seconds, 3), "failures": failures}, indent=2))
+        report = {**summary, "excluded_by": excluded_by, "elapsed_s": round(clock.seconds, 3), "failures": failures}
+        print(json.dumps(report, indent=2))
     else:
-        print(escape_terminal_controls(render_summary(summary, failures, clock)))
+        print(escape_terminal_controls(render_summary(summary, failures, clock, excluded_by)))
     return EXIT_FAILED if failures else 0
+
+
+def _require_model(services: Services) -> None:
+    """Fail the command once, before any document is read, when the local embedding model is missing
+    (else every document would be recorded FAILED for the same reason); other embedders are not checked."""
+    from citewise_local.minilm import MiniLMEmbedder  # numpy and the tokenizer: not for commands that never embed
+
+    if isinstance(services.embedder, MiniLMEmbedder):
+        services.embedder.check_installed()
 
 
 def _ingest_all(
@@ -669,6 +695,7 @@ def _all_documents(
 
 
 def _query(args: argparse.Namespace, services: Services) -> int:
+    _require_model(services)
     answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
     routed = render_routing(answer.routing) if answer.routing else ""
     shown = answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)]))
@@ -677,6 +704,7 @@ def _query(args: argparse.Namespace, services: Services) -> int:
 
 
 def _search(args: argparse.Namespace, services: Services) -> int:
+    _require_model(services)
     caller, request = _caller(args), _request(args)
     retrieval = services.retriever.retrieve(caller, request)
     if args.json:
@@ -782,6 +810,7 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
     clock = Stopwatch()
     questions = json.loads((args.questions or packaged.sample_questions()).read_text(encoding="utf-8"))
     caller = Caller(tenant_id="demo", user_id="demo")
+    _require_model(services)
     found = scan([args.corpus or packaged.sample_corpus()], caller.tenant_id, caller.user_id, Visibility.SHARED)
     with Bars(quiet=args.quiet) as bars:
         results, unrecorded = _ingest_all(services, found.objects, bars)

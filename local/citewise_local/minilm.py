@@ -459,6 +459,17 @@ class MiniLMEmbedder:
         """All vectors have 384 components."""
         return DIMENSION
 
+    def check_installed(self) -> None:
+        """EmbeddingServiceError, with the install command, if the model's files are missing; loads nothing.
+
+        So a command can fail once before it reads any document, rather than record every one FAILED."""
+        if self._model_dir is None:
+            find_model_dir()
+        elif not (self._model_dir / "model.safetensors").is_file():
+            raise EmbeddingServiceError(
+                f"No model file in {self._model_dir}.", details={"model_dir": str(self._model_dir)}
+            )
+
     def _loaded(self) -> _Model:
         """The model, loading it on first call (double-checked so concurrent first calls load once)."""
         model = self._model

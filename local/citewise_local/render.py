@@ -165,6 +165,10 @@ def render_routing(routing: Routing) -> str:
     """`routed (deterministic): "in Jira", "last week" -> {filter}; pinned ...`; empty when nothing was routed
     (unless the configured router fell back, which is always said)."""
     fell_back = f", fallback after {routing.fallback}" if routing.fallback else ""
+    dropped = routing.filter_fallback
+    if dropped is not None:
+        phrases = ", ".join(f'"{phrase}"' for phrase in dropped.dropped_phrases)
+        return f"routed ({routing.router}{fell_back}): {phrases} dropped: {dropped.reason}: {dropped.message}"
     if not (routing.consumed_phrases or routing.pinned_documents):
         return f"routed ({routing.router}{fell_back}): nothing" if fell_back else ""
     phrases = ", ".join(f'"{phrase}"' for phrase in routing.consumed_phrases)
@@ -182,10 +186,19 @@ document took over while this run ingested it) and `refused` (owned by another u
 CLI run. `--json` always has every count."""
 
 
-def render_summary(summary: Mapping[str, int], failures: Sequence[Mapping[str, str]], elapsed: object) -> str:
-    """The ingest summary line with the run's wall time, then each failure with its reason."""
+def render_summary(
+    summary: Mapping[str, int],
+    failures: Sequence[Mapping[str, str]],
+    elapsed: object,
+    excluded_by: Mapping[str, int] | None = None,
+) -> str:
+    """The ingest summary line with the run's wall time, then each failure with its reason. The count of
+    files left out is followed by the count of each rule that left them out."""
+    rules = ", ".join(f"{rule} {count}" for rule, count in (excluded_by or {}).items())
     counts = [
-        f"{key.replace('_', ' ')}: {value}" for key, value in summary.items() if value or key not in RARE_OUTCOMES
+        f"{key.replace('_', ' ')}: {value}" + (f" ({rules})" if key == "excluded" and rules else "")
+        for key, value in summary.items()
+        if value or key not in RARE_OUTCOMES
     ]
     line = ", ".join([*counts, f"elapsed: {elapsed}"])
     return "\n".join([line, *(f"  FAILED {f['path']}: {f['error']}" for f in failures)])

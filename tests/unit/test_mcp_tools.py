@@ -135,9 +135,11 @@ def test_each_schema_defines_a_shared_part_once_and_every_reference_resolves(too
 
 
 def test_the_tool_list_is_smaller_than_with_the_filter_inlined() -> None:
-    # 31,374 bytes when the filter's groups were spelled out under andAll and under orAll (docs/mcp.md).
+    # 31,374 bytes when the filter's groups were spelled out under andAll and under orAll (docs/mcp.md);
+    # 25,644 with $defs, then 27,228 with the routing report's `filter_fallback` (issue 26, item 4: rag_query's
+    # and search's output schemas each carry it), hence this bound.
     listed = json.dumps({"tools": Toolbox(services=None).definitions()}, separators=(",", ":"))  # type: ignore[arg-type]
-    assert len(listed.encode()) < 26_000
+    assert len(listed.encode()) < 27_500
 
 
 def test_list_documents_describes_source_as_the_contents_origin(toolbox: Toolbox) -> None:

@@ -46,6 +46,17 @@ def test_a_filter_that_matched_nothing_is_named_with_the_type_the_documents_hold
     assert ask(services, ALICE, "When does the vault open?", {"equals": {"key": "year", "value": 2025}}).grounded
 
 
+def test_a_routed_filter_that_matched_but_below_min_score_is_not_called_a_filter_mismatch(services: Services) -> None:
+    # Given a document dated 2025
+    services.ingestor.ingest(source("acme", "notes.md", b"---\nupdated: 2025-03-01\n---\n" + VAULT))
+    # When a question routed to 2025 sets a floor no passage reaches
+    request = SearchRequest(query="When does the vault open in 2025?", min_score=0.99)
+    answer = answer_question(services.retriever, services.synthesizer, ALICE, request)
+    # Then the routed filter, which matched the document and was kept, is not blamed: min_score is
+    assert answer.routing is not None and answer.routing.applied_filters is not None
+    assert answer.notice == Notice(code="NOT_FOUND", message="No passage scored at least min_score (0.99).")
+
+
 def test_an_off_corpus_question_is_not_found_and_a_grounded_answer_has_no_notice(services: Services) -> None:
     services.ingestor.ingest(source("acme", "notes.md", VAULT))
     off = ask(services, ALICE, "What is the airspeed velocity of an unladen swallow?")

@@ -10,7 +10,8 @@ from citewise.domain.models import Caller, Chunk, DocumentMetadata, SearchHit, S
 from citewise.ingest.pipeline import Outcome
 from citewise.ports.index import ScoredChunk
 from citewise.query.fusion import Fused, Fusion
-from citewise.query.retrieval import Retriever
+from citewise.query.relevance import CALIBRATIONS
+from citewise.query.retrieval import Retriever, much_weaker
 from citewise.runtime.services import Services
 from tests.factories import source
 
@@ -340,3 +341,27 @@ def test_bm25_finds_a_document_by_a_word_it_contains_in_any_script(services: Ser
 
     # Then the document is found
     assert [h.chunk.document.path for h in hits] == ["note.txt"]
+
+
+# --- issue 26: when a routed result is much weaker than the unrouted one ----------------------------------
+
+
+def test_a_routed_hit_on_the_topic_but_below_the_best_is_not_much_weaker() -> None:
+    # Given the hybrid calibration: the best hit overall (its lists' best cosine 0.6 and best BM25) and a
+    # routed hit on the same topic, 0.1 lower in cosine with half the BM25 score (a newer ticket about it)
+    hybrid = CALIBRATIONS[frozenset({"keyword", "vector"})]
+    best = hybrid.probability({"cosine": 0.6, "cosine_gap": 0.0, "keyword": 1.0})
+    on_topic = hybrid.probability({"cosine": 0.5, "cosine_gap": -0.1, "keyword": 0.5})
+    # And one off the topic: far in meaning, few of the words
+    off_topic = hybrid.probability({"cosine": 0.2, "cosine_gap": -0.4, "keyword": 0.1})
+    # Then only the second makes the routed result much weaker
+    assert not much_weaker(on_topic, best)
+    assert much_weaker(off_topic, best)
+
+
+@pytest.mark.parametrize(
+    ("routed", "unrouted", "weaker"),
+    [(0.0099, 0.1, True), (0.0099, 0.099, False), (0.01, 1.0, False), (0.0, 0.0, False), (0.0, 0.001, True)],
+)
+def test_much_weaker_needs_both_the_floor_and_the_ratio(routed: float, unrouted: float, weaker: bool) -> None:
+    assert much_weaker(routed, unrouted) is weaker

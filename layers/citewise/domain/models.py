@@ -419,6 +419,19 @@ class SearchRequest(Frozen):
     )
 
 
+# Every MCP tool list carries this schema twice (rag_query's and search's output): its names say what
+# they hold, so only `reason` has a description.
+class FilterFallback(Frozen):
+    """Why the routed filter was dropped and the question searched as written (your filters still apply)."""
+
+    reason: Literal["NO_MATCH", "WEAKER"] = Field(
+        description="NO_MATCH: it matched nothing you may read; WEAKER: its best hit was far weaker than without it."
+    )
+    message: str
+    dropped_filters: dict[str, Any]
+    dropped_phrases: list[str]
+
+
 class Routing(Frozen):
     """What the router did with the query: it can only narrow (its filters are ANDed inside yours)."""
 
@@ -442,6 +455,9 @@ class Routing(Frozen):
         description="Set when routing fell back: the configured router failed and the deterministic one answered "
         "(e.g. `bedrock: THROTTLED`), or routing ran past its time budget and the question was searched unrouted "
         "(`deterministic: TIMEOUT ...`). The query never fails for it.",
+    )
+    filter_fallback: FilterFallback | None = Field(
+        default=None, description="Set when the routed filter was dropped: `applied_filters` is then empty."
     )
 
 

@@ -5,6 +5,8 @@ indexed that the caller may read (a mistyped tenant, an upload still PENDING), t
 document (often a value of the wrong type: `2025` where the documents hold `"2025"`), or the documents
 do not answer the question. The first two cost one more index query, made only when retrieval found
 nothing: the caller's nearest chunks without any filter, inside the same access filter as every search.
+A filter routed from the question is never the reason: one that matches nothing is dropped and the question
+searched without it (`citewise.query.retrieval`, issue 26).
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ def no_hits_notice(retriever: Retriever, caller: Caller, request: SearchRequest,
     ]
     if not nearest:
         return Notice(code="NO_DOCUMENTS", message=NO_DOCUMENTS)
-    routed = retrieval.routing.applied_filters
-    if request.filters is not None or routed:
-        hint = filter_type_hint(request.filters, nearest) if request.filters is not None else None
-        which = "your filters" if not routed else "the filters (yours and those routed from the question)"
-        return Notice(code="NO_FILTER_MATCH", message=f"No document matched {which}." + (f" {hint}" if hint else ""))
+    # A routed filter is kept only when it matched something (else it is dropped: `Routing.filter_fallback`),
+    # so nothing found under one means nothing reached min_score.
+    if request.filters is not None and not retrieval.routing.applied_filters:
+        hint = filter_type_hint(request.filters, nearest)
+        return Notice(
+            code="NO_FILTER_MATCH", message="No document matched your filters." + (f" {hint}" if hint else "")
+        )
     return Notice(code="NOT_FOUND", message=f"No passage scored at least min_score ({request.min_score:g}).")
 
 

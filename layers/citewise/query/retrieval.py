@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import (
@@ -23,11 +24,13 @@ from citewise.domain.models import (
     MAX_FILTER_STRING,
     Caller,
     Filter,
+    FilterFallback,
     Reranking,
     Routing,
     SearchHit,
     SearchMode,
     SearchRequest,
+    Vector,
 )
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.domain.textutil import content_terms, embedding_text, word_prefix
@@ -38,7 +41,7 @@ from citewise.ports.router import Route, Router, RoutingContext
 from citewise.query.candidates import Candidate
 from citewise.query.fusion import Fusion, FusionMethod
 from citewise.query.ranking import Signals, rescore
-from citewise.query.relevance import relevance_scores
+from citewise.query.relevance import estimates, relevance_scores
 from citewise.query.routing import DEFAULT_ID_PATTERN, constraint_filter, source_vocabulary
 
 logger = logging.getLogger(__name__)
@@ -157,19 +160,63 @@ class Retriever:
             ranked, reranking = self._ranked(caller, request, request.query, request.filters, signals, now)
             return Retrieval(_hits(self._cut(ranked, request, [])), Routing(router="off"), reranking)
         routed = constraint_filter(route.constraints)
-        filters = _both(request.filters, routed)
         text = route.text if content_terms(route.text) else request.query
         found = self._pinned(caller, request, text, route.constraints.ids)
-        ranked, reranking = self._ranked(caller, request, text, filters, signals, now)
+        dropped = None
+        if routed is None:
+            ranked, reranking = self._ranked(caller, request, text, request.filters, signals, now)
+        else:
+            lists, dropped = self._routed_lists(caller, request, text, routed, route.consumed_phrases)
+            if dropped is None:
+                ranked, reranking = self._ranked_lists(lists, text, signals, now)
+            else:
+                ranked, reranking = self._ranked(caller, request, request.query, request.filters, signals, now)
         pinned = _pins(ranked, found, request.min_score)
         report = Routing(
-            applied_filters=routed.model_dump(mode="json", by_alias=True, exclude_none=True) if routed else None,
-            consumed_phrases=route.consumed_phrases,
+            applied_filters=_dumped(routed) if routed and not dropped else None,
+            consumed_phrases=route.consumed_phrases if not dropped else [],
             pinned_documents=[candidate.doc_id for candidate in pinned],
             router=route.router,
             fallback=route.fallback,
+            filter_fallback=dropped,
         )
         return Retrieval(_hits(self._cut(ranked, request, pinned)), report, reranking)
+
+    def _routed_lists(
+        self, caller: Caller, request: SearchRequest, text: str, routed: Filter, phrases: list[str]
+    ) -> tuple[dict[str, list[ScoredChunk]], FilterFallback | None]:
+        """The rankings of `text` under the routed filter, or why to drop it (issue 26): it matched nothing
+        (`NO_MATCH`), or its best hit is much weaker than the best without it (`WEAKER`, `much_weaker`).
+
+        Both relevances are estimated against the rankings of the same text without the routed filter, so
+        the same raw scores meet the same best cosine and BM25 score: within the filtered lists alone the
+        best hit would always look like the best there is."""
+        depth = self._depth(request)
+        vector = self.embedder.embed_query(text) if self.mode != "bm25" else None
+        lists = self._lists(caller, text, _both(request.filters, routed), depth, vector)
+        dropped_filters = _dumped(routed)
+        if not any(lists.values()):
+            message = (
+                f"The filter routed from {_quoted(phrases)} matched no document you may read: the question was "
+                "searched as written, without it."
+            )
+            return lists, FilterFallback(
+                reason="NO_MATCH", message=message, dropped_filters=dropped_filters, dropped_phrases=phrases
+            )
+        unfiltered = self._lists(caller, text, request.filters, depth, vector)
+        estimate = estimates(unfiltered)
+        routed_best = max(estimate(raw) for raw in _raw_scores(lists))
+        unrouted_best = max(estimate(raw) for raw in _raw_scores(unfiltered))
+        if not much_weaker(routed_best, unrouted_best):
+            return lists, None
+        message = (
+            f"The filter routed from {_quoted(phrases)} kept only hits far less likely relevant than the best "
+            f"without it (relevance {routed_best:.4f} against {unrouted_best:.4f}): the question was searched as "
+            "written, without it."
+        )
+        return lists, FilterFallback(
+            reason="WEAKER", message=message, dropped_filters=dropped_filters, dropped_phrases=phrases
+        )
 
     def _ranked(
         self,
@@ -181,8 +228,13 @@ class Retriever:
         now: datetime,
     ) -> tuple[list[Candidate], Reranking | None]:
         """`text` ranked and fused, re-scored by the ranking signals, then reranked (before any cut)."""
-        ranked = rescore(self._fused(caller, text, filters, self._depth(request)), signals, now)
-        return self._rerank(text, ranked)
+        return self._ranked_lists(self._lists(caller, text, filters, self._depth(request)), text, signals, now)
+
+    def _ranked_lists(
+        self, lists: dict[str, list[ScoredChunk]], text: str, signals: Signals, now: datetime
+    ) -> tuple[list[Candidate], Reranking | None]:
+        """`_ranked` of rankings already made."""
+        return self._rerank(text, rescore(self._fuse(lists), signals, now))
 
     def _rerank(self, query: str, ranked: list[Candidate]) -> tuple[list[Candidate], Reranking | None]:
         """The best `rerank_candidates` candidates in the reranker's order, each with its `rerank_score`, then
@@ -283,6 +335,12 @@ class Retriever:
 
     def _fused(self, caller: Caller, query: str, filters: Filter | None, depth: int) -> list[Candidate]:
         """`rank` before any chunk is parsed or hit built: fusion reads ids and scores only."""
+        return self._fuse(self._lists(caller, query, filters, depth))
+
+    def _lists(
+        self, caller: Caller, query: str, filters: Filter | None, depth: int, vector: Vector | None = None
+    ) -> dict[str, list[ScoredChunk]]:
+        """The rankings of the mode, each `depth` deep (`vector`: the query's embedding if already made)."""
         rankings: dict[str, list[ScoredChunk]] = {}
         keyword = None
         if self.mode in ("hybrid", "bm25"):
@@ -290,9 +348,14 @@ class Retriever:
             keyword_text = word_prefix(query, MAX_KEYWORD_CHARS)
             keyword = self._pool.submit(self.index.keyword_search, caller, keyword_text, filters, depth)
         if self.mode in ("hybrid", "vector"):
-            rankings["vector"] = self.index.vector_search(caller, self.embedder.embed_query(query), filters, depth)
+            embedded = vector if vector is not None else self.embedder.embed_query(query)
+            rankings["vector"] = self.index.vector_search(caller, embedded, filters, depth)
         if keyword is not None:
             rankings["keyword"] = keyword.result()
+        return rankings
+
+    def _fuse(self, rankings: dict[str, list[ScoredChunk]]) -> list[Candidate]:
+        """The rankings fused into candidates, each with its calibrated relevance."""
         # With the `relevance` fusion the fused score is the unrounded estimate itself: rounding it gives the
         # relevance score without computing the model a second time for every candidate.
         relevance = None if self.fusion.method == "relevance" else relevance_scores(rankings)
@@ -306,6 +369,43 @@ class Retriever:
             )
             for scored, score, raw in self.fusion.fuse(rankings)
         ]
+
+
+FALLBACK_FLOOR = 0.01
+"""A routed result is dropped for a weaker one only if its best hit scores below this (`much_weaker`)."""
+FALLBACK_RATIO = 10.0
+"""... and the best hit without the routed filter is more than this many times as likely relevant."""
+
+
+def much_weaker(routed: float, unrouted: float) -> bool:
+    """Whether the best routed hit (`routed`, a calibrated relevance) is so much weaker than the best hit
+    without the routed filter (`unrouted`) that the filter most likely misread the question (issue 26).
+
+    Both conditions must hold. Below `FALLBACK_FLOOR` (1 in 100) the routed best is most likely off the
+    topic: on the calibration's held-out data even the whole 0-0.1 bin is relevant only about 2 times in
+    100 (docs/evaluation.md), and to score 0.01 a hybrid hit 0.1 below the best cosine must also have
+    less than half the best BM25 score. More than `FALLBACK_RATIO` (an order of magnitude) below the
+    unrouted best, so the filter hid an answer rather than both searches finding nothing. A filter that
+    keeps hits on the topic (a newer ticket about the same thing, somewhat less similar than an older one)
+    scores above the floor and stays: narrowing to a date or a source costs some relevance by design."""
+    return routed < FALLBACK_FLOOR and routed * FALLBACK_RATIO < unrouted
+
+
+def _raw_scores(rankings: dict[str, list[ScoredChunk]]) -> list[dict[str, float]]:
+    """Each chunk's raw score in each list it is in (the input of `relevance.estimates`)."""
+    raw: dict[str, dict[str, float]] = {}
+    for name, ranking in rankings.items():
+        for scored in ranking:
+            raw.setdefault(scored.chunk_id, {}).setdefault(name, scored.score)
+    return list(raw.values())
+
+
+def _dumped(flt: Filter) -> dict[str, Any]:
+    return flt.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _quoted(phrases: list[str]) -> str:
+    return ", ".join(f'"{phrase}"' for phrase in phrases) or "the question"
 
 
 def _pins(ranked: list[Candidate], found: list[Candidate], min_score: float) -> list[Candidate]:

@@ -15,8 +15,9 @@ latest occurrence that has begun (`in December` asked in March 2026 is December 
 python-dateutil's (`relativedelta`, `parser`, `tz`), already in the Lambda layer.
 
 A phrase is consumed only when it is unambiguous: a bare year (`the 2024 roadmap`), a bare month name or
-`in Jira` when no source `jira` is known stay in the text and add nothing. Identifiers stay in the text
-too (they are good keywords) and pin their documents.
+`in Jira` when no source `jira` is known stay in the text and add nothing, and so does a date right after
+a verb of content history (`support was added in 2023`): it dates what the text tells, not the document.
+Identifiers stay in the text too (they are good keywords) and pin their documents.
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ class DeterministicRouter:
         ):
             for match in pattern.finditer(text):  # over the text as it was before this pattern's matches
                 budget.check()
+                if _dates_the_content(text, match.start()):
+                    continue
                 found = reading(match, now)
                 if found is not None:
                     dates.append(found)
@@ -166,6 +169,22 @@ class DeterministicRouter:
             consumed_phrases=[phrase for _, phrase in sorted(consumed)],
             router=self.name,
         )
+
+
+_CONTENT_EVENT = re.compile(
+    r"\b(?:added|introduced|released|supported|deprecated|removed|dropped|discontinued|launched|announced"
+    r"|invented|founded|born)\s+$",
+    _FLAGS,
+)
+_CONTENT_EVENT_WINDOW = 16
+"""Characters before a date phrase read for a verb of content history: the longest verb and a space."""
+
+
+def _dates_the_content(text: str, start: int) -> bool:
+    """Whether the date phrase at `start` follows a verb of content history (`support was added in 2023`,
+    `deprecated since March`): it dates what the text tells, not the document, which may be years younger
+    (issue 26), so it stays a search word. Read in a fixed window, so the check is constant time."""
+    return _CONTENT_EVENT.search(text[max(0, start - _CONTENT_EVENT_WINDOW) : start]) is not None
 
 
 def _masked(text: str, start: int, end: int) -> str:

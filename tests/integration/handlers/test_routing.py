@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -61,6 +62,7 @@ def test_a_routed_search_returns_only_documents_inside_the_constraint(stack: Sta
         "pinned_documents": [],
         "router": "off",
         "fallback": None,
+        "filter_fallback": None,
     }
 
 
@@ -70,7 +72,11 @@ def test_routing_only_narrows_the_callers_own_filter(stack: Stack) -> None:
     status, body = stack.api(
         "POST", "/v1/search", body={"query": "queue retries in Jira", "filters": own}, identity=ALICE
     )
-    assert status == 200 and body["hits"] == []  # jira AND confluence: nothing, never the union
+    # jira AND confluence match nothing, so the routed filter is dropped (issue 26); the caller's own filter
+    # never is: confluence only, never the union
+    assert status == 200 and _paths(body) == ["confluence/queues.md"]
+    assert body["routing"]["applied_filters"] is None
+    assert body["routing"]["filter_fallback"]["reason"] == "NO_MATCH"
 
 
 def test_an_identifier_pins_its_document_and_the_answer_reports_routing(stack: Stack) -> None:
@@ -142,3 +148,91 @@ def test_min_score_holds_for_a_pinned_document(stack: Stack) -> None:
     assert body["routing"]["pinned_documents"] == []
     assert all(hit["chunk"]["document"]["path"] != "jira/PROJ-3.md" for hit in body["hits"])
     assert all(hit["relevance_score"] >= (score + 1) / 2 for hit in body["hits"])
+
+
+# --- issue 26: a routed filter never empties an answer silently ------------------------------------------
+
+PYDANTIC = (
+    "---\nupdated: 2026-02-01\n---\n# Pydantic support\n\n"
+    "Support for Pydantic version 2 was added to FastAPI in 2023, in release 0.100.0.\n"
+)
+INVOICES = "---\nupdated: 2023-05-01\n---\n# Invoices\n\nAn invoice lists amounts owed, payment terms and tax.\n"
+CONTENT_DATE = "Which Pydantic version support was added in 2023?"
+ROUTED_DATE = "Pydantic version support in 2023"
+
+
+def test_a_routed_date_that_no_document_carries_falls_back_to_the_whole_question(stack: Stack) -> None:
+    # Given documentation dated 2026 that says what happened in 2023
+    stack.upload_and_ingest(ALICE, "docs/pydantic.md", PYDANTIC.encode())
+    # When a question names 2023 in words the router reads as a document date
+    status, body = stack.api("POST", "/v1/search", body={"query": ROUTED_DATE}, identity=ALICE)
+    # Then the routed filter, which matched nothing, is dropped, the whole question is searched, and the
+    # report says what was dropped and why
+    assert status == 200, body
+    assert _paths(body) == ["docs/pydantic.md"]
+    routing = body["routing"]
+    assert routing["applied_filters"] is None and routing["consumed_phrases"] == []
+    fallback = routing["filter_fallback"]
+    assert fallback["reason"] == "NO_MATCH"
+    assert fallback["dropped_phrases"] == ["in 2023"]
+    assert fallback["dropped_filters"]["andAll"][0]["greaterThanOrEquals"]["key"] == "source_date"
+    assert "matched no document" in fallback["message"]
+    # And the answer is made from it, not refused with NO_FILTER_MATCH
+    status, answer = stack.api("POST", "/v1/query", body={"query": ROUTED_DATE}, identity=ALICE)
+    assert status == 200, answer
+    assert answer["routing"]["filter_fallback"]["reason"] == "NO_MATCH"
+    assert {source["chunk"]["document"]["path"] for source in answer["sources"]} == {"docs/pydantic.md"}
+    assert (answer["notice"] or {}).get("code") != "NO_FILTER_MATCH"
+
+
+def test_a_date_of_something_added_is_about_the_content_and_is_not_routed(stack: Stack) -> None:
+    # Given documentation dated 2026 that says what happened in 2023
+    stack.upload_and_ingest(ALICE, "docs/pydantic.md", PYDANTIC.encode())
+    # When the question of issue 26 asks when something was added
+    status, answer = stack.api("POST", "/v1/query", body={"query": CONTENT_DATE}, identity=ALICE)
+    # Then "in 2023" stays in the searched text, adds no filter, and the documentation answers
+    assert status == 200, answer
+    assert answer["routing"]["consumed_phrases"] == [] and answer["routing"]["applied_filters"] is None
+    assert answer["routing"]["filter_fallback"] is None
+    assert {source["chunk"]["document"]["path"] for source in answer["sources"]} == {"docs/pydantic.md"}
+    assert answer["notice"] is None
+
+
+def test_a_routed_result_much_weaker_than_the_unrouted_one_falls_back(stack: Stack) -> None:
+    # Given the documentation (2026) and an unrelated document that does carry the date 2023
+    stack.upload_and_ingest(ALICE, "docs/pydantic.md", PYDANTIC.encode())
+    stack.upload_and_ingest(ALICE, "finance/invoices.md", INVOICES.encode())
+    # When a question about content is routed to the 2023 document only
+    status, body = stack.api("POST", "/v1/search", body={"query": ROUTED_DATE}, identity=ALICE)
+    # Then the routed result, far less likely relevant than the unrouted one, is dropped and the report
+    # gives both relevances
+    assert status == 200, body
+    assert body["hits"][0]["chunk"]["document"]["path"] == "docs/pydantic.md"
+    fallback = body["routing"]["filter_fallback"]
+    assert fallback["reason"] == "WEAKER" and fallback["dropped_phrases"] == ["in 2023"]
+    routed, unrouted = map(float, re.findall(r"relevance (\S+) against (\S+)\)", fallback["message"])[0])
+    assert routed < 0.01 and routed * 10 < unrouted, fallback
+    assert body["routing"]["applied_filters"] is None
+
+
+def test_a_routed_result_as_relevant_as_the_unrouted_one_stays_routed(stack: Stack) -> None:
+    # Given three documents saying the same of different sources and years
+    _ingest(stack)
+    # When the question names one source and year
+    status, body = stack.api("POST", "/v1/search", body={"query": "queue retries in Jira in 2024"}, identity=ALICE)
+    # Then the narrowing holds and no fallback is reported
+    assert status == 200 and _paths(body) == ["jira/PROJ-7.md"]
+    assert body["routing"]["filter_fallback"] is None
+
+
+def test_a_fallback_stays_inside_the_callers_access(stack: Stack) -> None:
+    # Given Bob's private document that answers the question, and Alice's documentation dated 2026
+    bob = claims("acme", "bob")
+    stack.upload_and_ingest(bob, "bob/pydantic.md", PYDANTIC.encode(), visibility="private")
+    stack.upload_and_ingest(ALICE, "docs/pydantic.md", PYDANTIC.encode())
+    # When Alice's routed filter matches nothing and falls back
+    status, body = stack.api("POST", "/v1/search", body={"query": ROUTED_DATE}, identity=ALICE)
+    # Then she still sees only what she may read
+    assert status == 200, body
+    assert body["routing"]["filter_fallback"]["reason"] == "NO_MATCH"
+    assert _paths(body) == ["docs/pydantic.md"]
