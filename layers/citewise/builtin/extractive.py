@@ -59,6 +59,13 @@ FILLER_RE = re.compile(
     re.IGNORECASE,
 )
 """How navigation and filler sentences start: they point elsewhere and answer nothing."""
+POINTER_RE = re.compile(
+    r"\b(?:read|see|check)(?: out)? the (?:docs|documentation|section|chapter|tutorial|guide)s? (?:for|about|on|at|in)\b"
+    r"|\byou (?:also |already )?(?:read|saw|learned) (?:how|about)\b",
+    re.IGNORECASE,
+)
+"""Pointers anywhere in a sentence ("... read the docs for X", "And then you also read how to ..."): the
+sentence sends the reader to another page for what it does not say."""
 _FENCE_RE = re.compile(r"\s*(```|~~~)")
 _ITEM_RE = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+\S")
 _ROW_RE = re.compile(r"\s*\|.*\||.+ \| .+")
@@ -79,12 +86,14 @@ class AnswerModel:
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
-WITH_VECTORS = AnswerModel(-6.0, {"coverage": 4.0, "similarity": 6.0, "relevance": 2.0})
+WITH_VECTORS = AnswerModel(-5.743, {"coverage": 2.574, "similarity": 3.203, "relevance": 1.949})
 """The model when an embedder is given (fitted with MiniLM: docs/generation.md)."""
-WITHOUT_VECTORS = AnswerModel(-4.0, {"coverage": 6.0, "relevance": 2.0})
+WITHOUT_VECTORS = AnswerModel(-4.692, {"coverage": 3.625, "relevance": 2.485})
 """The model without an embedder (coverage and the hit's relevance alone)."""
-MIN_ANSWER_PROBABILITY = 0.3
+MIN_ANSWER_PROBABILITY = 0.11
 """The estimate a best passage must reach for the question to be answered (calibration: docs/generation.md)."""
+MIN_HIT_RELEVANCE = 0.1
+"""The calibrated relevance below which a hit's passages are never quoted (calibration: docs/generation.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +316,8 @@ class ExtractiveSynthesizer:
         """Each passage's estimated probability of answering the question (module docstring)."""
         features = self.features(question, hits, passages)
         model = WITHOUT_VECTORS if self.embedder is None else WITH_VECTORS
-        return [model.probability(f) for f in features]
+        # A barely relevant hit's passages are never quoted, however many of the question's words they hold.
+        return [model.probability(f) if f["relevance"] >= MIN_HIT_RELEVANCE else 0.0 for f in features]
 
     def features(self, question: str, hits: Sequence[SearchHit], passages: Sequence[Passage]) -> list[dict[str, float]]:
         """What `AnswerModel` reads of each passage."""
@@ -341,18 +351,19 @@ class ExtractiveSynthesizer:
         return chosen
 
     def _refusal(self, hits: Sequence[SearchHit], passages: list[Passage], scores: list[float]) -> Answer:
-        """`unanswered()`, with a notice saying how far the best passage was from answering."""
+        """`unanswered()`, with a notice saying how far what was retrieved was from answering."""
         if not hits:
             return unanswered()
         relevance = max(hit.relevance_score for hit in hits)
-        if not passages:
-            why = f"the retrieved passages (best relevance {relevance:.2f}) hold no sentence that could answer it"
+        if relevance < MIN_HIT_RELEVANCE:
+            why = f"the most relevant passage retrieved has relevance {relevance:.2f}, below {MIN_HIT_RELEVANCE:.2f}"
+        elif not passages:
+            why = "the retrieved passages hold no sentence, list item or table row that could answer it"
         else:
             best = max(range(len(passages)), key=scores.__getitem__)
             why = (
-                f"its best sentence is {scores[best]:.0%} likely to answer (an answer needs "
-                f"{self.min_probability:.0%}), from a passage of relevance {hits[passages[best].source - 1].relevance_score:.2f} "
-                f"(the best retrieved: {relevance:.2f})"
+                f"its best passage is {scores[best]:.0%} likely to answer (an answer needs {self.min_probability:.0%}); "
+                f"the most relevant passage retrieved has relevance {relevance:.2f}"
             )
         message = f"No passage of the retrieved documents answers the question: {why}."
         return unanswered().model_copy(update={"notice": Notice(code="NOT_FOUND", message=message)})
@@ -360,7 +371,7 @@ class ExtractiveSynthesizer:
 
 def _is_filler(sentence: str) -> bool:
     """Navigation and filler ("In the next chapter ...", "See also ...") point elsewhere, answer nothing."""
-    return bool(FILLER_RE.match(sentence.lstrip("-*+>#0123456789.) ")))
+    return bool(FILLER_RE.match(sentence.lstrip("-*+>#0123456789.) ")) or POINTER_RE.search(sentence))
 
 
 def _is_statement(sentence: str, headings: tuple[str, ...]) -> bool:
