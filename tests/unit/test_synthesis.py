@@ -202,7 +202,12 @@ CORS_CODE = (
 @pytest.mark.parametrize(
     ("text", "question", "lead_in", "introduced"),
     [
-        (CORS_LIST, "Which arguments does the CORS middleware take?", "The middleware takes these arguments:", "- `allow_methods`"),
+        (
+            CORS_LIST,
+            "Which arguments does the CORS middleware take?",
+            "The middleware takes these arguments:",
+            "- `allow_methods`",
+        ),
         (CORS_CODE, "How do I enable CORS?", "To enable CORS in your application", "app.add_middleware(CORSMiddleware"),
     ],
     ids=["list", "code"],
@@ -243,9 +248,13 @@ def test_navigation_and_filler_are_never_quoted(embedder: str | None, minilm: Mi
     )
     hits = [hit(1, text, relevance=0.6)]
     # When asked
-    answer = ExtractiveSynthesizer(minilm if embedder else None).answer("How do I enable CORS for my application?", hits)
+    answer = ExtractiveSynthesizer(minilm if embedder else None).answer(
+        "How do I enable CORS for my application?", hits
+    )
     # Then the statement alone is quoted
-    assert [c.quote for c in answer.citations] == ["CORS for your application is enabled with the CORSMiddleware class."]
+    assert [c.quote for c in answer.citations] == [
+        "CORS for your application is enabled with the CORSMiddleware class."
+    ]
 
 
 def test_a_passage_of_a_barely_relevant_hit_is_refused_and_the_notice_says_why(minilm: MiniLMEmbedder) -> None:

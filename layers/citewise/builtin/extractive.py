@@ -60,7 +60,8 @@ FILLER_RE = re.compile(
 )
 """How navigation and filler sentences start: they point elsewhere and answer nothing."""
 POINTER_RE = re.compile(
-    r"\b(?:read|see|check)(?: out)? the (?:docs|documentation|section|chapter|tutorial|guide)s? (?:for|about|on|at|in)\b"
+    r"\b(?:read|see|check)(?: out)? the (?:docs|documentation|section|chapter|tutorial|guide)s? "
+    r"(?:for|about|on|at|in)\b"
     r"|\byou (?:also |already )?(?:read|saw|learned) (?:how|about)\b",
     re.IGNORECASE,
 )
@@ -201,7 +202,9 @@ def _block_at(lines: list[tuple[int, int, str]], i: int) -> tuple[str, int]:
         # A Word table's rows are paragraphs of their own (blank lines between); a Markdown one's are lines.
         return "table", _extent(lines, i, lambda s: bool(_ROW_RE.fullmatch(s)) or not s.strip())
     if _ITEM_RE.match(line):
-        return "list", _extent(lines, i, lambda s: bool(_ITEM_RE.match(s)) or s.startswith((" ", "\t")) or not s.strip())
+        return "list", _extent(
+            lines, i, lambda s: bool(_ITEM_RE.match(s)) or s.startswith((" ", "\t")) or not s.strip()
+        )
     return "prose", _extent(lines, i, lambda s: bool(s.strip()) and not _starts_block(s))
 
 
@@ -221,7 +224,9 @@ def _extent(lines: list[tuple[int, int, str]], i: int, belongs: Callable[[str], 
 
 def _items(text: str, block: _Block) -> list[tuple[int, int]]:
     """The spans of a list's items, each with its continuation lines."""
-    starts = [m.start() for m in re.finditer(r"(?m)^\s*(?:[-*+]|\d+[.)])\s+", text[: block.end]) if m.start() >= block.start]
+    starts = [
+        m.start() for m in re.finditer(r"(?m)^\s*(?:[-*+]|\d+[.)])\s+", text[: block.end]) if m.start() >= block.start
+    ]
     ends = [*starts[1:], block.end]
     return [span for start, end in zip(starts, ends, strict=True) if (span := _stripped(text, start, end))]
 
@@ -362,7 +367,8 @@ class ExtractiveSynthesizer:
         else:
             best = max(range(len(passages)), key=scores.__getitem__)
             why = (
-                f"its best passage is {scores[best]:.0%} likely to answer (an answer needs {self.min_probability:.0%}); "
+                f"its best passage is {scores[best]:.0%} likely to answer "
+                f"(an answer needs {self.min_probability:.0%}); "
                 f"the most relevant passage retrieved has relevance {relevance:.2f}"
             )
         message = f"No passage of the retrieved documents answers the question: {why}."
