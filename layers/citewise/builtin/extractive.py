@@ -91,7 +91,7 @@ WITH_VECTORS = AnswerModel(-5.743, {"coverage": 2.574, "similarity": 3.203, "rel
 """The model when an embedder is given (fitted with MiniLM: docs/generation.md)."""
 WITHOUT_VECTORS = AnswerModel(-4.692, {"coverage": 3.625, "relevance": 2.485})
 """The model without an embedder (coverage and the hit's relevance alone)."""
-MIN_ANSWER_PROBABILITY = 0.11
+MIN_ANSWER_PROBABILITY = 0.105
 """The estimate a best passage must reach for the question to be answered (calibration: docs/generation.md)."""
 MIN_HIT_RELEVANCE = 0.1
 """The calibrated relevance below which a hit's passages are never quoted (calibration: docs/generation.md)."""
@@ -367,8 +367,8 @@ class ExtractiveSynthesizer:
         else:
             best = max(range(len(passages)), key=scores.__getitem__)
             why = (
-                f"its best passage is {scores[best]:.0%} likely to answer "
-                f"(an answer needs {self.min_probability:.0%}); "
+                f"its best passage is {scores[best]:.1%} likely to answer "
+                f"(an answer needs {self.min_probability:.1%}); "
                 f"the most relevant passage retrieved has relevance {relevance:.2f}"
             )
         message = f"No passage of the retrieved documents answers the question: {why}."
