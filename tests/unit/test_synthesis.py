@@ -61,6 +61,34 @@ def test_every_marker_maps_to_a_given_source_and_every_quote_is_verbatim(
         assert answer.answer == NO_ANSWER and answer.citations == [] and answer.sources == []
 
 
+MARKDOWN_LINES = [
+    "",
+    "- tenant index.",
+    "1. queue vector",
+    "| tenant | cost |",
+    "| --- | --- |",
+    "```",
+    "    code",
+    "answer page:",
+    "See also the alarm.",
+    "In the next chapter the cost.",
+    "tenant | queue",
+]
+markdown_chunk = st.lists(st.sampled_from(MARKDOWN_LINES) | sentence, min_size=1, max_size=12).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(markdown_chunk, min_size=1, max_size=4), st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6))
+def test_lists_tables_code_and_lead_ins_keep_the_contract(texts: list[str], question_words: list[str]) -> None:
+    # Given chunks mixing prose, lists, tables, code fences, lead-ins and filler in any order
+    hits = [_hit(i, text) for i, text in enumerate(texts, start=1)]
+    # When answered
+    answer = ExtractiveSynthesizer().answer(" ".join(question_words) + "?", hits)
+    # Then every quote is verbatim text of its chunk, never empty, and the contract holds
+    assert all(citation.quote.strip() for citation in answer.citations)
+    assert_keeps_the_contract(answer, hits)
+
+
 def test_it_quotes_the_sentence_that_answers_and_names_its_page() -> None:
     # Given two sources, the answer on page 3 of the second
     hits = [
@@ -301,3 +329,12 @@ def test_the_refusal_reason_reaches_the_caller(services) -> None:  # type: ignor
     assert not answer.grounded and answer.notice is not None and answer.notice.code == "NOT_FOUND"
     assert answer.notice.message.startswith("No passage of the retrieved documents answers the question: the most")
     assert "relevance" in answer.notice.message
+
+
+def test_every_item_of_a_list_after_a_blank_line_is_a_passage() -> None:
+    # Given a list of one item after a paragraph and a blank line (the demo's corpus has such lists)
+    hits = [hit(1, "Deployments are staged.\n\n- Rollbacks restore the previous version within five minutes.")]
+    # When asked about the item
+    answer = ExtractiveSynthesizer().answer("How quickly do rollbacks restore the previous version?", hits)
+    # Then the item is quoted (the first item after a blank line was lost, a lone one failed the answer)
+    assert [c.quote for c in answer.citations] == ["- Rollbacks restore the previous version within five minutes."]

@@ -68,8 +68,9 @@ POINTER_RE = re.compile(
 """Pointers anywhere in a sentence ("... read the docs for X", "And then you also read how to ..."): the
 sentence sends the reader to another page for what it does not say."""
 _FENCE_RE = re.compile(r"\s*(```|~~~)")
-_ITEM_RE = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+\S")
+_ITEM_RE = re.compile(r"[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S")
 _ROW_RE = re.compile(r"\s*\|.*\||.+ \| .+")
+_LINE_RE = re.compile(r"[^\n]+")
 _RULE_RE = re.compile(r"[\s|:+-]*-{3,}[\s|:+-]*")
 
 
@@ -152,8 +153,9 @@ def _passage_spans(text: str, headings: tuple[str, ...]) -> list[tuple[int, int,
         if block.kind == "list":
             spans += [(start, end, "") for start, end in _items(text, block) if not _is_filler(text[start:end])]
         elif block.kind == "table":
-            header, *rows = _rows(text, block)
-            spans += [(start, end, text[header[0] : header[1]]) for start, end in rows]
+            rows = _rows(text, block)
+            header = text[rows[0][0] : rows[0][1]] if rows else ""
+            spans += [(start, end, header) for start, end in rows[1:]]
         elif block.kind == "prose":
             sentences = sentence_spans(text, block.start, block.end)
             for index, (start, end) in enumerate(sentences):
@@ -224,28 +226,27 @@ def _extent(lines: list[tuple[int, int, str]], i: int, belongs: Callable[[str], 
 
 def _items(text: str, block: _Block) -> list[tuple[int, int]]:
     """The spans of a list's items, each with its continuation lines."""
-    starts = [
-        m.start() for m in re.finditer(r"(?m)^\s*(?:[-*+]|\d+[.)])\s+", text[: block.end]) if m.start() >= block.start
-    ]
-    ends = [*starts[1:], block.end]
+    starts = [m.start() for m in _ITEM_RE.finditer(text, block.start, block.end) if _line_start(text, m.start())]
+    ends = [*starts[1:], block.end] if starts else []
     return [span for start, end in zip(starts, ends, strict=True) if (span := _stripped(text, start, end))]
+
+
+def _line_start(text: str, offset: int) -> bool:
+    return offset == 0 or text[offset - 1] == "\n"
 
 
 def _rows(text: str, block: _Block) -> list[tuple[int, int]]:
     """The spans of a table's rows, its header first; a Markdown table's rule line is no row."""
-    rows = []
-    for m in re.finditer(r"[^\n]+", text[: block.end]):
-        if m.start() >= block.start and not _RULE_RE.fullmatch(m.group()):
-            rows.append(_stripped(text, m.start(), m.end()))
-    return [row for row in rows if row]
+    rows = [_stripped(text, m.start(), m.end()) for m in _LINE_RE.finditer(text, block.start, block.end)]
+    return [row for row in rows if row and not _RULE_RE.fullmatch(text[row[0] : row[1]])]
 
 
-def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
+def _stripped(text: str, start: int, end: int) -> tuple[int, int] | None:
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
-    return (start, end) if start < end else (0, 0)
+    return (start, end) if start < end else None
 
 
 def coverage(question: str, passages: Sequence[Passage]) -> list[float]:
