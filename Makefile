@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: help demo test opensearch lint openapi bench tune clean
+.PHONY: help demo test opensearch lint openapi bench tune answers clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -76,6 +76,13 @@ bench: $(VENV)/.bench-installed ## Benchmarks (ingest, query latency, cold impor
 
 tune: $(VENV)/.bench-installed ## Fusion / depth / calibration sweeps on scifact-train, tuned on 60%, confirmed on 40% (docs/evaluation.md)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks.fusion_tuning --dataset ../shared/datasets/scifact-train
+
+# The answers benchmark needs only what the demo needs: the bundled SQuAD sample, the local extra, the model.
+# More options through ANSWERS_ARGS, e.g. make answers ANSWERS_ARGS="--split tune --per-query /tmp/tune.jsonl".
+ANSWERS_ARGS ?=
+
+answers: $(DEMO_STAMP) ## Answer quality on the bundled SQuAD 2.0 sample: tune, check, all (docs/evaluation.md)
+	$(BIN)/citewise eval --answers $(ANSWERS_ARGS)
 
 clean: ## Remove the virtual environment and local demo data
 	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache

@@ -51,6 +51,7 @@ from citewise.query.tenant_config import save_tenant_settings, tenant_settings_o
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import McpSettings, Settings, check_origin, load_settings
 from citewise_local import config, logs, packaged
+from citewise_local.answers import SPLITS
 from citewise_local.auth import MAX_TTL
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 from citewise_local.folders import FOLDER_CHANNEL, scan
@@ -59,6 +60,7 @@ from citewise_local.progress import Bars, Stopwatch
 from citewise_local.render import (
     escape_terminal_controls,
     render_answer,
+    render_answers,
     render_comparison,
     render_documents,
     render_hits,
@@ -86,6 +88,8 @@ exit status:
 DEFAULT_USER = "local"
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "tcsh", "powershell")
 """The shells argcomplete writes a completion script for."""
+EVAL_TOP_K = 100
+"""Documents `citewise eval` ranks per query (`--top-k`), deep enough for Recall@100."""
 STDIN = "-"
 """The question argument that means: read the question from standard input."""
 
@@ -265,10 +269,19 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = _command(
         commands,
         "eval",
-        "retrieval quality on a BEIR-format dataset",
+        "retrieval quality on a BEIR-format dataset, or answer quality on SQuAD 2.0 (--answers)",
         "citewise eval --dataset /data/scifact --mode hybrid --per-query scifact.jsonl",
+        "citewise eval --answers --split tune --per-query answers.jsonl",
+        "citewise eval --answers --squad /data/dev-v2.0.json --json",
     )
-    evaluate.add_argument("--dataset", type=Path, required=True, help="folder with corpus.jsonl, queries.jsonl, qrels")
+    measured = evaluate.add_mutually_exclusive_group(required=True)
+    measured.add_argument("--dataset", type=Path, help="folder with corpus.jsonl, queries.jsonl, qrels")
+    measured.add_argument(
+        "--answers",
+        action="store_true",
+        help="answer quality: SQuAD 2.0's paragraphs ingested into a throwaway home, its questions asked as "
+        "citewise query asks them (docs/evaluation.md)",
+    )
     evaluate.add_argument(
         "--mode", choices=["hybrid", "bm25", "vector"], default=None, help="default: CITEWISE_SEARCH_MODE (hybrid)"
     )
@@ -276,13 +289,20 @@ def _parser() -> argparse.ArgumentParser:
         "--top-k",
         metavar="N",
         type=_within(int, 1, 1000),
-        default=100,
-        help="documents ranked per query, 1-1000 (default 100)",
+        default=None,
+        help=f"documents ranked per query, 1-1000 (default {EVAL_TOP_K}); with --answers, chunks retrieved per "
+        f"question as in citewise query, {_limits(SearchRequest, 'top_k')} (default "
+        f"{SearchRequest.model_fields['top_k'].default})",
     )
     evaluate.add_argument(
         "--embedder", choices=["minilm", "hashing"], default=None, help="default: CITEWISE_EMBEDDER (minilm)"
     )
-    evaluate.add_argument("--per-query", type=Path, help="write each query's metrics and ranking here (JSON lines)")
+    evaluate.add_argument(
+        "--per-query",
+        type=Path,
+        help="write each query's metrics and ranking (with --answers: each question's answer and scores) here "
+        "(JSON lines)",
+    )
     evaluate.add_argument(
         "--compare",
         action="store_true",
@@ -303,6 +323,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--keep-index", action="store_true", help="with --backend opensearch: keep the index (its name is printed)"
+    )
+    evaluate.add_argument(
+        "--squad",
+        type=Path,
+        metavar="PATH",
+        help="with --answers: a SQuAD 2.0 file in the official format, .json or .json.xz (default: the bundled "
+        "sample, six articles of the dev set)",
+    )
+    evaluate.add_argument(
+        "--split",
+        choices=[*SPLITS, "all"],
+        help="with --answers: the questions of the articles to tune on, to check on, or all (default: all, "
+        "with each part's figures beside)",
+    )
+    evaluate.add_argument(
+        "--limit",
+        metavar="N",
+        type=_within(int, 1, 1_000_000),
+        help="with --answers: at most N questions, drawn at random with a fixed seed (default: every one)",
     )
     _json_flag(evaluate, "the metrics (a list of them with --compare)")
     evaluate.set_defaults(run=_eval, own_services=True)
@@ -722,9 +761,13 @@ def _demo(args: argparse.Namespace, services: Services) -> int:
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
     """Ingest the dataset into its own index under the home (reused when unchanged) and score it: in the
-    configured mode, or with `--compare` in every mode and plain RRF, one ingest for all."""
+    configured mode, or with `--compare` in every mode and plain RRF, one ingest for all. `--answers`
+    measures answers instead (`_eval_answers`)."""
+    if args.answers:
+        return _eval_answers(args, settings)
     from citewise_local import evaluation
 
+    _refuse_options(args, "--dataset", squad="--squad", split="--split", limit="--limit")
     dataset = evaluation.load_beir(args.dataset)
     embedder = args.embedder or settings.embedder
     home = evaluation.index_home(settings.home_dir, dataset, embedder, settings.chunk_tokens, settings.chunk_overlap)
@@ -742,7 +785,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 if ingest_s is None:
                     ingest_s = target.ingest(services, dataset, bars)
-                results = evaluation.run_queries(services, dataset, args.top_k, bars)
+                results = evaluation.run_queries(services, dataset, args.top_k or EVAL_TOP_K, bars)
             finally:
                 services.close()
             fusion = evaluation.fusion_settings(run_settings)
@@ -763,6 +806,49 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print("\n".join(f"{key:>14}: {value}" for key, value in summaries[0].items()))
     return 0
+
+
+def _eval_answers(args: argparse.Namespace, settings: Settings) -> int:
+    """Answer quality on SQuAD 2.0 (`citewise_local.answers`): the bundled sample or `--squad`, in a
+    throwaway home; a table of the measures per part of the split, or `--json`."""
+    from citewise_local import answers
+
+    _refuse_options(
+        args, "--answers", compare="--compare", opensearch_url="--opensearch-url", keep_index="--keep-index"
+    )
+    if args.backend != "local":
+        raise ValidationError("--answers runs on the local index only, not --backend opensearch")
+    low, high = _bounds(SearchRequest, "top_k")
+    top_k = SearchRequest.model_fields["top_k"].default if args.top_k is None else args.top_k
+    if not low <= top_k <= high:
+        raise ValidationError(f"--top-k with --answers is {low:g}-{high:g}, as for citewise query")
+    source = args.squad or packaged.squad_sample()
+    squad = answers.load_squad(source)
+    split = None if args.split in (None, "all") else args.split
+    questions = answers.select(squad.questions, split, args.limit)
+    if not questions:
+        raise ValidationError(f"{source} holds no question in the {args.split} part")
+    run_settings = settings.model_copy(
+        update={"embedder": args.embedder or settings.embedder, "search_mode": args.mode or settings.search_mode}
+    )
+    clock = Stopwatch()
+    with Bars(quiet=args.quiet or args.json) as bars:
+        measured = answers.run(run_settings, squad, questions, top_k, bars)
+    described = str(args.squad) if args.squad else f"the bundled sample ({source.name})"
+    report = answers.report(squad, described, split, measured, run_settings, top_k)
+    report["elapsed_s"] = round(clock.seconds, 1)
+    if args.per_query:
+        with args.per_query.open("w", encoding="utf-8") as stream:
+            stream.writelines(json.dumps(answers.row(result)) + "\n" for result in measured.results)
+    print(escape_terminal_controls(json.dumps(report) if args.json else render_answers(report)))
+    return 0
+
+
+def _refuse_options(args: argparse.Namespace, mode: str, **options: str) -> None:
+    """A usage error naming the options given (of `options`: attribute -> flag) that `mode` does not take."""
+    given = [flag for name, flag in options.items() if getattr(args, name) not in (None, False)]
+    if given:
+        raise ValidationError(f"{mode} does not take {', '.join(given)}")
 
 
 def _origin(value: str) -> str:

@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from opensearchpy.exceptions import TransportError
-
 from citewise.domain.errors import SearchBackendError, ValidationError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
 from citewise.domain.objects import SourceObject
@@ -293,6 +291,9 @@ class OpenSearchTarget(Target):
     name = "opensearch"
 
     def __init__(self, settings: Settings, url: str, *, keep: bool = False) -> None:
+        # The AWS extra's client, imported here: the local evaluations run on the `local` extra alone.
+        from opensearchpy.exceptions import TransportError
+
         from citewise.aws.opensearch import OpenSearchIndex
 
         super().__init__(settings)
@@ -326,6 +327,8 @@ class OpenSearchTarget(Target):
 
     def close(self) -> None:
         """Delete the index (unless kept), close the client, the local index and the scratch folder."""
+        from opensearchpy.exceptions import TransportError
+
         try:
             if not self.keep:
                 self._client.indices.delete(index=self.index_name, ignore_unavailable=True)
@@ -423,7 +426,6 @@ def report(
     if not results:
         raise ValidationError("no query of the dataset has relevance judgements")
     latencies = [r.latency_ms for r in results]
-    p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) > 1 else latencies[0]
     return Report(
         mode=mode,
         embedder=embedder,
@@ -431,8 +433,13 @@ def report(
         metrics={name: statistics.fmean(r.metrics[name] for r in results) for name in results[0].metrics},
         ingest_s=ingest_s,
         query_p50_ms=statistics.median(latencies),
-        query_p95_ms=p95,
+        query_p95_ms=p95(latencies),
         fusion=fusion or {},
         backend=backend or {"name": "local"},
         per_query=results,
     )
+
+
+def p95(latencies: Sequence[float]) -> float:
+    """The 95th percentile of one or more latencies (with one, that one)."""
+    return statistics.quantiles(latencies, n=20)[18] if len(latencies) > 1 else latencies[0]

@@ -1,4 +1,4 @@
-"""What an installed citewise carries besides its code: the Lambda handlers, the demo's samples, the model.
+"""What an installed citewise carries besides its code: the Lambda handlers, the samples, the model.
 
 The handlers (`functions/` of the checkout) and the samples (`samples/`) are installed as the packages
 `citewise_functions` and `citewise_samples` (pyproject's `[tool.setuptools]`), and found here through
@@ -38,6 +38,11 @@ def sample_corpus() -> Path:
 def sample_questions() -> Path:
     """The questions `citewise demo` asks of the sample corpus (a JSON list of {"question": ...})."""
     return _folder(SAMPLES_PACKAGE) / "questions.json"
+
+
+def squad_sample() -> Path:
+    """The SQuAD 2.0 sample of `citewise eval --answers` (six whole articles of the dev set; NOTICE.md)."""
+    return _folder(SAMPLES_PACKAGE) / "squad" / "dev-v2.0-sample.json.xz"
 
 
 def install_model(*, quiet: bool = False) -> int:

@@ -156,3 +156,43 @@ def render_comparison(summaries: Sequence[Mapping[str, Any]]) -> str:
         f"ingest {first['ingest_s']} s"
     )
     return "\n".join(rows)
+
+
+ANSWER_MEASURES = (
+    ("contains_gold", "(a) answer contains a gold answer", "contains_gold", "answerable"),
+    ("unanswerable_refused", "(b) unanswerable refused", "unanswerable_refused", "unanswerable"),
+    ("wrongly_refused", "(c) answerable wrongly refused", "wrongly_refused", "answerable"),
+    ("citation_precision", "(d) citation precision", "citations_with_gold", "citations"),
+)
+"""The measures of `citewise eval --answers`: key, label, and the counts whose ratio it is."""
+
+
+def render_answers(report: Mapping[str, Any]) -> str:
+    """`citewise eval --answers`: one column per part of the split, each measure as a percentage with
+    the counts it comes from, then what ran on which data and how long it took."""
+    parts = list(report["splits"].values())
+
+    def row(label: str, cells: Sequence[str]) -> str:
+        return f"{label:<36}" + "".join(f"{cell:>18}" for cell in cells)
+
+    rows = [row("", list(report["splits"]))]
+    for key, label, part, whole in ANSWER_MEASURES:
+        cells = []
+        for summary in parts:
+            counts = {**summary["counts"], "answerable": summary["answerable"], "unanswerable": summary["unanswerable"]}
+            share = "-" if summary[key] is None else f"{100 * summary[key]:.1f}%"
+            cells.append(f"{share} {counts[part]}/{counts[whole]}")
+        rows.append(row(label, cells))
+    rows.append(row("questions (answerable)", [f"{s['questions']} ({s['answerable']})" for s in parts]))
+    rows.append(row("answer length, words (mean)", [str(s["answer_words"]) for s in parts]))
+    data = report["data"]
+    rows.append(
+        f"\nSQuAD 2.0, {data['file']}: {data['articles']} articles, {data['paragraphs']} paragraphs ingested\n"
+        f"embedder {report['embedder']}, synthesizer {report['synthesizer']}, {report['search_mode']} search, "
+        f"top {report['top_k']}"
+    )
+    rows.append(
+        f"ingest {report['ingest_s']} s; per question p50 {report['question_p50_ms']} ms, "
+        f"p95 {report['question_p95_ms']} ms; {report['elapsed_s']} s in all"
+    )
+    return "\n".join(rows)

@@ -107,7 +107,8 @@ def test_the_wheel_and_the_sdist_hold_the_library_the_local_platform_the_handler
     assert len(handlers) == 5
     assert handlers <= wheel
     corpus = {f"citewise_samples/corpus/{path.name}" for path in (REPO / "samples" / "corpus").iterdir()}
-    assert corpus | {"citewise_samples/questions.json"} <= wheel
+    squad = {"citewise_samples/squad/dev-v2.0-sample.json.xz", "citewise_samples/squad/NOTICE.md"}
+    assert corpus | squad | {"citewise_samples/questions.json"} <= wheel
     with tarfile.open(installed.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"functions/query/handler.py", "samples/questions.json", "layers/citewise/__init__.py"} <= names
