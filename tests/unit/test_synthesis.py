@@ -270,6 +270,7 @@ def test_navigation_and_filler_are_never_quoted(embedder: str | None, minilm: Mi
     # Given a chunk whose filler sentences share the question's words
     text = (
         "In the next chapter you will see how to enable CORS for your application. "
+        "In this section we'll see how to enable CORS for your application. "
         "CORS for your application is enabled with the CORSMiddleware class. "
         "See also the CORS page to enable CORS for your application. "
         "To enable CORS for your application, read the docs for [CORS](../tutorial/cors.md)."

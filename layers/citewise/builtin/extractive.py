@@ -53,6 +53,7 @@ MAX_EMBEDDED_PASSAGES = 96
 call on Bedrock, and about 0.2 s of MiniLM on one core (docs/generation.md)."""
 FILLER_RE = re.compile(
     r"(?:in|on) the (?:next|previous|following|last|coming) (?:chapters?|sections?|pages?|parts?|steps?|tutorials?)\b"
+    r"|in this (?:section|chapter|page|part|tutorial),? (?:we|you)(?:'ll| will)\b"
     r"|see (?:also|more|the (?:next|previous))\b|(?:read|learn) more\b|for more (?:details|information|info)\b"
     r"|(?:now,? |next,? |so,? )?let(?:'s| us) (?:see|start|go|continue|check|learn|now|review|dive)\b"
     r"|(?:we|you)(?:'ll| will) see (?:how|more|it|that|later)\b|(?:check|take a look at|have a look at) it out\b",
