@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from citewise.domain.models import Answer, Citation, Notice, SearchHit
-from citewise.domain.textutil import content_terms, sentence_spans, shared_terms, word_prefix
+from citewise.domain.textutil import content_terms, sentence_spans, shared_terms, stripped_span, word_prefix
 from citewise.ports.embedder import Embedder
 from citewise.ports.synthesizer import cite, quotable, unanswered
 
@@ -137,13 +137,9 @@ def candidates(hits: Sequence[SearchHit]) -> list[Passage]:
         heading_terms = frozenset(term for name in names for term in content_terms(name))
         for start, end, context in _passage_spans(text, headings):
             passage = text[start:end]
-            terms = frozenset(content_terms(passage))
-            found.append(Passage(source, start, end, passage, context, terms, heading_terms | _terms(context)))
+            terms, context_terms = frozenset(content_terms(passage)), frozenset(content_terms(context))
+            found.append(Passage(source, start, end, passage, context, terms, heading_terms | context_terms))
     return found
-
-
-def _terms(text: str) -> frozenset[str]:
-    return frozenset(content_terms(text))
 
 
 def _passage_spans(text: str, headings: tuple[str, ...]) -> list[tuple[int, int, str]]:
@@ -175,8 +171,8 @@ def _passage_spans(text: str, headings: tuple[str, ...]) -> list[tuple[int, int,
 
 def _blocks(text: str) -> list[_Block]:
     """The chunk's lines grouped into prose paragraphs, fenced or indented code, lists and tables."""
-    lines = [(m.start(), m.end(), m.group()) for m in re.finditer(r"[^\n]*", text) if m.start() < len(text)]
-    lines = [(start, end, line) for start, end, line in lines if start != end or line]
+    # Empty lines are left out: blocks are told apart by their kind, and sentences by `sentence_spans`.
+    lines = [(m.start(), m.end(), m.group()) for m in _LINE_RE.finditer(text)]
     blocks: list[_Block] = []
     i = 0
     while i < len(lines):
@@ -229,7 +225,7 @@ def _items(text: str, block: _Block) -> list[tuple[int, int]]:
     """The spans of a list's items, each with its continuation lines."""
     starts = [m.start() for m in _ITEM_RE.finditer(text, block.start, block.end) if _line_start(text, m.start())]
     ends = [*starts[1:], block.end] if starts else []
-    return [span for start, end in zip(starts, ends, strict=True) if (span := _stripped(text, start, end))]
+    return [span for start, end in zip(starts, ends, strict=True) if (span := stripped_span(text, start, end))]
 
 
 def _line_start(text: str, offset: int) -> bool:
@@ -238,16 +234,8 @@ def _line_start(text: str, offset: int) -> bool:
 
 def _rows(text: str, block: _Block) -> list[tuple[int, int]]:
     """The spans of a table's rows, its header first; a Markdown table's rule line is no row."""
-    rows = [_stripped(text, m.start(), m.end()) for m in _LINE_RE.finditer(text, block.start, block.end)]
+    rows = [stripped_span(text, m.start(), m.end()) for m in _LINE_RE.finditer(text, block.start, block.end)]
     return [row for row in rows if row and not _RULE_RE.fullmatch(text[row[0] : row[1]])]
-
-
-def _stripped(text: str, start: int, end: int) -> tuple[int, int] | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
 
 
 def coverage(question: str, passages: Sequence[Passage]) -> list[float]:
