@@ -16,12 +16,13 @@ of three kinds of evidence:
   rare it is among the candidates (`coverage`; its section's headings and its document's title and path
   count half, and only beside a word of its own);
 - `similarity`: the cosine of the passage's vector and the question's, from the embedder retrieval uses
-  (every candidate embedded in one `embed_documents` call); absent without an embedder;
+  (every candidate embedded in one `embed_documents` call), when a model was fitted with that embedder
+  (`VECTOR_MODELS`: MiniLM); with another one, or none, the model reads the other two;
 - `relevance`: the calibrated relevance of the hit it comes from (`SearchHit.relevance_score`).
 
 A question whose best passage is less likely than `MIN_ANSWER_PROBABILITY` to answer is refused, and the
 refusal's notice says why (the best passage's estimate and its hit's relevance). The coefficients and the
-threshold were fitted on SQuAD 2.0's tuning split with MiniLM (docs/generation.md); they are constants,
+threshold were fitted on SQuAD 2.0's tuning split (docs/generation.md); they are constants,
 so Lambda needs no model file and no numpy.
 """
 
@@ -77,8 +78,8 @@ _RULE_RE = re.compile(r"[\s|:+-]*-{3,}[\s|:+-]*")
 
 @dataclass(frozen=True)
 class AnswerModel:
-    """A logistic model of the probability that a passage answers: over `coverage`, `relevance` and, with an
-    embedder, `similarity` (a feature without a coefficient does not count)."""
+    """A logistic model of the probability that a passage answers: over `coverage`, `relevance` and, for an
+    embedder it was fitted with, `similarity` (a feature without a coefficient does not count)."""
 
     intercept: float
     coefficients: Mapping[str, float]
@@ -89,10 +90,14 @@ class AnswerModel:
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
-WITH_VECTORS = AnswerModel(-5.743, {"coverage": 2.574, "similarity": 3.203, "relevance": 1.949})
-"""The model when an embedder is given (fitted with MiniLM: docs/generation.md)."""
-WITHOUT_VECTORS = AnswerModel(-4.692, {"coverage": 3.625, "relevance": 2.485})
-"""The model without an embedder (coverage and the hit's relevance alone)."""
+VECTOR_MODELS: dict[str, AnswerModel] = {
+    "minilm-l6-v2": AnswerModel(-5.743, {"coverage": 2.574, "similarity": 3.203, "relevance": 1.949}),
+}
+"""The models that read sentence vectors, by the name of the embedder they were fitted with. Another
+embedder's cosines sit elsewhere (the hashing embedder's lower), so with it the answerer embeds nothing and
+reads `WORDS_MODEL`, until a model is fitted for it the same way (docs/generation.md)."""
+WORDS_MODEL = AnswerModel(-4.692, {"coverage": 3.625, "relevance": 2.485})
+"""The model without sentence vectors: coverage and the hit's relevance."""
 MIN_ANSWER_PROBABILITY = 0.105
 """The estimate a best passage must reach for the question to be answered (calibration: docs/generation.md)."""
 MIN_HIT_RELEVANCE = 0.1
@@ -269,7 +274,8 @@ def similarity(question: str, passages: Sequence[Passage], embedder: Embedder) -
 
 class ExtractiveSynthesizer:
     """Quotes up to `max_passages` passages likely enough to answer (`min_probability`), at most
-    `per_source` from one source; with an `embedder`, passages are read by meaning as well as by words."""
+    `per_source` from one source; with an `embedder` a model was fitted with (`VECTOR_MODELS`), passages are
+    read by meaning as well as by words."""
 
     def __init__(
         self,
@@ -279,7 +285,9 @@ class ExtractiveSynthesizer:
         per_source: int = 2,
         min_probability: float = MIN_ANSWER_PROBABILITY,
     ) -> None:
-        self.embedder = embedder
+        fitted = VECTOR_MODELS.get(embedder.name) if embedder is not None else None
+        self.embedder = embedder if fitted is not None else None
+        self.model = fitted or WORDS_MODEL
         self.max_passages = max_passages
         self.per_source = per_source
         self.min_probability = min_probability
@@ -310,9 +318,8 @@ class ExtractiveSynthesizer:
     def probabilities(self, question: str, hits: Sequence[SearchHit], passages: Sequence[Passage]) -> list[float]:
         """Each passage's estimated probability of answering the question (module docstring)."""
         features = self.features(question, hits, passages)
-        model = WITHOUT_VECTORS if self.embedder is None else WITH_VECTORS
         # A barely relevant hit's passages are never quoted, however many of the question's words they hold.
-        return [model.probability(f) if f["relevance"] >= MIN_HIT_RELEVANCE else 0.0 for f in features]
+        return [self.model.probability(f) if f["relevance"] >= MIN_HIT_RELEVANCE else 0.0 for f in features]
 
     def features(self, question: str, hits: Sequence[SearchHit], passages: Sequence[Passage]) -> list[dict[str, float]]:
         """What `AnswerModel` reads of each passage."""
