@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from citewise.builtin.extractive import MIN_HIT_RELEVANCE, ExtractiveSynthesizer, candidates
+from citewise.builtin.extractive import MIN_HIT_RELEVANCE, VECTOR_MODELS, WORDS_MODEL, ExtractiveSynthesizer, candidates
 from citewise.domain.models import SearchRequest
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import load_settings
@@ -29,12 +29,13 @@ from citewise_local import evaluation, packaged
 from citewise_local.answers import load_squad, normalize
 from citewise_local.progress import Bars
 
-THRESHOLDS = (0.08, 0.09, 0.1, 0.105, 0.11, 0.12, 0.15)
+THRESHOLDS = (0.09, 0.1, 0.105, 0.11, 0.115, 0.12, 0.13, 0.14, 0.15)
 FEATURES = {"vectors": ("coverage", "similarity", "relevance"), "words": ("coverage", "relevance")}
 
 
-def collect(squad_path: Path, embedder: str) -> list[tuple[bool, list[dict[str, float]], list[bool]]]:
-    """For each `tune` question: unanswerable or not, its passages' features, and which hold a gold answer."""
+def collect(squad_path: Path, embedder: str) -> tuple[str, list[tuple[bool, list[dict[str, float]], list[bool]]]]:
+    """The embedder's name, and for each `tune` question: unanswerable or not, its passages' features, and which
+    hold a gold answer."""
     squad = load_squad(squad_path)
     with tempfile.TemporaryDirectory(prefix="citewise-calibration-") as home:
         services = build_services(load_settings(home=Path(home), embedder=embedder))
@@ -48,7 +49,7 @@ def collect(squad_path: Path, embedder: str) -> list[tuple[bool, list[dict[str, 
                 golds = [f" {normalize(gold)} " for gold in question.answers]
                 held = [any(gold in f" {normalize(p.text)} " for gold in golds) for p in passages]
                 rows.append((not question.answerable, answerer.features(question.text, retrieved.hits, passages), held))
-            return rows
+            return services.embedder.name, rows
         finally:
             services.close()
 
@@ -96,8 +97,12 @@ def main() -> None:
     parser.add_argument("--squad", type=Path, default=packaged.squad_sample())
     parser.add_argument("--embedder", default="minilm")
     args = parser.parse_args()
-    rows = collect(args.squad, args.embedder)
+    embedder, rows = collect(args.squad, args.embedder)
     print(f"{len(rows)} tune questions, {sum(len(f) for _, f, _ in rows)} passages")
+    current = VECTOR_MODELS.get(embedder, WORDS_MODEL)
+    names = tuple(current.coefficients)
+    print("the current model: " + ", ".join(f"{n} {c:.3f}" for n, c in current.coefficients.items()))
+    sweep(rows, names, np.array([current.intercept, *current.coefficients.values()]))
     for model, names in FEATURES.items():
         weights = fit(rows, names)
         print(

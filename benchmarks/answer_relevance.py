@@ -1,4 +1,4 @@
-"""Check the extractive answerer's refusal threshold (`citewise.builtin.extractive.MIN_ANSWER_PROBABILITY`)
+"""Check the extractive answerer's refusal thresholds (`citewise.builtin.extractive.AnswerModel.threshold`)
 on other questions than the SQuAD ones it was fitted on.
 
 Usage: python -m benchmarks.answer_relevance [--scifact DIR] [--cache DIR]
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import REPO, log
-from citewise.builtin.extractive import MIN_ANSWER_PROBABILITY, ExtractiveSynthesizer, candidates
+from citewise.builtin.extractive import VECTOR_MODELS, WORDS_MODEL, ExtractiveSynthesizer, candidates
 from citewise.domain.models import Caller, SearchHit, SearchRequest, Visibility
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import load_settings
@@ -99,7 +99,8 @@ def main() -> None:
     for name, scores in groups.items():
         shares = [sum(s >= t for s in scores) / len(scores) for t in THRESHOLDS]
         print(f"{name:<{width}}  {len(scores):<4} " + "  ".join(f"{share:>5.0%}" for share in shares))
-    print(f"current MIN_ANSWER_PROBABILITY: {MIN_ANSWER_PROBABILITY}")
+    thresholds = {name: model.threshold for name, model in VECTOR_MODELS.items()} | {"words": WORDS_MODEL.threshold}
+    print(f"current thresholds: {thresholds} (samples: MiniLM's; SciFact: words)")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ of three kinds of evidence:
   (`VECTOR_MODELS`: MiniLM); with another one, or none, the model reads the other two;
 - `relevance`: the calibrated relevance of the hit it comes from (`SearchHit.relevance_score`).
 
-A question whose best passage is less likely than `MIN_ANSWER_PROBABILITY` to answer is refused, and the
+A question whose best passage is less likely than its model's `threshold` to answer is refused, and the
 refusal's notice says why (the best passage's estimate and its hit's relevance). The coefficients and the
 threshold were fitted on SQuAD 2.0's tuning split (docs/generation.md); they are constants,
 so Lambda needs no model file and no numpy.
@@ -79,10 +79,12 @@ _RULE_RE = re.compile(r"[\s|:+-]*-{3,}[\s|:+-]*")
 @dataclass(frozen=True)
 class AnswerModel:
     """A logistic model of the probability that a passage answers: over `coverage`, `relevance` and, for an
-    embedder it was fitted with, `similarity` (a feature without a coefficient does not count)."""
+    embedder it was fitted with, `similarity` (a feature without a coefficient does not count); a question
+    whose best passage is below `threshold` is refused."""
 
     intercept: float
     coefficients: Mapping[str, float]
+    threshold: float
 
     def probability(self, features: Mapping[str, float]) -> float:
         """sigmoid(intercept + coefficients . features)."""
@@ -91,15 +93,13 @@ class AnswerModel:
 
 
 VECTOR_MODELS: dict[str, AnswerModel] = {
-    "minilm-l6-v2": AnswerModel(-5.743, {"coverage": 2.574, "similarity": 3.203, "relevance": 1.949}),
+    "minilm-l6-v2": AnswerModel(-5.905, {"coverage": 1.927, "similarity": 3.710, "relevance": 2.019}, 0.105),
 }
 """The models that read sentence vectors, by the name of the embedder they were fitted with. Another
 embedder's cosines sit elsewhere (the hashing embedder's lower), so with it the answerer embeds nothing and
-reads `WORDS_MODEL`, until a model is fitted for it the same way (docs/generation.md)."""
-WORDS_MODEL = AnswerModel(-4.692, {"coverage": 3.625, "relevance": 2.485})
+reads `WORDS_MODEL`, until a model is fitted for it the same way (calibration: docs/generation.md)."""
+WORDS_MODEL = AnswerModel(-4.587, {"coverage": 3.011, "relevance": 2.676}, 0.11)
 """The model without sentence vectors: coverage and the hit's relevance."""
-MIN_ANSWER_PROBABILITY = 0.105
-"""The estimate a best passage must reach for the question to be answered (calibration: docs/generation.md)."""
 MIN_HIT_RELEVANCE = 0.1
 """The calibrated relevance below which a hit's passages are never quoted (calibration: docs/generation.md)."""
 
@@ -273,7 +273,7 @@ def similarity(question: str, passages: Sequence[Passage], embedder: Embedder) -
 
 
 class ExtractiveSynthesizer:
-    """Quotes up to `max_passages` passages likely enough to answer (`min_probability`), at most
+    """Quotes up to `max_passages` passages likely enough to answer (the model's `threshold`), at most
     `per_source` from one source; with an `embedder` a model was fitted with (`VECTOR_MODELS`), passages are
     read by meaning as well as by words."""
 
@@ -283,14 +283,12 @@ class ExtractiveSynthesizer:
         *,
         max_passages: int = 3,
         per_source: int = 2,
-        min_probability: float = MIN_ANSWER_PROBABILITY,
     ) -> None:
         fitted = VECTOR_MODELS.get(embedder.name) if embedder is not None else None
         self.embedder = embedder if fitted is not None else None
         self.model = fitted or WORDS_MODEL
         self.max_passages = max_passages
         self.per_source = per_source
-        self.min_probability = min_probability
 
     def answer(self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None) -> Answer:
         """Quotes the passages likeliest to answer; `instructions` are ignored: there is no model to instruct,
@@ -332,7 +330,7 @@ class ExtractiveSynthesizer:
 
     def _choose(self, passages: list[Passage], scores: list[float]) -> list[Passage]:
         ranked = sorted(
-            (item for item in enumerate(zip(passages, scores, strict=True)) if item[1][1] >= self.min_probability),
+            (item for item in enumerate(zip(passages, scores, strict=True)) if item[1][1] >= self.model.threshold),
             key=lambda item: (-item[1][1], item[0]),
         )
         best = ranked[0][1][1] if ranked else 0.0
@@ -365,7 +363,7 @@ class ExtractiveSynthesizer:
             best = max(range(len(passages)), key=scores.__getitem__)
             why = (
                 f"its best passage is {scores[best]:.1%} likely to answer "
-                f"(an answer needs {self.min_probability:.1%}); "
+                f"(an answer needs {self.model.threshold:.1%}); "
                 f"the most relevant passage retrieved has relevance {relevance:.2f}"
             )
         message = f"No passage of the retrieved documents answers the question: {why}."
