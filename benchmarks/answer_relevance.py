@@ -1,14 +1,15 @@
-"""Calibrate the extractive answerer's minimum relevance (`citewise.builtin.extractive.MIN_RELEVANCE`).
+"""Check the extractive answerer's refusal thresholds (`citewise.builtin.extractive.AnswerModel.threshold`)
+on other questions than the SQuAD ones it was fitted on.
 
 Usage: python -m benchmarks.answer_relevance [--scifact DIR] [--cache DIR]
 
-For each question it retrieves the top 5 chunks as `citewise query` does and takes the best relevance
-of any sentence among them (the share of the question it covers), then prints, per threshold, how many
-questions would be answered:
-- the sample corpus (samples/corpus) with `samples/calibration.json`: questions it answers, and
+For each question it retrieves the top 5 chunks as `citewise query` does and takes the best estimate of
+any passage among them (its probability of answering), then prints, per threshold, how many questions
+would be answered:
+- the sample corpus (samples/corpus, MiniLM) with `samples/calibration.json`: questions it answers, and
   off-corpus questions it does not;
-- SciFact-train's claims (BM25 over the corpus, the hashing embedder: the lexical ranking the answerer
-  itself reads): "relevant in top 5" (a judged abstract is among the hits), "hard negative" (the same
+- SciFact-train's claims (BM25 over the corpus, no sentence vectors: the hashing embedder's mean
+  nothing): "relevant in top 5" (a judged abstract is among the hits), "hard negative" (the same
   ranking with the judged abstracts removed: the nearest abstracts that do not address the claim) and
   "off-topic" (the top 5 of another claim).
 A good threshold answers the first kind and refuses the others.
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import REPO, log
-from citewise.builtin.extractive import MIN_RELEVANCE, candidates, relevance
+from citewise.builtin.extractive import VECTOR_MODELS, WORDS_MODEL, ExtractiveSynthesizer, candidates
 from citewise.domain.models import Caller, SearchHit, SearchRequest, Visibility
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import load_settings
@@ -31,14 +32,13 @@ from citewise_local import evaluation
 from citewise_local.folders import scan
 from citewise_local.progress import Bars
 
-THRESHOLDS = (0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7)
+THRESHOLDS = (0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 TOP = 5
 
 
-def best(question: str, hits: Sequence[SearchHit]) -> float:
-    """The relevance of the best sentence among the hits (0 without any)."""
-    sentences = candidates(hits)
-    return max(relevance(question, sentences), default=0.0)
+def best(answerer: ExtractiveSynthesizer, question: str, hits: Sequence[SearchHit]) -> float:
+    """The estimate of the best passage among the hits (0 without any)."""
+    return max(answerer.probabilities(question, hits, candidates(hits)), default=0.0)
 
 
 def sample_corpus(cache: Path) -> dict[str, list[float]]:
@@ -48,9 +48,11 @@ def sample_corpus(cache: Path) -> dict[str, list[float]]:
         found = scan([REPO / "samples" / "corpus"], caller.tenant_id, caller.user_id, Visibility.SHARED)
         list(services.ingestor.ingest_many(found.objects))
         questions = json.loads((REPO / "samples" / "calibration.json").read_text(encoding="utf-8"))
+        answerer = ExtractiveSynthesizer(services.embedder)
         return {
             f"samples: {kind}": [
-                best(q, services.retriever.search(caller, SearchRequest(query=q, top_k=TOP))) for q in questions[kind]
+                best(answerer, q, services.retriever.search(caller, SearchRequest(query=q, top_k=TOP)))
+                for q in questions[kind]
             ]
             for kind in ("answerable", "unanswerable")
         }
@@ -72,11 +74,12 @@ def scifact(folder: Path, cache: Path) -> dict[str, list[float]]:
             relevant = {doc for doc, grade in grades.items() if grade > 0}
             rankings.append((text, hits[:TOP], [h for h in hits if path_to_id[h.chunk.document.path] not in relevant]))
         scores: dict[str, list[float]] = {"scifact: relevant in top 5": [], "hard negative": [], "off-topic": []}
+        answerer = ExtractiveSynthesizer()
         for number, (text, top, others) in enumerate(rankings):
             if len(top) != len([h for h in top if h in others]):
-                scores["scifact: relevant in top 5"].append(best(text, top))
-            scores["hard negative"].append(best(text, others[:TOP]))
-            scores["off-topic"].append(best(text, rankings[(number + 1) % len(rankings)][2][:TOP]))
+                scores["scifact: relevant in top 5"].append(best(answerer, text, top))
+            scores["hard negative"].append(best(answerer, text, others[:TOP]))
+            scores["off-topic"].append(best(answerer, text, rankings[(number + 1) % len(rankings)][2][:TOP]))
         return scores
     finally:
         services.close()
@@ -96,7 +99,8 @@ def main() -> None:
     for name, scores in groups.items():
         shares = [sum(s >= t for s in scores) / len(scores) for t in THRESHOLDS]
         print(f"{name:<{width}}  {len(scores):<4} " + "  ".join(f"{share:>5.0%}" for share in shares))
-    print(f"current MIN_RELEVANCE: {MIN_RELEVANCE}")
+    thresholds = {name: model.threshold for name, model in VECTOR_MODELS.items()} | {"words": WORDS_MODEL.threshold}
+    print(f"current thresholds: {thresholds} (samples: MiniLM's; SciFact: words)")
 
 
 if __name__ == "__main__":

@@ -48,8 +48,11 @@ def source(
     )
 
 
-def hit(number: int, text: str, *, page: int | None = None, heading: tuple[str, ...] = ()) -> SearchHit:
-    """A search hit on document `d<number>` (path `docs/<number>.md`) whose one chunk is `text`."""
+def hit(
+    number: int, text: str, *, page: int | None = None, heading: tuple[str, ...] = (), relevance: float = 0.5
+) -> SearchHit:
+    """A search hit on document `d<number>` (path `docs/<number>.md`) whose one chunk is `text`, of calibrated
+    relevance `relevance` (by default a middling one: retrieval found it, and it may or may not answer)."""
     now = datetime(2026, 1, 1, tzinfo=UTC)
     document = DocumentMetadata(
         tenant_id="acme",
@@ -72,4 +75,4 @@ def hit(number: int, text: str, *, page: int | None = None, heading: tuple[str, 
         content_hash="h",
         document=document,
     )
-    return SearchHit(chunk=chunk, score=1.0 / number)
+    return SearchHit(chunk=chunk, score=1.0 / number, relevance_score=relevance)

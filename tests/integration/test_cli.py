@@ -635,7 +635,12 @@ def test_query_and_search_exit_1_with_the_reason_when_nothing_is_found(cli: Any,
     typed = cli("search", "vault", "--tenant", "acme", "--filter", '{"equals": {"key": "year", "value": "2025"}}')
     empty = cli("search", "vault", "--tenant", "globex")
     # Then each exits 1 and says why on stderr
-    assert (off[0], off[2]) == (1, "note: NOT_FOUND: No passage of the retrieved documents answers the question.\n")
+    # (the note says why: what was retrieved is barely relevant)
+    assert (off[0], off[2]) == (
+        1,
+        "note: NOT_FOUND: No passage of the retrieved documents answers the question: the most relevant passage "
+        "retrieved has relevance 0.00, below 0.10.\n",
+    )
     assert typed[0] == 1 and typed[2].startswith("note: NO_FILTER_MATCH: No document matched your filters. ")
     assert "'year' with a string ('2025')" in typed[2]
     assert empty[0] == 1 and empty[2].startswith("note: NO_DOCUMENTS: ")

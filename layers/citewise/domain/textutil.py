@@ -125,12 +125,18 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
 
 
 def _append_stripped(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
+    span = stripped_span(text, start, end)
+    if span:
+        spans.append(span)
+
+
+def stripped_span(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """`(start, end)` without the whitespace at either end of `text[start:end]`; None if that is all it holds."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
-    if start < end:
-        spans.append((start, end))
+    return (start, end) if start < end else None
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -45,11 +45,14 @@ def no_hits_notice(retriever: Retriever, caller: Caller, request: SearchRequest,
 
 
 def answer_notice(answer: Answer) -> Notice | None:
-    """The notice of a synthesizer's answer: none when grounded; NOT_GROUNDED when it cites but not for
-    every sentence; NOT_FOUND when it cites nothing (its own text says why if it is not `NO_ANSWER`: a
-    content filter's refusal, say)."""
+    """The notice of a synthesizer's answer: none when grounded; the synthesizer's own when it gives one (the
+    extractive answerer's refusal says how far the best passage was from answering); NOT_GROUNDED when it
+    cites but not for every sentence; NOT_FOUND when it cites nothing (its own text says why if it is not
+    `NO_ANSWER`: a content filter's refusal, say)."""
     if answer.grounded:
         return None
+    if answer.notice is not None:
+        return answer.notice
     if answer.citations:
         return Notice(code="NOT_GROUNDED", message=NOT_GROUNDED)
     return Notice(code="NOT_FOUND", message=NOT_FOUND if answer.answer == NO_ANSWER else answer.answer)

@@ -83,7 +83,7 @@ class Services:
             self._embedder_factory = embedder_factory(settings)
         if "synthesizer" not in adapters:
             check_synthesizer(settings)
-            self._synthesizer_factory = synthesizer_factory(settings)
+            self._synthesizer_factory = synthesizer_factory(settings, lambda: self.embedder)
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -221,17 +221,17 @@ def _bedrock_embedder(settings: Settings) -> Embedder:
 
 def build_synthesizer(settings: Settings) -> Synthesizer:
     """The configured synthesizer."""
-    return synthesizer_factory(settings)()
+    return synthesizer_factory(settings, embedder_factory(settings))()
 
 
-def synthesizer_factory(settings: Settings) -> Callable[[], Synthesizer]:
+def synthesizer_factory(settings: Settings, embedder: Callable[[], Embedder]) -> Callable[[], Synthesizer]:
     """What builds the configured synthesizer: the extractive one, Bedrock Converse, or a callable
     `(Settings) -> Synthesizer` registered in the entry-point group `citewise.synthesizers` under its
     `CITEWISE_SYNTHESIZER` name; wrapped in the extractive fallback when `CITEWISE_GENERATION_FALLBACK`
-    asks for it.
+    asks for it. The extractive one reads passages with `embedder` (the one retrieval uses).
     """
     if settings.synthesizer == "extractive":
-        return _extractive_synthesizer
+        return lambda: _extractive_synthesizer(embedder())
     if settings.synthesizer == "bedrock":
         make: Callable[[Settings], Synthesizer] = _bedrock_synthesizer
     else:
@@ -241,14 +241,14 @@ def synthesizer_factory(settings: Settings) -> Callable[[], Synthesizer]:
     if settings.generation_fallback == "extractive":
         from citewise.query.fallback import FallbackSynthesizer
 
-        return lambda: FallbackSynthesizer(make(settings), _extractive_synthesizer())
+        return lambda: FallbackSynthesizer(make(settings), _extractive_synthesizer(embedder()))
     return lambda: make(settings)
 
 
-def _extractive_synthesizer() -> Synthesizer:
+def _extractive_synthesizer(embedder: Embedder) -> Synthesizer:
     from citewise.builtin.extractive import ExtractiveSynthesizer
 
-    return ExtractiveSynthesizer()
+    return ExtractiveSynthesizer(embedder)
 
 
 def _bedrock_synthesizer(settings: Settings) -> Synthesizer:
