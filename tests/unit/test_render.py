@@ -24,10 +24,10 @@ RUNBOOK = (
 
 
 def test_a_hit_shows_its_whole_chunk_wrapped_with_its_lines_kept_under_its_place_and_scores() -> None:
-    shown = render_hits([hit(1, RUNBOOK, page=2, heading=("Operations", "Dead letters"))])
+    shown = render_hits([hit(1, RUNBOOK, page=2, heading=("Operations", "Dead letters"), relevance=0.42)])
     header, *body = shown.splitlines()
     # The header: rank, relevance, score, the document, page and section
-    assert header.startswith(" 1. relevance 0.00  score 1.000  docs/1.md, page 2 - Operations > Dead letters")
+    assert header.startswith(" 1. relevance 0.42  score 1.000  docs/1.md, page 2 - Operations > Dead letters")
     # The chunk: every word, in order, within the terminal's width, indented under the header
     assert " ".join(body).split() == RUNBOOK.split()
     assert all(len(line) <= WIDTH and line.startswith("    ") for line in body if line)
