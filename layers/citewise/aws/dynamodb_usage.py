@@ -43,7 +43,9 @@ class DynamoUsage:
 
     def add(self, tenant_id: str, day: date, counts: UsageCounts) -> None:
         if counts.nonzero():
-            self._call("UpdateItem", lambda: self._client.update_item(**add_request(self.table_name, tenant_id, day, counts)))
+            self._call(
+                "UpdateItem", lambda: self._client.update_item(**add_request(self.table_name, tenant_id, day, counts))
+            )
 
     def read(self, tenant_id: str, from_day: date, to_day: date) -> list[DayUsage]:
         request = read_request(self.table_name, tenant_id, from_day, to_day)

@@ -480,9 +480,11 @@ class Ingestor:
         after = self._billed_tokens()
         shares = _shares(after - billed, estimated) if billed is not None and after is not None else None
         for tenant_id, count in chunks.items():
-            tokens = {"embedding_tokens": shares[tenant_id]} if shares is not None else {
-                "embedding_tokens_estimated": estimated[tenant_id]
-            }
+            tokens = (
+                {"embedding_tokens": shares[tenant_id]}
+                if shares is not None
+                else {"embedding_tokens_estimated": estimated[tenant_id]}
+            )
             used[tenant_id] = used.get(tenant_id, UsageCounts()) + UsageCounts(chunks_embedded=count, **tokens)
 
     def _check_budget(self, needed: float, *, done: int, total: int) -> None:

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from pydantic import Field, NonNegativeInt
 
+from citewise.domain.errors import ValidationError
 from citewise.domain.models import Frozen
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,9 @@ class UsageCounts(Frozen):
 
     documents_ingested: NonNegativeInt = Field(default=0, description="Documents indexed (new or modified).")
     documents_failed: NonNegativeInt = Field(default=0, description="Ingests that recorded the document FAILED.")
-    pages: NonNegativeInt = Field(default=0, description="Pages of the documents indexed (a document without pages: 1).")
+    pages: NonNegativeInt = Field(
+        default=0, description="Pages of the documents indexed (a document without pages: 1)."
+    )
     chunks_embedded: NonNegativeInt = Field(default=0, description="Chunk texts sent to the embedding model.")
     chunks_reused: NonNegativeInt = Field(default=0, description="Chunks indexed with a vector already stored.")
     embedding_tokens: NonNegativeInt = Field(default=0, description="Embedding input tokens the model reported.")
@@ -117,3 +120,34 @@ def total(days: list[DayUsage]) -> UsageCounts:
     for day in days:
         result += day.counts
     return result
+
+
+MAX_REPORT_DAYS = 366
+"""The longest range one report reads: a year, leap day included (one item a day on DynamoDB)."""
+
+
+class UsageReport(Frozen):
+    """A tenant's usage over a range of UTC days: the sum, and each day that counted anything."""
+
+    tenant_id: str
+    from_day: date = Field(serialization_alias="from")
+    to_day: date = Field(serialization_alias="to")
+    total: UsageCounts
+    days: list[DayUsage]
+
+
+def usage_report(usage: UsageMeter, tenant_id: str, from_day: date, to_day: date) -> UsageReport:
+    """The tenant's usage from `from_day` to `to_day` (both included): what `citewise usage` prints and
+    what a usage route should answer. A range that ends before it starts, or is longer than
+    `MAX_REPORT_DAYS`, is a ValidationError naming the field."""
+    if to_day < from_day:
+        raise ValidationError("the range ends before it starts", details={"field": "to"})
+    if (to_day - from_day).days >= MAX_REPORT_DAYS:
+        raise ValidationError(f"a report covers at most {MAX_REPORT_DAYS} days", details={"field": "from"})
+    days = usage.read(tenant_id, from_day, to_day)
+    return UsageReport(tenant_id=tenant_id, from_day=from_day, to_day=to_day, total=total(days), days=days)
+
+
+def month_to_date(today: date) -> tuple[date, date]:
+    """The default range of a report: the first of `today`'s month to `today`."""
+    return today.replace(day=1), today

@@ -385,7 +385,9 @@ class AwsBackend:
         from citewise.aws.dynamodb_usage import DynamoUsage
 
         settings = self._settings
-        return DynamoUsage(_required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region))
+        return DynamoUsage(
+            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+        )
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client
