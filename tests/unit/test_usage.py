@@ -23,7 +23,9 @@ from citewise_local.registry import LocalRegistry
 from tests.factories import CountingEmbedder, source
 
 DAY = date(2026, 11, 27)
-GUIDE = "# Guide\n\n" + "\n\n".join(f"## Part {i}\n\n" + " ".join(f"Step{i} word {j} here." for j in range(60)) for i in range(4))
+GUIDE = "# Guide\n\n" + "\n\n".join(
+    f"## Part {i}\n\n" + " ".join(f"Step{i} word {j} here." for j in range(60)) for i in range(4)
+)
 
 
 class Recorder:
