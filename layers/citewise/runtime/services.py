@@ -385,9 +385,10 @@ class AwsBackend:
         from citewise.aws.dynamodb_usage import DynamoUsage
 
         settings = self._settings
-        return DynamoUsage(
-            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
-        )
+        # A client of its own, with one retry and a short read timeout: a query waits for its metering
+        # write, so a slow table may cost an answer at most a few seconds (the Meter logs the failure).
+        client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
+        return DynamoUsage(_required(settings.registry_table), client=client)
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client
