@@ -31,7 +31,6 @@ from citewise.ports.usage import COUNTERS, DayUsage, UsageCounts
 
 USAGE_PREFIX: Final = "#usage#"
 """The sort key (`doc_id`) of a tenant's usage item is this and the UTC day (`2026-11-27`)."""
-KEY_ATTRIBUTES: Final = ("tenant_id", "doc_id")
 
 
 class DynamoUsage:
