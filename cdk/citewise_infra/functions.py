@@ -362,11 +362,12 @@ class FunctionsFactory(Construct):
         return values
 
     def _grant_answering(self, fn: CitewiseFunction) -> None:
-        """Search the index (read only), read the tenant's settings, embed the question, route it, generate
-        the answer (through the guardrail)."""
+        """Search the index (read only), read the tenant's settings, count the tenant's usage, embed the
+        question, route it, generate the answer (through the guardrail)."""
         models = self._config.models
         self._grant_search(fn, SearchAccess.READ)
         self._storage.grant_read_tenant_settings(fn.role)
+        self._storage.grant_count_usage(fn.role)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
         if models.routing_model_id not in (None, models.generation_model_id):

@@ -19,6 +19,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from citewise.aws.dynamodb import SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
+from citewise.ports.usage import COUNTERS
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
 from citewise_infra.nag import acknowledge
@@ -236,6 +237,22 @@ class Storage(Construct):
             )
         )
         self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:DescribeKey")
+
+    def grant_count_usage(self, role: iam.IRole) -> None:
+        """UpdateItem of the registry table touching only the key and the usage counters
+        (`citewise.aws.dynamodb_usage`), returning nothing: the query and MCP functions count a tenant's
+        queries without being able to change, or read, any attribute of a document or settings item."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[self.table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), *COUNTERS]},
+                    "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+                },
+            )
+        )
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
     def _grant_key(self, role: iam.IRole, service: str, *actions: str) -> None:
         """`actions` on the storage key, only in requests that `service` (s3, dynamodb) makes for the role."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from citewise_local.blobstore import LocalBlobStore
     from citewise_local.index import LocalIndex
     from citewise_local.registry import LocalRegistry
+    from citewise_local.usage import LocalUsage
 
 
 class LocalBackend:
@@ -49,8 +50,15 @@ class LocalBackend:
     def blobs(self) -> LocalBlobStore:
         return local_blob_store(self._settings)
 
+    def usage(self) -> LocalUsage:
+        from citewise_local.usage import LocalUsage
+
+        usage = LocalUsage(self._settings.home_dir / "usage.db")
+        self._closers.append(usage.close)
+        return usage
+
     def close(self) -> None:
-        """Close the index and registry databases built so far."""
+        """Close the index, registry and usage databases built so far."""
         for close in self._closers:
             close()
 

@@ -20,7 +20,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
+from citewise.ports.usage import month_to_date, usage_report
 from citewise.query.answering import answer_question
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
@@ -66,6 +67,7 @@ from citewise_local.render import (
     render_hits,
     render_routing,
     render_summary,
+    render_usage,
 )
 from citewise_local.servelog import LOG_FORMATS
 
@@ -294,6 +296,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     _identity(change)
     change.set_defaults(run=_settings_set)
+
+    usage = _command(
+        commands,
+        "usage",
+        "the tenant's usage per UTC day: documents, pages, chunks, tokens, queries (default: this month)",
+        "citewise usage --tenant acme",
+        "citewise usage --tenant acme --from 2026-11-01 --to 2026-11-30 --json",
+    )
+    usage.add_argument("--from", dest="from_day", type=_day, metavar="DAY", help="first UTC day, YYYY-MM-DD")
+    usage.add_argument(
+        "--to", dest="to_day", type=_day, metavar="DAY", help="last UTC day, YYYY-MM-DD (default: today)"
+    )
+    _identity(usage)
+    _json_flag(usage, "the report")
+    usage.set_defaults(run=_usage)
 
     evaluate = _command(
         commands,
@@ -583,6 +600,13 @@ def _caller(args: argparse.Namespace) -> Caller:
     return Caller(tenant_id=validate_tenant_id(args.tenant), user_id=args.user, groups=tuple(args.group))
 
 
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a day (YYYY-MM-DD): {text!r}") from exc
+
+
 def _json_arg(text: str) -> Any:
     try:
         return json.loads(text)
@@ -791,6 +815,17 @@ def _docs_delete(args: argparse.Namespace, services: Services) -> int:
 def _settings_show(args: argparse.Namespace, services: Services) -> int:
     settings = tenant_settings_of(services.registry, _caller(args))
     print(escape_terminal_controls(settings.model_dump_json(indent=2, exclude_none=True)))
+    return 0
+
+
+def _usage(args: argparse.Namespace, services: Services) -> int:
+    """The caller's tenant's usage; the range defaults to the month so far (UTC)."""
+    caller = _caller(args)
+    first, today = month_to_date(datetime.now(UTC).date())
+    to_day = args.to_day or today
+    from_day = args.from_day or (first if args.to_day is None else to_day.replace(day=1))
+    report = usage_report(services.usage, caller.tenant_id, from_day, to_day)
+    print(report.model_dump_json(indent=2, by_alias=True) if args.json else render_usage(report))
     return 0
 
 

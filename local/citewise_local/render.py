@@ -14,6 +14,7 @@ from typing import Any
 
 from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 from citewise.domain.textutil import BIDI_CONTROLS
+from citewise.ports.usage import UsageReport
 
 WIDTH = 100
 
@@ -273,3 +274,18 @@ def render_answers(report: Mapping[str, Any]) -> str:
         f"p95 {report['question_p95_ms']} ms; {report['elapsed_s']} s in all"
     )
     return "\n".join(rows)
+
+
+def render_usage(report: UsageReport) -> str:
+    """A usage report: every counter's total over the range, then each day's nonzero counters."""
+    lines = [f"usage of {report.tenant_id}, {report.from_day} to {report.to_day} (UTC days)", ""]
+    width = max(len(name) for name in type(report.total).model_fields)
+    lines += [f"  {name:<{width}}  {value:>12,}" for name, value in report.total]
+    if report.total.embedding_tokens_estimated:
+        lines.append("  (estimated tokens: counted as words and marks where the embedder reports none)")
+    lines.append("")
+    lines += [
+        f"{day.day}  " + "  ".join(f"{name}={value:,}" for name, value in day.counts.nonzero().items())
+        for day in report.days
+    ] or ["no usage in this range"]
+    return escape_terminal_controls("\n".join(lines))

@@ -1,5 +1,6 @@
 """Least privilege, read from the synthesized policies: each function may do what its code calls, and the
-forbidden actions of the issue are absent (query: no S3 writes, no index writes or deletes, no DynamoDB;
+forbidden actions of the issue are absent (query: no S3 writes, no index writes or deletes, no DynamoDB
+but the settings attribute and the usage counters;
 ingest: no generation model; Bedrock only on the configured model ARNs)."""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import json
 import pytest
 from citewise_infra.bedrock import split_profile
 from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
+
+from citewise.ports.usage import COUNTERS
 
 from .conftest import Synth
 from .templates import Statement, actions_on, all_actions, flat, role_statements
@@ -36,9 +39,10 @@ def test_no_function_has_wildcard_actions_or_unscoped_resources(synth: Synth, ke
 
 def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Synth) -> None:
     granted = all_actions(statements(synth, "query"))
-    # no S3, no DynamoDB but reading the settings attribute, no index writes or deletes, no other index than _search
+    # no S3, no DynamoDB but reading the settings attribute and adding to the usage counters (both held to
+    # their attributes below), no index writes or deletes, no other index than _search
     assert not {a for a in granted if a.startswith("s3:")}
-    assert {a for a in granted if a.startswith("dynamodb:")} == {"dynamodb:GetItem"}
+    assert {a for a in granted if a.startswith("dynamodb:")} == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {
         r for s in statements(synth, "query") if any(a.startswith("es:") for a in s.actions) for r in s.resources
@@ -163,20 +167,28 @@ def test_serverless_access_is_the_collection_plus_one_data_policy_per_function(s
 def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> None:
     mcp = statements(dev, "mcp")
     granted = all_actions(mcp)
-    # No S3 at all, no DynamoDB writes, no index writes, deletes or creation
+    # No S3 at all, no DynamoDB write but the usage counters' (below), no index writes, deletes or creation
     assert not {a for a in granted if a.startswith("s3:")}
-    assert {a for a in granted if a.startswith("dynamodb:")} == {"dynamodb:GetItem", "dynamodb:Query"}
+    assert {a for a in granted if a.startswith("dynamodb:")} == {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+    }
+    assert [s for s in mcp if "dynamodb:UpdateItem" in s.actions] == [usage_statement(dev, "mcp")]
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {r for s in mcp if any(a.startswith("es:") for a in s.actions) for r in s.resources}
     assert es_resources and all(r.endswith("/citewise-chunks/_search") for r in es_resources)
-    # The registry's key decrypts, never encrypts; the models are the query function's
-    assert not granted & {"kms:Encrypt", "kms:GenerateDataKey"}
+    # The models are the query function's
     assert bedrock_resources(dev, "mcp") == bedrock_resources(dev, "query")
 
 
 def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -> None:
-    # Given the query function's DynamoDB statements
-    (statement,) = [s for s in statements(synth, "query") if any(a.startswith("dynamodb:") for a in s.actions)]
+    # Given the query function's DynamoDB statements but the usage counters' (below)
+    (statement,) = [
+        s
+        for s in statements(synth, "query")
+        if any(a.startswith("dynamodb:") for a in s.actions) and s != usage_statement(synth, "query")
+    ]
     # Then it is one GetItem on the table itself (no index), returning only the keys and `settings`
     assert statement.actions == {"dynamodb:GetItem"}
     assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
@@ -187,3 +199,24 @@ def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -
     # And the function is told the table, for the settings document only
     function = synth.resources[synth.logical_id(synth.stack.functions.query.function)]
     assert "CITEWISE_REGISTRY_TABLE" in function["Properties"]["Environment"]["Variables"]
+
+
+def usage_statement(synth: Synth, key: FunctionKey) -> Statement:
+    """The function's one statement that allows UpdateItem."""
+    (statement,) = [s for s in statements(synth, key) if "dynamodb:UpdateItem" in s.actions]
+    return statement
+
+
+@pytest.mark.parametrize("key", ["query", "mcp"])
+def test_the_answering_functions_may_only_add_to_the_usage_counters(synth: Synth, key: FunctionKey) -> None:
+    # Given the statement that lets a function answering questions count its tenant's usage
+    statement = usage_statement(synth, key)
+    # Then it is UpdateItem alone, on the table itself (no index), naming only the keys and the counters
+    # and returning nothing: no attribute of a document or settings item can be changed or read through it
+    assert statement.actions == {"dynamodb:UpdateItem"}
+    assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
+    assert statement.condition == {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["tenant_id", "doc_id", *COUNTERS]},
+        "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+    }
+    assert not set(COUNTERS) & {"body", "path", "owner", "visibility", "status", "settings", "version"}

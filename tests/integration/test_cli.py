@@ -675,3 +675,31 @@ def test_serve_stops_invocations_at_the_timeouts_its_options_give(cli: Any, monk
         cli("serve", "--ingest-timeout", "5")
     assert refused.value.code == 2
     assert started[2:] == []
+
+
+def test_usage_shows_the_tenants_own_counters_per_day(cli: Any, tmp_path: Path) -> None:
+    # Given two tenants' ingests
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "rollback.md").write_text("# Rollback\n\nRedeploy the previous release tag.\n")
+    (folder / "keys.md").write_text("# Keys\n\nRotate the signing keys every 90 days.\n")
+    assert cli("ingest", str(folder), "--tenant", "acme")[0] == 0
+    assert cli("ingest", str(folder / "keys.md"), "--tenant", "acme-labs")[0] == 0
+    # When acme reads its usage of this month
+    status, out, _ = cli("usage", "--tenant", "acme", "--json")
+    report = _json(out)
+    # Then it holds acme's two documents, counted today, estimated tokens said to be estimated
+    assert status == 0 and report["tenant_id"] == "acme"
+    assert (report["total"]["documents_ingested"], report["total"]["pages"]) == (2, 2)
+    assert report["total"]["chunks_embedded"] == 2 and report["total"]["embedding_tokens_estimated"] > 0
+    assert [day["day"] for day in report["days"]] == [report["to"]]
+    text = cli("usage", "--tenant", "acme")[1]
+    assert "documents_ingested" in text and "estimated tokens" in text
+    # And a range before any work is empty, and a reversed one is refused naming the field
+    status, out, _ = cli("usage", "--tenant", "acme", "--from", "2020-01-01", "--to", "2020-01-31")
+    assert status == 0 and "no usage in this range" in out
+    status, _, err = cli("usage", "--tenant", "acme", "--from", "2020-02-01", "--to", "2020-01-01")
+    assert status != 0 and "VALIDATION_ERROR" in err
+    with pytest.raises(SystemExit) as refused:
+        cli("usage", "--tenant", "acme", "--from", "yesterday")
+    assert refused.value.code == 2

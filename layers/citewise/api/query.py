@@ -10,6 +10,7 @@ from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
 from citewise.domain.models import SearchRequest
 from citewise.query.answering import answer_question
+from citewise.query.metering import query_usage, search_usage
 from citewise.query.notices import no_hits_notice
 from citewise.runtime.observability import count_reranking, metrics, timed
 
@@ -45,6 +46,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
                 stage=lambda name: timed(f"{name.title()}Latency"),
             )
         count_reranking(answer.reranking)
+        services.meter.record(caller.tenant_id, query_usage(answer, "rest"))
         for key, metric in (("input_tokens", "InputTokens"), ("output_tokens", "OutputTokens")):
             if answer.usage and key in answer.usage:
                 metrics.add_metric(name=metric, unit=MetricUnit.Count, value=answer.usage[key])
@@ -67,6 +69,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         with timed("RetrievalLatency"):
             retrieval = services.retriever.retrieve(caller, request)
         count_reranking(retrieval.reranking)
+        services.meter.record(caller.tenant_id, search_usage(retrieval.reranking, "rest"))
         notice = None if retrieval.hits else no_hits_notice(services.retriever, caller, request, retrieval)
         return SearchResponse(
             hits=retrieval.hits,

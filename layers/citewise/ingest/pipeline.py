@@ -59,13 +59,14 @@ from citewise.domain.models import (
 from citewise.domain.objects import SourceObject
 from citewise.domain.provenance import Provenance, ProvenanceKeys, as_utc, path_source, provenance
 from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
-from citewise.domain.textutil import embedding_text
+from citewise.domain.textutil import count_tokens, embedding_text
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.parsing import ParseLimits, parse
-from citewise.ports.embedder import Embedder
+from citewise.ports.embedder import Embedder, ReportsTokens
 from citewise.ports.index import VectorIndex
 from citewise.ports.progress import Progress, Step, silent
 from citewise.ports.registry import DeletedDocumentError, DocumentRegistry
+from citewise.ports.usage import UNMETERED, Meter, UsageCounts
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,7 @@ class Ingestor:
         commit_reserve: float = COMMIT_RESERVE_SECONDS,
         commit_seconds_per_chunk: float = COMMIT_SECONDS_PER_CHUNK,
         stage_seconds: float = STAGE_SECONDS,
+        meter: Meter = UNMETERED,
     ) -> None:
         self.index = index
         self.registry = registry
@@ -167,6 +169,7 @@ class Ingestor:
         self.commit_reserve = commit_reserve
         self.commit_seconds_per_chunk = commit_seconds_per_chunk
         self.stage_seconds = stage_seconds
+        self.meter = meter
         self._index_ready = False
 
     def ingest(self, obj: SourceObject) -> IngestResult:
@@ -202,14 +205,20 @@ class Ingestor:
                 else:
                     yield obj, started
             prepared = [work for work in works if self._guarded(work, functools.partial(self._prepare, progress))]
+            used: dict[str, UsageCounts] = {}
             try:
-                self._embed(prepared, progress)
+                self._embed(prepared, progress, used)
             except Exception as exc:  # noqa: BLE001 - each document records the failure its own way
                 for work in prepared:
                     self._guarded(work, _raiser(exc))
             for work in prepared:
                 if work.outcome is None:
                     self._guarded(work, self._commit)
+            for work in works:
+                tenant_id = work.obj.tenant_id
+                used[tenant_id] = used.get(tenant_id, UsageCounts()) + _outcome_usage(work.outcome)
+            for tenant_id, counts in used.items():  # one increment per tenant and group: one write each
+                self.meter.record(tenant_id, counts)
             for work in works:
                 assert work.outcome is not None  # noqa: S101 - every path above sets it
                 yield work.obj, work.outcome
@@ -389,9 +398,10 @@ class Ingestor:
             }
         )
 
-    def _embed(self, works: list[_Work], progress: Progress) -> None:
+    def _embed(self, works: list[_Work], progress: Progress, used: dict[str, UsageCounts]) -> None:
         """Give every chunk a vector: stored (or staged) ones are reused, the rest embedded together in
-        batches.
+        batches. Each batch adds what it cost to `used` (per tenant) as it returns, so an attempt that
+        fails or is deferred still counts the embedding it paid for.
 
         When the group needs more than one batch, the vectors embedded are staged in the index
         (`VectorIndex.stage_vectors`) after each batch once `stage_seconds` have passed since the last
@@ -430,7 +440,9 @@ class Ingestor:
                 self._check_budget(longest + reserve, done=start, total=len(keys))
                 began = time.monotonic()
                 batch = keys[start : start + self.embed_batch_size]
+                billed = self._billed_tokens()
                 embedded = dict(zip(batch, self.embedder.embed_documents([missing[k] for k in batch]), strict=True))
+                self._count_batch(used, {key: missing[key] for key in batch}, billed)
                 vectors.update(embedded)
                 if staging:
                     unstaged.update(embedded)
@@ -450,6 +462,30 @@ class Ingestor:
             keys_of_work = [(work.obj.tenant_id, c.content_hash) for c in work.chunks]
             work.vectors = [vectors[key] for key in keys_of_work]
             work.embedded = len({key for key in keys_of_work if key in missing})
+
+    def _billed_tokens(self) -> int | None:
+        """The embedder's running count of billed input tokens, if it keeps one."""
+        return self.embedder.usage if isinstance(self.embedder, ReportsTokens) else None
+
+    def _count_batch(self, used: dict[str, UsageCounts], texts: dict[tuple[str, str], str], billed: int | None) -> None:
+        """Add one embedded batch to `used`: its chunks and input tokens, per tenant. The tokens the model
+        billed for the batch (the embedder's count after minus before) are shared among the batch's
+        tenants in proportion to their estimated tokens; without a billed count, the estimate is counted as
+        such (`embedding_tokens_estimated`)."""
+        estimated: dict[str, int] = {}
+        chunks: dict[str, int] = {}
+        for (tenant_id, _), text in texts.items():
+            estimated[tenant_id] = estimated.get(tenant_id, 0) + count_tokens(text)
+            chunks[tenant_id] = chunks.get(tenant_id, 0) + 1
+        after = self._billed_tokens()
+        shares = _shares(after - billed, estimated) if billed is not None and after is not None else None
+        for tenant_id, count in chunks.items():
+            tokens = (
+                {"embedding_tokens": shares[tenant_id]}
+                if shares is not None
+                else {"embedding_tokens_estimated": estimated[tenant_id]}
+            )
+            used[tenant_id] = used.get(tenant_id, UsageCounts()) + UsageCounts(chunks_embedded=count, **tokens)
 
     def _check_budget(self, needed: float, *, done: int, total: int) -> None:
         """Defer the group if the invocation's budget cannot fit `needed` seconds: another batch and the
@@ -496,6 +532,34 @@ class Ingestor:
         failed = pending.model_copy(update={"status": DocumentStatus.FAILED, "error": reason, "chunk_count": 0})
         self.registry.put(failed)
         return failed
+
+
+def _outcome_usage(outcome: IngestResult | CitewiseError | None) -> UsageCounts:
+    """What a document's outcome adds to its tenant's usage: a document indexed with its pages (1 for a
+    format without pages) and reused chunks, or a failure recorded (a permanent one, or a transient one
+    the queue retries: each attempt recorded FAILED is counted). A deferral, a superseded or refused
+    write, or an unchanged document counts nothing: its work is counted by the attempt that finishes."""
+    if isinstance(outcome, IngestResult):
+        if outcome.outcome in (Outcome.NEW, Outcome.MODIFIED):
+            return UsageCounts(
+                documents_ingested=1, pages=outcome.document.page_count or 1, chunks_reused=outcome.reused
+            )
+        return UsageCounts(documents_failed=1) if outcome.outcome is Outcome.FAILED else UsageCounts()
+    if isinstance(outcome, IngestDeferredError | ConflictError) or outcome is None:
+        return UsageCounts()
+    return UsageCounts(documents_failed=1)
+
+
+def _shares(total: int, weights: dict[str, int]) -> dict[str, int]:
+    """`total` split among the keys of `weights` in proportion (largest remainders), summing to `total`."""
+    weight = sum(weights.values())
+    if weight == 0:
+        return {key: total if i == 0 else 0 for i, key in enumerate(weights)}
+    exact = {key: total * w / weight for key, w in weights.items()}
+    shares = {key: int(value) for key, value in exact.items()}
+    for key in sorted(exact, key=lambda k: exact[k] - shares[k], reverse=True)[: total - sum(shares.values())]:
+        shares[key] += 1
+    return shares
 
 
 def _unchanged(previous: Document, obj: SourceObject, described: Provenance) -> bool:

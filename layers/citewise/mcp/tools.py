@@ -48,6 +48,7 @@ from citewise.mcp.schemas import (
     tool_schema,
 )
 from citewise.query.answering import answer_question
+from citewise.query.metering import query_usage, search_usage
 from citewise.runtime.observability import count_reranking
 from citewise.runtime.services import Services
 
@@ -230,6 +231,7 @@ class Toolbox:
             self.services.retriever, self.services.synthesizer, caller, request, instructions=instructions
         )
         count_reranking(answer.reranking)
+        self.services.meter.record(caller.tenant_id, query_usage(answer, "mcp"))
         return answer
 
     def _sources(self, caller: Caller, answer: Answer) -> list[Source]:
@@ -265,6 +267,7 @@ class Toolbox:
         )
         retrieval = self.services.retriever.retrieve(caller, request)
         count_reranking(retrieval.reranking)
+        self.services.meter.record(caller.tenant_id, search_usage(retrieval.reranking, "mcp"))
         result = SearchResult(
             hits=ranked_hits(retrieval.hits),
             routing=retrieval.routing,

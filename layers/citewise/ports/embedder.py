@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from citewise.domain.models import Vector
 
@@ -32,4 +32,15 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> Vector:
         """The unit-length vector of a search query."""
+        ...
+
+
+@runtime_checkable
+class ReportsTokens(Protocol):
+    """An embedder that knows the input tokens its model billed (the Bedrock ones): usage metering counts
+    those, and estimates the tokens of any other embedder (`citewise.domain.textutil.count_tokens`)."""
+
+    @property
+    def usage(self) -> int:
+        """Input tokens billed so far, over every call of this embedder."""
         ...

@@ -32,6 +32,7 @@ from citewise.ports.registry import DocumentRegistry
 from citewise.ports.reranker import Reranker
 from citewise.ports.router import Router
 from citewise.ports.synthesizer import Synthesizer
+from citewise.ports.usage import Meter, UsageMeter
 from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class Backend(Protocol):
     def registry(self) -> DocumentRegistry: ...
 
     def blobs(self) -> BlobStore: ...
+
+    def usage(self) -> UsageMeter: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -108,6 +111,18 @@ class Services:
         return self._backend.blobs()
 
     @cached_property
+    def usage(self) -> UsageMeter:
+        return self._backend.usage()
+
+    @cached_property
+    def meter(self) -> Meter:
+        """Records the usage of the work done (`citewise.ports.usage.Meter`: never fails that work); records
+        nothing where the function has no registry table (on AWS the counters live there)."""
+        if self.settings.backend == "aws" and not self.settings.registry_table:
+            return Meter(None)
+        return Meter(lambda: self.usage)
+
+    @cached_property
     def ingestor(self) -> Ingestor:
         from citewise.ingest.chunking import Chunker
         from citewise.ingest.parsing import BLOCKS_PER_CHUNK, ParseLimits
@@ -131,6 +146,7 @@ class Services:
             ),
             embed_batch_size=settings.embed_batch_size,
             provenance_keys=ProvenanceKeys(source=settings.source_key, date=settings.source_date_key),
+            meter=self.meter,
         )
 
     @cached_property
@@ -182,7 +198,9 @@ class Services:
             close()
 
 
-_ADAPTERS = frozenset({"embedder", "index", "registry", "blobs", "ingestor", "retriever", "synthesizer"})
+_ADAPTERS = frozenset(
+    {"embedder", "index", "registry", "blobs", "usage", "meter", "ingestor", "retriever", "synthesizer"}
+)
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -361,6 +379,16 @@ class AwsBackend:
             client=aws.client("dynamodb", region=settings.aws_region),
             tombstone_retention=timedelta(days=settings.tombstone_retention_days),
         )
+
+    def usage(self) -> UsageMeter:
+        from citewise.aws import clients as aws
+        from citewise.aws.dynamodb_usage import DynamoUsage
+
+        settings = self._settings
+        # A client of its own, with one retry and a short read timeout: a query waits for its metering
+        # write, so a slow table may cost an answer at most a few seconds (the Meter logs the failure).
+        client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
+        return DynamoUsage(_required(settings.registry_table), client=client)
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

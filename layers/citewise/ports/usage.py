@@ -1,0 +1,153 @@
+"""The UsageMeter port: per tenant and UTC day counters of the work done, added atomically.
+
+A counter only grows: `add` is an increment (DynamoDB `ADD`, a SQLite upsert adding to the stored value),
+never a read-modify-write, so writers in parallel (Lambda instances, the CLI beside `citewise serve`) lose
+no increment. Each adapter passes `tests/contract/test_usage_contract.py`, parallel writers included.
+
+Counters are named, not positional: a counter added later needs no schema change on either backend, and
+a day that never counted one reads it as 0.
+
+`Meter` is what the logic holds: it stamps the UTC day, drops empty counts, and never lets a metering
+failure fail the work it counts (it logs and goes on). Usage is for reporting and billing after the
+fact; refusing a user's answer because a counter could not be written would turn a bookkeeping fault
+into an outage, and the request it counts has already been served.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from typing import Protocol
+
+from pydantic import Field, NonNegativeInt
+
+from citewise.domain.errors import ValidationError
+from citewise.domain.models import Frozen
+
+logger = logging.getLogger(__name__)
+
+
+class UsageCounts(Frozen):
+    """What one piece of work used, or a day's totals; every counter is a non-negative integer."""
+
+    documents_ingested: NonNegativeInt = Field(default=0, description="Documents indexed (new or modified).")
+    documents_failed: NonNegativeInt = Field(default=0, description="Ingests that recorded the document FAILED.")
+    pages: NonNegativeInt = Field(
+        default=0, description="Pages of the documents indexed (a document without pages: 1)."
+    )
+    chunks_embedded: NonNegativeInt = Field(default=0, description="Chunk texts sent to the embedding model.")
+    chunks_reused: NonNegativeInt = Field(default=0, description="Chunks indexed with a vector already stored.")
+    embedding_tokens: NonNegativeInt = Field(default=0, description="Embedding input tokens the model reported.")
+    embedding_tokens_estimated: NonNegativeInt = Field(
+        default=0, description="Embedding input tokens estimated (words and marks) where the model reports none."
+    )
+    rest_queries: NonNegativeInt = Field(default=0, description="POST /v1/query answered.")
+    mcp_queries: NonNegativeInt = Field(default=0, description="MCP rag_query calls answered.")
+    rest_searches: NonNegativeInt = Field(default=0, description="POST /v1/search answered.")
+    mcp_searches: NonNegativeInt = Field(default=0, description="MCP search calls answered.")
+    generation_input_tokens: NonNegativeInt = Field(default=0, description="Answer model input tokens reported.")
+    generation_output_tokens: NonNegativeInt = Field(default=0, description="Answer model output tokens reported.")
+    rerank_calls: NonNegativeInt = Field(default=0, description="Queries and searches sent to the reranker.")
+
+    def nonzero(self) -> dict[str, int]:
+        """The counters above zero, by name: what an increment writes."""
+        return {name: value for name, value in self.model_dump().items() if value}
+
+    def __add__(self, other: UsageCounts) -> UsageCounts:
+        return UsageCounts.model_validate({name: value + getattr(other, name) for name, value in self})
+
+
+COUNTERS: tuple[str, ...] = tuple(UsageCounts.model_fields)
+"""Every counter's name, in the order reports show them."""
+
+
+class DayUsage(Frozen):
+    """One tenant's counters of one UTC day."""
+
+    day: date
+    counts: UsageCounts
+
+
+class UsageMeter(Protocol):
+    """Where the counters live: one record per tenant and UTC day."""
+
+    def add(self, tenant_id: str, day: date, counts: UsageCounts) -> None:
+        """Add `counts` to the tenant's counters of `day`, atomically (no increment lost to a parallel
+        writer); creates the day's record on its first increment."""
+        ...
+
+    def read(self, tenant_id: str, from_day: date, to_day: date) -> list[DayUsage]:
+        """The tenant's days from `from_day` to `to_day` (both included) that counted anything, oldest
+        first. Only that tenant's records: the tenant is in every key read."""
+        ...
+
+
+class Meter:
+    """Records usage for the logic: the day from `clock` (UTC), empty counts skipped, failures logged.
+
+    `usage` gives the adapter when first needed (None: record nothing), inside the same guard as the
+    write, so an adapter that cannot even be built (a database file that will not open) fails no request
+    either.
+    """
+
+    def __init__(
+        self,
+        usage: Callable[[], UsageMeter] | None,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._usage = usage
+        self._clock = clock
+
+    def record(self, tenant_id: str, counts: UsageCounts) -> None:
+        """Add `counts` to the tenant's counters of today (UTC). Never raises: see the module docstring."""
+        if self._usage is None or not counts.nonzero():
+            return
+        try:
+            self._usage().add(tenant_id, self._clock().astimezone(UTC).date(), counts)
+        except Exception:  # noqa: BLE001 - metering is bookkeeping; the work it counts is done already
+            logger.warning("could not record usage of tenant %s", tenant_id, exc_info=True)
+
+
+UNMETERED = Meter(None)
+"""A meter that records nothing: the default of the logic (tests, evaluation, benchmarks)."""
+
+
+def total(days: list[DayUsage]) -> UsageCounts:
+    """The sum of `days`' counters."""
+    result = UsageCounts()
+    for day in days:
+        result += day.counts
+    return result
+
+
+MAX_REPORT_DAYS = 366
+"""The longest range one report reads: a year, leap day included (one item a day on DynamoDB)."""
+
+
+class UsageReport(Frozen):
+    """A tenant's usage over a range of UTC days: the sum, and each day that counted anything."""
+
+    tenant_id: str
+    from_day: date = Field(serialization_alias="from")
+    to_day: date = Field(serialization_alias="to")
+    total: UsageCounts
+    days: list[DayUsage]
+
+
+def usage_report(usage: UsageMeter, tenant_id: str, from_day: date, to_day: date) -> UsageReport:
+    """The tenant's usage from `from_day` to `to_day` (both included): what `citewise usage` prints and
+    what a usage route should answer. A range that ends before it starts, or is longer than
+    `MAX_REPORT_DAYS`, is a ValidationError naming the field."""
+    if to_day < from_day:
+        raise ValidationError("the range ends before it starts", details={"field": "to"})
+    if (to_day - from_day).days >= MAX_REPORT_DAYS:
+        raise ValidationError(f"a report covers at most {MAX_REPORT_DAYS} days", details={"field": "from"})
+    days = usage.read(tenant_id, from_day, to_day)
+    return UsageReport(tenant_id=tenant_id, from_day=from_day, to_day=to_day, total=total(days), days=days)
+
+
+def month_to_date(today: date) -> tuple[date, date]:
+    """The default range of a report: the first of `today`'s month to `today`."""
+    return today.replace(day=1), today
