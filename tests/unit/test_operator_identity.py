@@ -59,7 +59,9 @@ def test_the_operator_is_refused_on_tenant_routes_with_its_own_reason() -> None:
 def test_the_operator_claim_name_follows_the_tenant_claim_setting() -> None:
     # Given a deployment whose tenant claim is custom:org, a user carrying it is a tenant identity
     with pytest.raises(ForbiddenError):
-        operator_from_claims({"sub": "u", "custom:org": "acme", "cognito:groups": "operators"}, tenant_claim="custom:org")
+        operator_from_claims(
+            {"sub": "u", "custom:org": "acme", "cognito:groups": "operators"}, tenant_claim="custom:org"
+        )
     # and one without it, in the group, the operator
     assert operator_from_claims({"sub": "u", "cognito:groups": "operators"}, tenant_claim="custom:org").user_id == "u"
 
