@@ -9,6 +9,7 @@ call of the documents function to its role in the synthesized template.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ NOTE = b"# Note\n\nThe vault opens at nine.\n"
 OPS_ROLE = "arn:aws:iam::123456789012:role/citewise-operator"
 
 
-def _tenants(stack: Stack, identity: dict[str, str], **query: str) -> tuple[int, dict[str, object]]:
+def _tenants(stack: Stack, identity: dict[str, str], **query: str) -> tuple[int, Any]:
     return stack.api("GET", "/v1/admin/tenants", identity=identity, query=query)
 
 
@@ -39,7 +40,7 @@ def test_the_operator_lists_every_tenant_page_by_page(stack: Stack) -> None:
     status, second = _tenants(stack, OPERATOR, limit="2", cursor=str(first["next_cursor"]))
     # Then it gets every tenant once, in id order, and the last page says so
     assert status == 200
-    assert [t["tenant_id"] for t in [*first["items"], *second["items"]]] == ["acme", "acme-eu", "globex"]  # type: ignore[index]
+    assert [t["tenant_id"] for t in [*first["items"], *second["items"]]] == ["acme", "acme-eu", "globex"]
     assert second["next_cursor"] is None
 
 
@@ -51,14 +52,14 @@ def test_no_tenant_identity_reaches_an_operator_route(stack: Stack, identity: di
     status, body = _tenants(stack, identity)
     # Then it is refused with the structured error, and learns no tenant id
     assert status == 403, body
-    assert body["error"]["code"] == "FORBIDDEN" and body["error"]["request_id"]  # type: ignore[index]
-    assert "acme" not in json.dumps(body).replace('"custom:tenant_id"', "")
+    assert body["error"]["code"] == "FORBIDDEN" and body["error"]["request_id"]
+    assert "acme" not in json.dumps(body)
 
 
 def test_a_bad_cursor_or_limit_is_a_validation_error(stack: Stack) -> None:
     for query in ({"limit": "0"}, {"limit": "101"}, {"cursor": "e30"}, {"cursor": "not a cursor"}):
         status, body = _tenants(stack, OPERATOR, **query)
-        assert (status, body["error"]["code"]) == (400, "VALIDATION_ERROR"), query  # type: ignore[index]
+        assert (status, body["error"]["code"]) == (400, "VALIDATION_ERROR"), query
 
 
 def test_the_operator_reaches_no_tenant_route(stack: Stack) -> None:
@@ -117,5 +118,5 @@ def test_a_real_cognito_operator_lists_tenants_and_a_tenant_admin_cannot(stack: 
     assert "custom:tenant_id" not in operator
     # Then the operator lists the tenant, and the tenant's admin is refused
     status, body = _tenants(stack, operator)
-    assert status == 200 and [t["tenant_id"] for t in body["items"]] == ["acme"]  # type: ignore[union-attr]
+    assert status == 200 and [t["tenant_id"] for t in body["items"]] == ["acme"]
     assert _tenants(stack, pool.identity("carol"))[0] == 403
