@@ -9,7 +9,11 @@ client parses every error the same way, whoever produced it.
 Cognito mode: a user pool whose users carry an immutable `custom:tenant_id` set by an administrator (no
 self sign-up, and the app client cannot write it), and a Cognito authorizer that checks the ID token.
 IAM mode: SigV4 on every authenticated method; the functions map the caller's principal to a tenant
-with `tenant_map`.
+with `tenant_map`, or recognise the platform operator by `operator_principals`.
+
+The operator's routes (`/v1/admin/`) take the same authorizer as every other: the Cognito authorizer
+cannot tell an operator from a tenant's user (both hold valid ID tokens of the pool), so the function
+decides, from the claims, and refuses every tenant identity with 403 (`citewise.api.admin`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from citewise.api.routes import ROUTES, Route
-from citewise.domain.access import ADMIN_GROUP
+from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP
 from citewise.domain.errors import (
     CitewiseError,
     ForbiddenError,
@@ -223,6 +227,15 @@ class Api(Construct):
             "AdminGroup",
             group_name=ADMIN_GROUP,
             description="citewise tenant administrators: change the tenant's settings, manage its shared documents",
+        )
+        # The platform operator (`citewise.domain.tenancy.operator_from_claims`): members created WITHOUT
+        # custom:tenant_id reach the /v1/admin/ routes and no tenant route. Only whoever holds IAM rights
+        # on this pool (cognito-idp:AdminAddUserToGroup) can add members; no citewise route or token can.
+        # A tenant's user added by mistake keeps its immutable tenant, so stays a tenant identity.
+        pool.add_group(
+            "OperatorsGroup",
+            group_name=OPERATOR_GROUP,
+            description="citewise platform operators: created without a tenant; the /v1/admin/ routes only",
         )
         if not required:
             acknowledge(

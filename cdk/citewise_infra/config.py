@@ -168,6 +168,9 @@ class AuthConfig(_Block):
     mode: Literal["cognito", "iam"] = "cognito"
     # IAM mode: principal (or role) ARN -> tenant id. Cognito mode: the `custom:tenant_id` claim.
     tenant_map: dict[str, str] = Field(default_factory=dict)
+    # IAM mode: the platform operator's principal (or role) ARNs, none of them in the tenant map (the
+    # /v1/admin/ routes; docs/operations.md). Cognito mode: members of the `operators` group without a tenant.
+    operator_principals: tuple[str, ...] = ()
     mfa: Literal["optional", "required"] = "required"
     # Allow USER_PASSWORD_AUTH (username and password sent over TLS to Cognito) next to SRP, so a
     # user can sign in with the AWS CLI. Off unless an environment asks for it.
@@ -183,12 +186,25 @@ class AuthConfig(_Block):
                 raise ValueError(f"not a valid tenant id: {tenant!r}")
         return value
 
+    @field_validator("operator_principals")
+    @classmethod
+    def _valid_operators(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for principal in value:
+            if not re.fullmatch(PRINCIPAL_ARN_PATTERN, principal):
+                raise ValueError(f"not an IAM principal ARN: {principal!r}")
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.mode == "iam" and not self.tenant_map:
             raise ValueError("iam mode needs a tenant_map naming at least one principal")
         if self.mode == "cognito" and self.tenant_map:
             raise ValueError("tenant_map applies to iam mode only (Cognito users carry custom:tenant_id)")
+        if self.mode == "cognito" and self.operator_principals:
+            raise ValueError("operator_principals applies to iam mode only (Cognito operators are in `operators`)")
+        shared = sorted(set(self.operator_principals) & set(self.tenant_map))
+        if shared:
+            raise ValueError(f"an operator is no tenant member: {', '.join(shared)} is in the tenant_map too")
         return self
 
 

@@ -268,6 +268,8 @@ class FunctionsFactory(Construct):
         else:
             # A file in the code, not a variable: Lambda allows 4 KB for all of a function's variables.
             values["tenant_map_file"] = TENANT_MAP_FILE
+            if auth.operator_principals:
+                values["operator_principals"] = json.dumps(list(auth.operator_principals))
         return values
 
     def _identity_files(self) -> dict[str, str]:
@@ -429,7 +431,7 @@ class FunctionsFactory(Construct):
             self._config.documents,
             DocumentsSettings,
             values,
-            "/v1/documents, /v1/uploads, health",
+            "/v1/documents, /v1/uploads, /v1/admin/ (the operator's), health",
             files=self._identity_files(),
         )
         self._storage.grant_manage_documents(fn.role)

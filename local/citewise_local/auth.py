@@ -4,6 +4,9 @@ On AWS, API Gateway's Cognito authorizer verifies the caller's ID token and hand
 handlers. Locally, `citewise token` mints a token with the same claims (`sub`, `custom:tenant_id`,
 `cognito:groups`, `cognito:username`, `token_use`) and `citewise serve` verifies it, so the handlers see
 the same identity either way and a test can act as any tenant and user without an identity provider.
+The platform operator's token (`citewise token --operator`) is a Cognito operator's: no tenant claim, in
+the `operators` group (`citewise.domain.access.OPERATOR_GROUP`); a token without a tenant is refused
+unless it is one.
 
 Every local key derives from one secret, `{home}/secret.key`: 32 random bytes created once (mode 0600)
 and reused, so tokens and upload URLs stay valid across restarts of the server until they expire.
@@ -30,6 +33,7 @@ from typing import Any
 
 import pydantic
 
+from citewise.domain.access import OPERATOR_GROUP
 from citewise.domain.errors import CitewiseError, UnauthorizedError, ValidationError
 from citewise.domain.models import UserId
 from citewise.domain.tenancy import validate_tenant_id
@@ -43,7 +47,8 @@ DEFAULT_TTL = 3600
 MAX_TTL = 30 * 24 * 3600
 TENANT_CLAIM = "custom:tenant_id"
 GROUPS_CLAIM = "cognito:groups"
-REQUIRED_CLAIMS = ("sub", TENANT_CLAIM, "token_use", "iss", "iat", "exp")
+REQUIRED_CLAIMS = ("sub", "token_use", "iss", "iat", "exp")
+"""Every token's; a tenant's carries TENANT_CLAIM too, the platform operator's has none (`verify_token`)."""
 GROUP_NAME = re.compile(r"[^\s,\[\]\x00-\x1f\x7f]+")
 """A group name `citewise token` issues: API Gateway hands groups on comma-joined, so a comma, a space or a
 bracket inside a name could read as a second name (or as a list's brackets) to a less careful parser."""
@@ -88,7 +93,7 @@ def local_key(home: Path, purpose: str) -> bytes:
 def mint_token(
     key: bytes,
     *,
-    tenant_id: str,
+    tenant_id: str | None,
     user_id: str,
     groups: Iterable[str] = (),
     ttl: int = DEFAULT_TTL,
@@ -97,9 +102,16 @@ def mint_token(
     """A signed ID token for `user_id` in `tenant_id`, valid for `ttl` seconds from `now`.
 
     The claims are those of a Cognito ID token; `cognito:groups` is left out when there are none, as
-    Cognito does.
+    Cognito does. `tenant_id` None is the platform operator's token, which must name `OPERATOR_GROUP`.
     """
-    validate_tenant_id(tenant_id)
+    group_list = list(groups)
+    if tenant_id is not None:
+        validate_tenant_id(tenant_id)
+    elif OPERATOR_GROUP not in group_list:
+        raise ValidationError(
+            f"a token without a tenant is the platform operator's: it needs the {OPERATOR_GROUP!r} group",
+            details={"field": "tenant"},
+        )
     if not user_id.strip():
         raise ValidationError("user must not be empty", details={"field": "user"})
     try:
@@ -110,7 +122,6 @@ def mint_token(
         ) from exc
     if not 1 <= ttl <= MAX_TTL:
         raise ValidationError(f"ttl must be 1 to {MAX_TTL} seconds", details={"field": "ttl"})
-    group_list = list(groups)
     if not all(GROUP_NAME.fullmatch(group) for group in group_list):
         raise ValidationError(
             "group names must be non-empty, without spaces, commas, brackets or control characters",
@@ -119,7 +130,6 @@ def mint_token(
     issued = int(time.time() if now is None else now)
     claims: dict[str, Any] = {
         "sub": user_id,
-        TENANT_CLAIM: tenant_id,
         "cognito:username": user_id,
         "token_use": "id",
         "iss": ISSUER,
@@ -127,6 +137,8 @@ def mint_token(
         "exp": issued + ttl,
         "jti": str(uuid.uuid4()),
     }
+    if tenant_id is not None:
+        claims[TENANT_CLAIM] = tenant_id
     if group_list:
         claims[GROUPS_CLAIM] = group_list
     import jwt
@@ -173,10 +185,12 @@ def verify_token(key: bytes, token: str) -> dict[str, Any]:
         raise UnauthorizedError(f"the token expires more than {MAX_TTL} seconds from now")
     if claims["token_use"] != "id":  # noqa: S105 - a claim value, not a password
         raise UnauthorizedError("the token is not an ID token")
-    for name in ("sub", TENANT_CLAIM):
-        if not isinstance(claims[name], str) or not claims[name]:
-            raise UnauthorizedError(f"the token's '{name}' claim must be a non-empty string")
     groups = claims.get(GROUPS_CLAIM, [])
     if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
         raise UnauthorizedError(f"the token's '{GROUPS_CLAIM}' claim must be a list of names")
+    if TENANT_CLAIM not in claims and OPERATOR_GROUP not in groups:
+        raise UnauthorizedError(f"the token has no '{TENANT_CLAIM}' claim")
+    for name in ("sub", TENANT_CLAIM):
+        if name in claims and (not isinstance(claims[name], str) or not claims[name]):
+            raise UnauthorizedError(f"the token's '{name}' claim must be a non-empty string")
     return claims

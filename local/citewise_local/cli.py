@@ -27,7 +27,7 @@ from typing import Any
 import pydantic
 
 from citewise import __version__
-from citewise.domain.access import may_modify
+from citewise.domain.access import OPERATOR_GROUP, may_modify
 from citewise.domain.errors import CitewiseError, GenerationError, NotFoundError, ThrottledError, ValidationError
 from citewise.domain.models import (
     Answer,
@@ -465,8 +465,15 @@ def _parser() -> argparse.ArgumentParser:
         "token",
         "print a bearer token for the local server (Cognito's claims)",
         "TOKEN=$(citewise token --tenant acme --user alice --group admin)",
+        "OPS=$(citewise token --operator --user ops)",
     )
-    token.add_argument("--tenant", help="tenant id, the token's custom:tenant_id (or CITEWISE_TENANT)")
+    whose = token.add_mutually_exclusive_group()
+    whose.add_argument("--tenant", help="tenant id, the token's custom:tenant_id (or CITEWISE_TENANT)")
+    whose.add_argument(
+        "--operator",
+        action="store_true",
+        help=f"a token of the platform operator: no tenant, in the {OPERATOR_GROUP!r} group (the /v1/admin/ routes)",
+    )
     token.add_argument(
         "--user", default=DEFAULT_USER, help=f"user id, the token's sub (or CITEWISE_USER; default: {DEFAULT_USER})"
     )
@@ -1067,7 +1074,11 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
 
     key = local_key(settings.home_dir, TOKEN_PURPOSE)
-    print(mint_token(key, tenant_id=args.tenant, user_id=args.user, groups=args.group, ttl=args.ttl))
+    if args.operator:
+        # The tenant a config file or CITEWISE_TENANT may give is not the operator's: it has none.
+        print(mint_token(key, tenant_id=None, user_id=args.user, groups=[OPERATOR_GROUP, *args.group], ttl=args.ttl))
+    else:
+        print(mint_token(key, tenant_id=args.tenant, user_id=args.user, groups=args.group, ttl=args.ttl))
     return 0
 
 

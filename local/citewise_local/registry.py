@@ -21,7 +21,16 @@ from citewise.domain.errors import ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
-from citewise.ports.registry import TOMBSTONE_RETENTION, DocumentPage, Tombstone, microseconds, moment, refused_write
+from citewise.ports.registry import (
+    TOMBSTONE_RETENTION,
+    DocumentPage,
+    TenantPage,
+    TenantSummary,
+    Tombstone,
+    microseconds,
+    moment,
+    refused_write,
+)
 
 # Schema migrations, applied in order; `PRAGMA user_version` counts those a database has had. The first
 # is the original schema, so a registry.db created before versioning (version 0, table present) takes
@@ -61,6 +70,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # A tenant's settings document (ranking signals, routing vocabulary), beside the records.
     ("CREATE TABLE IF NOT EXISTS tenant_settings (tenant_id TEXT PRIMARY KEY, body TEXT NOT NULL)",),
+    # The tenants ever registered (the operator's listing): every tenant with a record today, then each
+    # new one at its first write. Kept when its documents are deleted, as the DynamoDB catalogue is.
+    (
+        "CREATE TABLE IF NOT EXISTS tenants (tenant_id TEXT PRIMARY KEY)",
+        "INSERT OR IGNORE INTO tenants (tenant_id) SELECT DISTINCT tenant_id FROM documents",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -139,6 +154,7 @@ class LocalRegistry:
             conn.execute(
                 "DELETE FROM tombstones WHERE tenant_id = ? AND doc_id = ?", (document.tenant_id, document.doc_id)
             )
+            conn.execute("INSERT OR IGNORE INTO tenants (tenant_id) VALUES (?)", (document.tenant_id,))
 
     def delete(self, tenant_id: str, doc_id: str, *, deleted_at: datetime) -> None:
         deleted_us = microseconds(deleted_at)
@@ -202,8 +218,7 @@ class LocalRegistry:
         limit: int = 100,
         cursor: str | None = None,
     ) -> DocumentPage:
-        if not 1 <= limit <= 1000:
-            raise ValidationError("limit must be between 1 and 1000", details={"field": "limit"})
+        _check_limit(limit)
         sql = "SELECT body, path FROM documents WHERE tenant_id = ?"
         params: list[object] = [tenant_id]
         if visible_to is not None:
@@ -229,6 +244,17 @@ class LocalRegistry:
         next_cursor = cursors.encode(items[-1]) if len(rows) > limit else None
         return DocumentPage(items=items, next_cursor=next_cursor)
 
+    def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> TenantPage:
+        _check_limit(limit)
+        after = cursors.decode_tenant(cursor) if cursor is not None else ""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT tenant_id FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT ?", (after, limit + 1)
+            ).fetchall()
+        items = [TenantSummary(tenant_id=tenant_id) for (tenant_id,) in rows[:limit]]
+        next_cursor = cursors.encode_tenant(items[-1].tenant_id) if len(rows) > limit else None
+        return TenantPage(items=items, next_cursor=next_cursor)
+
     def tenant_settings(self, tenant_id: str) -> TenantSettings | None:
         with self._lock:
             row = self._conn.execute("SELECT body FROM tenant_settings WHERE tenant_id = ?", (tenant_id,)).fetchone()
@@ -247,6 +273,11 @@ class LocalRegistry:
         with self._lock:
             rows = self._conn.execute("SELECT DISTINCT tenant_id FROM documents ORDER BY tenant_id").fetchall()
         return tuple(tenant_id for (tenant_id,) in rows)
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= 1000:
+        raise ValidationError("limit must be between 1 and 1000", details={"field": "limit"})
 
 
 def _body_source(body: str) -> str:

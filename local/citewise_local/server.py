@@ -50,7 +50,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -448,10 +448,11 @@ class LocalServer(ThreadingHTTPServer):
         self.log(f"{name}: a new execution environment in {(time.perf_counter() - started) * 1000:.0f}ms")
         return environment
 
-    def invoke(self, function: str, event: dict[str, Any], tenant_id: str | None = None) -> Any:
-        """Call one function's handler for `tenant_id` with a fresh context, in an environment of its own
-        (see `citewise_local.lambdaenv`): invocations run concurrently without sharing any handler state,
-        and FunctionTimeoutError ends one at the function's timeout, counted from now."""
+    def invoke(self, function: str, event: dict[str, Any], tenant_id: Hashable = None) -> Any:
+        """Call one function's handler for `tenant_id` (the caller's fairness key, `_fairness_key`) with a
+        fresh context, in an environment of its own (see `citewise_local.lambdaenv`): invocations run
+        concurrently without sharing any handler state, and FunctionTimeoutError ends one at the
+        function's timeout, counted from now."""
         timeout = self.ingest_timeout if function == INGEST_FUNCTION else self.api_timeout
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), timeout)
         return self.pools[function].invoke(event, context, caller=tenant_id)
@@ -767,7 +768,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             domain_name=urlsplit(self.server.url).hostname or "localhost",
         )
         try:
-            response = self.server.invoke(route.function, event, claims.get(TENANT_CLAIM) if claims else None)
+            response = self.server.invoke(route.function, event, _fairness_key(claims))
         except FunctionTimeoutError as exc:  # as API Gateway answers once its integration timeout passes
             return self._send_error(exc, request_id)
         return self._send_proxy_response(response, request_id)
@@ -921,3 +922,11 @@ _S3_CODES: tuple[tuple[type[CitewiseError], str], ...] = (
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+def _fairness_key(claims: dict[str, str] | None) -> Hashable:
+    """Whom an invocation counts against in the pool's fairness limit: the tenant, or the platform operator
+    (who has none: counted apart from every tenant); None for a public route."""
+    if claims is None:
+        return None
+    return claims.get(TENANT_CLAIM) or ("operator", claims.get("sub"))

@@ -29,7 +29,7 @@ from citewise.aws.dynamodb import (
 )
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
-from citewise.domain.tenancy import document_id
+from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
 from citewise.ports.registry import DeletedDocumentError, DocumentRegistry, StaleVersionError, microseconds
@@ -807,3 +807,75 @@ def test_throttling_and_failures_are_translated(aws_credentials: None) -> None:
             registry.list("acme")
     assert caught.value.code == "INTERNAL_ERROR"
     assert caught.value.details == {"aws_error": "ResourceNotFoundException", "action": "DynamoDB Query"}
+
+
+# --- the tenants' catalogue (the platform operator's listing) ---------------------------------------------
+
+
+def test_list_tenants_pages_through_every_tenant_in_id_order(registry: DocumentRegistry) -> None:
+    # Given tenants whose ids share prefixes, registered in no particular order, some with several documents
+    tenants = ["acme", "acme-eu", "acme.eu", "acme2", "b", "Z9", *(f"t{n:03d}" for n in range(40))]
+    for tenant in random.Random(7).sample(tenants, len(tenants)):
+        register(registry, make_document(tenant, "a.md", status=DocumentStatus.INDEXED))
+        register(registry, make_document(tenant, "b.md"))
+    # When the operator pages through them 7 at a time
+    seen, cursor = [], None
+    while True:
+        page = registry.list_tenants(limit=7, cursor=cursor)
+        assert len(page.items) <= 7
+        seen += [item.tenant_id for item in page.items]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    # Then every tenant appears once, in id order (code points), and the last page says it is the last
+    assert seen == sorted(tenants)
+    assert registry.list_tenants(limit=len(tenants)).next_cursor is None
+
+
+def test_a_tenant_stays_listed_after_its_documents_are_deleted(registry: DocumentRegistry) -> None:
+    # Given an empty registry, then a tenant's only document, deleted
+    assert registry.list_tenants().items == []
+    document = register(registry, make_document("acme", "a.md"))
+    registry.delete("acme", document.doc_id, deleted_at=T0 + timedelta(minutes=1))
+    # Then the tenant is still known (erasing a tenant, not deleting documents, forgets it)
+    assert [item.tenant_id for item in registry.list_tenants().items] == ["acme"]
+    # And settings alone do not make a tenant
+    registry.put_tenant_settings("globex", TenantSettings())
+    assert [item.tenant_id for item in registry.list_tenants().items] == ["acme"]
+
+
+@pytest.mark.parametrize("cursor", ["%%%", "e30", cursors.encode(make_document("acme", "a.md")), "eyJhIjoiLi4vIn0"])
+def test_a_tenant_cursor_that_was_not_issued_is_refused(registry: DocumentRegistry, cursor: str) -> None:
+    # `e30` is `{}`; the last is {"a": "../"}: no tenant id
+    with pytest.raises(ValidationError, match="invalid cursor"):
+        registry.list_tenants(cursor=cursor)
+
+
+@pytest.mark.parametrize("limit", [0, 1001])
+def test_list_tenants_limit_is_bounded(registry: DocumentRegistry, limit: int) -> None:
+    with pytest.raises(ValidationError):
+        registry.list_tenants(limit=limit)
+
+
+def test_an_old_local_registry_lists_the_tenants_it_already_had(tmp_path: Path) -> None:
+    # Given a registry.db written before the tenants' catalogue
+    path = old_registry_file(tmp_path / "registry.db", [make_document("beta", "c.md"), make_document("acme", "a.md")])
+    # When the current registry opens it, then its tenants are listed
+    registry = LocalRegistry(path)
+    try:
+        assert [item.tenant_id for item in registry.list_tenants().items] == ["acme", "beta"]
+    finally:
+        registry.close()
+
+
+def test_the_dynamodb_catalogue_is_one_partition_apart_from_every_tenant(dynamo: DynamoRegistry) -> None:
+    # Given a registered document
+    register(dynamo, make_document("acme", "a.md"))
+    # Then the catalogue item lives under a partition key no tenant id can take, and no listing returns it
+    item = boto3.client("dynamodb").get_item(
+        TableName=TABLE, Key={"tenant_id": {"S": "#tenants"}, "doc_id": {"S": "acme"}}
+    )
+    assert set(item["Item"]) == {"tenant_id", "doc_id", "first_us"}
+    with pytest.raises(ValidationError):
+        validate_tenant_id("#tenants")
+    assert [d.path for d in dynamo.list("acme").items] == ["a.md"]

@@ -95,9 +95,19 @@ class Api:
 
 
 def mint(api: Api, tenant: str, user: str, *options: str) -> str:
+    """`citewise token --tenant T --user U ...`."""
+    return _token_command(api, "--tenant", tenant, "--user", user, *options)
+
+
+def mint_operator(api: Api, user: str) -> str:
+    """`citewise token --operator --user U`: the platform operator's token."""
+    return _token_command(api, "--operator", "--user", user)
+
+
+def _token_command(api: Api, *arguments: str) -> str:
     """`citewise token ...`: its whole stdout must be the token alone."""
     done = subprocess.run(  # noqa: S603 - our own console script
-        [citewise_script(), "token", "--tenant", tenant, "--user", user, *options],
+        [citewise_script(), "token", *arguments],
         env=api.env,
         capture_output=True,
         text=True,

@@ -1,10 +1,10 @@
 """The API against its own contract: schemathesis generates requests from docs/openapi.json for every
 operation (the coverage phase's boundary and invalid values, undeclared methods and content types, missing
 credentials; then random valid and invalid cases) and sends them over HTTP to `citewise serve`, as a tenant
-with documents to list, read, search and delete. No request may get a 5xx, and every response must be one
-the document declares: its status code, its content type and its body schema. The document states every
-rule the API enforces, so no request it calls valid is refused (positive data acceptance), and a method a
-path does not declare is 405 with `Allow`.
+with documents to list, read, search and delete (the operator's routes as the platform operator). No
+request may get a 5xx, and every response must be one the document declares: its status code, its content
+type and its body schema. The document states every rule the API enforces, so no request it calls valid is
+refused (positive data acceptance), and a method a path does not declare is 405 with `Allow`.
 
 Generation is derandomized, so a run is the same run on every machine and in CI. Unauthenticated calls to
 every authenticated route of `citewise.api.routes.ROUTES` get the documented 401."""
@@ -37,7 +37,7 @@ from schemathesis.checks import (
 
 from citewise.api.routes import ROUTES, Route
 from citewise_local.server import MAX_REQUEST_LINE_BYTES
-from tests.e2e.helpers import Api, upload, wait_for_status
+from tests.e2e.helpers import Api, mint_operator, upload, wait_for_status
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 MAX_EXAMPLES = 30
@@ -63,12 +63,15 @@ schema = schemathesis.openapi.from_path(DOCUMENT)
 
 @dataclass
 class Corpus:
-    """The fuzzing tenant: its token, the documents reads may hit, and those deletes may use up."""
+    """The fuzzing tenant: its token, the documents reads may hit, and those deletes may use up; and the
+    platform operator's token, with a cursor of its listing of tenants."""
 
     token: str = ""
     kept: list[str] = field(default_factory=list)
     disposable: list[str] = field(default_factory=list)
     cursor: str = ""
+    operator: str = ""
+    tenant_cursor: str = ""
 
 
 CORPUS = Corpus()
@@ -133,11 +136,17 @@ def corpus(api: Api) -> Iterator[Corpus]:
     ]
     for doc_id in kept + disposable:
         assert wait_for_status(api, token, doc_id)["status"] == "INDEXED"
+    # A second tenant, so the operator's listing has a page after its first
+    other = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer")
+    assert wait_for_status(api, other, upload(api, other, "a.md", b"# A\n\nText.\n", "text/markdown"))
     first_page = api.request("GET", "/v1/documents?limit=1", token=token).json()
     CORPUS.token, CORPUS.kept, CORPUS.disposable = token, kept, disposable
     CORPUS.cursor = first_page["next_cursor"]
+    CORPUS.operator = mint_operator(api, "fuzz-operator")
+    CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
     yield CORPUS
     CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", [], [], ""
+    CORPUS.operator, CORPUS.tenant_cursor = "", ""
 
 
 @dataclass
@@ -172,8 +181,10 @@ def test_every_operation_keeps_its_contract(case: Case, api: Api, corpus: Corpus
     # No shared session: over a kept-alive connection each request to `citewise serve` stalls ~40 ms (its
     # headers and body leave in two writes, and Nagle waits for the client's delayed ACK); a fresh
     # connection per case takes ~2 ms.
-    case.query = _issued_cursor(case.query)
-    response = case.call(base_url=api.url, headers={"Authorization": f"Bearer {corpus.token}"})
+    operator = case.operation.path.startswith("/v1/admin/")
+    case.query = _issued_cursor(case.query, corpus.tenant_cursor if operator else corpus.cursor)
+    token = corpus.operator if operator else corpus.token
+    response = case.call(base_url=api.url, headers={"Authorization": f"Bearer {token}"})
     outcomes.statuses[response.status_code] += 1
     request_line = f"{response.request.method} {response.request.path_url} HTTP/1.1"
     if len(request_line.encode()) > MAX_REQUEST_LINE_BYTES:
@@ -188,15 +199,16 @@ def test_every_operation_keeps_its_contract(case: Case, api: Api, corpus: Corpus
         raise
 
 
-def _issued_cursor(query: dict[str, Any] | None) -> dict[str, Any] | None:
+def _issued_cursor(query: dict[str, Any] | None, issued: str) -> dict[str, Any] | None:
     """A cursor is opaque: one that merely has the documented form was never issued, and is refused (400).
 
-    A well-formed generated cursor is swapped for one the server issued for the tenant's listing, without the
-    path prefix it was not issued for (in the test, not a hook: the coverage phase's cases pass no hooks).
-    Malformed cursors are left alone, for the negative cases."""
+    A well-formed generated cursor is swapped for `issued`, one the server issued for the operation's listing
+    (the tenant's documents, or the operator's tenants), without the path prefix it was not issued for (in the
+    test, not a hook: the coverage phase's cases pass no hooks). Malformed cursors are left alone, for the
+    negative cases."""
     if not query or not isinstance(query.get("cursor"), str) or not CURSOR.match(query["cursor"]):
         return query
-    return {name: value for name, value in query.items() if name != "path_prefix"} | {"cursor": CORPUS.cursor}
+    return {name: value for name, value in query.items() if name != "path_prefix"} | {"cursor": issued}
 
 
 def _tampered(token: str) -> str:

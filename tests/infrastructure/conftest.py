@@ -28,11 +28,17 @@ from citewise_infra.app import build  # noqa: E402
 from citewise_infra.constants import CDK_JSON, CONTEXT_BUNDLING_STACKS, CONTEXT_ENV, CONTEXT_ENVIRONMENTS  # noqa: E402
 from citewise_infra.stack import CitewiseStack  # noqa: E402
 
-# A Serverless collection with IAM auth, a guardrail and a plain foundation model id: the branches that
-# dev and prod do not take.
+OPERATOR_ROLE = "arn:aws:iam::123456789012:role/citewise-operator"
+# A Serverless collection with IAM auth (and a platform operator's role), a guardrail and a plain
+# foundation model id: the branches that dev and prod do not take.
 SERVERLESS_IAM = {
     "search": {"mode": "serverless"},
-    "auth": {"mode": "iam", "tenant_map": {"arn:aws:iam::123456789012:role/acme-app": "acme"}, "mfa": "optional"},
+    "auth": {
+        "mode": "iam",
+        "tenant_map": {"arn:aws:iam::123456789012:role/acme-app": "acme"},
+        "operator_principals": [OPERATOR_ROLE],
+        "mfa": "optional",
+    },
     "models": {
         "generation_model_id": "anthropic.claude-3-haiku-20240307-v1:0",
         "router": "bedrock",

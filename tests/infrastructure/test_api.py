@@ -12,7 +12,7 @@ from citewise_infra.api import CHALLENGED, GATEWAY_ERRORS
 from citewise_infra.constants import API_FUNCTIONS
 
 from citewise.api.routes import ROUTES
-from citewise.domain.access import ADMIN_GROUP
+from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP
 from citewise.runtime import cors
 from citewise.runtime.resource_metadata import METADATA_PATH
 
@@ -230,15 +230,19 @@ def test_users_get_their_tenant_from_an_administrator_only(dev: Synth) -> None:
 
 
 @pytest.mark.parametrize("environment", ["dev", "prod"])
-def test_the_pool_has_the_admin_group_and_its_client_no_oauth_flow(
+def test_the_pool_has_the_admin_and_operators_groups_and_its_client_no_oauth_flow(
     request: pytest.FixtureRequest, environment: str
 ) -> None:
     synth: Synth = request.getfixturevalue(environment)
     pool_id = synth.logical_id(synth.stack.api.user_pool)
-    # The group tenant settings require (citewise.domain.access.ADMIN_GROUP), in the pool
-    (group,) = synth.of_type("AWS::Cognito::UserPoolGroup").values()
-    assert group["Properties"]["GroupName"] == ADMIN_GROUP == "admin"
-    assert group["Properties"]["UserPoolId"] == {"Ref": pool_id}
+    # The group tenant settings require (citewise.domain.access.ADMIN_GROUP) and the platform operator's
+    # (OPERATOR_GROUP), in the pool, and no other
+    groups = {
+        g["Properties"]["GroupName"]: g["Properties"] for g in synth.of_type("AWS::Cognito::UserPoolGroup").values()
+    }
+    assert set(groups) == {ADMIN_GROUP, OPERATOR_GROUP} == {"admin", "operators"}
+    assert all(group["UserPoolId"] == {"Ref": pool_id} for group in groups.values())
+    assert "without a tenant" in groups[OPERATOR_GROUP]["Description"]
     # No hosted UI: no OAuth flow at all (CDK's default: implicit and code flows to https://example.com)
     (client,) = synth.of_type("AWS::Cognito::UserPoolClient").values()
     properties = client["Properties"]
@@ -259,3 +263,20 @@ def test_prod_requires_mfa_and_keeps_its_users(prod: Synth) -> None:
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.path}")
 def test_each_route_path_is_a_valid_api_gateway_path(route: Any) -> None:
     assert re.fullmatch(r"(/([A-Za-z0-9._-]+|\{[a-z_]+\}))+", route.path)
+
+
+def test_the_operators_route_is_the_documents_functions_behind_the_same_authorizer(
+    dev: Synth, serverless_iam: Synth
+) -> None:
+    # The function, not the authorizer, tells the operator from a tenant's user (both hold the pool's tokens)
+    (route,) = [r for r in ROUTES if r.path.startswith("/v1/admin/")]
+    assert (route.method, route.path, route.function, route.authenticated) == (
+        "GET",
+        "/v1/admin/tenants",
+        "documents",
+        True,
+    )
+    (authorizer_id,) = dev.of_type("AWS::ApiGateway::Authorizer")
+    method = routed_methods(dev)[("GET", "/v1/admin/tenants")]
+    assert (method["AuthorizationType"], method["AuthorizerId"]) == ("COGNITO_USER_POOLS", {"Ref": authorizer_id})
+    assert routed_methods(serverless_iam)[("GET", "/v1/admin/tenants")]["AuthorizationType"] == "AWS_IAM"

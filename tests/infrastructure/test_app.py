@@ -72,6 +72,21 @@ def test_an_environment_must_be_chosen_and_must_exist() -> None:
             {"mode": "iam", "tenant_map": {"arn:aws:iam::123456789012:role/r": "bad tenant!"}},
             "not a valid tenant id",
         ),
+        ("auth", {"operator_principals": ["arn:aws:iam::123456789012:role/ops"]}, "applies to iam mode only"),
+        (
+            "auth",
+            {
+                "mode": "iam",
+                "tenant_map": {"arn:aws:iam::123456789012:role/r": "acme"},
+                "operator_principals": ["arn:aws:iam::123456789012:role/r"],
+            },
+            "an operator is no tenant member",
+        ),
+        (
+            "auth",
+            {"mode": "iam", "tenant_map": {"arn:aws:iam::123456789012:role/r": "acme"}, "operator_principals": ["ops"]},
+            "not an IAM principal ARN",
+        ),
         ("data", {"log_retention_days": 8}, "CloudWatch Logs keeps logs for one of"),
         ("api", {"cors_allow_origins": ["localhost"]}, "not an origin"),
         ("query", {"timeout_s": 29}, "query.timeout_s is 29: an API function must time out by 24 s"),

@@ -31,7 +31,7 @@ from citewise.runtime.settings import (
 )
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 
-from .conftest import SERVERLESS_IAM, Synth, synthesize
+from .conftest import OPERATOR_ROLE, SERVERLESS_IAM, Synth, synthesize
 from .templates import flat
 
 SETTINGS: dict[FunctionKey, type[Settings]] = {
@@ -210,6 +210,10 @@ def test_the_query_function_synthesizes_with_the_configured_model_and_guardrail(
         assert shipped == {"arn:aws:iam::123456789012:role/acme-app": "acme"}, key
         assert (code_directory(serverless_iam, key) / "handler.py").is_file()
     assert variables(dev, "query")["CITEWISE_TENANT_CLAIM"] == "custom:tenant_id"
+    # The platform operator's principals (IAM mode), for the functions that tell it from a tenant
+    for key in API_FUNCTIONS:
+        assert json.loads(variables(serverless_iam, key)["CITEWISE_OPERATOR_PRINCIPALS"]) == [OPERATOR_ROLE], key
+    assert "CITEWISE_OPERATOR_PRINCIPALS" not in variables(dev, "documents")
 
 
 @pytest.mark.parametrize("key", FUNCTION_KEYS)

@@ -15,6 +15,7 @@ import pytest
 import citewise
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import Settings
+from citewise_local.auth import TOKEN_PURPOSE, local_key, verify_token
 from citewise_local.cli import main
 from tests.builders import make_blank_pdf, make_pdf
 from tests.factories import source
@@ -703,3 +704,20 @@ def test_usage_shows_the_tenants_own_counters_per_day(cli: Any, tmp_path: Path) 
     with pytest.raises(SystemExit) as refused:
         cli("usage", "--tenant", "acme", "--from", "yesterday")
     assert refused.value.code == 2
+
+
+def test_token_operator_mints_the_operators_token_whatever_tenant_the_config_gives(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a home, and a default tenant from the environment
+    assert cli("--init", "token", "--tenant", "acme")[0] == 0
+    monkeypatch.setenv("CITEWISE_TENANT", "acme")
+    # When the operator's token is asked for
+    status, out, _ = cli("token", "--operator", "--user", "ops")
+    # Then it has no tenant and the operators group
+    claims = verify_token(local_key(tmp_path / "home", TOKEN_PURPOSE), out.strip())
+    assert status == 0 and "custom:tenant_id" not in claims and claims["cognito:groups"] == ["operators"]
+    # And --operator with an explicit --tenant is a usage error
+    with pytest.raises(SystemExit) as exited:
+        cli("token", "--operator", "--tenant", "acme")
+    assert exited.value.code == 2

@@ -13,8 +13,9 @@ from pathlib import Path
 import jwt
 import pytest
 
-from citewise.domain.errors import CitewiseError, UnauthorizedError, ValidationError
-from citewise.domain.tenancy import caller_from_claims
+from citewise.domain.errors import CitewiseError, ForbiddenError, UnauthorizedError, ValidationError
+from citewise.domain.models import Operator
+from citewise.domain.tenancy import caller_from_claims, operator_from_claims
 from citewise_local.auth import (
     ISSUER,
     SECRET_BYTES,
@@ -215,3 +216,21 @@ def test_a_removed_secret_revokes_tokens(tmp_path: Path) -> None:
     os.remove(home / SECRET_FILE)
     with pytest.raises(UnauthorizedError, match="signature"):
         verify_token(local_key(home, TOKEN_PURPOSE), token)
+
+
+def test_an_operator_token_has_no_tenant_and_verifies_to_the_operator(key: bytes) -> None:
+    # Given the platform operator's token
+    claims = verify_token(key, mint_token(key, tenant_id=None, user_id="ops", groups=["operators"]))
+    # Then it carries no tenant, and the identity it gives is the operator's, refused on tenant routes
+    assert "custom:tenant_id" not in claims and claims["cognito:groups"] == ["operators"]
+    assert operator_from_claims(claims) == Operator(user_id="ops")
+    with pytest.raises(ForbiddenError, match="no member of any tenant"):
+        caller_from_claims(claims)
+
+
+def test_a_token_without_a_tenant_must_be_the_operators(key: bytes) -> None:
+    # Minting one without the group is refused; a forged one without the group is refused by the server
+    with pytest.raises(ValidationError, match="operators"):
+        mint_token(key, tenant_id=None, user_id="ops", groups=["admin"])
+    with pytest.raises(UnauthorizedError, match="no 'custom:tenant_id' claim"):
+        verify_token(key, _forge(key, **{"custom:tenant_id": None, "cognito:groups": ["admin"]}))

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from citewise import __version__
+from citewise.api.admin import add_admin_routes
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
@@ -19,13 +20,11 @@ from citewise.domain.tenancy import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
 from citewise.ingest.documents import UploadRequest, delete_document, request_upload, visible_document
 from citewise.ingest.parsing import SUPPORTED_CONTENT_TYPES, SUPPORTED_EXTENSIONS
 from citewise.ports.blobstore import CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
-from citewise.ports.cursors import MAX_CURSOR_CHARS
+from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from citewise.ports.registry import DocumentPage
 from citewise.runtime.settings import Settings
 
 DocumentId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="The document id (32 hex digits).")]
-CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
-"""A cursor is base64url without padding (`registry.cursors`); its content is opaque and tenant-bound."""
 
 # The rules `request_upload` and the blob store enforce, in JSON Schema terms (ECMA-262 patterns), so a
 # schema-driven client knows them without trial. What a schema cannot say is in the descriptions: the path
@@ -100,8 +99,10 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
 
 
 def add_document_routes(app: APIGatewayRestResolver) -> None:
-    """Register the documents function's routes on `app` (the tenant's settings included)."""
+    """Register the documents function's routes on `app` (the tenant's settings and the operator's
+    routes included)."""
     add_settings_routes(app)
+    add_admin_routes(app)
 
     @app.get(
         "/v1/documents",

@@ -1,11 +1,12 @@
-"""The Caller of a REST request (`citewise.runtime.identity`), with the services the handler wired."""
+"""The Caller (or, on the operator routes, the Operator) of a REST request (`citewise.runtime.identity`),
+with the services the handler wired."""
 
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-from citewise.domain.models import Caller
-from citewise.runtime.identity import caller_from_event
+from citewise.domain.models import Caller, Operator
+from citewise.runtime.identity import caller_from_event, operator_from_event
 from citewise.runtime.observability import logger
 from citewise.runtime.services import Services
 
@@ -19,3 +20,12 @@ def request_scope(app: APIGatewayRestResolver) -> tuple[Services, Caller]:
     caller = caller_from_event(app.current_event, app.context["settings"])
     logger.append_keys(tenant_id=caller.tenant_id)
     return services, caller
+
+
+def operator_scope(app: APIGatewayRestResolver) -> tuple[Services, Operator]:
+    """The services and the current request's Operator: ForbiddenError (403) for any tenant identity,
+    tenant admins included. The operator joins every later log line of the request."""
+    services: Services = app.context["services"]
+    operator = operator_from_event(app.current_event, app.context["settings"])
+    logger.append_keys(operator_id=operator.user_id)
+    return services, operator

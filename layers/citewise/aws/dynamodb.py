@@ -47,6 +47,14 @@ partition, under the reserved sort key `SETTINGS_KEY` (`#settings`, never a docu
 digits), its JSON in the attribute `settings`. It has no `path`, so the sparse `by_path` index never holds
 it and no listing returns it. The query function may read exactly that attribute (an IAM condition on
 `dynamodb:Attributes`), nothing of a document item.
+
+The tenants' catalogue (the operator's listing, `list_tenants`) is one partition of its own,
+`TENANTS_PARTITION` (`#tenants`, never a tenant id: those start with a letter or digit), with one item
+per tenant whose sort key is the tenant id. A PENDING `put` (every record's first write) writes it
+before the record, with `if_not_exists`, so no tenant has a record without its catalogue item, and
+listing tenants is a Query of one partition in id order, never a Scan of every document. Its cost: one
+more write of a few bytes per ingested version. Tenants whose records all predate the catalogue appear at
+their next ingest.
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ from citewise.ports.registry import (
     TOMBSTONE_RETENTION,
     DocumentPage,
     StaleVersionError,
+    TenantPage,
+    TenantSummary,
     Tombstone,
     microseconds,
     moment,
@@ -79,6 +89,8 @@ TTL_ATTRIBUTE: Final = "expires_at"
 SETTINGS_KEY: Final = "#settings"
 """The sort key (`doc_id`) of a tenant's settings item."""
 SETTINGS_ATTRIBUTE: Final = "settings"
+TENANTS_PARTITION: Final = "#tenants"
+"""The partition key of the tenants' catalogue: one item per tenant, its id as the sort key."""
 TABLE_SCHEMA: Final[dict[str, Any]] = {
     "KeySchema": [
         {"AttributeName": "tenant_id", "KeyType": "HASH"},
@@ -153,6 +165,12 @@ class DynamoRegistry:
                 f"path is longer than {MAX_PATH_BYTES} UTF-8 bytes, the limit of an index sort key",
                 details={"field": "path"},
             )
+        if document.status is DocumentStatus.PENDING:
+            self._call(
+                "UpdateItem",
+                self._client.update_item,
+                **catalogue_request(self.table_name, document.tenant_id, document.updated_at),
+            )
         try:
             self._client.update_item(**update_request(self.table_name, document))
         except ClientError as exc:
@@ -209,6 +227,23 @@ class DynamoRegistry:
             request["ExclusiveStartKey"] = last_key
         next_cursor = cursors.encode(documents[limit - 1]) if len(documents) > limit else None
         return DocumentPage(items=documents[:limit], next_cursor=next_cursor)
+
+    def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> TenantPage:
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}", details={"field": "limit"})
+        request = tenants_request(self.table_name, limit=limit, after=cursors.decode_tenant(cursor) if cursor else None)
+        tenant_ids: list[str] = []
+        # `Limit` bounds one response by size too (1 MB): read on until a page and one more, or the end.
+        while True:
+            response = self._call("Query", self._client.query, **request)
+            tenant_ids.extend(item["doc_id"]["S"] for item in response.get("Items", []))
+            last_key = response.get("LastEvaluatedKey")
+            if len(tenant_ids) > limit or last_key is None:
+                break
+            request["ExclusiveStartKey"] = last_key
+        items = [TenantSummary(tenant_id=tenant_id) for tenant_id in tenant_ids[:limit]]
+        next_cursor = cursors.encode_tenant(items[-1].tenant_id) if len(tenant_ids) > limit else None
+        return TenantPage(items=items, next_cursor=next_cursor)
 
     # --- the tenant's settings document (module docstring) ---------------------------------------
 
@@ -331,6 +366,33 @@ def query_request(
     }
     if filters:
         request["FilterExpression"] = " AND ".join(filters)
+    return request
+
+
+def catalogue_request(table_name: str, tenant_id: str, seen_at: datetime) -> dict[str, Any]:
+    """UpdateItem that enters a tenant in the catalogue (module docstring), keeping its first time."""
+    return {
+        "TableName": table_name,
+        "Key": _key(TENANTS_PARTITION, tenant_id),
+        "UpdateExpression": "SET #first = if_not_exists(#first, :first)",
+        "ExpressionAttributeNames": {"#first": "first_us"},
+        "ExpressionAttributeValues": {":first": {"N": str(microseconds(seen_at))}},
+    }
+
+
+def tenants_request(table_name: str, *, limit: int, after: str | None) -> dict[str, Any]:
+    """The first Query of a listing of the tenants' catalogue, in id order, after the tenant `after`."""
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "KeyConditionExpression": "#tenant = :catalogue",
+        "ProjectionExpression": "#doc",
+        "ExpressionAttributeNames": {"#tenant": "tenant_id", "#doc": "doc_id"},
+        "ExpressionAttributeValues": {":catalogue": {"S": TENANTS_PARTITION}},
+        "ScanIndexForward": True,
+        "Limit": limit + 1,
+    }
+    if after is not None:
+        request["ExclusiveStartKey"] = _key(TENANTS_PARTITION, after)
     return request
 
 

@@ -10,6 +10,8 @@ signed for its document) and the retrieval filters, which express `may_read` as 
   may modify it: privacy within a tenant holds against its admins too.
 - configure the tenant (its settings document: ranking signals, routing vocabulary): members of the
   tenant's `admin` group only; every member may read it (it shapes the rankings they see).
+- the platform operator (`Operator`, the `/v1/admin/` routes) is no member of any tenant: these
+  predicates never see it, and it reads no document.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from citewise.domain.models import Caller, Visibility
 
 ADMIN_GROUP = "admin"
 """The Cognito group (or local token group) whose members may modify any readable document of the tenant."""
+OPERATOR_GROUP = "operators"
+"""The Cognito group (or local token group) of the platform operator. It makes an operator only of an
+identity without a tenant (`citewise.domain.tenancy.operator_from_claims`): a tenant's user put in it
+stays a tenant identity, refused on the operator routes."""
 
 
 class Owned(Protocol):

@@ -82,6 +82,16 @@ class Caller(Frozen):
     groups: tuple[str, ...] = ()
 
 
+class Operator(Frozen):
+    """The platform operator: an authenticated identity outside every tenant (docs/operations.md).
+
+    A separate type, not a Caller without a tenant: no function that reads or writes a tenant's data
+    takes one, so an operator route cannot reach tenant data by accident, and no tenant route can be
+    handed an operator."""
+
+    user_id: UserId
+
+
 # --- parsing -------------------------------------------------------------------------------------
 
 

@@ -17,16 +17,18 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, TypeVar
 
 import pydantic
 
+from citewise.domain.access import OPERATOR_GROUP
 from citewise.domain.errors import ForbiddenError, UnauthorizedError, ValidationError
 from citewise.domain.metadata import SIDECAR_SUFFIX
-from citewise.domain.models import TENANT_ID_PATTERN, Caller
+from citewise.domain.models import TENANT_ID_PATTERN, Caller, Operator
 
 _TENANT_RE = re.compile(TENANT_ID_PATTERN)
+_Identity = TypeVar("_Identity", Caller, Operator)
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _WORD_RE = re.compile(r"[^\W_]+")
 # S3 keys and DynamoDB sort keys are limited to 1,024 UTF-8 bytes; `tenants/{64-char tenant}/` takes 73.
@@ -156,9 +158,49 @@ def caller_from_claims(claims: Mapping[str, Any], *, tenant_claim: str = "custom
     if not isinstance(user, str) or not user:
         raise UnauthorizedError("the request carries no authenticated identity")
     tenant = claims.get(tenant_claim)
+    groups = _groups(claims.get("cognito:groups"))
+    if tenant is None and OPERATOR_GROUP in groups:
+        raise ForbiddenError(
+            "the platform operator is no member of any tenant: only the /v1/admin/ routes take it",
+            details={"claim": tenant_claim},
+        )
     if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
         raise ForbiddenError("the identity is not assigned to a tenant", details={"claim": tenant_claim})
-    return _caller(tenant, user, _groups(claims.get("cognito:groups")))
+    return _caller(tenant, user, groups)
+
+
+_NOT_OPERATOR = "only the platform operator may use this route"
+
+
+def operator_from_claims(claims: Mapping[str, Any], *, tenant_claim: str = "custom:tenant_id") -> Operator:
+    """The Operator of a Cognito identity: a member of `OPERATOR_GROUP` that carries no tenant claim.
+
+    Both halves are required. The group alone is not enough because a tenant's user put in it by mistake
+    keeps its tenant (the attribute is immutable), and an identity with a tenant is always a tenant
+    identity: refused here with 403, its tenant admins included. No `sub` is 401, as for a Caller.
+    """
+    user = claims.get("sub")
+    if not isinstance(user, str) or not user:
+        raise UnauthorizedError("the request carries no authenticated identity")
+    if tenant_claim in claims or OPERATOR_GROUP not in _groups(claims.get("cognito:groups")):
+        raise ForbiddenError(_NOT_OPERATOR, details={"group": OPERATOR_GROUP})
+    return _identity(Operator, user_id=user)
+
+
+def operator_from_iam(
+    principal_arn: str | None, operator_principals: Collection[str], tenant_map: Mapping[str, str]
+) -> Operator:
+    """The Operator of an IAM principal named (by its exact ARN or its role's) in `operator_principals`.
+
+    A principal the tenant map also names is a tenant identity and refused (the settings refuse such a
+    configuration too), so an operator can never be a tenant member by a second route.
+    """
+    if not principal_arn:
+        raise UnauthorizedError("the request carries no authenticated identity")
+    names = {principal_arn, _role_arn(principal_arn) or principal_arn}
+    if not names & set(operator_principals) or names & set(tenant_map):
+        raise ForbiddenError(_NOT_OPERATOR, details={"group": OPERATOR_GROUP})
+    return _identity(Operator, user_id=principal_arn)
 
 
 def caller_from_iam(principal_arn: str | None, tenant_map: Mapping[str, str]) -> Caller:
@@ -178,10 +220,14 @@ def caller_from_iam(principal_arn: str | None, tenant_map: Mapping[str, str]) ->
 
 
 def _caller(tenant_id: str, user_id: str, groups: tuple[str, ...] = ()) -> Caller:
-    """The Caller, or UnauthorizedError when the identity's user id breaks the model's rules (the tenant
-    was checked already): an identity citewise cannot record as an owner is no usable identity."""
+    return _identity(Caller, tenant_id=tenant_id, user_id=user_id, groups=groups)
+
+
+def _identity(kind: type[_Identity], **fields: Any) -> _Identity:
+    """The identity, or UnauthorizedError when its user id breaks the model's rules (the tenant was
+    checked already): an identity citewise cannot record as an owner is no usable identity."""
     try:
-        return Caller(tenant_id=tenant_id, user_id=user_id, groups=groups)
+        return kind(**fields)
     except pydantic.ValidationError as exc:
         raise UnauthorizedError(
             "the identity's user id is not usable: it must be 1-256 characters without control characters"

@@ -1,6 +1,7 @@
 """Opaque paging cursors shared by both registries: where a listing resumes, bound to its tenant.
 
-A cursor is base64url JSON of the last document's tenant, path and id. Decoding refuses anything this
+A cursor is base64url JSON of the last document's tenant, path and id (of a listing of tenants, the
+operator's: of the last tenant id). Decoding refuses anything this
 module did not issue for this tenant and path prefix, so a cursor can never move a listing into another
 tenant, and both registries answer a forged or stale cursor the same way: VALIDATION_ERROR.
 """
@@ -10,12 +11,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import NamedTuple
+import re
+from typing import Any, NamedTuple
 
 from citewise.domain.errors import ValidationError
-from citewise.domain.models import Document
+from citewise.domain.models import TENANT_ID_PATTERN, Document
 
 MAX_CURSOR_CHARS = 8192  # a 1024-byte path, base64-encoded, with room to spare
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
+"""A cursor is base64url without padding; its content is opaque (and a document cursor tenant-bound)."""
 
 
 class Position(NamedTuple):
@@ -27,16 +31,13 @@ class Position(NamedTuple):
 
 def encode(last: Document) -> str:
     """A cursor resuming after `last`."""
-    payload = json.dumps({"t": last.tenant_id, "p": last.path, "d": last.doc_id}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+    return _pack({"t": last.tenant_id, "p": last.path, "d": last.doc_id})
 
 
 def decode(cursor: str, tenant_id: str, path_prefix: str | None) -> Position:
     """The position of a cursor, or ValidationError if it was not issued for this tenant and prefix."""
     try:
-        if len(cursor) > MAX_CURSOR_CHARS:
-            raise ValueError("too long")
-        payload = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        payload = _unpack(cursor)
         if not isinstance(payload, dict) or set(payload) != {"t", "p", "d"}:
             raise ValueError("unexpected shape")
         tenant, path, doc_id = payload["t"], payload["p"], payload["d"]
@@ -47,3 +48,30 @@ def decode(cursor: str, tenant_id: str, path_prefix: str | None) -> Position:
     if tenant != tenant_id or (path_prefix and not path.startswith(path_prefix)):
         raise ValidationError("invalid cursor", details={"field": "cursor"})
     return Position(path, doc_id)
+
+
+def encode_tenant(last_tenant_id: str) -> str:
+    """A cursor of the tenants' listing resuming after `last_tenant_id`."""
+    return _pack({"a": last_tenant_id})
+
+
+def decode_tenant(cursor: str) -> str:
+    """The tenant id a cursor of `encode_tenant` resumes after, or ValidationError."""
+    try:
+        payload = _unpack(cursor)
+        tenant_id = payload["a"] if isinstance(payload, dict) and set(payload) == {"a"} else None
+        if not isinstance(tenant_id, str) or not re.fullmatch(TENANT_ID_PATTERN, tenant_id):
+            raise ValueError("not a tenant cursor")
+    except (ValueError, binascii.Error, RecursionError, UnicodeDecodeError) as exc:
+        raise ValidationError("invalid cursor", details={"field": "cursor"}) from exc
+    return tenant_id
+
+
+def _pack(payload: dict[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _unpack(cursor: str) -> Any:
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise ValueError("too long")
+    return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))

@@ -120,6 +120,19 @@ class DocumentPage(Frozen):
     next_cursor: str | None = None
 
 
+class TenantSummary(Frozen):
+    """A tenant as the registry knows it (what the operator's listing shows of each)."""
+
+    tenant_id: str
+
+
+class TenantPage(Frozen):
+    """One page of the tenants, by id; pass `next_cursor` back to get the next page (None on the last)."""
+
+    items: list[TenantSummary]
+    next_cursor: str | None = None
+
+
 class DocumentRegistry(Protocol):
     """Where each document is in its lifecycle: PENDING -> INDEXED or FAILED (with the reason)."""
 
@@ -155,6 +168,12 @@ class DocumentRegistry(Protocol):
         `local` or `s3`; None lists every source), `path_prefix` matches path prefixes. Pass the same
         filters with a page's `cursor` to get the next one.
         """
+        ...
+
+    def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> TenantPage:
+        """Every tenant that has ever registered a document, ordered by id: a tenant is known from its first
+        PENDING record on, and stays listed after its documents are deleted (erasing a tenant is what
+        removes it). For the platform operator only: no tenant's request may reach it."""
         ...
 
     # --- the tenant's settings document (ranking signals, routing vocabulary) ----------------------

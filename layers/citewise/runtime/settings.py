@@ -290,6 +290,11 @@ class ApiSettings(Settings):
         "Lambda the function's code, where the stack ships it): Lambda's 4 KB for all environment variables does "
         "not bound it. Read once, when the settings load (a cold start).",
     )
+    operator_principals: tuple[str, ...] = Field(
+        default=(),
+        description="IAM mode: the principal (or role) ARNs of the platform operator, as a JSON list; never in the "
+        "tenant map. Cognito mode: the operator is a member of the `operators` group without a tenant.",
+    )
     cors_allow_origins: tuple[str, ...] = Field(
         default=(),
         description="Browser origins whose pages may read the responses (`citewise.runtime.cors`), as a JSON "
@@ -311,6 +316,13 @@ class ApiSettings(Settings):
         except json.JSONDecodeError as exc:
             raise ValueError(f"the tenant map {path} is not JSON: {exc}") from exc
         return {**values, "tenant_map": tenant_map}
+
+    @model_validator(mode="after")
+    def _operators_are_no_tenant(self) -> ApiSettings:
+        shared = sorted(set(self.operator_principals) & set(self.tenant_map))
+        if shared:
+            raise ValueError(f"an operator principal is not a tenant member: {', '.join(shared)} is in the tenant map")
+        return self
 
     @field_validator("cors_allow_origins")
     @classmethod

@@ -18,6 +18,7 @@ from moto import mock_aws
 
 from citewise.aws.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
+from tests.integration.handlers.cognito import UserPool
 from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
 from tests.integration.handlers.iam import Names, RoleCheck
 from tests.opensearch_node import NODE, fresh_index_name
@@ -115,3 +116,14 @@ def _moto_stack(
         }.items():
             monkeypatch.setenv(f"CITEWISE_{name}", value)
         yield Stack("aws", s3=s3, roles=roles)
+
+
+@pytest.fixture
+def pool(stack: Stack, request: pytest.FixtureRequest) -> Iterator[UserPool]:
+    """A user pool in moto: the AWS stack's mock already covers cognito-idp; the local stack needs one."""
+    if stack.kind == "aws":
+        yield UserPool.create()
+        return
+    request.getfixturevalue("aws_credentials")
+    with mock_aws():
+        yield UserPool.create()

@@ -9,101 +9,10 @@ on AWS) and renders the claims the way the authorizer passes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-
-import boto3
-import jwt
-import pytest
-import requests
-from moto import mock_aws
-
-from citewise_local.emulator import authorizer_claims
+from tests.integration.handlers.cognito import UserPool
 from tests.integration.handlers.harness import Stack
 
-REGION = "us-east-1"
-PASSWORD = "Corr3ct-Horse-Battery!"
 RUNBOOK = b"# Key rotation\n\nRotate the signing keys every ninety days with the rotate-keys job.\n"
-
-
-@dataclass
-class UserPool:
-    """A moto user pool set up as the CDK app sets up the real one: tenant attribute, admin group."""
-
-    client: Any
-    pool_id: str
-    client_id: str
-
-    @classmethod
-    def create(cls) -> UserPool:
-        client = boto3.client("cognito-idp", region_name=REGION)
-        pool_id = client.create_user_pool(
-            PoolName="citewise-users",
-            Schema=[{"Name": "tenant_id", "AttributeDataType": "String", "Mutable": False}],
-        )["UserPool"]["Id"]
-        client_id = client.create_user_pool_client(
-            UserPoolId=pool_id,
-            ClientName="citewise-api",
-            ExplicitAuthFlows=["ALLOW_ADMIN_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"],
-        )["UserPoolClient"]["ClientId"]
-        for group in ("admin", "analysts"):
-            client.create_group(UserPoolId=pool_id, GroupName=group)
-        return cls(client, pool_id, client_id)
-
-    @property
-    def issuer(self) -> str:
-        return f"https://cognito-idp.{REGION}.amazonaws.com/{self.pool_id}"
-
-    def add_user(self, username: str, tenant_id: str, groups: tuple[str, ...] = ()) -> None:
-        self.client.admin_create_user(
-            UserPoolId=self.pool_id,
-            Username=username,
-            UserAttributes=[{"Name": "custom:tenant_id", "Value": tenant_id}],
-            MessageAction="SUPPRESS",
-        )
-        self.client.admin_set_user_password(
-            UserPoolId=self.pool_id, Username=username, Password=PASSWORD, Permanent=True
-        )
-        for group in groups:
-            self.client.admin_add_user_to_group(UserPoolId=self.pool_id, Username=username, GroupName=group)
-
-    def sign_in(self, username: str) -> str:
-        """The user's ID token from a password sign-in."""
-        result = self.client.admin_initiate_auth(
-            UserPoolId=self.pool_id,
-            ClientId=self.client_id,
-            AuthFlow="ADMIN_USER_PASSWORD_AUTH",
-            AuthParameters={"USERNAME": username, "PASSWORD": PASSWORD},
-        )
-        return str(result["AuthenticationResult"]["IdToken"])
-
-    def verify(self, token: str) -> dict[str, Any]:
-        """The token's claims, after checking what API Gateway's authorizer checks: the signature against
-        the pool's JWKS, the issuer, the audience (the app client) and the expiry."""
-        jwks = requests.get(f"{self.issuer}/.well-known/jwks.json", timeout=5).json()
-        key = jwt.PyJWKSet.from_dict(jwks)[jwt.get_unverified_header(token)["kid"]]
-        claims: dict[str, Any] = jwt.decode(
-            token, key=key.key, algorithms=["RS256"], audience=self.client_id, issuer=self.issuer
-        )
-        return claims
-
-    def identity(self, username: str) -> dict[str, str]:
-        """What the function receives for a request carrying this user's ID token."""
-        claims = self.verify(self.sign_in(username))
-        assert claims["token_use"] == "id"
-        return authorizer_claims(claims)
-
-
-@pytest.fixture
-def pool(stack: Stack, request: pytest.FixtureRequest) -> Iterator[UserPool]:
-    """A user pool in moto: the AWS stack's mock already covers cognito-idp; the local stack needs one."""
-    if stack.kind == "aws":
-        yield UserPool.create()
-        return
-    request.getfixturevalue("aws_credentials")
-    with mock_aws():
-        yield UserPool.create()
 
 
 def test_cognito_identities_decide_tenant_and_group_rights(stack: Stack, pool: UserPool) -> None:
