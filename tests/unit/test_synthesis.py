@@ -339,3 +339,33 @@ def test_every_item_of_a_list_after_a_blank_line_is_a_passage() -> None:
     answer = ExtractiveSynthesizer().answer("How quickly do rollbacks restore the previous version?", hits)
     # Then the item is quoted (the first item after a blank line was lost, a lone one failed the answer)
     assert [c.quote for c in answer.citations] == ["- Rollbacks restore the previous version within five minutes."]
+
+
+class _CountingEmbedder:
+    """MiniLM, recording the texts each `embed_documents` call is given."""
+
+    def __init__(self, inner: MiniLMEmbedder) -> None:
+        self.inner, self.name, self.calls = inner, inner.name, []
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return self.inner.embed_documents(texts)
+
+
+def test_passages_of_hits_below_the_relevance_floor_are_never_embedded(minilm: MiniLMEmbedder) -> None:
+    # Given a relevant hit and one below the floor, whose passages can never be quoted
+    spy = _CountingEmbedder(minilm)
+    relevant = hit(1, "Rotate the signing keys every 90 days.", relevance=0.6)
+    faint = hit(2, "Keys for the office are at the front desk.", relevance=0.05)
+    # When the question is answered
+    answer = ExtractiveSynthesizer(spy).answer("How often are the signing keys rotated?", [relevant, faint])  # type: ignore[arg-type]
+    # Then only the relevant hit's passage was embedded, and it answers
+    assert spy.calls == [["Rotate the signing keys every 90 days."]]
+    assert answer.citations and answer.citations[0].doc_id == "d1"
+    # And a question whose every hit is below the floor embeds nothing at all
+    spy.calls.clear()
+    refused = ExtractiveSynthesizer(spy).answer("How do I connect to Kafka?", [faint])  # type: ignore[arg-type]
+    assert spy.calls == [] and refused.citations == []

@@ -260,16 +260,21 @@ def coverage(question: str, passages: Sequence[Passage]) -> list[float]:
     ]
 
 
-def similarity(question: str, passages: Sequence[Passage], embedder: Embedder) -> list[float]:
-    """The cosine of each passage's vector and the question's; the first `MAX_EMBEDDED_PASSAGES` are
-    embedded, in one call, and the rest count 0."""
-    embedded = passages[:MAX_EMBEDDED_PASSAGES]
+def similarity(
+    question: str, passages: Sequence[Passage], embedder: Embedder, wanted: Sequence[bool] | None = None
+) -> list[float]:
+    """The cosine of each passage's vector and the question's. Of the first `MAX_EMBEDDED_PASSAGES`, those
+    `wanted` says (all by default) are embedded, in one call; every other passage counts 0, and with none
+    wanted nothing is embedded at all."""
+    embedded = [i for i in range(min(len(passages), MAX_EMBEDDED_PASSAGES)) if wanted is None or wanted[i]]
+    cosines = [0.0] * len(passages)
     if not embedded:
-        return []
+        return cosines
     asked = embedder.embed_query(question)
-    vectors = embedder.embed_documents([p.embedded_text for p in embedded])
-    cosines = [sum(a * b for a, b in zip(asked, vector, strict=True)) for vector in vectors]
-    return cosines + [0.0] * (len(passages) - len(embedded))
+    vectors = embedder.embed_documents([passages[i].embedded_text for i in embedded])
+    for i, vector in zip(embedded, vectors, strict=True):
+        cosines[i] = sum(a * b for a, b in zip(asked, vector, strict=True))
+    return cosines
 
 
 class ExtractiveSynthesizer:
@@ -315,14 +320,23 @@ class ExtractiveSynthesizer:
 
     def probabilities(self, question: str, hits: Sequence[SearchHit], passages: Sequence[Passage]) -> list[float]:
         """Each passage's estimated probability of answering the question (module docstring)."""
-        features = self.features(question, hits, passages)
-        # A barely relevant hit's passages are never quoted, however many of the question's words they hold.
-        return [self.model.probability(f) if f["relevance"] >= MIN_HIT_RELEVANCE else 0.0 for f in features]
+        # A barely relevant hit's passages are never quoted, however many of the question's words they hold,
+        # so they are not embedded either: an off-topic question costs no embedding call.
+        quotable_hits = [hits[p.source - 1].relevance_score >= MIN_HIT_RELEVANCE for p in passages]
+        features = self.features(question, hits, passages, embedded=quotable_hits)
+        return [self.model.probability(f) if ok else 0.0 for f, ok in zip(features, quotable_hits, strict=True)]
 
-    def features(self, question: str, hits: Sequence[SearchHit], passages: Sequence[Passage]) -> list[dict[str, float]]:
-        """What `AnswerModel` reads of each passage."""
+    def features(
+        self,
+        question: str,
+        hits: Sequence[SearchHit],
+        passages: Sequence[Passage],
+        embedded: Sequence[bool] | None = None,
+    ) -> list[dict[str, float]]:
+        """What `AnswerModel` reads of each passage; `embedded` says which get a vector (all by default, as
+        the calibration fitted them; the others read similarity 0)."""
         covered = coverage(question, passages)
-        similar = similarity(question, passages, self.embedder) if self.embedder else [0.0] * len(passages)
+        similar = similarity(question, passages, self.embedder, embedded) if self.embedder else [0.0] * len(passages)
         return [
             {"coverage": c, "similarity": s, "relevance": hits[p.source - 1].relevance_score}
             for p, c, s in zip(passages, covered, similar, strict=True)
