@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from citewise.api.app import SECURED, responses
+from citewise.api.audit import add_audit_routes
 from citewise.api.identity import operator_scope
 from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from citewise.ports.registry import TenantPage
@@ -20,6 +21,7 @@ from citewise.ports.registry import TenantPage
 
 def add_admin_routes(app: APIGatewayRestResolver) -> None:
     """Register the operator's routes on `app`."""
+    add_audit_routes(app)
 
     @app.get(
         "/v1/admin/tenants",
