@@ -63,6 +63,7 @@ INGESTION_ID: Final = "Ingestion"
 API_ID: Final = "Api"
 INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
+AUDIT_ID: Final = "Audit"
 LAYER_ID: Final = "CitewiseLayer"
 
 INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"
@@ -84,6 +85,7 @@ class Outputs:
     DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
     ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
     DASHBOARD_NAME: Final = "DashboardName"
+    AUDIT_LOG_GROUP: Final = "AuditLogGroupName"
 
 
 def stack_name(environment: str) -> str:
