@@ -324,7 +324,9 @@ def _parser() -> argparse.ArgumentParser:
         "citewise audit --tenant acme --user alice --action query --json",
     )
     # Own destinations: CITEWISE_TENANT / CITEWISE_USER (the identity options) must not narrow the trail.
-    audit.add_argument("--tenant", dest="audit_tenant", metavar="TENANT", help="only this tenant's records (default: every tenant)")
+    audit.add_argument(
+        "--tenant", dest="audit_tenant", metavar="TENANT", help="only this tenant's records (default: every tenant)"
+    )
     audit.add_argument("--user", dest="audit_user", metavar="USER", help="only this user's records")
     audit.add_argument("--action", help="only this action, e.g. query, document.delete, mcp.search")
     audit.add_argument(

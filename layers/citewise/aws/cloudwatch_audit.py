@@ -58,11 +58,11 @@ class CloudWatchAudit:
     ) -> None:
         self.log_group = log_group
         self._client = client if client is not None else aws.client("logs")
-        self._stream = f"{clock():%Y/%m/%d}/{uuid.uuid4().hex}"
+        self.stream = f"{clock():%Y/%m/%d}/{uuid.uuid4().hex}"
         self._stream_ready = False
 
     def write(self, record: AuditRecord) -> None:
-        request = put_request(self.log_group, self._stream, record)
+        request = put_request(self.log_group, self.stream, record)
         if not self._stream_ready:
             self._create_stream()
         try:
@@ -90,7 +90,7 @@ class CloudWatchAudit:
 
     def _create_stream(self) -> None:
         try:
-            self._client.create_log_stream(logGroupName=self.log_group, logStreamName=self._stream)
+            self._client.create_log_stream(logGroupName=self.log_group, logStreamName=self.stream)
         except ClientError as exc:
             if aws.error_code(exc) != "ResourceAlreadyExistsException":
                 raise aws.translate(exc, CitewiseError, "CloudWatch Logs CreateLogStream") from exc

@@ -107,7 +107,11 @@ def test_a_refused_access_is_recorded_with_its_error_code(stack: Stack) -> None:
         ("document.get", [doc_id], "NOT_FOUND")
     ]
     acme = [(r.action, r.outcome) for r in trail(tenant_id="acme")][1:]  # after the upload
-    assert acme == [("settings.update", "FORBIDDEN"), ("mcp.get_document", "NOT_FOUND"), ("mcp.unknown_tool", "UNKNOWN_TOOL")]
+    assert acme == [
+        ("settings.update", "FORBIDDEN"),
+        ("mcp.get_document", "NOT_FOUND"),
+        ("mcp.unknown_tool", "UNKNOWN_TOOL"),
+    ]
 
 
 def test_only_the_operator_exports_a_tenants_trail_and_the_export_is_recorded(stack: Stack) -> None:
@@ -163,9 +167,7 @@ def test_filters_narrow_the_export(stack: Stack) -> None:
     assert (status, body["error"]["code"]) == (400, "VALIDATION_ERROR")
 
 
-def test_full_questions_are_kept_when_the_operator_turns_them_on(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_full_questions_are_kept_when_the_operator_turns_them_on(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CITEWISE_AUDIT_QUESTIONS", "full")
     stack.handlers.clear()  # a cold start with the new setting
     stack.upload_and_ingest(ALICE, "vault.md", RUNBOOK)
