@@ -53,6 +53,8 @@ METRICS_NAMESPACE: Final = "Citewise"
 
 # --- custom metrics (emitted by the handlers through Powertools, dimension `service`) -------------------
 INGEST_METRICS: Final = ("IngestFailures", "DocumentsIndexed", "ChunksIndexed")
+AUDIT_FAILURES: Final = "AuditWriteFailures"
+"""An audit record the API functions could not write (`citewise.runtime.services`)."""
 QUERY_METRICS: Final = ("QueryLatency", "RetrievalLatency", "SynthesisLatency", "InputTokens", "OutputTokens")
 
 # --- construct ids ---------------------------------------------------------------------------------------

@@ -76,3 +76,23 @@ def test_the_functions_that_write_the_trail_know_it_and_the_hashing_key(synth: S
         assert "{{resolve:secretsmanager:" in reference and secret_id in reference, function
     ingest = synth.resources[synth.logical_id(synth.stack.functions.ingest.function)]
     assert "CITEWISE_AUDIT_LOG_GROUP" not in ingest["Properties"]["Environment"]["Variables"]
+
+
+def test_one_alarm_hears_a_lost_record_of_any_api_function(synth: Synth) -> None:
+    topic_id = synth.logical_id(synth.stack.observability.topic)
+    [alarm] = [
+        a["Properties"]
+        for a in synth.of_type("AWS::CloudWatch::Alarm").values()
+        if "audit records" in str(a["Properties"].get("AlarmDescription"))
+    ]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+    metrics = {m["Id"]: m for m in alarm["Metrics"]}
+    assert {m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in metrics.values() if "MetricStat" in m} == {
+        "citewise-query",
+        "citewise-documents",
+        "citewise-mcp",
+    }
+    assert all(
+        m["MetricStat"]["Metric"]["MetricName"] == "AuditWriteFailures" for m in metrics.values() if "MetricStat" in m
+    )
