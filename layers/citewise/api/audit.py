@@ -104,15 +104,18 @@ def record_request(
 
 
 def _identity(event: APIGatewayProxyEvent, settings: ApiSettings) -> tuple[str | None, str | None, bool]:
-    """(tenant, user, is the operator) of the request's identity; (None, None, False) if it has none."""
+    """(tenant, user, is the operator) of the request's identity; (None, None, False) if it has none.
+
+    A claim that is no valid id fails its model (a pydantic ValueError), not only the identity's rules
+    (a CitewiseError): either way the request was refused already, and its record says so."""
     try:
         caller = caller_from_event(event, settings)
         return caller.tenant_id, caller.user_id, False
-    except CitewiseError:
+    except (CitewiseError, ValueError):
         pass
     try:
         return None, operator_from_event(event, settings).user_id, True
-    except CitewiseError:
+    except (CitewiseError, ValueError):
         return None, None, False
 
 
