@@ -114,6 +114,17 @@ def test_a_refused_access_is_recorded_with_its_error_code(stack: Stack) -> None:
     ]
 
 
+def test_the_operator_on_a_tenant_route_and_a_request_without_identity_are_recorded(stack: Stack) -> None:
+    # When the operator lists a tenant's documents, and a request arrives with no usable identity
+    assert stack.api("GET", "/v1/documents", identity=OPERATOR)[0] == 403
+    assert stack.api("POST", "/v1/search", body={"query": QUESTION}, identity=claims("acme", ""))[0] == 401
+    # Then each is on record as refused: the operator as the operator, the other as nobody
+    assert [(r.action, r.tenant_id, r.user_id, r.operator, r.outcome) for r in trail()] == [
+        ("document.list", None, "ops-1", True, "FORBIDDEN"),
+        ("search", None, None, False, "UNAUTHORIZED"),
+    ]
+
+
 def test_only_the_operator_exports_a_tenants_trail_and_the_export_is_recorded(stack: Stack) -> None:
     # Given two tenants whose ids share a prefix, each with a query on record
     for identity in (ALICE, GINA):
