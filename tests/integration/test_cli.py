@@ -706,7 +706,6 @@ def test_usage_shows_the_tenants_own_counters_per_day(cli: Any, tmp_path: Path) 
     assert refused.value.code == 2
 
 
-
 def test_usage_of_all_tenants_lists_each_with_its_cost_at_the_configured_prices(
     cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -732,6 +731,7 @@ def test_usage_of_all_tenants_lists_each_with_its_cost_at_the_configured_prices(
     # And --all-tenants with a tenant is refused
     status, _, err = cli("usage", "--all-tenants", "--tenant", "acme")
     assert status == 2 and "--all-tenants does not take --tenant" in err
+
 
 def test_token_operator_mints_the_operators_token_whatever_tenant_the_config_gives(
     cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
