@@ -46,7 +46,10 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("POST", "/v1/uploads"): "upload.create",
     ("GET", "/v1/settings"): "settings.get",
     ("PUT", "/v1/settings"): "settings.update",
+    ("GET", "/v1/usage"): "usage.get",
     ("GET", "/v1/admin/tenants"): "admin.tenants.list",
+    ("GET", "/v1/admin/usage"): "admin.usage.list",
+    ("GET", "/v1/admin/tenants/{tenant_id}/usage"): "admin.usage.get",
     ("GET", EXPORT_PATH): "admin.audit.export",
 }
 """The action each REST route is recorded as; a route missing here is recorded as `METHOD /path`."""
