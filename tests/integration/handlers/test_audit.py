@@ -125,6 +125,13 @@ def test_the_operator_on_a_tenant_route_and_a_request_without_identity_are_recor
     ]
 
 
+def test_the_operators_read_of_a_tenants_usage_is_on_that_tenants_trail(stack: Stack) -> None:
+    assert stack.api("GET", "/v1/admin/tenants/acme/usage", identity=OPERATOR)[0] == 200
+    assert stack.api("GET", "/v1/admin/usage", identity=OPERATOR)[0] == 200
+    assert [(r.action, r.user_id, r.operator) for r in trail(tenant_id="acme")] == [("admin.usage.get", "ops-1", True)]
+    assert [(r.action, r.tenant_id) for r in trail(action="admin.usage.list")] == [("admin.usage.list", None)]
+
+
 def test_only_the_operator_exports_a_tenants_trail_and_the_export_is_recorded(stack: Stack) -> None:
     # Given two tenants whose ids share a prefix, each with a query on record
     for identity in (ALICE, GINA):
