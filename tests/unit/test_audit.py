@@ -16,6 +16,7 @@ from citewise.aws.cloudwatch_audit import CloudWatchAudit, parse_event, put_requ
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.ports.audit import MAX_RESOURCES, Auditor, AuditPage, AuditQuery, AuditRecord, question_hash
 from citewise.ports.cursors import decode_audit, encode_audit
+from citewise.runtime.settings import Settings, load_settings
 
 KEY = b"k" * 32
 MOMENT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -140,6 +141,19 @@ def test_a_failing_counter_still_leaves_the_error_line(caplog: pytest.LogCapture
         _record(auditor)
     assert auditor.failures == 1
     assert [r.getMessage() for r in caplog.records] == ["AUDIT RECORD NOT WRITTEN", "could not count an audit failure"]
+
+
+def test_a_trail_on_aws_needs_its_hashing_key() -> None:
+    aws = {
+        "backend": "aws",
+        "opensearch_endpoint": "https://search.example.com",
+        "registry_table": "t",
+        "documents_bucket": "b",
+        "audit_log_group": "trail",
+    }
+    with pytest.raises(ValidationError, match="CITEWISE_AUDIT_HASH_KEY"):
+        load_settings(Settings, **aws)
+    assert load_settings(Settings, **aws, audit_hash_key="k").audit_questions == "hash"
 
 
 # --- cursors ---------------------------------------------------------------------------------------------

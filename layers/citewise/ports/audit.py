@@ -7,7 +7,7 @@ error code the caller got), under which request id and when. It never holds docu
 full questions on (`CITEWISE_AUDIT_QUESTIONS=full`): see `question_hash` for why the hash is keyed.
 
 The trail is append-only from the functions' side: the port writes and reads, it has no update or
-delete (a tenant's erasure is the erasure branch's decision, docs/operations.md). Each adapter passes
+delete (what erasing a tenant means for the trail: docs/operations.md, "Audit trail"). Each adapter passes
 `tests/contract/test_audit_contract.py`.
 
 `Auditor` is what the logic holds. Auditing must never fail or noticeably slow the request it records:
