@@ -44,7 +44,9 @@ def api_handler(
         app.context.update(services=services, settings=settings, audit=entry)
         with deadline.budget(context.get_remaining_time_in_millis()):
             response = app.resolve(event, context)
-        record_request(event, response, services, settings, entry)
+            # Inside the budget: a slow trail's write is cut to the time left and fails loudly, rather
+            # than running the function into its timeout.
+            record_request(event, response, services, settings, entry)
         return response
 
     return cast(LambdaHandler, with_cors(lambda_handler, settings.cors_allow_origins))
