@@ -271,6 +271,24 @@ class DataConfig(_Block):
         return logs.RetentionDays[LOG_RETENTION_DAYS[self.log_retention_days]]
 
 
+class AuditConfig(_Block):
+    """The audit trail (docs/operations.md, "Audit trail"): how long CloudWatch Logs keeps it."""
+
+    retention_days: int = 365
+
+    @field_validator("retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs keeps logs for one of {sorted(LOG_RETENTION_DAYS)} days")
+        return value
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        """`retention_days` as CDK's enum."""
+        return logs.RetentionDays[LOG_RETENTION_DAYS[self.retention_days]]
+
+
 class AlarmsConfig(_Block):
     """Alarm thresholds and who hears about them."""
 
@@ -308,6 +326,7 @@ class EnvironmentConfig(_Block):
     mcp: FunctionConfig = FunctionConfig()
     bootstrap: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=600)
     data: DataConfig = DataConfig()
+    audit: AuditConfig = AuditConfig()
     alarms: AlarmsConfig = AlarmsConfig()
     rerank: RerankConfig = RerankConfig()
     prices: PriceTable | None = None

@@ -53,6 +53,8 @@ METRICS_NAMESPACE: Final = "Citewise"
 
 # --- custom metrics (emitted by the handlers through Powertools, dimension `service`) -------------------
 INGEST_METRICS: Final = ("IngestFailures", "DocumentsIndexed", "ChunksIndexed")
+AUDIT_FAILURES: Final = "AuditWriteFailures"
+"""An audit record the API functions could not write (`citewise.runtime.services`)."""
 QUERY_METRICS: Final = ("QueryLatency", "RetrievalLatency", "SynthesisLatency", "InputTokens", "OutputTokens")
 
 # --- construct ids ---------------------------------------------------------------------------------------
@@ -63,6 +65,7 @@ INGESTION_ID: Final = "Ingestion"
 API_ID: Final = "Api"
 INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
+AUDIT_ID: Final = "Audit"
 LAYER_ID: Final = "CitewiseLayer"
 
 INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"
@@ -84,6 +87,7 @@ class Outputs:
     DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
     ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
     DASHBOARD_NAME: Final = "DashboardName"
+    AUDIT_LOG_GROUP: Final = "AuditLogGroupName"
 
 
 def stack_name(environment: str) -> str:

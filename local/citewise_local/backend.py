@@ -17,6 +17,7 @@ from citewise.ports.synthesizer import Synthesizer
 from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
+    from citewise_local.audit import LocalAudit
     from citewise_local.blobstore import LocalBlobStore
     from citewise_local.index import LocalIndex
     from citewise_local.registry import LocalRegistry
@@ -56,6 +57,17 @@ class LocalBackend:
         usage = LocalUsage(self._settings.home_dir / "usage.db")
         self._closers.append(usage.close)
         return usage
+
+    def audit(self) -> LocalAudit:
+        from citewise_local.audit import AUDIT_FILE, LocalAudit
+
+        return LocalAudit(self._settings.home_dir / AUDIT_FILE)
+
+    def audit_key(self) -> bytes:
+        """The home's key for hashing questions, derived from its secret: stable across restarts."""
+        from citewise_local.auth import local_key
+
+        return local_key(self._settings.home_dir, "audit")
 
     def close(self) -> None:
         """Close the index, registry and usage databases built so far."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 from citewise.domain.textutil import BIDI_CONTROLS
+from citewise.ports.audit import AuditRecord
 from citewise.ports.usage import CostEstimate, TenantUsagePage, UsageReport
 
 WIDTH = 100
@@ -312,3 +313,14 @@ def render_tenants_usage(page: TenantUsagePage) -> str:
 
 def _cost(cost: CostEstimate) -> str:
     return f"{cost.total:,.4f} {cost.currency}"
+
+
+def render_audit_record(record: AuditRecord) -> str:
+    """One record on one line: time, tenant, who, action, outcome, the ids, the request id."""
+    who = f"operator:{record.user_id}" if record.operator else (record.user_id or "-")
+    ids = ",".join(record.resources) + (f" (+{record.resources_omitted})" if record.resources_omitted else "")
+    line = (
+        f"{record.time:%Y-%m-%dT%H:%M:%S}Z  {record.tenant_id or '-'}  {who}  {record.action}  {record.outcome}"
+        f"  [{ids}]  {record.channel}:{record.request_id}"
+    )
+    return escape_terminal_controls(line)

@@ -36,7 +36,9 @@ from schemathesis.checks import (
     unsupported_method,
 )
 
+from citewise.api.audit import EXPORT_PATH as AUDIT_EXPORT
 from citewise.api.routes import ROUTES, Route
+from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.ports.usage import MAX_REPORT_DAYS
 from citewise_local.server import MAX_REQUEST_LINE_BYTES
 from tests.e2e.helpers import Api, mint_operator, upload, wait_for_status
@@ -47,6 +49,7 @@ MAX_EXAMPLES = 30
 UPLOAD_SIZE = 1024
 """The size the upload hook below gives its variants: well under the limit, so they can succeed."""
 DOC_ID = re.compile(r"^[0-9a-f]{32}$")
+TENANT_ID = re.compile(TENANT_ID_PATTERN)
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -66,14 +69,16 @@ schema = schemathesis.openapi.from_path(DOCUMENT)
 @dataclass
 class Corpus:
     """The fuzzing tenant: its token, the documents reads may hit, and those deletes may use up; and the
-    platform operator's token, with a cursor of its listing of tenants."""
+    platform operator's token, with a cursor of its listing of tenants and one of the tenant's audit trail."""
 
+    tenant: str = ""
     token: str = ""
     kept: list[str] = field(default_factory=list)
     disposable: list[str] = field(default_factory=list)
     cursor: str = ""
     operator: str = ""
     tenant_cursor: str = ""
+    audit_cursor: str = ""
 
 
 CORPUS = Corpus()
@@ -86,6 +91,10 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
 
     A valid generated id is swapped, some of the time, for one of the tenant's documents (deletes get their
     own, so reads keep finding theirs). Invalid ids are left alone: they are what a negative case tests."""
+    tenant_id = (path_parameters or {}).get("tenant_id")
+    if path_parameters is not None and isinstance(tenant_id, str) and TENANT_ID.match(tenant_id):
+        # The same for a tenant whose audit trail the operator exports: the fuzzing tenant has records.
+        return st.sampled_from([tenant_id, CORPUS.tenant]).map(lambda chosen: {**path_parameters, "tenant_id": chosen})
     doc_id = (path_parameters or {}).get("id")
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
@@ -143,7 +152,8 @@ def corpus(api: Api) -> Iterator[Corpus]:
     """A tenant with indexed documents; ingestion has settled before the first case is sent. The fuzzer is a
     tenant admin, so the admin-only operation (PUT /v1/settings) is exercised beyond its 403; it owns every
     document it reaches, so the other operations test what they would for any owner."""
-    token = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer", "admin")
+    tenant = f"fuzz-{uuid.uuid4().hex[:12]}"
+    token = api.token(tenant, "fuzzer", "admin")
     sources = [
         (
             "ops/runbook.md",
@@ -164,13 +174,15 @@ def corpus(api: Api) -> Iterator[Corpus]:
     other = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer")
     assert wait_for_status(api, other, upload(api, other, "a.md", b"# A\n\nText.\n", "text/markdown"))
     first_page = api.request("GET", "/v1/documents?limit=1", token=token).json()
-    CORPUS.token, CORPUS.kept, CORPUS.disposable = token, kept, disposable
+    CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable = tenant, token, kept, disposable
     CORPUS.cursor = first_page["next_cursor"]
     CORPUS.operator = mint_operator(api, "fuzz-operator")
     CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
+    trail = api.request("GET", f"/v1/admin/tenants/{tenant}/audit?limit=1", token=CORPUS.operator).json()
+    CORPUS.audit_cursor = trail["next_cursor"]
     yield CORPUS
-    CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", [], [], ""
-    CORPUS.operator, CORPUS.tenant_cursor = "", ""
+    CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", "", [], [], ""
+    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor = "", "", ""
 
 
 @dataclass
@@ -206,8 +218,13 @@ def test_every_operation_keeps_its_contract(case: Case, api: Api, corpus: Corpus
     # headers and body leave in two writes, and Nagle waits for the client's delayed ACK); a fresh
     # connection per case takes ~2 ms.
     operator = case.operation.path.startswith("/v1/admin/")
-    case.query = _issued_cursor(case.query, corpus.tenant_cursor if operator else corpus.cursor)
-    case.query = _usage_range(case.operation.path, case.query)
+    exporting = case.operation.path == AUDIT_EXPORT
+    issued = corpus.audit_cursor if exporting else corpus.tenant_cursor if operator else corpus.cursor
+    query = _issued_cursor(case.query, issued)
+    if exporting and query is not case.query:
+        # An audit cursor is bound to the tenant it was issued for: the export of that tenant
+        case.path_parameters = {**(case.path_parameters or {}), "tenant_id": corpus.tenant}
+    case.query = _usage_range(case.operation.path, query)
     token = corpus.operator if operator else corpus.token
     response = case.call(base_url=api.url, headers={"Authorization": f"Bearer {token}"})
     outcomes.statuses[response.status_code] += 1

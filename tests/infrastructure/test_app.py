@@ -124,6 +124,7 @@ def test_outputs_for_the_deploy_walkthrough(dev: Synth, serverless_iam: Synth) -
         Outputs.DEAD_LETTER_QUEUE_URL,
         Outputs.ALARM_TOPIC_ARN,
         Outputs.DASHBOARD_NAME,
+        Outputs.AUDIT_LOG_GROUP,
     }
     assert set(dev.template["Outputs"]) == common | {Outputs.USER_POOL_ID, Outputs.USER_POOL_CLIENT_ID}
     assert set(serverless_iam.template["Outputs"]) == common  # no user pool in IAM mode

@@ -82,6 +82,8 @@ DEPLOY_TIME = {
     "CITEWISE_SWEEP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
     "CITEWISE_PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com/dev",
     "CITEWISE_AUTHORIZATION_SERVER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_ABC",
+    "CITEWISE_AUDIT_LOG_GROUP": "citewise-dev-AuditTrail-ABC",
+    "CITEWISE_AUDIT_HASH_KEY": "a-generated-secret-of-64-characters",
 }
 
 

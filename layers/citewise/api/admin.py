@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from citewise.api.app import SECURED, responses
+from citewise.api.audit import add_audit_routes, note
 from citewise.api.identity import operator_scope
 from citewise.api.usage import RANGE_RULES, FromDay, ToDay
 from citewise.domain.models import TENANT_ID_PATTERN
@@ -34,6 +35,7 @@ TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN, description="The t
 
 def add_admin_routes(app: APIGatewayRestResolver) -> None:
     """Register the operator's routes on `app`."""
+    add_audit_routes(app)
 
     @app.get(
         "/v1/admin/tenants",
@@ -86,5 +88,6 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
     )
     def get_tenant_usage(tenant_id: TenantIdPath, from_day: FromDay = None, to_day: ToDay = None) -> UsageReport:
         services, _ = operator_scope(app)
+        note(app, tenant_id=tenant_id)  # on that tenant's audit trail, as the operator's
         first, last = report_range(from_day, to_day, datetime.now(UTC).date())
         return usage_report(services.usage, tenant_id, first, last, services.settings.prices)
