@@ -80,6 +80,9 @@ class Caller(Frozen):
     tenant_id: TenantId
     user_id: UserId
     groups: tuple[str, ...] = ()
+    read_only: bool = False
+    """A program's credential of scope `read` (`citewise.domain.credentials`): it may read what the user
+    reads, and change nothing (`citewise.domain.access.may_write`)."""
 
 
 class Operator(Frozen):

@@ -64,7 +64,7 @@ def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: McpSettings
     if event.http_method != "POST":
         return _reply(405, error_response(None, INVALID_REQUEST, "use POST: this server keeps no stream"), Allow="POST")
     try:
-        caller = caller_from_event(event, settings)
+        caller = caller_from_event(event, settings, toolbox.services.credential_lookup)
     except CitewiseError as exc:
         status = 403 if isinstance(exc, ForbiddenError) else 401
         challenged = {"WWW-Authenticate": _challenge(settings)} if status == 401 else {}

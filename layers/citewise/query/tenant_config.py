@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from citewise.domain.access import ADMIN_GROUP, may_configure
+from citewise.domain.access import ADMIN_GROUP, may_configure, require_write
 from citewise.domain.errors import CitewiseError, ForbiddenError
 from citewise.domain.models import Caller
 from citewise.domain.tenant_settings import TenantSettings
@@ -69,6 +69,7 @@ def save_tenant_settings(
     registry: DocumentRegistry, caller: Caller, settings: TenantSettings, now: datetime
 ) -> TenantSettings:
     """Replace the tenant's settings, stamped with who saved them and when; admins only (ForbiddenError)."""
+    require_write(caller)
     if not may_configure(caller):
         raise ForbiddenError(
             f"only members of the tenant's {ADMIN_GROUP!r} group may change its settings",

@@ -195,6 +195,29 @@ class Settings(BaseSettings):
     )
     rerank_timeout: int = Field(default=5, ge=1, le=60, description="Seconds one Rerank attempt may take.")
     upload_url_ttl: int = Field(default=900, ge=60, le=7 * 24 * 3600, description="Lifetime of upload URLs (s).")
+    # --- credentials for agents and services (docs/operations.md) -----------------------------------
+    credential_cache_ttl: float = Field(
+        default=60.0,
+        ge=0,
+        le=300,
+        description="Seconds a function keeps a credential's record: a revoked credential is refused within this time.",
+    )
+    credential_token_minutes: int = Field(
+        default=60,
+        ge=5,
+        le=1440,
+        description="Lifetime of a credential's access tokens, in minutes (Cognito's bounds: 5 minutes to a day).",
+    )
+    user_pool_id: str | None = Field(
+        default=None,
+        pattern=r"^[\w-]+_[0-9a-zA-Z]+$",
+        description="AWS: the Cognito user pool whose app clients are the credentials (the documents function).",
+    )
+    credential_token_url: str | None = Field(
+        default=None,
+        description="AWS: the user pool domain's token endpoint (`https://<domain>/oauth2/token`); locally "
+        "`citewise serve`'s own (`<public_url>/oauth2/token`).",
+    )
 
     @field_validator("public_url")
     @classmethod
