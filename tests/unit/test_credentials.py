@@ -34,7 +34,7 @@ def test_the_caller_is_the_records_tenant_and_user_whatever_the_token_says() -> 
     # A token cannot name a tenant or user: claims that look like one are ignored
     forged = token(**{"custom:tenant_id": "globex", "cognito:groups": "admin"})
     caller = credential_caller(RECORD, forged)
-    assert caller == Caller(tenant_id="acme", user_id="svc:bot", groups=(), read_only=False)
+    assert caller == Caller(tenant_id="acme", user_id="svc:bot", groups=(), read_only=False, credential_id="client1")
 
 
 @pytest.mark.parametrize(

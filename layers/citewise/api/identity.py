@@ -20,6 +20,8 @@ def request_scope(app: APIGatewayRestResolver) -> tuple[Services, Caller]:
     services: Services = app.context["services"]
     caller = caller_from_event(app.current_event, app.context["settings"], services.credential_lookup)
     logger.append_keys(tenant_id=caller.tenant_id)
+    if caller.credential_id is not None:
+        logger.append_keys(credential_id=caller.credential_id)
     return services, caller
 
 

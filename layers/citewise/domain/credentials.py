@@ -95,4 +95,9 @@ def credential_caller(credential: Credential | None, claims: Mapping[str, Any]) 
     full = credential.scope is CredentialScope.FULL and CredentialScope.FULL.oauth_scope in granted
     if not full and not {CredentialScope.READ.oauth_scope, CredentialScope.FULL.oauth_scope} & granted:
         raise UnauthorizedError("the token grants none of the credential's scopes", details={"scope": sorted(granted)})
-    return Caller(tenant_id=credential.tenant_id, user_id=credential.user_id, read_only=not full)
+    return Caller(
+        tenant_id=credential.tenant_id,
+        user_id=credential.user_id,
+        read_only=not full,
+        credential_id=credential.credential_id,
+    )

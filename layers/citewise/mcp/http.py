@@ -70,6 +70,8 @@ def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: McpSettings
         challenged = {"WWW-Authenticate": _challenge(settings)} if status == 401 else {}
         return _reply(status, error_response(None, INVALID_REQUEST, exc.message), **challenged)
     logger.append_keys(tenant_id=caller.tenant_id)
+    if caller.credential_id is not None:
+        logger.append_keys(credential_id=caller.credential_id)
     headers = {name.lower(): value for name, value in (event.headers or {}).items()}
     refused = _refused(headers)
     if refused is not None:
