@@ -18,8 +18,8 @@ from moto import mock_aws
 from citewise.aws.dynamodb import TABLE_SCHEMA, DynamoRegistry
 from citewise.aws.dynamodb_credentials import DynamoCredentials
 from citewise.domain.credentials import Credential, CredentialScope
-from citewise.domain.errors import ConflictError, NotFoundError
-from citewise.ports.credentials import CredentialStore
+from citewise.domain.errors import ConflictError, NotFoundError, UnauthorizedError
+from citewise.ports.credentials import CredentialStore, erase_credentials
 from citewise_local.credentials import LocalCredentials
 from tests.contract.test_registry_contract import make_document
 
@@ -121,3 +121,21 @@ def test_credential_items_never_show_as_documents_or_tenants(request: pytest.Fix
         # Then the registry's listings know the document and the tenant only
         assert [d.path for d in registry.list("acme").items] == ["note.md"]
         assert [t.tenant_id for t in registry.list_tenants().items] == ["acme"]
+
+
+def test_erasing_a_tenants_credentials_withdraws_their_clients_first(tmp_path: Path) -> None:
+    # Given a tenant's credential issued by the local issuer, and another tenant's
+    local = LocalCredentials(tmp_path / "credentials.db", token_url="http://127.0.0.1:8080/oauth2/token")
+    ids = {}
+    for tenant in ("acme", "acme-eu"):
+        client_id, secret = local.issue("bot", CredentialScope.READ)
+        local.put_credential(credential(client_id, tenant))
+        ids[tenant] = (client_id, secret)
+    # When acme's credentials are erased (twice: erasure resumes)
+    assert erase_credentials(local, local, "acme") == 1
+    assert erase_credentials(local, local, "acme") == 0
+    # Then its client can get no token, and the other tenant's still can
+    with pytest.raises(UnauthorizedError):
+        local.authenticate(*ids["acme"])
+    assert local.authenticate(*ids["acme-eu"]) is CredentialScope.READ
+    local.close()

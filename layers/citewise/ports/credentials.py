@@ -73,3 +73,13 @@ class CredentialIssuer(Protocol):
     def withdraw(self, credential_id: str) -> None:
         """Delete the client: it can obtain no new token. Idempotent (a client already gone is fine)."""
         ...
+
+
+def erase_credentials(store: CredentialStore, issuer: CredentialIssuer, tenant_id: str) -> int:
+    """Withdraw every client of the tenant's credentials, then delete their records; returns how many
+    records were deleted. What a tenant's erasure calls: clients first, so that no client is left able to
+    get tokens once its record (the only thing naming it) is gone. Idempotent, and resumable after a crash
+    in the middle (a withdrawn client is withdrawn again without error)."""
+    for credential in store.tenant_credentials(tenant_id):
+        issuer.withdraw(credential.credential_id)
+    return store.erase_tenant(tenant_id)
