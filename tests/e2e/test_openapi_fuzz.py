@@ -45,6 +45,7 @@ MAX_EXAMPLES = 30
 UPLOAD_SIZE = 1024
 """The size the upload hook below gives its variants: well under the limit, so they can succeed."""
 DOC_ID = re.compile(r"^[0-9a-f]{32}$")
+CREDENTIAL_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -72,6 +73,7 @@ class Corpus:
     cursor: str = ""
     operator: str = ""
     tenant_cursor: str = ""
+    credentials: list[str] = field(default_factory=list)
 
 
 CORPUS = Corpus()
@@ -83,8 +85,13 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     """Random 32-hex ids almost never name a document, so reads and deletes would only ever see 404.
 
     A valid generated id is swapped, some of the time, for one of the tenant's documents (deletes get their
-    own, so reads keep finding theirs). Invalid ids are left alone: they are what a negative case tests."""
+    own, so reads keep finding theirs), or of its credentials (revoking one again answers it again).
+    Invalid ids are left alone: they are what a negative case tests."""
     doc_id = (path_parameters or {}).get("id")
+    if context.operation is not None and context.operation.path.startswith("/v1/credentials/"):
+        if path_parameters is None or not isinstance(doc_id, str) or not CREDENTIAL_ID.match(doc_id):
+            return st.just(path_parameters)
+        return st.sampled_from([doc_id, *CORPUS.credentials]).map(lambda chosen: {**path_parameters, "id": chosen})
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
     deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
@@ -144,9 +151,15 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.cursor = first_page["next_cursor"]
     CORPUS.operator = mint_operator(api, "fuzz-operator")
     CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
+    CORPUS.credentials = [
+        api.request("POST", "/v1/credentials", token=token, json_body={"name": "fuzz", "user": f"fuzz-{n}"}).json()[
+            "credential"
+        ]["credential_id"]
+        for n in range(2)
+    ]
     yield CORPUS
     CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", [], [], ""
-    CORPUS.operator, CORPUS.tenant_cursor = "", ""
+    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.credentials = "", "", []
 
 
 @dataclass
@@ -224,6 +237,7 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
     "/v1/query": {"query": "When do releases ship?"},
     "/v1/search": {"query": "releases"},
     "/v1/uploads": {"filename": "a.md", "content_type": "text/markdown", "size": 10},
+    "/v1/credentials": {"name": "agent", "user": "agent"},
 }
 
 
