@@ -12,6 +12,7 @@ from citewise.domain.credentials import Credential, CredentialScope, credential_
 from citewise.domain.errors import ForbiddenError, UnauthorizedError
 from citewise.domain.models import Caller, Visibility
 from citewise.runtime.identity import CredentialCache
+from citewise_local.auth import mint_access_token, mint_token, verify_token
 from tests.contract.test_registry_contract import make_document
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -122,3 +123,19 @@ def test_the_cache_fails_closed_and_stays_bounded() -> None:
     for name in ("a", "b", "a", "c", "a"):
         cache(name)
     assert reads == ["a", "b", "c", "a"]
+
+
+def test_the_local_server_takes_each_kind_of_token_only_where_api_gateway_would() -> None:
+    # Given a person's ID token and a program's access token signed with the same key
+    key = b"k" * 32
+    person = mint_token(key, tenant_id="acme", user_id="alice")
+    program = mint_access_token(key, client_id="client1", scope="citewise/read")
+    # Then each verifies as its own kind only
+    assert verify_token(key, person)["custom:tenant_id"] == "acme"
+    claims = verify_token(key, program, kind="access")
+    assert (claims["client_id"], claims["scope"], claims["token_use"]) == ("client1", "citewise/read", "access")
+    assert "custom:tenant_id" not in claims
+    with pytest.raises(UnauthorizedError, match="not an ID token"):
+        verify_token(key, program)
+    with pytest.raises(UnauthorizedError):  # it has no client_id, and is no access token
+        verify_token(key, person, kind="access")
