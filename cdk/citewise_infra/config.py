@@ -20,6 +20,7 @@ from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.ports.usage import PriceTable
 from citewise_infra.constants import (
     API_FUNCTION_MAX_TIMEOUT_S,
     API_FUNCTIONS,
@@ -309,6 +310,9 @@ class EnvironmentConfig(_Block):
     data: DataConfig = DataConfig()
     alarms: AlarmsConfig = AlarmsConfig()
     rerank: RerankConfig = RerankConfig()
+    prices: PriceTable | None = None
+    """What the environment's models cost per million units of each usage counter: the usage routes'
+    cost estimate (docs/operations.md, Cost, says where each default comes from); none: no estimate."""
 
     @model_validator(mode="after")
     def _reranker_is_offered(self) -> Self:

@@ -428,6 +428,8 @@ class FunctionsFactory(Construct):
             **self._cors_values(),
             "upload_url_ttl": str(self._config.api.upload_url_ttl_s),
         }
+        if self._config.prices is not None:  # the usage routes' cost estimate
+            values["prices"] = self._config.prices.model_dump_json()
         fn = self._function(
             "documents",
             self._config.documents,

@@ -47,7 +47,7 @@ from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
-from citewise.ports.usage import month_to_date, usage_report
+from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
 from citewise.query.answering import answer_question
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
@@ -69,6 +69,7 @@ from citewise_local.render import (
     render_hits,
     render_routing,
     render_summary,
+    render_tenants_usage,
     render_usage,
 )
 from citewise_local.servelog import LOG_FORMATS
@@ -305,10 +306,14 @@ def _parser() -> argparse.ArgumentParser:
         "the tenant's usage per UTC day: documents, pages, chunks, tokens, queries (default: this month)",
         "citewise usage --tenant acme",
         "citewise usage --tenant acme --from 2026-11-01 --to 2026-11-30 --json",
+        "citewise usage --all-tenants   # the operator's view: every tenant's total and cost",
     )
     usage.add_argument("--from", dest="from_day", type=_day, metavar="DAY", help="first UTC day, YYYY-MM-DD")
     usage.add_argument(
         "--to", dest="to_day", type=_day, metavar="DAY", help="last UTC day, YYYY-MM-DD (default: today)"
+    )
+    usage.add_argument(
+        "--all-tenants", action="store_true", help="every tenant's total over the range, one line each (no --tenant)"
     )
     _identity(usage)
     _json_flag(usage, "the report")
@@ -874,11 +879,20 @@ def _settings_show(args: argparse.Namespace, services: Services) -> int:
 
 def _usage(args: argparse.Namespace, services: Services) -> int:
     """The caller's tenant's usage; the range defaults to the month so far (UTC)."""
-    caller = _caller(args)
-    first, today = month_to_date(datetime.now(UTC).date())
-    to_day = args.to_day or today
-    from_day = args.from_day or (first if args.to_day is None else to_day.replace(day=1))
-    report = usage_report(services.usage, caller.tenant_id, from_day, to_day)
+    from_day, to_day = report_range(args.from_day, args.to_day, datetime.now(UTC).date())
+    prices = services.settings.prices
+    if args.all_tenants:
+        _refuse_options(args, "--all-tenants", tenant="--tenant")
+        every = TenantUsagePage(from_day=from_day, to_day=to_day, items=[])
+        cursor: str | None = None
+        while True:
+            page = tenants_usage(services.registry, services.usage, from_day, to_day, prices, limit=100, cursor=cursor)
+            every.items.extend(page.items)
+            if (cursor := page.next_cursor) is None:
+                break
+        print(every.model_dump_json(indent=2, by_alias=True) if args.json else render_tenants_usage(every))
+        return 0
+    report = usage_report(services.usage, _caller(args).tenant_id, from_day, to_day, prices)
     print(report.model_dump_json(indent=2, by_alias=True) if args.json else render_usage(report))
     return 0
 

@@ -198,6 +198,8 @@ def test_the_environment_validates_as_the_functions_settings(
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map
+    # the usage routes (the documents function's) estimate costs at the environment's prices; no other function
+    assert settings.prices == (config.prices if key == "documents" else None)
 
 
 def test_the_query_function_synthesizes_with_the_configured_model_and_guardrail(

@@ -17,9 +17,8 @@ from pydantic import Field
 
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import request_scope
-from citewise.domain.access import ADMIN_GROUP, may_configure
+from citewise.domain.access import require_admin
 from citewise.domain.credentials import Credential, CredentialName, CredentialScope
-from citewise.domain.errors import ForbiddenError
 from citewise.domain.models import Caller, Frozen
 from citewise.ports.credentials import CredentialIssuer, CredentialStore, IssuedCredential
 
@@ -27,6 +26,8 @@ SERVICE_USER_PREFIX = "svc:"
 """A credential's user id is this and the name its admin gave: it can never be a person's id (a Cognito
 `sub` is a UUID, an IAM user an ARN), so a credential can never act as, or read the private documents of,
 a person of the tenant."""
+MANAGE = "manage its credentials"
+"""What only a tenant admin may do (`require_admin`'s message)."""
 CredentialId = Annotated[str, Path(max_length=128, pattern=r"^[A-Za-z0-9_-]+$", description="The credential's id.")]
 
 
@@ -60,7 +61,7 @@ def create_credential(
     The client is created first and withdrawn again if its record cannot be stored, so no client exists
     without a record (a client without one could get tokens that every function refuses anyway).
     """
-    _require_admin(caller)
+    require_admin(caller, MANAGE)
     client_id, secret = issuer.issue(f"{caller.tenant_id} {request.user} {request.name}", request.scope)
     credential = Credential(
         credential_id=client_id,
@@ -86,18 +87,10 @@ def revoke_credential(
 ) -> Credential:
     """Revoke a credential of the caller's tenant (NotFoundError for any other): the record first, which
     every function reads, then the client, which can then get no new token."""
-    _require_admin(caller)
+    require_admin(caller, MANAGE)
     credential = store.revoke_credential(caller.tenant_id, credential_id, now, caller.user_id)
     issuer.withdraw(credential_id)
     return credential
-
-
-def _require_admin(caller: Caller) -> None:
-    if not may_configure(caller):
-        raise ForbiddenError(
-            f"only members of the tenant's {ADMIN_GROUP!r} group may manage its credentials",
-            details={"required_group": ADMIN_GROUP},
-        )
 
 
 def add_credential_routes(app: APIGatewayRestResolver) -> None:
@@ -134,7 +127,7 @@ def add_credential_routes(app: APIGatewayRestResolver) -> None:
     )
     def list_credentials() -> CredentialList:
         services, caller = request_scope(app)
-        _require_admin(caller)
+        require_admin(caller, MANAGE)
         return CredentialList(items=services.credentials.tenant_credentials(caller.tenant_id))
 
     @app.delete(

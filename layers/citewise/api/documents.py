@@ -15,6 +15,7 @@ from citewise.api.credentials import add_credential_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
 from citewise.api.tenant_settings import add_settings_routes
+from citewise.api.usage import add_usage_routes
 from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
 from citewise.domain.models import Document, DocumentStatus
 from citewise.domain.tenancy import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
@@ -104,6 +105,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
     operator's routes included)."""
     add_settings_routes(app)
     add_credential_routes(app)
+    add_usage_routes(app)
     add_admin_routes(app)
 
     @app.get(

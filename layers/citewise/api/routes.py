@@ -55,12 +55,15 @@ HUMAN_ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/uploads", "documents", programs=FULL),
     Route("GET", "/v1/settings", "documents", programs=READ),
     Route("PUT", "/v1/settings", "documents"),
+    Route("GET", "/v1/usage", "documents"),
     # A tenant admin's credentials for its programs (`citewise.api.credentials`): people only.
     Route("POST", "/v1/credentials", "documents"),
     Route("GET", "/v1/credentials", "documents"),
     Route("DELETE", "/v1/credentials/{id}", "documents"),
     # The platform operator's (`citewise.api.admin`): the same authorizer, the Operator checked in the function.
     Route("GET", "/v1/admin/tenants", "documents"),
+    Route("GET", "/v1/admin/usage", "documents"),
+    Route("GET", "/v1/admin/tenants/{tenant_id}/usage", "documents"),
     Route("GET", "/v1/health", "documents", authenticated=False),
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
     # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event

@@ -9,7 +9,8 @@ signed for its document) and the retrieval filters, which express `may_read` as 
   of the tenant's `admin` group. A private document of someone else is unreadable, so not even an admin
   may modify it: privacy within a tenant holds against its admins too.
 - configure the tenant (its settings document: ranking signals, routing vocabulary): members of the
-  tenant's `admin` group only; every member may read it (it shapes the rankings they see).
+  tenant's `admin` group only; every member may read it (it shapes the rankings they see). The tenant's
+  usage and its cost are its admins' to read.
 - write anything (upload, delete, settings): every identity except a read-only credential of a program
   (`Caller.read_only`, `citewise.domain.credentials`), which reads what its user reads and changes
   nothing: `may_modify` and `may_configure` include `may_write`, and `require_write` refuses with 403.
@@ -88,6 +89,15 @@ def object_writer(item: Owned) -> Caller:
 
 
 def may_configure(caller: Caller) -> bool:
-    """Whether the caller may change its tenant's settings (and manage its credentials): a member of the
-    tenant's admin group. A credential has no groups, so never."""
+    """Whether the caller may change its tenant's settings, read its usage, or manage its credentials: a
+    member of the tenant's admin group. A credential has no groups, so never."""
     return may_write(caller) and ADMIN_GROUP in caller.groups
+
+
+def require_admin(caller: Caller, what: str) -> None:
+    """ForbiddenError (403) naming the group unless the caller may configure its tenant; `what` completes
+    "only members of the tenant's 'admin' group may ..."."""
+    if not may_configure(caller):
+        raise ForbiddenError(
+            f"only members of the tenant's {ADMIN_GROUP!r} group may {what}", details={"required_group": ADMIN_GROUP}
+        )

@@ -25,6 +25,7 @@ from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
 from citewise.domain.tenant_settings import known_time_zone
 from citewise.ports.registry import TOMBSTONE_RETENTION
+from citewise.ports.usage import PriceTable
 from citewise.query.fusion import FusionMethod
 
 Backend = Literal["local", "aws"]
@@ -195,6 +196,12 @@ class Settings(BaseSettings):
     )
     rerank_timeout: int = Field(default=5, ge=1, le=60, description="Seconds one Rerank attempt may take.")
     upload_url_ttl: int = Field(default=900, ge=60, le=7 * 24 * 3600, description="Lifetime of upload URLs (s).")
+    prices: PriceTable | None = Field(
+        default=None,
+        description='What a million units of each usage counter cost, as JSON (`{"currency": "USD", '
+        '"per_million": {"generation_output_tokens": 0.24}}`): usage reports estimate each tenant\'s cost '
+        "from it; none: no estimate. docs/operations.md, Cost.",
+    )
     # --- credentials for agents and services (docs/operations.md) -----------------------------------
     credential_cache_ttl: float = Field(
         default=60.0,
