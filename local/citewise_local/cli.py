@@ -27,7 +27,7 @@ from typing import Any
 import pydantic
 
 from citewise import __version__
-from citewise.api.credentials import CredentialRequest, create_credential, revoke_credential
+from citewise.api.credentials import CredentialRequest, create_credential, withdraw_credential
 from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP, may_modify
 from citewise.domain.credentials import CredentialScope
 from citewise.domain.errors import CitewiseError, GenerationError, NotFoundError, ThrottledError, ValidationError
@@ -939,8 +939,9 @@ def _credential_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def _credential_revoke(args: argparse.Namespace, services: Services) -> int:
-    credential = revoke_credential(
-        services.credentials, services.credential_issuer, _cli_admin(args), args.credential_id, datetime.now(UTC)
+    tenant_id = validate_tenant_id(args.tenant)
+    credential = withdraw_credential(
+        services.credentials, services.credential_issuer, tenant_id, args.credential_id, datetime.now(UTC), CLI_ADMIN
     )
     shown = credential.model_dump_json(indent=2) if args.json else f"revoked {credential.credential_id}"
     print(escape_terminal_controls(shown))

@@ -119,8 +119,10 @@ def test_every_method_is_validated_and_post_bodies_must_be_json_objects(synth: S
         assert method["RequestValidatorId"] == {"Ref": validator_id}, (verb, path)
         if verb == "POST":
             assert method["RequestModels"] == {"application/json": {"Ref": model_id}}
-        if "{id}" in path:
-            assert method["RequestParameters"] == {"method.request.path.id": True}
+        # every path parameter is required, and only those (`/v1/admin/tenants/{tenant_id}/credentials/{id}` has two)
+        names = re.findall(r"\{(\w+)\}", path)
+        if names:
+            assert method["RequestParameters"] == {f"method.request.path.{name}": True for name in names}, path
 
 
 def render(template: str) -> dict[str, Any]:

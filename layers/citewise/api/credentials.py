@@ -1,7 +1,8 @@
 """/v1/credentials: a tenant admin's credentials for its agents and services (docs/operations.md).
 
 Create, list and revoke, for the caller's own tenant only, by members of its `admin` group only (a
-credential itself has no group, so a program can never make another). The secret is in the creation's
+credential itself has no group, so a program can never make another); the platform operator may list and
+revoke any tenant's (`/v1/admin/tenants/{tenant_id}/credentials`). The secret is in the creation's
 answer alone. Served by the documents function: its role may create and delete the user pool's app
 clients (`citewise.aws.cognito_credentials`) and write the registry table, where the records live.
 """
@@ -15,8 +16,9 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import Field
 
+from citewise.api.admin import TenantIdPath
 from citewise.api.app import SECURED, responses
-from citewise.api.identity import request_scope
+from citewise.api.identity import operator_scope, request_scope
 from citewise.domain.access import require_admin
 from citewise.domain.credentials import Credential, CredentialName, CredentialScope
 from citewise.domain.models import Caller, Frozen
@@ -85,16 +87,24 @@ def create_credential(
 def revoke_credential(
     store: CredentialStore, issuer: CredentialIssuer, caller: Caller, credential_id: str, now: datetime
 ) -> Credential:
-    """Revoke a credential of the caller's tenant (NotFoundError for any other): the record first, which
-    every function reads, then the client, which can then get no new token."""
+    """Revoke a credential of the caller's tenant (NotFoundError for any other); tenant admins only."""
     require_admin(caller, MANAGE)
-    credential = store.revoke_credential(caller.tenant_id, credential_id, now, caller.user_id)
+    return withdraw_credential(store, issuer, caller.tenant_id, credential_id, now, caller.user_id)
+
+
+def withdraw_credential(
+    store: CredentialStore, issuer: CredentialIssuer, tenant_id: str, credential_id: str, now: datetime, by: str
+) -> Credential:
+    """Revoke `tenant_id`'s credential on behalf of `by` (its admin, the operator, the command line): the
+    record first, which every function reads, then the client, which can then get no new token."""
+    credential = store.revoke_credential(tenant_id, credential_id, now, by)
     issuer.withdraw(credential_id)
     return credential
 
 
 def add_credential_routes(app: APIGatewayRestResolver) -> None:
-    """Register POST and GET /v1/credentials and DELETE /v1/credentials/{id} on `app`."""
+    """Register POST and GET /v1/credentials and DELETE /v1/credentials/{id} (a tenant's admins'), and the
+    operator's GET /v1/admin/tenants/{tenant_id}/credentials and DELETE .../credentials/{id} on `app`."""
 
     @app.post(
         "/v1/credentials",
@@ -145,3 +155,31 @@ def add_credential_routes(app: APIGatewayRestResolver) -> None:
     def revoke(id: CredentialId) -> Credential:  # noqa: A002
         services, caller = request_scope(app)
         return revoke_credential(services.credentials, services.credential_issuer, caller, id, datetime.now(UTC))
+
+    @app.get(
+        "/v1/admin/tenants/<tenant_id>/credentials",
+        operation_id="listTenantCredentials",
+        summary="One tenant's credentials, revoked ones included (platform operator only)",
+        description="What the tenant's admins read at `GET /v1/credentials`; never a secret.",
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 429, 502),
+    )
+    def list_tenant_credentials(tenant_id: TenantIdPath) -> CredentialList:
+        services, _ = operator_scope(app)
+        return CredentialList(items=services.credentials.tenant_credentials(tenant_id))
+
+    @app.delete(
+        "/v1/admin/tenants/<tenant_id>/credentials/<id>",
+        operation_id="revokeTenantCredential",
+        summary="Revoke one tenant's credential (platform operator only): a leaked secret, a program gone rogue",
+        description="As its admins' `DELETE /v1/credentials/{id}`; `revoked_by` is the operator.",
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 404, 429, 502),
+    )
+    def revoke_tenant_credential(tenant_id: TenantIdPath, id: CredentialId) -> Credential:  # noqa: A002
+        services, operator = operator_scope(app)
+        return withdraw_credential(
+            services.credentials, services.credential_issuer, tenant_id, id, datetime.now(UTC), operator.user_id
+        )

@@ -64,6 +64,8 @@ HUMAN_ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/admin/tenants", "documents"),
     Route("GET", "/v1/admin/usage", "documents"),
     Route("GET", "/v1/admin/tenants/{tenant_id}/usage", "documents"),
+    Route("GET", "/v1/admin/tenants/{tenant_id}/credentials", "documents"),
+    Route("DELETE", "/v1/admin/tenants/{tenant_id}/credentials/{id}", "documents"),
     Route("GET", "/v1/health", "documents", authenticated=False),
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
     # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event

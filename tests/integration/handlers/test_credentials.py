@@ -206,3 +206,28 @@ def test_an_unknown_client_is_refused(stack: Stack) -> None:
     # A client of the pool that is no credential (the people's app client, say) reaches no tenant
     status, refused = stack.api("GET", "/m2m/v1/documents", identity=access_claims("notacredential", "citewise/read"))
     assert (status, refused["error"]["code"]) == (401, "UNAUTHORIZED")
+
+
+OPERATOR = claims(None, "ops-1", groups="operators")
+
+
+def test_the_operator_lists_and_revokes_any_tenants_credentials(stack: Stack) -> None:
+    # Given a credential of acme in use
+    credential_id, token = program(stack)
+    assert stack.api("GET", "/m2m/v1/documents", identity=token)[0] == 200
+    path = "/v1/admin/tenants/acme/credentials"
+    # Then no tenant identity reaches the operator's routes, acme's admin included
+    for identity in (ADMIN, OTHER_ADMIN, token):
+        assert stack.api("GET", path, identity=identity)[0] == 403
+        assert stack.api("DELETE", f"{path}/{credential_id}", identity=identity)[0] == 403
+    # And the operator lists acme's (another tenant's listing is empty, an id of another tenant 404)
+    status, listed = stack.api("GET", path, identity=OPERATOR)
+    assert status == 200 and [c["credential_id"] for c in listed["items"]] == [credential_id]
+    assert stack.api("GET", "/v1/admin/tenants/acme-eu/credentials", identity=OPERATOR)[1]["items"] == []
+    assert stack.api("DELETE", f"/v1/admin/tenants/acme-eu/credentials/{credential_id}", identity=OPERATOR)[0] == 404
+    # When it revokes it, the program is cut off, and the record names the operator
+    status, revoked = stack.api("DELETE", f"{path}/{credential_id}", identity=OPERATOR)
+    assert status == 200 and revoked["revoked_by"] == "ops-1"
+    assert stack.api("GET", "/m2m/v1/documents", identity=token)[0] == 401
+    # The operator manages no tenant's credentials through the tenants' routes
+    assert stack.api("GET", "/v1/credentials", identity=OPERATOR)[0] == 403
