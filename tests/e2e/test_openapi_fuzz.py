@@ -76,6 +76,7 @@ class Corpus:
     operator: str = ""
     tenant_cursor: str = ""
     credentials: list[str] = field(default_factory=list)
+    tenant: str = ""
 
 
 CORPUS = Corpus()
@@ -87,13 +88,17 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     """Random 32-hex ids almost never name a document, so reads and deletes would only ever see 404.
 
     A valid generated id is swapped, some of the time, for one of the tenant's documents (deletes get their
-    own, so reads keep finding theirs), or of its credentials (revoking one again answers it again).
-    Invalid ids are left alone: they are what a negative case tests."""
+    own, so reads keep finding theirs), or of its credentials (revoking one again answers it again; the
+    operator's route gets the fuzzing tenant's id with it). Invalid ids are left alone: they are what a
+    negative case tests."""
     doc_id = (path_parameters or {}).get("id")
-    if context.operation is not None and context.operation.path.startswith("/v1/credentials/"):
+    if context.operation is not None and "/credentials/" in context.operation.path:
         if path_parameters is None or not isinstance(doc_id, str) or not CREDENTIAL_ID.match(doc_id):
             return st.just(path_parameters)
-        return st.sampled_from([doc_id, *CORPUS.credentials]).map(lambda chosen: {**path_parameters, "id": chosen})
+        owned = {"tenant_id": CORPUS.tenant} if "tenant_id" in path_parameters else {}
+        return st.sampled_from([{}, *({"id": chosen, **owned} for chosen in CORPUS.credentials)]).map(
+            lambda chosen: {**path_parameters, **chosen}
+        )
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
     deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
@@ -150,7 +155,8 @@ def corpus(api: Api) -> Iterator[Corpus]:
     """A tenant with indexed documents; ingestion has settled before the first case is sent. The fuzzer is a
     tenant admin, so the admin-only operation (PUT /v1/settings) is exercised beyond its 403; it owns every
     document it reaches, so the other operations test what they would for any owner."""
-    token = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer", "admin")
+    tenant = f"fuzz-{uuid.uuid4().hex[:12]}"
+    token = api.token(tenant, "fuzzer", "admin")
     sources = [
         (
             "ops/runbook.md",
@@ -175,6 +181,7 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.cursor = first_page["next_cursor"]
     CORPUS.operator = mint_operator(api, "fuzz-operator")
     CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
+    CORPUS.tenant = tenant
     CORPUS.credentials = [
         api.request("POST", "/v1/credentials", token=token, json_body={"name": "fuzz", "user": f"fuzz-{n}"}).json()[
             "credential"
@@ -183,7 +190,7 @@ def corpus(api: Api) -> Iterator[Corpus]:
     ]
     yield CORPUS
     CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", [], [], ""
-    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.credentials = "", "", []
+    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.credentials, CORPUS.tenant = "", "", [], ""
 
 
 @dataclass
