@@ -5,8 +5,8 @@ local server (which handler an HTTP request goes to) and the tests that check bo
 
 Programs (`citewise.domain.credentials`) call the same functions under `MACHINE_PREFIX`: API Gateway's
 Cognito authorizer takes ID tokens on a method without OAuth scopes and access tokens only on a method
-with scopes, so the routes a credential may use have a twin, `/m2m/v1/query` beside `/v1/query`, that
-requires one of the scopes `Route.programs` names (`machine_routes`). The functions strip the prefix and
+with scopes, so the routes a credential may use (`Route.programs`) have a twin, `/m2m/v1/query` beside
+`/v1/query`, that requires one of the two scopes (`machine_routes`). The functions strip the prefix and
 serve both alike; the operator's and the credential-management routes have no twin.
 """
 
