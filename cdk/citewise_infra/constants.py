@@ -80,6 +80,7 @@ class Outputs:
     API_URL: Final = "ApiUrl"
     USER_POOL_ID: Final = "UserPoolId"
     USER_POOL_CLIENT_ID: Final = "UserPoolClientId"
+    CREDENTIAL_TOKEN_URL: Final = "CredentialTokenUrl"  # noqa: S105 - an output key, not a secret
     DOCUMENTS_BUCKET: Final = "DocumentsBucketName"
     REGISTRY_TABLE: Final = "RegistryTableName"
     SEARCH_ENDPOINT: Final = "SearchEndpoint"

@@ -381,6 +381,8 @@ class FunctionsFactory(Construct):
         self._grant_search(fn, SearchAccess.READ)
         self._storage.grant_read_tenant_settings(fn.role)
         self._storage.grant_count_usage(fn.role)
+        if self._config.auth.mode == "cognito":  # programs' credentials exist with Cognito only
+            self._storage.grant_read_credentials(fn.role)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
         if models.routing_model_id not in (None, models.generation_model_id):

@@ -106,5 +106,7 @@ class CitewiseStack(Stack):
         if self.api.user_pool is not None and self.api.user_pool_client is not None:
             values[Outputs.USER_POOL_ID] = self.api.user_pool.user_pool_id
             values[Outputs.USER_POOL_CLIENT_ID] = self.api.user_pool_client.user_pool_client_id
+        if self.api.credential_token_url is not None:
+            values[Outputs.CREDENTIAL_TOKEN_URL] = self.api.credential_token_url
         for key, value in values.items():
             CfnOutput(self, key, value=value)

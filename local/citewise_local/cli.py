@@ -27,7 +27,9 @@ from typing import Any
 import pydantic
 
 from citewise import __version__
-from citewise.domain.access import OPERATOR_GROUP, may_modify
+from citewise.api.credentials import CredentialRequest, create_credential, withdraw_credential
+from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP, may_modify
+from citewise.domain.credentials import CredentialScope
 from citewise.domain.errors import CitewiseError, GenerationError, NotFoundError, ThrottledError, ValidationError
 from citewise.domain.models import (
     Answer,
@@ -343,6 +345,50 @@ def _parser() -> argparse.ArgumentParser:
     )
     _json_flag(audit, "the records (one object a line)")
     audit.set_defaults(run=_audit)
+    credential = _command(
+        commands,
+        "credential",
+        "long-lived credentials of a tenant's programs (agents, services) for `citewise serve`",
+    )
+    credential_actions = _choices(credential, "ACTION")
+    creating = _command(
+        credential_actions,
+        "create",
+        "a credential of the tenant's service user: its id and secret, shown once",
+        "citewise credential create --tenant acme --user support-bot --scope read --name 'support agent'",
+    )
+    creating.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT)")
+    creating.add_argument(
+        "--user", required=True, help="the service user's name; requests act as user `svc:<name>` of the tenant"
+    )
+    creating.add_argument(
+        "--scope",
+        choices=[scope.value for scope in CredentialScope],
+        default=CredentialScope.READ.value,
+        help="read: query, search, read documents, the MCP tools; full: also upload and delete (default: read)",
+    )
+    creating.add_argument("--name", help="what it is for (default: the user's name)")
+    _json_flag(creating, "the credential")
+    creating.set_defaults(run=_credential_create)
+    listing_credentials = _command(
+        credential_actions,
+        "list",
+        "the tenant's credentials, revoked ones included",
+        "citewise credential list --tenant acme",
+    )
+    listing_credentials.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT)")
+    _json_flag(listing_credentials, "the list")
+    listing_credentials.set_defaults(run=_credential_list)
+    revoking = _command(
+        credential_actions,
+        "revoke",
+        "revoke a credential: no new token at once, its tokens refused within the cache time (60 s)",
+        "citewise credential revoke ID --tenant acme",
+    )
+    revoking.add_argument("credential_id", metavar="ID", help="the credential's id (credential list prints it)")
+    revoking.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT)")
+    _json_flag(revoking, "the revoked credential")
+    revoking.set_defaults(run=_credential_revoke)
 
     evaluate = _command(
         commands,
@@ -904,6 +950,57 @@ def _audit(args: argparse.Namespace, services: Services) -> int:
         cursor = page.next_cursor
         if cursor is None:
             break
+    return 0
+
+
+CLI_ADMIN = "citewise-cli"
+"""Who creates and revokes credentials from the command line: the home's owner, as the tenant's admin."""
+
+
+def _cli_admin(args: argparse.Namespace) -> Caller:
+    return Caller(tenant_id=validate_tenant_id(args.tenant), user_id=CLI_ADMIN, groups=(ADMIN_GROUP,))
+
+
+def _credential_create(args: argparse.Namespace, services: Services) -> int:
+    request = CredentialRequest(name=args.name or args.user, user=args.user, scope=CredentialScope(args.scope))
+    issued = create_credential(
+        services.credentials, services.credential_issuer, _cli_admin(args), request, datetime.now(UTC)
+    )
+    if args.json:
+        print(issued.model_dump_json(indent=2))
+        return 0
+    credential = issued.credential
+    print(
+        escape_terminal_controls(
+            f"credential {credential.credential_id} of {credential.tenant_id}, user {credential.user_id}, "
+            f"scope {credential.scope.value}\n"
+            f"secret (shown once): {issued.client_secret}\n"
+            f"token: POST {issued.token_url} (client credentials, scope {issued.scope}); "
+            "call the routes under /m2m/ with it"
+        )
+    )
+    return 0
+
+
+def _credential_list(args: argparse.Namespace, services: Services) -> int:
+    credentials = services.credentials.tenant_credentials(validate_tenant_id(args.tenant))
+    if args.json:
+        print(json.dumps([json.loads(credential.model_dump_json()) for credential in credentials], indent=2))
+        return 0
+    for credential in credentials:
+        state = f"revoked {credential.revoked_at:%Y-%m-%d %H:%M}" if credential.revoked_at else "active"
+        line = f"{credential.credential_id}  {credential.user_id}  {credential.scope.value}  {state}  {credential.name}"
+        print(escape_terminal_controls(line))
+    return 0
+
+
+def _credential_revoke(args: argparse.Namespace, services: Services) -> int:
+    tenant_id = validate_tenant_id(args.tenant)
+    credential = withdraw_credential(
+        services.credentials, services.credential_issuer, tenant_id, args.credential_id, datetime.now(UTC), CLI_ADMIN
+    )
+    shown = credential.model_dump_json(indent=2) if args.json else f"revoked {credential.credential_id}"
+    print(escape_terminal_controls(shown))
     return 0
 
 

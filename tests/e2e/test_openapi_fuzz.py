@@ -50,6 +50,7 @@ UPLOAD_SIZE = 1024
 """The size the upload hook below gives its variants: well under the limit, so they can succeed."""
 DOC_ID = re.compile(r"^[0-9a-f]{32}$")
 TENANT_ID = re.compile(TENANT_ID_PATTERN)
+CREDENTIAL_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -79,6 +80,7 @@ class Corpus:
     operator: str = ""
     tenant_cursor: str = ""
     audit_cursor: str = ""
+    credentials: list[str] = field(default_factory=list)
 
 
 CORPUS = Corpus()
@@ -90,12 +92,21 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     """Random 32-hex ids almost never name a document, so reads and deletes would only ever see 404.
 
     A valid generated id is swapped, some of the time, for one of the tenant's documents (deletes get their
-    own, so reads keep finding theirs). Invalid ids are left alone: they are what a negative case tests."""
+    own, so reads keep finding theirs), or of its credentials (revoking one again answers it again; the
+    operator's route gets the fuzzing tenant's id with it). A valid tenant id in an operator's path is
+    swapped the same way for the fuzzing tenant's, which has records (usage, an audit trail,
+    credentials). Invalid ids are left alone: they are what a negative case tests."""
+    doc_id = (path_parameters or {}).get("id")
+    if context.operation is not None and "/credentials/" in context.operation.path:
+        if path_parameters is None or not isinstance(doc_id, str) or not CREDENTIAL_ID.match(doc_id):
+            return st.just(path_parameters)
+        owned = {"tenant_id": CORPUS.tenant} if "tenant_id" in path_parameters else {}
+        return st.sampled_from([{}, *({"id": chosen, **owned} for chosen in CORPUS.credentials)]).map(
+            lambda chosen: {**path_parameters, **chosen}
+        )
     tenant_id = (path_parameters or {}).get("tenant_id")
     if path_parameters is not None and isinstance(tenant_id, str) and TENANT_ID.match(tenant_id):
-        # The same for a tenant whose audit trail the operator exports: the fuzzing tenant has records.
         return st.sampled_from([tenant_id, CORPUS.tenant]).map(lambda chosen: {**path_parameters, "tenant_id": chosen})
-    doc_id = (path_parameters or {}).get("id")
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
     deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
@@ -180,9 +191,15 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
     trail = api.request("GET", f"/v1/admin/tenants/{tenant}/audit?limit=1", token=CORPUS.operator).json()
     CORPUS.audit_cursor = trail["next_cursor"]
+    CORPUS.credentials = [
+        api.request("POST", "/v1/credentials", token=token, json_body={"name": "fuzz", "user": f"fuzz-{n}"}).json()[
+            "credential"
+        ]["credential_id"]
+        for n in range(2)
+    ]
     yield CORPUS
     CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", "", [], [], ""
-    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor = "", "", ""
+    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor, CORPUS.credentials = "", "", "", []
 
 
 @dataclass
@@ -266,6 +283,7 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
     "/v1/query": {"query": "When do releases ship?"},
     "/v1/search": {"query": "releases"},
     "/v1/uploads": {"filename": "a.md", "content_type": "text/markdown", "size": 10},
+    "/v1/credentials": {"name": "agent", "user": "agent"},
 }
 
 

@@ -126,7 +126,11 @@ def test_outputs_for_the_deploy_walkthrough(dev: Synth, serverless_iam: Synth) -
         Outputs.DASHBOARD_NAME,
         Outputs.AUDIT_LOG_GROUP,
     }
-    assert set(dev.template["Outputs"]) == common | {Outputs.USER_POOL_ID, Outputs.USER_POOL_CLIENT_ID}
+    assert set(dev.template["Outputs"]) == common | {
+        Outputs.USER_POOL_ID,
+        Outputs.USER_POOL_CLIENT_ID,
+        Outputs.CREDENTIAL_TOKEN_URL,
+    }
     assert set(serverless_iam.template["Outputs"]) == common  # no user pool in IAM mode
 
 

@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import operator_scope
-from citewise.api.routes import ROUTES
+from citewise.api.routes import MACHINE_PREFIX, ROUTES
 from citewise.domain.errors import CitewiseError, NotFoundError
 from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.ports.audit import OK, AuditPage, AuditQuery
@@ -51,8 +51,14 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("GET", "/v1/admin/usage"): "admin.usage.list",
     ("GET", "/v1/admin/tenants/{tenant_id}/usage"): "admin.usage.get",
     ("GET", EXPORT_PATH): "admin.audit.export",
+    ("POST", "/v1/credentials"): "credential.create",
+    ("GET", "/v1/credentials"): "credential.list",
+    ("DELETE", "/v1/credentials/{id}"): "credential.revoke",
+    ("GET", "/v1/admin/tenants/{tenant_id}/credentials"): "admin.credentials.list",
+    ("DELETE", "/v1/admin/tenants/{tenant_id}/credentials/{id}"): "admin.credentials.revoke",
 }
-"""The action each REST route is recorded as; a route missing here is recorded as `METHOD /path`."""
+"""The action each REST route is recorded as (a program's twin under `/m2m` as its route); a route missing
+here is recorded as `METHOD /path`."""
 
 _AUDITED = frozenset((route.method, route.path) for route in ROUTES if route.authenticated and route.function != "mcp")
 
@@ -91,12 +97,12 @@ def record_request(
     if (method, resource) not in _AUDITED or not services.auditor.enabled:
         return
     proxy = APIGatewayProxyEvent(event)
-    tenant_id, user_id, operator = _identity(proxy, settings)
+    tenant_id, user_id, operator = _identity(proxy, settings, services)
     path_id = (event.get("pathParameters") or {}).get("id")
     services.auditor.record(
         request_id=str(proxy.request_context.request_id or ""),
         channel="rest",
-        action=ACTIONS.get((method, resource), f"{method} {resource}"),
+        action=ACTIONS.get((method, resource.removeprefix(MACHINE_PREFIX)), f"{method} {resource}"),
         tenant_id=entry.tenant_id if operator and entry.tenant_id else tenant_id,
         user_id=user_id,
         operator=operator,
@@ -106,13 +112,15 @@ def record_request(
     )
 
 
-def _identity(event: APIGatewayProxyEvent, settings: ApiSettings) -> tuple[str | None, str | None, bool]:
+def _identity(
+    event: APIGatewayProxyEvent, settings: ApiSettings, services: Services
+) -> tuple[str | None, str | None, bool]:
     """(tenant, user, is the operator) of the request's identity; (None, None, False) if it has none.
 
     A claim that is no valid id fails its model (a pydantic ValueError), not only the identity's rules
     (a CitewiseError): either way the request was refused already, and its record says so."""
     try:
-        caller = caller_from_event(event, settings)
+        caller = caller_from_event(event, settings, services.credential_lookup)
         return caller.tenant_id, caller.user_id, False
     except (CitewiseError, ValueError):
         pass

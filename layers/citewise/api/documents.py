@@ -12,6 +12,7 @@ from citewise import __version__
 from citewise.api.admin import add_admin_routes
 from citewise.api.app import SECURED, responses
 from citewise.api.audit import note
+from citewise.api.credentials import add_credential_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
 from citewise.api.tenant_settings import add_settings_routes
@@ -101,9 +102,10 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
 
 
 def add_document_routes(app: APIGatewayRestResolver) -> None:
-    """Register the documents function's routes on `app` (the tenant's settings and the operator's
-    routes included)."""
+    """Register the documents function's routes on `app` (the tenant's settings, its credentials and the
+    operator's routes included)."""
     add_settings_routes(app)
+    add_credential_routes(app)
     add_usage_routes(app)
     add_admin_routes(app)
 

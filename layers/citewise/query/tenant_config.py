@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from citewise.domain.access import require_admin
+from citewise.domain.access import require_admin, require_write
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import Caller
 from citewise.domain.tenant_settings import TenantSettings
@@ -69,6 +69,7 @@ def save_tenant_settings(
     registry: DocumentRegistry, caller: Caller, settings: TenantSettings, now: datetime
 ) -> TenantSettings:
     """Replace the tenant's settings, stamped with who saved them and when; admins only (ForbiddenError)."""
+    require_write(caller)
     require_admin(caller, "change its settings")
     stamped = settings.model_copy(update={"updated_at": now, "updated_by": caller.user_id})
     registry.put_tenant_settings(caller.tenant_id, stamped)

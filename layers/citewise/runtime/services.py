@@ -27,6 +27,7 @@ from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.audit import AuditLog, Auditor
+from citewise.ports.credentials import CredentialIssuer, CredentialStore
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
     from citewise.query.retrieval import Retriever
+    from citewise.runtime.identity import CredentialCache
 
 BACKENDS_GROUP = "citewise.backends"
 EMBEDDERS_GROUP = "citewise.embedders"
@@ -69,6 +71,10 @@ class Backend(Protocol):
     def audit_key(self) -> bytes:
         """The key of the questions' hashes when the settings give none (`citewise.ports.audit`)."""
         ...
+
+    def credentials(self) -> CredentialStore: ...
+
+    def credential_issuer(self) -> CredentialIssuer: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -120,6 +126,23 @@ class Services:
     @cached_property
     def usage(self) -> UsageMeter:
         return self._backend.usage()
+
+    @cached_property
+    def credentials(self) -> CredentialStore:
+        return self._backend.credentials()
+
+    @cached_property
+    def credential_issuer(self) -> CredentialIssuer:
+        return self._backend.credential_issuer()
+
+    @cached_property
+    def credential_lookup(self) -> CredentialCache:
+        """A credential's record by id, kept `credential_cache_ttl` seconds (`citewise.runtime.identity`)."""
+        from citewise.runtime.identity import CredentialCache
+
+        return CredentialCache(
+            lambda credential_id: self.credentials.credential(credential_id), ttl=self.settings.credential_cache_ttl
+        )
 
     @cached_property
     def meter(self) -> Meter:
@@ -237,6 +260,8 @@ _ADAPTERS = frozenset(
         "ingestor",
         "retriever",
         "synthesizer",
+        "credentials",
+        "credential_issuer",
     }
 )
 
@@ -450,6 +475,32 @@ class AwsBackend:
     def audit_key(self) -> bytes:
         # The settings refuse a trail without its key on AWS: this is never reached there.
         raise ValidationError("CITEWISE_AUDIT_LOG_GROUP needs CITEWISE_AUDIT_HASH_KEY")
+
+    def credentials(self) -> CredentialStore:
+        from citewise.aws import clients as aws
+        from citewise.aws.dynamodb_credentials import DynamoCredentials
+
+        settings = self._settings
+        return DynamoCredentials(
+            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+        )
+
+    def credential_issuer(self) -> CredentialIssuer:
+        from citewise.aws import clients as aws
+        from citewise.aws.cognito_credentials import CognitoIssuer
+
+        settings = self._settings
+        if settings.user_pool_id is None or settings.credential_token_url is None:
+            raise ValidationError(
+                "credentials need a Cognito user pool: this function has no CITEWISE_USER_POOL_ID and "
+                "CITEWISE_CREDENTIAL_TOKEN_URL (an IAM-mode stack maps IAM roles to tenants instead)"
+            )
+        return CognitoIssuer(
+            settings.user_pool_id,
+            token_url=settings.credential_token_url,
+            token_minutes=settings.credential_token_minutes,
+            client=aws.client("cognito-idp", region=settings.aws_region),
+        )
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

@@ -218,6 +218,29 @@ class Settings(BaseSettings):
         '"per_million": {"generation_output_tokens": 0.24}}`): usage reports estimate each tenant\'s cost '
         "from it; none: no estimate. docs/operations.md, Cost.",
     )
+    # --- credentials for agents and services (docs/operations.md) -----------------------------------
+    credential_cache_ttl: float = Field(
+        default=60.0,
+        ge=0,
+        le=300,
+        description="Seconds a function keeps a credential's record: a revoked credential is refused within this time.",
+    )
+    credential_token_minutes: int = Field(
+        default=60,
+        ge=5,
+        le=1440,
+        description="Lifetime of a credential's access tokens, in minutes (Cognito's bounds: 5 minutes to a day).",
+    )
+    user_pool_id: str | None = Field(
+        default=None,
+        pattern=r"^[\w-]+_[0-9a-zA-Z]+$",
+        description="AWS: the Cognito user pool whose app clients are the credentials (the documents function).",
+    )
+    credential_token_url: str | None = Field(
+        default=None,
+        description="AWS: the user pool domain's token endpoint (`https://<domain>/oauth2/token`); locally "
+        "`citewise serve`'s own (`<public_url>/oauth2/token`).",
+    )
 
     @field_validator("public_url")
     @classmethod
