@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from tests.integration.handlers.cognito import UserPool
+from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims, s3_notification
 from tests.integration.handlers.test_audit import trail
 from tests.integration.handlers.test_usage import usage_today
-from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims, s3_notification
 
 pytestmark = pytest.mark.parametrize("stack", ["local", "aws-double"], indirect=True)
 
