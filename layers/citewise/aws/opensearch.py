@@ -68,6 +68,7 @@ from citewise.domain import deadline
 from citewise.domain.access import may_read
 from citewise.domain.errors import CitewiseError, SearchBackendError, ThrottledError, ValidationError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.index import ScoredChunk
 from citewise.ports.sweeps import StaleSweep, SweepScheduler
 
@@ -200,6 +201,25 @@ class OpenSearchIndex:
         ids = list(self._chunk_ids(sweep.tenant_id, sweep.doc_id, before_generation=sweep.before))
         deleted = self._bulk(q.delete_actions(ids), ids, visible=True)
         return len(deleted)
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete up to `limit` of the tenant's entries found by one search (by `_id`, which Serverless
+        allows). On a domain the delete waits for the refresh, so the next step finds the others; on
+        Serverless entries deleted less than a refresh window ago may be found again and count nothing
+        (deleting a missing entry is no error), so a step may answer 0 while `count_tenant` still sees
+        some: the erasure job then waits and tries again (`citewise.ports.erasure`)."""
+        hits = self._search(q.tenant_entries_query(tenant_id, limit), "list a tenant's entries")
+        with _malformed("list a tenant's entries"):
+            ids = [str(hit["_id"]) for hit in hits]
+        return len(self._bulk(q.delete_actions(ids), ids, visible=True))
+
+    def count_tenant(self, tenant_id: str) -> int:
+        with _translated("count a tenant's entries"):
+            answer = self._client.search(
+                index=self._index, body=q.tenant_count_query(tenant_id), **self._budget("count a tenant's entries")
+            )
+        with _malformed("count a tenant's entries"):
+            return int(answer["hits"]["total"]["value"])
 
     def _sweep_later(self, tenant_id: str, doc_id: str, generation: str) -> None:
         """On Serverless, have the sweep run again once the refresh window has passed (module doc)."""

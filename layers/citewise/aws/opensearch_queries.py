@@ -512,6 +512,23 @@ def document_chunks_query(
     return body
 
 
+def tenant_entries_query(tenant_id: str, size: int) -> Body:
+    """Up to `size` entries (chunks and staged vectors, ids only) of the tenant, in any order: what one
+    step of an erasure deletes. No paging: the step deletes them, so the next step's search finds others."""
+    return {
+        "size": size,
+        "_source": False,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}},
+    }
+
+
+def tenant_count_query(tenant_id: str) -> Body:
+    """The exact number of the tenant's entries (`hits.total`), no hit returned: an erasure's proof. A
+    search, not `_count`, so Serverless and a domain answer it alike."""
+    return {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}}}
+
+
 def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
     """One stored vector per content hash among the tenant's chunks and staged vectors (collapsed on
     the hash): a chunk's in `vector`, a staged one's in `chunk.staged_vector`."""
