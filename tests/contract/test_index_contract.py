@@ -1173,3 +1173,33 @@ def test_the_double_refuses_oversized_bulks_and_serverless_refresh(double: Doubl
             client.bulk(body=line, index="chunks", refresh="true")
     else:
         assert client.bulk(body=line, index="chunks", refresh="true")["errors"] is False
+
+
+# --- erasing a tenant (`citewise.ports.erasure`) -------------------------------------------------------
+
+
+def test_erase_tenant_removes_every_entry_of_the_tenant_only(index: VectorIndex) -> None:
+    # Given three tenants whose ids share a prefix, each with 2 documents of 3 chunks and 2 staged vectors
+    tenants = ("acme", "acme-eu", "acme2")
+    for tenant_id in tenants:
+        for doc in ("d1", "d2"):
+            put(index, *(make_chunk(tenant_id, doc, n, f"walnut bread {doc} {n}") for n in range(3)))
+        index.stage_vectors(tenant_id, "d3", {"h1": EMBEDDER.embed_query("a"), "h2": EMBEDDER.embed_query("b")})
+    assert index.count_tenant("acme") == 8
+    # When acme is erased in steps of 3
+    steps = []
+    while step := index.erase_tenant("acme", limit=3):
+        steps.append(step)
+        assert step <= 3 and len(steps) < 20
+    # Then all 8 entries went, nothing of acme is found, and the other tenants keep all of theirs
+    assert sum(steps) == 8
+    assert index.count_tenant("acme") == 0
+    assert keyword(index, ALICE, "walnut") == []
+    assert index.vectors_by_hash("acme", ["h1", "h2"]) == {}
+    for tenant_id in tenants[1:]:
+        caller = Caller(tenant_id=tenant_id, user_id="alice")
+        assert index.count_tenant(tenant_id) == 8
+        assert len(keyword(index, caller, "walnut")) == 6
+        assert set(index.vectors_by_hash(tenant_id, ["h1", "h2"])) == {"h1", "h2"}
+    # And erasing an empty tenant deletes nothing
+    assert index.erase_tenant("acme") == 0 and index.count_tenant("nobody") == 0

@@ -64,6 +64,7 @@ from citewise.ports.blobstore import (
 )
 
 MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
+MAX_DELETE_KEYS = 1000  # S3's limit on the keys (versions) of one DeleteObjects
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
 
 
