@@ -19,6 +19,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from citewise.aws.dynamodb import SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
+from citewise.aws.dynamodb_erasure import STATUS_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
@@ -224,14 +225,15 @@ class Storage(Construct):
         )
 
     def grant_read_tenant_settings(self, role: iam.IRole) -> None:
-        """GetItem of the registry table returning only the tenants' settings attribute (and the keys): a
-        document item's attributes stay unreadable (`dynamodb:Attributes`, `dynamodb:Select`)."""
+        """GetItem of the registry table returning only the tenants' settings attribute, the status of an
+        erasure record (`citewise.aws.dynamodb_erasure`: every request checks it) and the keys: a document
+        item's attributes stay unreadable (`dynamodb:Attributes`, `dynamodb:Select`)."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem"],
                 resources=[self.table.table_arn],
                 conditions={
-                    "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), SETTINGS_ATTRIBUTE]},
+                    "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), SETTINGS_ATTRIBUTE, STATUS_ATTRIBUTE]},
                     "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
                 },
             )

@@ -18,6 +18,7 @@ from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from citewise_local.blobstore import LocalBlobStore
+    from citewise_local.erasure import LocalErasureLog
     from citewise_local.index import LocalIndex
     from citewise_local.registry import LocalRegistry
     from citewise_local.usage import LocalUsage
@@ -57,10 +58,32 @@ class LocalBackend:
         self._closers.append(usage.close)
         return usage
 
+    def erasures(self) -> LocalErasureLog:
+        from citewise_local.erasure import LocalErasureLog
+
+        log = LocalErasureLog(self._settings.home_dir / "erasures.db")
+        self._closers.append(log.close)
+        return log
+
+    def erasure_queue(self, run: Callable[[str], object]) -> InlineErasureQueue:
+        return InlineErasureQueue(run)
+
     def close(self) -> None:
-        """Close the index, registry and usage databases built so far."""
+        """Close the index, registry, usage and erasure databases built so far."""
         for close in self._closers:
             close()
+
+
+class InlineErasureQueue:
+    """The local `ErasureQueue`: no queue and no erasure function, so the job runs in place, to the end
+    (a local tenant takes seconds). A run cut short (the process killed) leaves the record ERASING, and
+    `citewise tenant erase T` continues it."""
+
+    def __init__(self, run: Callable[[str], object]) -> None:
+        self._run = run
+
+    def send(self, tenant_id: str, *, delay_seconds: int = 0) -> None:
+        self._run(tenant_id)
 
 
 def local_blob_store(settings: Settings) -> LocalBlobStore:

@@ -17,16 +17,28 @@ library never imports that package, the Lambda layer does not contain it, and on
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from functools import cached_property
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, cast
 
+from citewise.domain import deadline
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.embedder import Embedder
+from citewise.ports.erasure import (
+    Erasure,
+    ErasureLog,
+    ErasureQueue,
+    TenantErasingError,
+    TenantStore,
+    check_not_erasing,
+    erased_stores,
+    run_erasure,
+)
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.reranker import Reranker
@@ -43,6 +55,7 @@ if TYPE_CHECKING:
     from citewise.ports.blobstore import BlobStore
     from citewise.query.retrieval import Retriever
 
+logger = logging.getLogger(__name__)
 BACKENDS_GROUP = "citewise.backends"
 EMBEDDERS_GROUP = "citewise.embedders"
 SYNTHESIZERS_GROUP = "citewise.synthesizers"
@@ -62,6 +75,13 @@ class Backend(Protocol):
     def blobs(self) -> BlobStore: ...
 
     def usage(self) -> UsageMeter: ...
+
+    def erasures(self) -> ErasureLog: ...
+
+    def erasure_queue(self, run: Callable[[str], object]) -> ErasureQueue:
+        """Where a started erasure goes to run; `run(tenant_id)` runs it here and now (a backend without
+        a queue calls it in place)."""
+        ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -113,6 +133,42 @@ class Services:
     @cached_property
     def usage(self) -> UsageMeter:
         return self._backend.usage()
+
+    @cached_property
+    def erasures(self) -> ErasureLog:
+        return self._backend.erasures()
+
+    @cached_property
+    def erasure_queue(self) -> ErasureQueue:
+        return self._backend.erasure_queue(self.run_erasure)
+
+    def erased_stores(self) -> dict[str, TenantStore]:
+        """The stores an erasure empties (`citewise.ports.erasure.erased_stores`)."""
+        return erased_stores(registry=self.registry, index=self.index, blobs=self.blobs)
+
+    def run_erasure(self, tenant_id: str) -> Erasure:
+        """Continue the tenant's erasure within the invocation's time budget (unbounded outside one)."""
+        return run_erasure(
+            self.erasures, tenant_id, self.erased_stores(), {"usage": self.usage}, time_left=deadline.remaining
+        )
+
+    def check_not_erasing(self, tenant_id: str) -> None:
+        """Refuse the tenant's request while its erasure runs (TenantErasingError): one point read of its
+        erasure record. Skipped where the function has no registry table (the record lives there).
+
+        A record that cannot be read lets the request through (logged): the refusal spares the tenant's
+        users a half-erased view and keeps uploads out of the way, but what proves the erasure is the
+        job's final count, which finds anything written meanwhile and erases it too. Failing every
+        request of every tenant whenever the read fails would turn a hiccup into an outage.
+        """
+        if self.settings.backend == "aws" and not self.settings.registry_table:
+            return
+        try:
+            check_not_erasing(self.erasures, tenant_id)
+        except TenantErasingError:
+            raise
+        except Exception:  # noqa: BLE001 - see the docstring
+            logger.warning("could not read the erasure record of tenant %s", tenant_id, exc_info=True)
 
     @cached_property
     def meter(self) -> Meter:
@@ -199,7 +255,19 @@ class Services:
 
 
 _ADAPTERS = frozenset(
-    {"embedder", "index", "registry", "blobs", "usage", "meter", "ingestor", "retriever", "synthesizer"}
+    {
+        "embedder",
+        "index",
+        "registry",
+        "blobs",
+        "usage",
+        "erasures",
+        "erasure_queue",
+        "meter",
+        "ingestor",
+        "retriever",
+        "synthesizer",
+    }
 )
 
 
@@ -389,6 +457,25 @@ class AwsBackend:
         # write, so a slow table may cost an answer at most a few seconds (the Meter logs the failure).
         client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
         return DynamoUsage(_required(settings.registry_table), client=client)
+
+    def erasures(self) -> ErasureLog:
+        from citewise.aws import clients as aws
+        from citewise.aws.dynamodb_erasure import DynamoErasureLog
+
+        settings = self._settings
+        return DynamoErasureLog(
+            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+        )
+
+    def erasure_queue(self, run: Callable[[str], object]) -> ErasureQueue:
+        """The erasure function's queue (`citewise.aws.sqs_erasure`): the job outlives one invocation."""
+        from citewise.aws import clients as aws
+        from citewise.aws.sqs_erasure import SqsErasureQueue
+
+        settings = self._settings
+        return SqsErasureQueue(
+            _required(settings.erasure_queue_url), client=aws.client("sqs", region=settings.aws_region)
+        )
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

@@ -172,6 +172,11 @@ class Settings(BaseSettings):
     )
     registry_table: str | None = None
     documents_bucket: str | None = None
+    erasure_queue_url: str | None = Field(
+        default=None,
+        description="AWS: the erasure function's queue, where an operator's erasure starts and each run of the "
+        "job re-queues the rest (`citewise.aws.sqs_erasure`).",
+    )
     embedding_dimension: int = Field(default=1024, description="Titan v2: 256, 512 or 1024.")
     generation_model_id: str = "amazon.nova-lite-v1:0"
     generation_max_tokens: int = Field(default=1024, ge=1, le=8192)
@@ -363,6 +368,17 @@ class McpSettings(ApiSettings):
 
 class IngestSettings(Settings):
     """The ingest function: the bucket it reads, the registry, the index and the embedder."""
+
+
+class ErasureSettings(Settings):
+    """The erasure function: every store an erasure empties (registry, bucket, index) and its own queue."""
+
+    aws_requires: ClassVar[tuple[str, ...]] = (
+        "opensearch_endpoint",
+        "registry_table",
+        "documents_bucket",
+        "erasure_queue_url",
+    )
 
 
 class BootstrapSettings(Settings):
