@@ -49,7 +49,6 @@ from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Frozen, Visibility
 from citewise.domain.objects import SourceObject
 from citewise.domain.tenancy import validate_document_name, validate_path, validate_tenant_id
-from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
     META_HEADER_PREFIX,
@@ -63,6 +62,7 @@ from citewise.ports.blobstore import (
     upload_headers,
     validate_content_type,
 )
+from citewise.ports.erasure import ERASE_BATCH
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 UPLOAD_ROUTE = "/local-upload/"

@@ -269,14 +269,15 @@ def test_the_operators_route_is_the_documents_functions_behind_the_same_authoriz
     dev: Synth, serverless_iam: Synth
 ) -> None:
     # The function, not the authorizer, tells the operator from a tenant's user (both hold the pool's tokens)
-    (route,) = [r for r in ROUTES if r.path.startswith("/v1/admin/")]
-    assert (route.method, route.path, route.function, route.authenticated) == (
-        "GET",
-        "/v1/admin/tenants",
-        "documents",
-        True,
-    )
+    admin = [r for r in ROUTES if r.path.startswith("/v1/admin/")]
+    assert {(r.method, r.path) for r in admin} == {
+        ("GET", "/v1/admin/tenants"),
+        ("POST", "/v1/admin/tenants/{tenant_id}/erasure"),
+        ("GET", "/v1/admin/tenants/{tenant_id}/erasure"),
+    }
     (authorizer_id,) = dev.of_type("AWS::ApiGateway::Authorizer")
-    method = routed_methods(dev)[("GET", "/v1/admin/tenants")]
-    assert (method["AuthorizationType"], method["AuthorizerId"]) == ("COGNITO_USER_POOLS", {"Ref": authorizer_id})
-    assert routed_methods(serverless_iam)[("GET", "/v1/admin/tenants")]["AuthorizationType"] == "AWS_IAM"
+    for route in admin:
+        assert (route.function, route.authenticated) == ("documents", True)
+        method = routed_methods(dev)[(route.method, route.path)]
+        assert (method["AuthorizationType"], method["AuthorizerId"]) == ("COGNITO_USER_POOLS", {"Ref": authorizer_id})
+        assert routed_methods(serverless_iam)[(route.method, route.path)]["AuthorizationType"] == "AWS_IAM"

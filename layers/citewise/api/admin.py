@@ -20,7 +20,6 @@ from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from citewise.ports.erasure import Erasure, start_erasure
 from citewise.ports.registry import TenantPage
 
-
 TenantId = Annotated[
     str, Path(pattern=TENANT_ID_PATTERN, max_length=64, description="The tenant id, as `listTenants` gives it.")
 ]

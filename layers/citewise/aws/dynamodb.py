@@ -274,7 +274,8 @@ class DynamoRegistry:
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete up to `limit` items of the tenant's partition, its usage counters left to `DynamoUsage`;
         the catalogue item once the partition holds nothing else."""
-        keys = erasing.tenant_keys(self._client, partition_request(self.table_name, tenant_id), limit=limit, keep=_erasable)
+        request = partition_request(self.table_name, tenant_id)
+        keys = erasing.tenant_keys(self._client, request, limit=limit, keep=_erasable)
         if keys:
             return erasing.delete_keys(self._client, self.table_name, keys)
         response = self._call(

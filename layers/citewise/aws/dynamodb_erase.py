@@ -64,7 +64,7 @@ def delete_keys(client: Any, table_name: str, keys: Sequence[dict[str, Any]]) ->
             table_name: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + BATCH_WRITE_ITEMS]]
         }
         for attempt in range(_UNPROCESSED_ROUNDS):
-            response = call("BatchWriteItem", lambda: client.batch_write_item(RequestItems=pending))
+            response = call("BatchWriteItem", lambda items=pending: client.batch_write_item(RequestItems=items))
             pending = response.get("UnprocessedItems") or {}
             if not pending:
                 break

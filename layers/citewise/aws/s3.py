@@ -47,7 +47,6 @@ from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Visibility
 from citewise.domain.objects import SourceObject
 from citewise.domain.tenancy import validate_document_name, validate_tenant_id
-from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
     DEFAULT_PREFIX,
@@ -62,6 +61,7 @@ from citewise.ports.blobstore import (
     upload_headers,
     validate_content_type,
 )
+from citewise.ports.erasure import ERASE_BATCH
 
 MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
 MAX_DELETE_KEYS = 1000  # S3's limit on the keys (versions) of one DeleteObjects

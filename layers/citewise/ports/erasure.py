@@ -144,9 +144,7 @@ class ErasureQueue(Protocol):
         ...
 
 
-def erased_stores(
-    *, registry: TenantStore, index: TenantStore, blobs: TenantStore
-) -> dict[str, TenantStore]:
+def erased_stores(*, registry: TenantStore, index: TenantStore, blobs: TenantStore) -> dict[str, TenantStore]:
     """Every store an erasure empties, by the name its receipt shows, in the order they are emptied:
     the originals first (nothing new is ingested from them), then the index, the registry last (its
     catalogue item keeps the tenant known until the end). A later store joins here."""
@@ -175,9 +173,7 @@ def start_erasure(
     tenant is not `known` (no store has heard of it), ErasureInProgressError while one runs."""
     current = log.get(tenant_id)
     if current is not None and current.status is ErasureStatus.ERASING:
-        raise ErasureInProgressError(
-            "an erasure of this tenant is already running", details={"tenant_id": tenant_id}
-        )
+        raise ErasureInProgressError("an erasure of this tenant is already running", details={"tenant_id": tenant_id})
     if not known:
         raise NotFoundError("no tenant by that id", details={"tenant_id": tenant_id})
     erasure = Erasure(

@@ -43,7 +43,8 @@ def erasure_handler(services: Services | None = None) -> LambdaHandler:
             metrics.add_metric(name="TenantsErased", unit=MetricUnit.Count, value=1)
             return
         left = deadline.remaining()
-        wired.erasure_queue.send(tenant_id, delay_seconds=0 if left is not None and left < MIN_RUN_SECONDS else RETRY_SECONDS)
+        out_of_time = left is not None and left < MIN_RUN_SECONDS
+        wired.erasure_queue.send(tenant_id, delay_seconds=0 if out_of_time else RETRY_SECONDS)
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics(capture_cold_start_metric=True)
@@ -51,7 +52,9 @@ def erasure_handler(services: Services | None = None) -> LambdaHandler:
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         with deadline.budget(context.get_remaining_time_in_millis()):
             return dict(
-                process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+                process_partial_response(
+                    event=event, record_handler=record_handler, processor=processor, context=context
+                )
             )
 
     return cast(LambdaHandler, lambda_handler)
