@@ -67,15 +67,19 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
         tags=["admin"],
         security=SECURED,
         status_code=202,
-        responses=responses(400, 401, 403, 404, 409, 429, 502, success=202, described="Started."),
+        responses={
+            **responses(400, 401, 403, 404, 409, 429, 502, success=202),
+            202: {"description": "Started.", "content": {"application/json": {"model": Erasure}}},
+        },
     )
-    def erase_tenant(tenant_id: TenantId) -> Response[Erasure]:
+    def erase_tenant(tenant_id: TenantId) -> Response[str]:
         services, operator = operator_scope(app)
-        start_erasure(
+        started = start_erasure(
             services.erasures, tenant_id, operator=operator.user_id, known=services.registry.has_tenant(tenant_id)
         )
-        services.erasure_queue.send(tenant_id)
-        return Response(status_code=202, body=services.erasures.get(tenant_id))
+        services.erasure_queue.send(tenant_id)  # locally the job runs here, to the end
+        current = services.erasures.get(tenant_id) or started
+        return Response(status_code=202, content_type="application/json", body=current.model_dump_json())
 
     @app.get(
         "/v1/admin/tenants/<tenant_id>/erasure",

@@ -36,7 +36,12 @@ def erasure_handler(services: Services | None = None) -> LambdaHandler:
     def record_handler(record: SQSRecord) -> None:
         tenant_id = parse_erasure(record.body)
         logger.append_keys(tenant_id=tenant_id)
-        erasure = wired.run_erasure(tenant_id)
+        try:
+            erasure = wired.run_erasure(tenant_id)
+        except Exception as exc:  # BatchProcessor logs a failed record's exception at DEBUG only
+            logger.warning("erasure run failed, to be retried", extra={"error": repr(exc)})
+            metrics.add_metric(name="ErasureFailures", unit=MetricUnit.Count, value=1)
+            raise
         part = {part.store: part.deleted for part in erasure.stores}
         logger.info("erasure run", extra={"status": erasure.status.value, "steps": erasure.steps, "deleted": part})
         if erasure.status is ErasureStatus.ERASED:

@@ -149,7 +149,12 @@ class Services:
     def run_erasure(self, tenant_id: str) -> Erasure:
         """Continue the tenant's erasure within the invocation's time budget (unbounded outside one)."""
         return run_erasure(
-            self.erasures, tenant_id, self.erased_stores(), {"usage": self.usage}, time_left=deadline.remaining
+            self.erasures,
+            tenant_id,
+            self.erased_stores(),
+            {"usage": self.usage},
+            time_left=deadline.remaining,
+            limit=self.settings.erasure_batch,
         )
 
     def check_not_erasing(self, tenant_id: str) -> None:

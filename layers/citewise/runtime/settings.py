@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
 from citewise.domain.tenant_settings import known_time_zone
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.registry import TOMBSTONE_RETENTION
 from citewise.query.fusion import FusionMethod
 
@@ -172,6 +173,12 @@ class Settings(BaseSettings):
     )
     registry_table: str | None = None
     documents_bucket: str | None = None
+    erasure_batch: int = Field(
+        default=ERASE_BATCH,
+        ge=1,
+        le=1000,
+        description="Items one step of a tenant's erasure deletes from one store at most (S3 deletes 1000 at most).",
+    )
     erasure_queue_url: str | None = Field(
         default=None,
         description="AWS: the erasure function's queue, where an operator's erasure starts and each run of the "
