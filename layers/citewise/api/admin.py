@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import operator_scope
 from citewise.domain.errors import NotFoundError
-from citewise.domain.tenancy import TENANT_ID_PATTERN
+from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from citewise.ports.erasure import Erasure, start_erasure
 from citewise.ports.registry import TenantPage

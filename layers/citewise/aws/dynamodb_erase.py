@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -64,7 +65,7 @@ def delete_keys(client: Any, table_name: str, keys: Sequence[dict[str, Any]]) ->
             table_name: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + BATCH_WRITE_ITEMS]]
         }
         for attempt in range(_UNPROCESSED_ROUNDS):
-            response = call("BatchWriteItem", lambda items=pending: client.batch_write_item(RequestItems=items))
+            response = call("BatchWriteItem", partial(client.batch_write_item, RequestItems=pending))
             pending = response.get("UnprocessedItems") or {}
             if not pending:
                 break

@@ -47,7 +47,7 @@ class DynamoErasureLog:
 
     def erasing(self, tenant_id: str) -> bool:
         response = self._call("GetItem", lambda: self._client.get_item(**status_request(self.table_name, tenant_id)))
-        status = response.get("Item", {}).get(STATUS_ATTRIBUTE, {}).get("S")
+        status: object = response.get("Item", {}).get(STATUS_ATTRIBUTE, {}).get("S")
         return status == ErasureStatus.ERASING.value
 
     def start(self, erasure: Erasure) -> None:
