@@ -20,7 +20,15 @@ from citewise.domain import deadline
 from citewise.runtime import erasure_handler
 from citewise.runtime import services as services_module
 from tests.integration.handlers.conftest import ERASURE_QUEUE
-from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims, lambda_sqs_event
+from tests.integration.handlers.harness import (
+    BUCKET,
+    LambdaContext,
+    Stack,
+    api_event,
+    claims,
+    lambda_sqs_event,
+    s3_notification,
+)
 
 pytestmark = pytest.mark.parametrize("stack", ["local", "aws-double"], indirect=True)
 
@@ -91,6 +99,10 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
             LambdaContext(),
         )
         assert mcp["statusCode"] == 409 and "TENANT_ERASING" in mcp["body"]
+        # and an object written straight to the bucket meanwhile is not ingested (the erasure deletes it)
+        stack.put_object("tenants/acme/late.md", NOTE, owner="alice")
+        late = s3_notification("ObjectCreated:Put", "tenants/acme/late.md", size=len(NOTE))
+        assert stack.ingest(late) == {"batchItemFailures": []}
         # and a second erasure is refused while this one runs
         status, again = stack.api("POST", ERASURE.format("acme"), identity=OPERATOR)
         assert (status, again["error"]["code"]) == (409, "ERASURE_IN_PROGRESS")
@@ -124,6 +136,9 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
         assert parts[name]["deleted"] > 0 and parts[name]["remaining"] == 0, parts[name]
     assert parts["index"]["deleted"] == 2  # one chunk a note
     assert parts["usage"]["kept"] is True
+    if stack.kind == "aws":  # and nothing of acme is left in the bucket, the late object included
+        assert stack.s3.list_object_versions(Bucket=BUCKET, Prefix="tenants/acme/").get("Versions", []) == []
+        assert parts["blobs"]["deleted"] == 3
     # And acme's members find nothing and are served again; acme is no longer listed
     assert visible(stack, "acme") == (0, 0)
     status, listed = stack.api("GET", "/v1/admin/tenants", identity=OPERATOR)
