@@ -117,6 +117,7 @@ class OpenSearchIndex:
         self._max_bulk_bytes = max_bulk_bytes
         self._page_size = page_size
         self._dimension: int | None = None
+        self._erase_positions: dict[str, list[str]] = {}  # per tenant: where its erasure's pass is
 
     # --- the index -------------------------------------------------------------------------------
 
@@ -203,14 +204,21 @@ class OpenSearchIndex:
         return len(deleted)
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        """Delete up to `limit` of the tenant's entries found by one search (by `_id`, which Serverless
-        allows). On a domain the delete waits for the refresh, so the next step finds the others; on
-        Serverless entries deleted less than a refresh window ago may be found again and count nothing
-        (deleting a missing entry is no error), so a step may answer 0 while `count_tenant` still sees
-        some: the erasure job then waits and tries again (`citewise.ports.erasure`)."""
-        hits = self._search(q.tenant_entries_query(tenant_id, limit), "list a tenant's entries")
+        """Delete the next page of up to `limit` of the tenant's entries (by `_id`, which Serverless
+        allows). Successive calls page on through the tenant (the position is kept per tenant in this
+        adapter); at the end of a pass the next call starts again from the first entry, so it answers 0
+        only when a whole new page finds nothing it can delete. On Serverless entries deleted within the
+        refresh window are still found then and count nothing (deleting a missing entry is no error),
+        while `count_tenant` still sees them: the erasure job waits and tries again
+        (`citewise.ports.erasure`). On a domain each delete waits for the periodic refresh."""
+        after = self._erase_positions.pop(tenant_id, None)
+        hits = self._search(q.tenant_entries_query(tenant_id, limit, after), "list a tenant's entries")
+        if not hits and after is not None:  # the end of a pass: start another from the first entry
+            hits = self._search(q.tenant_entries_query(tenant_id, limit), "list a tenant's entries")
         with _malformed("list a tenant's entries"):
             ids = [str(hit["_id"]) for hit in hits]
+            if hits:
+                self._erase_positions[tenant_id] = [str(value) for value in hits[-1]["sort"]]
         return len(self._bulk(q.delete_actions(ids), ids, visible=True))
 
     def count_tenant(self, tenant_id: str) -> int:

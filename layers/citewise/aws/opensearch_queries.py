@@ -512,15 +512,24 @@ def document_chunks_query(
     return body
 
 
-def tenant_entries_query(tenant_id: str, size: int) -> Body:
-    """Up to `size` entries (chunks and staged vectors, ids only) of the tenant, in any order: what one
-    step of an erasure deletes. No paging: the step deletes them, so the next step's search finds others."""
-    return {
+_TENANT_ORDER = ["doc_id", "chunk_id", "generation"]
+
+
+def tenant_entries_query(tenant_id: str, size: int, search_after: list[str] | None = None) -> Body:
+    """One page of the tenant's entries (chunks and staged vectors, ids only), after `search_after`: what
+    one step of an erasure deletes. Sorted on (doc_id, chunk_id, generation), unique per entry, so a pass
+    pages through the tenant without meeting again what it deleted (a Serverless search still shows a
+    deleted entry for up to a refresh window)."""
+    body: Body = {
         "size": size,
         "_source": False,
         "track_total_hits": False,
         "query": {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}},
+        "sort": _TENANT_ORDER,
     }
+    if search_after is not None:
+        body["search_after"] = search_after
+    return body
 
 
 def tenant_count_query(tenant_id: str) -> Body:
