@@ -1,7 +1,7 @@
 """A tenant's erasure through the functions: the operator's route, the tenant's requests refused while it
 runs, the erasure function running the job over several invocations (re-queuing itself through SQS under
 moto), the receipt; on the local stack and on AWS (moto, the OpenSearch double), every AWS call held to
-its function's role.
+its function's role; on the real OpenSearch node too (`aws`, marked `opensearch`).
 
 Tenants `acme-eu` and `acme2`, whose ids share `acme`'s prefix, are proven untouched.
 """
@@ -30,7 +30,7 @@ from tests.integration.handlers.harness import (
     s3_notification,
 )
 
-pytestmark = pytest.mark.parametrize("stack", ["local", "aws-double"], indirect=True)
+pytestmark = pytest.mark.parametrize("stack", ["local", "aws", "aws-double"], indirect=True)
 
 OPERATOR = claims(None, "ops-1", groups="operators")
 NOTE = b"# Vault\n\nThe vault opens at nine.\n"
