@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from functools import cached_property
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from citewise.domain import deadline
 from citewise.domain.errors import ValidationError
@@ -442,14 +442,20 @@ class AwsBackend:
             replicas=settings.index_replicas,
         )
 
-    def registry(self) -> DocumentRegistry:
+    @cached_property
+    def _dynamodb(self) -> Any:
+        """One DynamoDB client for the registry and the erasure log (a client costs a cold start ~tens of ms)."""
         from citewise.aws import clients as aws
+
+        return aws.client("dynamodb", region=self._settings.aws_region)
+
+    def registry(self) -> DocumentRegistry:
         from citewise.aws.dynamodb import DynamoRegistry
 
         settings = self._settings
         return DynamoRegistry(
             _required(settings.registry_table),
-            client=aws.client("dynamodb", region=settings.aws_region),
+            client=self._dynamodb,
             tombstone_retention=timedelta(days=settings.tombstone_retention_days),
         )
 
@@ -464,13 +470,9 @@ class AwsBackend:
         return DynamoUsage(_required(settings.registry_table), client=client)
 
     def erasures(self) -> ErasureLog:
-        from citewise.aws import clients as aws
         from citewise.aws.dynamodb_erasure import DynamoErasureLog
 
-        settings = self._settings
-        return DynamoErasureLog(
-            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
-        )
+        return DynamoErasureLog(_required(self._settings.registry_table), client=self._dynamodb)
 
     def erasure_queue(self, run: Callable[[str], object]) -> ErasureQueue:
         """The erasure function's queue (`citewise.aws.sqs_erasure`): the job outlives one invocation."""
