@@ -5,7 +5,7 @@ The logic modules never choose adapters: they receive ports. This is the one pla
 `CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` (with `CITEWISE_GENERATION_FALLBACK`)
 to classes, importing each AWS adapter only when it is chosen so a Lambda loads no client it does not
 use. Each adapter is built on first use: a function builds only what its requests touch (the query
-function never creates a DynamoDB or S3 client), and a cold start pays for no client it does not need.
+function never creates an S3 client), and a cold start pays for no client it does not need.
 
 The library ships the AWS backend and the embedders and synthesizers Lambda runs. Any other backend,
 embedder or synthesizer (the local platform's folder, SQLite and MiniLM adapters, its OpenAI-compatible
