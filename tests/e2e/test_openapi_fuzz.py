@@ -36,6 +36,7 @@ from schemathesis.checks import (
 )
 
 from citewise.api.routes import ROUTES, Route
+from citewise.domain.models import TENANT_ID_PATTERN
 from citewise_local.server import MAX_REQUEST_LINE_BYTES
 from tests.e2e.helpers import Api, mint_operator, upload, wait_for_status
 
@@ -45,6 +46,7 @@ MAX_EXAMPLES = 30
 UPLOAD_SIZE = 1024
 """The size the upload hook below gives its variants: well under the limit, so they can succeed."""
 DOC_ID = re.compile(r"^[0-9a-f]{32}$")
+TENANT_ID = re.compile(TENANT_ID_PATTERN)
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -72,6 +74,10 @@ class Corpus:
     cursor: str = ""
     operator: str = ""
     tenant_cursor: str = ""
+    erasable: str = ""
+    """A tenant the operator's erasure cases may erase (the first one that names it does)."""
+    erased: str = ""
+    """A tenant erased before the cases run, whose receipt the reads find."""
 
 
 CORPUS = Corpus()
@@ -84,6 +90,12 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
 
     A valid generated id is swapped, some of the time, for one of the tenant's documents (deletes get their
     own, so reads keep finding theirs). Invalid ids are left alone: they are what a negative case tests."""
+    tenant_id = (path_parameters or {}).get("tenant_id")
+    if path_parameters is not None and isinstance(tenant_id, str) and TENANT_ID.match(tenant_id):
+        # Likewise a random tenant id names no tenant: some cases erase the corpus's tenant, or read its receipt
+        starting = context.operation is not None and context.operation.method.upper() == "POST"
+        chosen = CORPUS.erasable if starting else CORPUS.erased
+        return st.sampled_from([tenant_id, chosen]).map(lambda name: {**path_parameters, "tenant_id": name})
     doc_id = (path_parameters or {}).get("id")
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
@@ -144,9 +156,16 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.cursor = first_page["next_cursor"]
     CORPUS.operator = mint_operator(api, "fuzz-operator")
     CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
+    # Two tenants for the erasure operations: one to erase, one erased already (its receipt to read)
+    CORPUS.erasable, CORPUS.erased = (f"fuzz-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    for tenant in (CORPUS.erasable, CORPUS.erased):
+        member = api.token(tenant, "fuzzer")
+        assert wait_for_status(api, member, upload(api, member, "a.md", b"# A\n\nText.\n", "text/markdown"))
+    erased = api.request("POST", f"/v1/admin/tenants/{CORPUS.erased}/erasure", token=CORPUS.operator)
+    assert erased.status == 202, erased.body
     yield CORPUS
     CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", [], [], ""
-    CORPUS.operator, CORPUS.tenant_cursor = "", ""
+    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.erasable, CORPUS.erased = "", "", "", ""
 
 
 @dataclass
@@ -234,9 +253,11 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
 def test_authenticated_operations_refuse_a_missing_or_bad_token(
     api: Api, corpus: Corpus, route: Route, credentials: str
 ) -> None:
-    # Given a request that is valid in every way but its identity (and names a document that exists)
+    # Given a request that is valid in every way but its identity (and names a document, a tenant, that exists)
     operation = schema[route.path][route.method]
     parts: dict[str, Any] = {"path_parameters": {"id": corpus.kept[0]}} if "{id}" in route.path else {}
+    if "{tenant_id}" in route.path:
+        parts = {"path_parameters": {"tenant_id": corpus.erased}}
     if route.path in VALID_BODIES:
         parts |= {"body": VALID_BODIES[route.path], "media_type": "application/json"}
     case = operation.Case(**parts)
