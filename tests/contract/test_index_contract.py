@@ -1203,3 +1203,25 @@ def test_erase_tenant_removes_every_entry_of_the_tenant_only(index: VectorIndex)
         assert set(index.vectors_by_hash(tenant_id, ["h1", "h2"])) == {"h1", "h2"}
     # And erasing an empty tenant deletes nothing
     assert index.erase_tenant("acme") == 0 and index.count_tenant("nobody") == 0
+
+
+def test_a_serverless_erasure_pages_past_what_it_deleted_and_counts_true_after_the_refresh_window(
+    lagging: Lagging,
+) -> None:
+    # Given a tenant of 7 searchable chunks on a collection whose deletes become visible only after a window
+    for doc in ("d1", "d2"):
+        put(lagging.index, *(make_chunk("acme", doc, i, f"walnut {doc} {i}") for i in range(3 if doc == "d1" else 4)))
+    put(lagging.index, make_chunk("acme-eu", "d1", 0, "walnut neighbour"))
+    lagging.wait_for_refresh()
+    # When it is erased in steps of 2 within the window
+    steps = []
+    while step := lagging.index.erase_tenant("acme", limit=2):
+        steps.append(step)
+        assert len(steps) < 10
+    # Then each step deleted entries the earlier ones had not (the search still showed those): 7 in 4 steps
+    assert steps == [2, 2, 2, 1]
+    # And the count still sees the deleted entries until the window has passed, then none; acme-eu keeps its own
+    assert lagging.index.count_tenant("acme") == 7
+    lagging.wait_for_refresh()
+    assert lagging.index.count_tenant("acme") == 0
+    assert lagging.index.count_tenant("acme-eu") == 1

@@ -266,6 +266,7 @@ class DynamoRegistry:
             self._client.get_item,
             TableName=self.table_name,
             Key=_key(TENANTS_PARTITION, tenant_id),
+            ConsistentRead=True,  # an erasure's count must see its own delete of the item
             ProjectionExpression="#key",
             ExpressionAttributeNames={"#key": "doc_id"},
         )
