@@ -20,6 +20,7 @@ from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.ports.usage import PriceTable
 from citewise_infra.constants import (
     API_FUNCTION_MAX_TIMEOUT_S,
     API_FUNCTIONS,
@@ -270,6 +271,24 @@ class DataConfig(_Block):
         return logs.RetentionDays[LOG_RETENTION_DAYS[self.log_retention_days]]
 
 
+class AuditConfig(_Block):
+    """The audit trail (docs/operations.md, "Audit trail"): how long CloudWatch Logs keeps it."""
+
+    retention_days: int = 365
+
+    @field_validator("retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs keeps logs for one of {sorted(LOG_RETENTION_DAYS)} days")
+        return value
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        """`retention_days` as CDK's enum."""
+        return logs.RetentionDays[LOG_RETENTION_DAYS[self.retention_days]]
+
+
 class AlarmsConfig(_Block):
     """Alarm thresholds and who hears about them."""
 
@@ -309,8 +328,12 @@ class EnvironmentConfig(_Block):
     # A tenant's erasure runs in steps until 15 minutes are nearly spent, then re-queues itself.
     erasure: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=900)
     data: DataConfig = DataConfig()
+    audit: AuditConfig = AuditConfig()
     alarms: AlarmsConfig = AlarmsConfig()
     rerank: RerankConfig = RerankConfig()
+    prices: PriceTable | None = None
+    """What the environment's models cost per million units of each usage counter: the usage routes'
+    cost estimate (docs/operations.md, Cost, says where each default comes from); none: no estimate."""
 
     @model_validator(mode="after")
     def _reranker_is_offered(self) -> Self:

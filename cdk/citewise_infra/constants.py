@@ -54,6 +54,8 @@ METRICS_NAMESPACE: Final = "Citewise"
 
 # --- custom metrics (emitted by the handlers through Powertools, dimension `service`) -------------------
 INGEST_METRICS: Final = ("IngestFailures", "DocumentsIndexed", "ChunksIndexed")
+AUDIT_FAILURES: Final = "AuditWriteFailures"
+"""An audit record the API functions could not write (`citewise.runtime.services`)."""
 QUERY_METRICS: Final = ("QueryLatency", "RetrievalLatency", "SynthesisLatency", "InputTokens", "OutputTokens")
 
 # --- construct ids ---------------------------------------------------------------------------------------
@@ -65,6 +67,7 @@ API_ID: Final = "Api"
 INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
 ERASURE_ID: Final = "Erasure"
+AUDIT_ID: Final = "Audit"
 LAYER_ID: Final = "CitewiseLayer"
 
 INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"
@@ -87,6 +90,7 @@ class Outputs:
     ERASURE_QUEUE_URL: Final = "ErasureQueueUrl"
     ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
     DASHBOARD_NAME: Final = "DashboardName"
+    AUDIT_LOG_GROUP: Final = "AuditLogGroupName"
 
 
 def stack_name(environment: str) -> str:

@@ -8,9 +8,11 @@ from aws_cdk import CfnOutput, Environment, Stack, Tags
 from constructs import Construct
 
 from citewise_infra.api import Api
+from citewise_infra.audit import AuditTrail
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import (
     API_ID,
+    AUDIT_ID,
     ERASURE_ID,
     FUNCTIONS_ID,
     INDEX_BOOTSTRAP_ID,
@@ -48,7 +50,10 @@ class CitewiseStack(Stack):
         self.config = config
         self.storage = Storage(self, STORAGE_ID, config=config)
         self.search = build_search(self, SEARCH_ID, config=config, key=self.storage.key)
-        factory = FunctionsFactory(self, FUNCTIONS_ID, config=config, storage=self.storage, search=self.search)
+        self.audit = AuditTrail(self, AUDIT_ID, config=config)
+        factory = FunctionsFactory(
+            self, FUNCTIONS_ID, config=config, storage=self.storage, search=self.search, audit=self.audit
+        )
         self.functions = factory.functions
         self.layer = factory.layer
         # The bootstrap's permission outside its role (a Serverless data access policy), if any.
@@ -108,6 +113,7 @@ class CitewiseStack(Stack):
             Outputs.ERASURE_QUEUE_URL: self.erasure.queue.queue_url,
             Outputs.ALARM_TOPIC_ARN: self.observability.topic.topic_arn,
             Outputs.DASHBOARD_NAME: self.observability.dashboard.dashboard_name,
+            Outputs.AUDIT_LOG_GROUP: self.audit.log_group.log_group_name,
         }
         if self.api.user_pool is not None and self.api.user_pool_client is not None:
             values[Outputs.USER_POOL_ID] = self.api.user_pool.user_pool_id

@@ -17,6 +17,7 @@ from citewise.ports.synthesizer import Synthesizer
 from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
+    from citewise_local.audit import LocalAudit
     from citewise_local.blobstore import LocalBlobStore
     from citewise_local.erasure import LocalErasureLog
     from citewise_local.index import LocalIndex
@@ -67,6 +68,17 @@ class LocalBackend:
 
     def erasure_queue(self, run: Callable[[str], object]) -> InlineErasureQueue:
         return InlineErasureQueue(run)
+
+    def audit(self) -> LocalAudit:
+        from citewise_local.audit import AUDIT_FILE, LocalAudit
+
+        return LocalAudit(self._settings.home_dir / AUDIT_FILE)
+
+    def audit_key(self) -> bytes:
+        """The home's key for hashing questions, derived from its secret: stable across restarts."""
+        from citewise_local.auth import local_key
+
+        return local_key(self._settings.home_dir, "audit")
 
     def close(self) -> None:
         """Close the index, registry, usage and erasure databases built so far."""

@@ -45,8 +45,9 @@ from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
+from citewise.ports.audit import AuditQuery
 from citewise.ports.erasure import Erasure, ErasureStatus, start_erasure
-from citewise.ports.usage import month_to_date, usage_report
+from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
 from citewise.query.answering import answer_question
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
@@ -63,12 +64,14 @@ from citewise_local.render import (
     escape_terminal_controls,
     render_answer,
     render_answers,
+    render_audit_record,
     render_documents,
     render_erasure,
     render_evaluation,
     render_hits,
     render_routing,
     render_summary,
+    render_tenants_usage,
     render_usage,
 )
 from citewise_local.servelog import LOG_FORMATS
@@ -90,6 +93,8 @@ exit status:
      are files, so their errors are configuration)
   3  the answer model's endpoint failed or a backend throttled: worth retrying later"""
 DEFAULT_USER = "local"
+AUDIT_PAGE = 500
+"""Records `citewise audit` reads a page at a time."""
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "tcsh", "powershell")
 """The shells argcomplete writes a completion script for."""
 EVAL_TOP_K = 100
@@ -328,14 +333,41 @@ def _parser() -> argparse.ArgumentParser:
         "the tenant's usage per UTC day: documents, pages, chunks, tokens, queries (default: this month)",
         "citewise usage --tenant acme",
         "citewise usage --tenant acme --from 2026-11-01 --to 2026-11-30 --json",
+        "citewise usage --all-tenants   # the operator's view: every tenant's total and cost",
     )
     usage.add_argument("--from", dest="from_day", type=_day, metavar="DAY", help="first UTC day, YYYY-MM-DD")
     usage.add_argument(
         "--to", dest="to_day", type=_day, metavar="DAY", help="last UTC day, YYYY-MM-DD (default: today)"
     )
+    usage.add_argument(
+        "--all-tenants", action="store_true", help="every tenant's total over the range, one line each (no --tenant)"
+    )
     _identity(usage)
     _json_flag(usage, "the report")
     usage.set_defaults(run=_usage)
+
+    audit = _command(
+        commands,
+        "audit",
+        "the audit trail: who read or changed what, with the outcome (the operator's view: every tenant)",
+        "citewise audit --tenant acme --from 2026-11-27",
+        "citewise audit --tenant acme --user alice --action query --json",
+    )
+    # Own destinations: CITEWISE_TENANT / CITEWISE_USER (the identity options) must not narrow the trail.
+    audit.add_argument(
+        "--tenant", dest="audit_tenant", metavar="TENANT", help="only this tenant's records (default: every tenant)"
+    )
+    audit.add_argument("--user", dest="audit_user", metavar="USER", help="only this user's records")
+    audit.add_argument("--action", help="only this action, e.g. query, document.delete, mcp.search")
+    audit.add_argument(
+        "--from", dest="start", type=_instant, metavar="TIME", help="from this time: YYYY-MM-DD or ISO 8601 (UTC)"
+    )
+    audit.add_argument("--to", dest="end", type=_instant, metavar="TIME", help="before this time (same forms)")
+    audit.add_argument(
+        "--limit", type=_within(int, 1, 1_000_000), default=1000, help="records to print at most (default: 1000)"
+    )
+    _json_flag(audit, "the records (one object a line)")
+    audit.set_defaults(run=_audit)
 
     evaluate = _command(
         commands,
@@ -639,6 +671,15 @@ def _day(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a day (YYYY-MM-DD): {text!r}") from exc
 
 
+def _instant(text: str) -> datetime:
+    """A time from `YYYY-MM-DD` (its midnight) or ISO 8601; UTC when it names no offset."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a time (YYYY-MM-DD or ISO 8601): {text!r}") from exc
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _json_arg(text: str) -> Any:
     try:
         return json.loads(text)
@@ -852,11 +893,20 @@ def _settings_show(args: argparse.Namespace, services: Services) -> int:
 
 def _usage(args: argparse.Namespace, services: Services) -> int:
     """The caller's tenant's usage; the range defaults to the month so far (UTC)."""
-    caller = _caller(args)
-    first, today = month_to_date(datetime.now(UTC).date())
-    to_day = args.to_day or today
-    from_day = args.from_day or (first if args.to_day is None else to_day.replace(day=1))
-    report = usage_report(services.usage, caller.tenant_id, from_day, to_day)
+    from_day, to_day = report_range(args.from_day, args.to_day, datetime.now(UTC).date())
+    prices = services.settings.prices
+    if args.all_tenants:
+        _refuse_options(args, "--all-tenants", tenant="--tenant")
+        every = TenantUsagePage(from_day=from_day, to_day=to_day, items=[])
+        cursor: str | None = None
+        while True:
+            page = tenants_usage(services.registry, services.usage, from_day, to_day, prices, limit=100, cursor=cursor)
+            every.items.extend(page.items)
+            if (cursor := page.next_cursor) is None:
+                break
+        print(every.model_dump_json(indent=2, by_alias=True) if args.json else render_tenants_usage(every))
+        return 0
+    report = usage_report(services.usage, _caller(args).tenant_id, from_day, to_day, prices)
     print(report.model_dump_json(indent=2, by_alias=True) if args.json else render_usage(report))
     return 0
 
@@ -881,6 +931,27 @@ def _tenant_erasure(args: argparse.Namespace, services: Services) -> int:
 
 def _print_erasure(args: argparse.Namespace, erasure: Erasure) -> int:
     print(erasure.model_dump_json(indent=2) if args.json else render_erasure(erasure))
+    return 0
+
+
+def _audit(args: argparse.Namespace, services: Services) -> int:
+    """The trail's records matching the filters, oldest first, page by page up to `--limit`."""
+    query = AuditQuery(
+        tenant_id=validate_tenant_id(args.audit_tenant) if args.audit_tenant else None,
+        user_id=args.audit_user,
+        action=args.action,
+        start=args.start,
+        end=args.end,
+    )
+    left, cursor = args.limit, None
+    while left > 0:
+        page = services.audit_log.read(query, limit=min(left, AUDIT_PAGE), cursor=cursor)
+        for record in page.records:
+            print(record.model_dump_json() if args.json else render_audit_record(record))
+        left -= len(page.records)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
     return 0
 
 

@@ -18,6 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,10 @@ from schemathesis.checks import (
     unsupported_method,
 )
 
+from citewise.api.audit import EXPORT_PATH as AUDIT_EXPORT
 from citewise.api.routes import ROUTES, Route
 from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.ports.usage import MAX_REPORT_DAYS
 from citewise_local.server import MAX_REQUEST_LINE_BYTES
 from tests.e2e.helpers import Api, mint_operator, upload, wait_for_status
 
@@ -66,8 +69,9 @@ schema = schemathesis.openapi.from_path(DOCUMENT)
 @dataclass
 class Corpus:
     """The fuzzing tenant: its token, the documents reads may hit, and those deletes may use up; and the
-    platform operator's token, with a cursor of its listing of tenants."""
+    platform operator's token, with a cursor of its listing of tenants and one of the tenant's audit trail."""
 
+    tenant: str = ""
     token: str = ""
     kept: list[str] = field(default_factory=list)
     disposable: list[str] = field(default_factory=list)
@@ -78,6 +82,7 @@ class Corpus:
     """A tenant the operator's erasure cases may erase (the first one that names it does)."""
     erased: str = ""
     """A tenant erased before the cases run, whose receipt the reads find."""
+    audit_cursor: str = ""
 
 
 CORPUS = Corpus()
@@ -92,10 +97,13 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     own, so reads keep finding theirs). Invalid ids are left alone: they are what a negative case tests."""
     tenant_id = (path_parameters or {}).get("tenant_id")
     if path_parameters is not None and isinstance(tenant_id, str) and TENANT_ID.match(tenant_id):
-        # Likewise a random tenant id names no tenant: some cases erase the corpus's tenant, or read its receipt
-        starting = context.operation is not None and context.operation.method.upper() == "POST"
-        chosen = CORPUS.erasable if starting else CORPUS.erased
-        return st.sampled_from([tenant_id, chosen]).map(lambda name: {**path_parameters, "tenant_id": name})
+        if context.operation is not None and context.operation.path.endswith("/erasure"):
+            # Some cases erase the corpus's tenant meant for it, or read the receipt of the one erased
+            starting = context.operation.method.upper() == "POST"
+            chosen = CORPUS.erasable if starting else CORPUS.erased
+            return st.sampled_from([tenant_id, chosen]).map(lambda name: {**path_parameters, "tenant_id": name})
+        # The same for a tenant whose audit trail the operator exports: the fuzzing tenant has records.
+        return st.sampled_from([tenant_id, CORPUS.tenant]).map(lambda chosen: {**path_parameters, "tenant_id": chosen})
     doc_id = (path_parameters or {}).get("id")
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
@@ -126,12 +134,35 @@ def flatmap_body(context: HookContext, body: Any) -> st.SearchStrategy[Any]:
     )
 
 
+def _usage_range(path: str, query: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A usage report's range has a rule across its two parameters that OpenAPI cannot state (the route's
+    description does): it ends on or after it starts and spans at most `MAX_REPORT_DAYS`. Schema-valid days
+    are put in that order and span (an inverted or too long range is tested in
+    tests/integration/handlers/test_usage.py); anything else is left alone for the negative cases."""
+    if query is None or not path.endswith("usage"):
+        return query
+    first, last = _day(query.get("from")), _day(query.get("to"))
+    if first is None or (last is None and "to" in query):
+        return query
+    last = last or datetime.now(UTC).date()
+    first, last = min(first, last), max(first, last)
+    return {**query, "from": str(max(first, last - timedelta(days=MAX_REPORT_DAYS - 1))), "to": str(last)}
+
+
+def _day(value: object) -> date | None:
+    try:
+        return date.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 @pytest.fixture(scope="module")
 def corpus(api: Api) -> Iterator[Corpus]:
     """A tenant with indexed documents; ingestion has settled before the first case is sent. The fuzzer is a
     tenant admin, so the admin-only operation (PUT /v1/settings) is exercised beyond its 403; it owns every
     document it reaches, so the other operations test what they would for any owner."""
-    token = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer", "admin")
+    tenant = f"fuzz-{uuid.uuid4().hex[:12]}"
+    token = api.token(tenant, "fuzzer", "admin")
     sources = [
         (
             "ops/runbook.md",
@@ -152,20 +183,23 @@ def corpus(api: Api) -> Iterator[Corpus]:
     other = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer")
     assert wait_for_status(api, other, upload(api, other, "a.md", b"# A\n\nText.\n", "text/markdown"))
     first_page = api.request("GET", "/v1/documents?limit=1", token=token).json()
-    CORPUS.token, CORPUS.kept, CORPUS.disposable = token, kept, disposable
+    CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable = tenant, token, kept, disposable
     CORPUS.cursor = first_page["next_cursor"]
     CORPUS.operator = mint_operator(api, "fuzz-operator")
     CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
+    trail = api.request("GET", f"/v1/admin/tenants/{tenant}/audit?limit=1", token=CORPUS.operator).json()
+    CORPUS.audit_cursor = trail["next_cursor"]
     # Two tenants for the erasure operations: one to erase, one erased already (its receipt to read)
     CORPUS.erasable, CORPUS.erased = (f"fuzz-{uuid.uuid4().hex[:12]}" for _ in range(2))
-    for tenant in (CORPUS.erasable, CORPUS.erased):
-        member = api.token(tenant, "fuzzer")
+    for leaving in (CORPUS.erasable, CORPUS.erased):
+        member = api.token(leaving, "fuzzer")
         assert wait_for_status(api, member, upload(api, member, "a.md", b"# A\n\nText.\n", "text/markdown"))
     erased = api.request("POST", f"/v1/admin/tenants/{CORPUS.erased}/erasure", token=CORPUS.operator)
     assert erased.status == 202, erased.body
     yield CORPUS
-    CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", [], [], ""
-    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.erasable, CORPUS.erased = "", "", "", ""
+    CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", "", [], [], ""
+    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor = "", "", ""
+    CORPUS.erasable, CORPUS.erased = "", ""
 
 
 @dataclass
@@ -201,7 +235,13 @@ def test_every_operation_keeps_its_contract(case: Case, api: Api, corpus: Corpus
     # headers and body leave in two writes, and Nagle waits for the client's delayed ACK); a fresh
     # connection per case takes ~2 ms.
     operator = case.operation.path.startswith("/v1/admin/")
-    case.query = _issued_cursor(case.query, corpus.tenant_cursor if operator else corpus.cursor)
+    exporting = case.operation.path == AUDIT_EXPORT
+    issued = corpus.audit_cursor if exporting else corpus.tenant_cursor if operator else corpus.cursor
+    query = _issued_cursor(case.query, issued)
+    if exporting and query is not case.query:
+        # An audit cursor is bound to the tenant it was issued for: the export of that tenant
+        case.path_parameters = {**(case.path_parameters or {}), "tenant_id": corpus.tenant}
+    case.query = _usage_range(case.operation.path, query)
     token = corpus.operator if operator else corpus.token
     response = case.call(base_url=api.url, headers={"Authorization": f"Bearer {token}"})
     outcomes.statuses[response.status_code] += 1
@@ -255,9 +295,9 @@ def test_authenticated_operations_refuse_a_missing_or_bad_token(
 ) -> None:
     # Given a request that is valid in every way but its identity (and names a document, a tenant, that exists)
     operation = schema[route.path][route.method]
-    parts: dict[str, Any] = {"path_parameters": {"id": corpus.kept[0]}} if "{id}" in route.path else {}
-    if "{tenant_id}" in route.path:
-        parts = {"path_parameters": {"tenant_id": corpus.erased}}
+    known = {"id": corpus.kept[0], "tenant_id": "acme"}
+    named = {name: value for name, value in known.items() if f"{{{name}}}" in route.path}
+    parts: dict[str, Any] = {"path_parameters": named} if named else {}
     if route.path in VALID_BODIES:
         parts |= {"body": VALID_BODIES[route.path], "media_type": "application/json"}
     case = operation.Case(**parts)

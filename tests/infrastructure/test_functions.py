@@ -87,6 +87,8 @@ DEPLOY_TIME = {
     "CITEWISE_ERASURE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Erasure-ABC",
     "CITEWISE_PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com/dev",
     "CITEWISE_AUTHORIZATION_SERVER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_ABC",
+    "CITEWISE_AUDIT_LOG_GROUP": "citewise-dev-AuditTrail-ABC",
+    "CITEWISE_AUDIT_HASH_KEY": "a-generated-secret-of-64-characters",
 }
 
 
@@ -199,6 +201,8 @@ def test_the_environment_validates_as_the_functions_settings(
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map
+    # the usage routes (the documents function's) estimate costs at the environment's prices; no other function
+    assert settings.prices == (config.prices if key == "documents" else None)
 
 
 def test_the_query_function_synthesizes_with_the_configured_model_and_guardrail(

@@ -38,10 +38,14 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/uploads", "documents"),
     Route("GET", "/v1/settings", "documents"),
     Route("PUT", "/v1/settings", "documents"),
+    Route("GET", "/v1/usage", "documents"),
     # The platform operator's (`citewise.api.admin`): the same authorizer, the Operator checked in the function.
     Route("GET", "/v1/admin/tenants", "documents"),
     Route("POST", "/v1/admin/tenants/{tenant_id}/erasure", "documents"),
     Route("GET", "/v1/admin/tenants/{tenant_id}/erasure", "documents"),
+    Route("GET", "/v1/admin/usage", "documents"),
+    Route("GET", "/v1/admin/tenants/{tenant_id}/usage", "documents"),
+    Route("GET", "/v1/admin/tenants/{tenant_id}/audit", "documents"),
     Route("GET", "/v1/health", "documents", authenticated=False),
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
     # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event

@@ -9,7 +9,8 @@ signed for its document) and the retrieval filters, which express `may_read` as 
   of the tenant's `admin` group. A private document of someone else is unreadable, so not even an admin
   may modify it: privacy within a tenant holds against its admins too.
 - configure the tenant (its settings document: ranking signals, routing vocabulary): members of the
-  tenant's `admin` group only; every member may read it (it shapes the rankings they see).
+  tenant's `admin` group only; every member may read it (it shapes the rankings they see). The tenant's
+  usage and its cost are its admins' to read.
 - the platform operator (`Operator`, the `/v1/admin/` routes) is no member of any tenant: these
   predicates never see it, and it reads no document.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from citewise.domain.errors import ForbiddenError
 from citewise.domain.models import Caller, Visibility
 
 ADMIN_GROUP = "admin"
@@ -65,5 +67,15 @@ def object_writer(item: Owned) -> Caller:
 
 
 def may_configure(caller: Caller) -> bool:
-    """Whether the caller may change its tenant's settings: a member of the tenant's admin group."""
+    """Whether the caller may change its tenant's settings, or read its usage: a member of the tenant's
+    admin group."""
     return ADMIN_GROUP in caller.groups
+
+
+def require_admin(caller: Caller, what: str) -> None:
+    """ForbiddenError (403) naming the group unless the caller may configure its tenant; `what` completes
+    "only members of the tenant's 'admin' group may ..."."""
+    if not may_configure(caller):
+        raise ForbiddenError(
+            f"only members of the tenant's {ADMIN_GROUP!r} group may {what}", details={"required_group": ADMIN_GROUP}
+        )

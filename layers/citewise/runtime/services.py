@@ -28,6 +28,7 @@ from citewise.domain import deadline
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
+from citewise.ports.audit import AuditLog, Auditor
 from citewise.ports.embedder import Embedder
 from citewise.ports.erasure import (
     Erasure,
@@ -81,6 +82,12 @@ class Backend(Protocol):
     def erasure_queue(self, run: Callable[[str], object]) -> ErasureQueue:
         """Where a started erasure goes to run; `run(tenant_id)` runs it here and now (a backend without
         a queue calls it in place)."""
+        ...
+
+    def audit(self) -> AuditLog: ...
+
+    def audit_key(self) -> bytes:
+        """The key of the questions' hashes when the settings give none (`citewise.ports.audit`)."""
         ...
 
     def close(self) -> None:
@@ -184,6 +191,25 @@ class Services:
         return Meter(lambda: self.usage)
 
     @cached_property
+    def audit_log(self) -> AuditLog:
+        return self._backend.audit()
+
+    @cached_property
+    def auditor(self) -> Auditor:
+        """Writes the audit trail (`citewise.ports.audit.Auditor`: never fails the access it records, counts
+        and logs what it could not write); records nothing on AWS without a trail's log group."""
+        settings = self.settings
+        if settings.backend == "aws" and not settings.audit_log_group:
+            return Auditor(None)
+        secret = settings.audit_hash_key
+        return Auditor(
+            lambda: self.audit_log,
+            key=(lambda: secret.get_secret_value().encode()) if secret else self._backend.audit_key,
+            questions=settings.audit_questions,
+            on_failure=_count_audit_failure,
+        )
+
+    @cached_property
     def ingestor(self) -> Ingestor:
         from citewise.ingest.chunking import Chunker
         from citewise.ingest.parsing import BLOCKS_PER_CHUNK, ParseLimits
@@ -269,11 +295,23 @@ _ADAPTERS = frozenset(
         "erasures",
         "erasure_queue",
         "meter",
+        "audit_log",
+        "auditor",
         "ingestor",
         "retriever",
         "synthesizer",
     }
 )
+
+
+def _count_audit_failure() -> None:
+    """Count an audit record that could not be written as the metric `AuditWriteFailures` (an alarm
+    watches it). Imported here: the CLI, which audits too, loads Powertools' metrics only on a failure."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    from citewise.runtime.observability import metrics
+
+    metrics.add_metric(name="AuditWriteFailures", unit=MetricUnit.Count, value=1)
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -483,6 +521,19 @@ class AwsBackend:
         return SqsErasureQueue(
             _required(settings.erasure_queue_url), client=aws.client("sqs", region=settings.aws_region)
         )
+
+    def audit(self) -> AuditLog:
+        from citewise.aws import clients as aws
+        from citewise.aws.cloudwatch_audit import CloudWatchAudit
+
+        settings = self._settings
+        # Like the meter's: one retry and short timeouts, as a request waits for its record.
+        client = aws.client("logs", region=settings.aws_region, max_attempts=2, read_timeout=2)
+        return CloudWatchAudit(_required(settings.audit_log_group), client=client)
+
+    def audit_key(self) -> bytes:
+        # The settings refuse a trail without its key on AWS: this is never reached there.
+        raise ValidationError("CITEWISE_AUDIT_LOG_GROUP needs CITEWISE_AUDIT_HASH_KEY")
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

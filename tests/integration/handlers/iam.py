@@ -70,6 +70,7 @@ class Names:
     bucket: str
     queue: str
     erasure_queue: str
+    audit_log_group: str = "citewise-audit"
 
 
 @dataclass
@@ -166,6 +167,7 @@ def _physical(names: Names, ids: dict[str, str]) -> dict[str, dict[str, str]]:
         ids["bucket"]: {"Ref": names.bucket, "Arn": f"arn:{PARTITION}:s3:::{names.bucket}"},
         ids["queue"]: queue(names.queue),
         ids["erasure_queue"]: queue(names.erasure_queue),
+        ids["audit_log_group"]: {"Ref": names.audit_log_group, "Arn": _log_group(names.audit_log_group) + ":*"},
         ids["storage_key"]: key(STORAGE_KEY_ID),
         ids["queue_key"]: key(QUEUE_KEY_ID),
     }
@@ -213,6 +215,7 @@ def deployment(environment: Environment, names: Names) -> Deployment:
         "erasure_queue": synth.logical_id(stack.erasure.queue),
         "storage_key": synth.logical_id(stack.storage.key),
         "queue_key": synth.logical_id(stack.ingestion.key),
+        "audit_log_group": synth.logical_id(stack.audit.log_group),
     }
     functions = stack.functions
     role_ids = {f.name: synth.logical_id(getattr(functions, f.name).role) for f in dataclasses.fields(functions)}
@@ -343,10 +346,27 @@ def _bedrock_agent_runtime(operation: str, params: dict[str, Any], deploy: Deplo
     return [Request("bedrock:Rerank", "*"), Request("bedrock:InvokeModel", model)]
 
 
+def _log_group(name: str) -> str:
+    return _arn("logs", f"log-group:{name}")
+
+
+def _logs(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    group = _log_group(params["logGroupName"])
+    match operation:
+        case "CreateLogStream" | "PutLogEvents":
+            return [Request(f"logs:{operation}", f"{group}:log-stream:{params['logStreamName']}")]
+        case "FilterLogEvents":
+            # CloudWatch Logs authorizes a group's own actions on the group's ARN with `:*` (the ARN that
+            # `Fn::GetAtt Arn` returns and CDK grants on); docs/aws.md lists it to confirm on an account.
+            return [Request("logs:FilterLogEvents", f"{group}:*")]
+    raise NotImplementedError(f"no IAM mapping for CloudWatch Logs {operation}: add it")
+
+
 REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request]]] = {
     "s3": _s3,
     "dynamodb": _dynamodb,
     "sqs": _sqs,
+    "logs": _logs,
     "bedrock-agent-runtime": _bedrock_agent_runtime,
 }
 
