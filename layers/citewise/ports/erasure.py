@@ -17,7 +17,7 @@ found by that count and erased too). Then the record becomes the receipt: ERASED
 deleted and remaining counts, the operator who asked, start and end times. The record lives outside
 every tenant's data (its own partition or file), so erasing the tenant never erases it.
 
-Usage counters are kept (`KEPT_STORES`): they hold no document content, only per-day counts under the
+Usage counters are kept (`kept_stores`): they hold no document content, only per-day counts under the
 tenant id, and billing the tenant's last period needs them after it has left (docs/operations.md). The
 receipt reports how many day records are kept; `UsageMeter.erase_tenant` exists for when the billing
 retention has passed.
@@ -151,8 +151,9 @@ def erased_stores(*, registry: TenantStore, index: TenantStore, blobs: TenantSto
     return {"blobs": blobs, "index": index, "registry": registry}
 
 
-KEPT_STORES = ("usage",)
-"""Stores an erasure counts but keeps (module docstring)."""
+def kept_stores(*, usage: TenantStore) -> dict[str, TenantStore]:
+    """The stores an erasure counts for its receipt but keeps (module docstring): the usage counters."""
+    return {"usage": usage}
 
 
 def check_not_erasing(log: ErasureLog, tenant_id: str) -> None:

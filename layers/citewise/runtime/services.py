@@ -38,6 +38,7 @@ from citewise.ports.erasure import (
     TenantStore,
     check_not_erasing,
     erased_stores,
+    kept_stores,
     run_erasure,
 )
 from citewise.ports.index import VectorIndex
@@ -159,7 +160,7 @@ class Services:
             self.erasures,
             tenant_id,
             self.erased_stores(),
-            {"usage": self.usage},
+            kept_stores(usage=self.usage),
             time_left=deadline.remaining,
             limit=self.settings.erasure_batch,
         )
