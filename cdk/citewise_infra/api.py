@@ -98,6 +98,7 @@ class Api(Construct):
         *,
         config: EnvironmentConfig,
         functions: dict[str, CitewiseFunction],
+        erasure: CitewiseFunction,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
@@ -111,7 +112,7 @@ class Api(Construct):
         self._build_routes(functions)
         self._challenge = self._build_resource_metadata(functions["mcp"], self.user_pool) if self.user_pool else None
         if self.user_pool is not None:
-            self.credential_token_url = self._build_credentials(self.user_pool, functions["documents"])
+            self.credential_token_url = self._build_credentials(self.user_pool, functions["documents"], erasure)
         self._build_gateway_responses()
         self._acknowledge_api()
 
@@ -308,11 +309,12 @@ class Api(Construct):
 
     # --- credentials for agents and services -----------------------------------------------------------------
 
-    def _build_credentials(self, pool: cognito.UserPool, documents: CitewiseFunction) -> str:
+    def _build_credentials(self, pool: cognito.UserPool, documents: CitewiseFunction, erasure: CitewiseFunction) -> str:
         """The `citewise` resource server (scopes `read`, `full`), the user pool domain whose token endpoint
         programs use (client-credentials grant), and what the documents function needs to make and revoke
         credentials: the pool's id, the token URL, and creating and deleting the pool's app clients
-        (`citewise.aws.cognito_credentials`). Returns the token URL.
+        (`citewise.aws.cognito_credentials`); and the erasure function, deleting them (a tenant's erasure
+        withdraws its credentials, `citewise.ports.credentials.TenantCredentials`). Returns the token URL.
 
         The domain is a Cognito-hosted prefix (`citewise-<env>-<account>`: unique per region, no certificate
         to manage); it serves no sign-in page to anyone, since the people's app client has OAuth off."""
@@ -338,6 +340,9 @@ class Api(Construct):
                 resources=[pool.user_pool_arn],
             )
         )
+        erasure.function.add_environment("CITEWISE_USER_POOL_ID", pool.user_pool_id)
+        erasure.function.add_environment("CITEWISE_CREDENTIAL_TOKEN_URL", token_url)
+        erasure.add(iam.PolicyStatement(actions=["cognito-idp:DeleteUserPoolClient"], resources=[pool.user_pool_arn]))
         return token_url
 
     # --- the MCP endpoint's OAuth metadata (RFC 9728) ---------------------------------------------------------

@@ -27,8 +27,8 @@ CONTEXT_ALARM_EMAIL: Final = "alarm_email"  # `-c alarm_email=ops@example.com`: 
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
 # --- functions -----------------------------------------------------------------------------------------
-FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap"]
-FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "mcp", "bootstrap")
+FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap", "erasure"]
+FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "mcp", "bootstrap", "erasure")
 HANDLER: Final = "handler.lambda_handler"
 API_FUNCTIONS: Final[tuple[FunctionKey, ...]] = ("query", "documents", "mcp")
 API_GATEWAY_TIMEOUT_S: Final = 29
@@ -47,6 +47,7 @@ FUNCTION_IDS: Final[dict[FunctionKey, str]] = {
     "documents": "DocumentsFunction",
     "mcp": "McpFunction",
     "bootstrap": "IndexBootstrapFunction",
+    "erasure": "ErasureFunction",
 }
 SERVICE_NAMES: Final[dict[FunctionKey, str]] = {key: f"citewise-{key}" for key in FUNCTION_KEYS}
 METRICS_NAMESPACE: Final = "Citewise"
@@ -65,6 +66,7 @@ INGESTION_ID: Final = "Ingestion"
 API_ID: Final = "Api"
 INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
+ERASURE_ID: Final = "Erasure"
 AUDIT_ID: Final = "Audit"
 LAYER_ID: Final = "CitewiseLayer"
 
@@ -86,6 +88,7 @@ class Outputs:
     SEARCH_ENDPOINT: Final = "SearchEndpoint"
     INGEST_QUEUE_URL: Final = "IngestQueueUrl"
     DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
+    ERASURE_QUEUE_URL: Final = "ErasureQueueUrl"
     ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
     DASHBOARD_NAME: Final = "DashboardName"
     AUDIT_LOG_GROUP: Final = "AuditLogGroupName"

@@ -18,6 +18,9 @@ What each function calls (and so what its role may do):
   no DynamoDB writes, no index writes or deletes.
 - query and mcp also append to the audit trail's log group (CreateLogStream, PutLogEvents), nothing more.
 - bootstrap: create and describe the index. Nothing else.
+- erasure: a tenant's whole data: the registry table (the only role that may delete its items), every
+  object version under `tenants/` (list and delete versions), the index (search, bulk deletes). It and
+  the documents function may send to the erasure queue (`citewise_infra.erasure`). No Bedrock.
 Every function also writes its own log group and X-Ray segments.
 """
 
@@ -38,6 +41,7 @@ from constructs import Construct, IConstruct
 from citewise.runtime.settings import (
     BootstrapSettings,
     DocumentsSettings,
+    ErasureSettings,
     IngestSettings,
     McpSettings,
     QuerySettings,
@@ -85,13 +89,14 @@ def settings_environment(settings: type[Settings], values: Mapping[str, str]) ->
 
 @dataclass(frozen=True)
 class Functions:
-    """The five functions, by key."""
+    """The six functions, by key."""
 
     ingest: CitewiseFunction
     query: CitewiseFunction
     documents: CitewiseFunction
     mcp: CitewiseFunction
     bootstrap: CitewiseFunction
+    erasure: CitewiseFunction
 
 
 class CitewiseFunction(Construct):
@@ -190,7 +195,7 @@ def _with_files(source: Path, files: Mapping[str, str]) -> Path:
 
 
 class FunctionsFactory(Construct):
-    """Builds the layer and the four functions, with their environment and permissions."""
+    """Builds the layer and the functions, with their environment and permissions."""
 
     def __init__(
         self,
@@ -216,6 +221,7 @@ class FunctionsFactory(Construct):
             documents=self._build_documents(),
             mcp=self._build_mcp(),
             bootstrap=self._build_bootstrap(),
+            erasure=self._build_erasure(),
         )
 
     # --- the layer ---------------------------------------------------------------------------------------
@@ -456,6 +462,18 @@ class FunctionsFactory(Construct):
         self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
         self._audit.grant_write(fn.role)
         self._audit.grant_read(fn.role)
+        return fn
+
+    def _build_erasure(self) -> CitewiseFunction:
+        fn = self._function(
+            "erasure",
+            self._config.erasure,
+            ErasureSettings,
+            self._document_values(),
+            "tenant erasure, resumed through its own queue",
+        )
+        self._storage.grant_erase_tenants(fn.role)
+        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
         return fn
 
     def _build_bootstrap(self) -> CitewiseFunction:

@@ -43,6 +43,7 @@ from constructs import Construct
 from citewise_infra.api import Api
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import AUDIT_FAILURES, INGEST_METRICS, METRICS_NAMESPACE, QUERY_METRICS, SERVICE_NAMES
+from citewise_infra.erasure import Erasure
 from citewise_infra.functions import CitewiseFunction, Functions
 from citewise_infra.ingestion import Ingestion
 from citewise_infra.search import ManagedSearch, SearchBackend
@@ -73,6 +74,7 @@ class Observability(Construct):
         key: kms.Key,
         functions: Functions,
         ingestion: Ingestion,
+        erasure: Erasure,
         api: Api,
         search: SearchBackend,
     ) -> None:
@@ -82,6 +84,12 @@ class Observability(Construct):
         self.topic = self._build_topic(key)
         self.alarms: list[cloudwatch.Alarm] = []
         self._build_ingestion_alarms(ingestion)
+        self._alarm(
+            "ErasureDeadLetterQueueDepth",
+            erasure.dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+            threshold=1,
+            description="a tenant's erasure failed repeatedly: it stays ERASING until it is sent again",
+        )
         self._build_function_alarms()
         self._build_api_alarms(api)
         if isinstance(search, ManagedSearch):
@@ -287,7 +295,7 @@ class Observability(Construct):
 
     def _all_functions(self) -> Sequence[CitewiseFunction]:
         f = self._functions
-        return (f.ingest, f.query, f.documents, f.mcp, f.bootstrap)
+        return (f.ingest, f.query, f.documents, f.mcp, f.bootstrap, f.erasure)
 
     def _build_dashboard(self, ingestion: Ingestion, api: Api, search: SearchBackend) -> cloudwatch.Dashboard:
         stage = api.rest_api.deployment_stage

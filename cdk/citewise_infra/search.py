@@ -221,6 +221,7 @@ _POLICY_SUFFIXES: dict[FunctionKey, str] = {
     "documents": "docs",
     "mcp": "mcp",
     "bootstrap": "boot",
+    "erasure": "erase",
 }
 _COLLECTION_PERMISSIONS: dict[SearchAccess, tuple[str, ...]] = {
     SearchAccess.READ: ("aoss:ReadDocument",),

@@ -13,6 +13,7 @@ from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import (
     API_ID,
     AUDIT_ID,
+    ERASURE_ID,
     FUNCTIONS_ID,
     INDEX_BOOTSTRAP_ID,
     INGESTION_ID,
@@ -21,6 +22,7 @@ from citewise_infra.constants import (
     STORAGE_ID,
     Outputs,
 )
+from citewise_infra.erasure import Erasure
 from citewise_infra.functions import FunctionsFactory
 from citewise_infra.index_bootstrap import IndexBootstrap
 from citewise_infra.ingestion import Ingestion
@@ -69,6 +71,14 @@ class CitewiseStack(Stack):
         )
         # Ingest only once the index exists: the ingest role may not create it.
         self.ingestion.event_source_mapping.node.add_dependency(self.index_bootstrap.resource)
+        self.erasure = Erasure(
+            self,
+            ERASURE_ID,
+            config=config,
+            function=self.functions.erasure,
+            starter=self.functions.documents,
+            key=self.ingestion.key,
+        )
         self.api = Api(
             self,
             API_ID,
@@ -78,6 +88,7 @@ class CitewiseStack(Stack):
                 "documents": self.functions.documents,
                 "mcp": self.functions.mcp,
             },
+            erasure=self.functions.erasure,
         )
         self.observability = Observability(
             self,
@@ -86,6 +97,7 @@ class CitewiseStack(Stack):
             key=self.storage.key,
             functions=self.functions,
             ingestion=self.ingestion,
+            erasure=self.erasure,
             api=self.api,
             search=self.search,
         )
@@ -99,6 +111,7 @@ class CitewiseStack(Stack):
             Outputs.SEARCH_ENDPOINT: self.search.endpoint,
             Outputs.INGEST_QUEUE_URL: self.ingestion.queue.queue_url,
             Outputs.DEAD_LETTER_QUEUE_URL: self.ingestion.dead_letter_queue.queue_url,
+            Outputs.ERASURE_QUEUE_URL: self.erasure.queue.queue_url,
             Outputs.ALARM_TOPIC_ARN: self.observability.topic.topic_arn,
             Outputs.DASHBOARD_NAME: self.observability.dashboard.dashboard_name,
             Outputs.AUDIT_LOG_GROUP: self.audit.log_group.log_group_name,

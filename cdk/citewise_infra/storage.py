@@ -20,6 +20,7 @@ from constructs import Construct
 
 from citewise.aws.dynamodb import SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
+from citewise.aws.dynamodb_erasure import STATUS_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
@@ -224,15 +225,46 @@ class Storage(Construct):
             "indexes only, with item-level actions (no scan, no table management).",
         )
 
+    def grant_erase_tenants(self, role: iam.IRole) -> None:
+        """What erasing a tenant needs (`citewise.ports.erasure`), for the erasure function alone: the
+        registry table (its items and erasure records: GetItem, Query, UpdateItem; and deleting items,
+        which no other role may), every version and delete marker under `tenants/` (list versions with
+        that prefix, delete versions), and the storage key through S3 and DynamoDB."""
+        self.table.grant(
+            role,
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:BatchWriteItem",
+        )
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        self._acknowledge_indexes(role)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucketVersions"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{DOCUMENTS_PREFIX}*"]}},
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:DeleteObject", "s3:DeleteObjectVersion"], resources=[self._object_arn()])
+        )
+        self._grant_key(role, "s3", "kms:Decrypt")
+        self._acknowledge_prefix(role)
+
     def grant_read_tenant_settings(self, role: iam.IRole) -> None:
-        """GetItem of the registry table returning only the tenants' settings attribute (and the keys): a
-        document item's attributes stay unreadable (`dynamodb:Attributes`, `dynamodb:Select`)."""
+        """GetItem of the registry table returning only the tenants' settings attribute, the status of an
+        erasure record (`citewise.aws.dynamodb_erasure`: every request checks it) and the keys: a document
+        item's attributes stay unreadable (`dynamodb:Attributes`, `dynamodb:Select`)."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem"],
                 resources=[self.table.table_arn],
                 conditions={
-                    "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), SETTINGS_ATTRIBUTE]},
+                    "ForAllValues:StringEquals": {
+                        "dynamodb:Attributes": [*_key_names(), SETTINGS_ATTRIBUTE, STATUS_ATTRIBUTE]
+                    },
                     "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
                 },
             )

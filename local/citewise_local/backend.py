@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from citewise_local.audit import LocalAudit
     from citewise_local.blobstore import LocalBlobStore
     from citewise_local.credentials import LocalCredentials
+    from citewise_local.erasure import LocalErasureLog
     from citewise_local.index import LocalIndex
     from citewise_local.registry import LocalRegistry
     from citewise_local.usage import LocalUsage
@@ -60,6 +61,16 @@ class LocalBackend:
         self._closers.append(usage.close)
         return usage
 
+    def erasures(self) -> LocalErasureLog:
+        from citewise_local.erasure import LocalErasureLog
+
+        log = LocalErasureLog(self._settings.home_dir / "erasures.db")
+        self._closers.append(log.close)
+        return log
+
+    def erasure_queue(self, run: Callable[[str], object]) -> InlineErasureQueue:
+        return InlineErasureQueue(run)
+
     def audit(self) -> LocalAudit:
         from citewise_local.audit import AUDIT_FILE, LocalAudit
 
@@ -86,7 +97,7 @@ class LocalBackend:
         return self.credentials()
 
     def close(self) -> None:
-        """Close the index, registry, usage and credentials databases built so far."""
+        """Close the index, registry, usage, credentials and erasure databases built so far."""
         for close in self._closers:
             close()
 
@@ -98,6 +109,18 @@ TOKEN_PATH = "/oauth2/token"  # noqa: S105 - a path, not a secret
 def local_token_url(settings: Settings) -> str:
     """Where a local credential obtains its access tokens: `citewise serve`'s token endpoint."""
     return f"{settings.public_url}{TOKEN_PATH}"
+
+
+class InlineErasureQueue:
+    """The local `ErasureQueue`: no queue and no erasure function, so the job runs in place, to the end
+    (a local tenant takes seconds). A run cut short (the process killed) leaves the record ERASING, and
+    `citewise tenant erase T` continues it."""
+
+    def __init__(self, run: Callable[[str], object]) -> None:
+        self._run = run
+
+    def send(self, tenant_id: str, *, delay_seconds: int = 0) -> None:
+        self._run(tenant_id)
 
 
 def local_blob_store(settings: Settings) -> LocalBlobStore:

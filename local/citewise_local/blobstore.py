@@ -24,6 +24,7 @@ import binascii
 import fcntl
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import secrets
@@ -61,6 +62,7 @@ from citewise.ports.blobstore import (
     upload_headers,
     validate_content_type,
 )
+from citewise.ports.erasure import ERASE_BATCH
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 UPLOAD_ROUTE = "/local-upload/"
@@ -334,6 +336,34 @@ class LocalBlobStore:
 
     def _mac(self, payload: str) -> bytes:
         return hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete up to `limit` files of the tenant (objects, their kept metadata and previous versions),
+        then the folders they leave empty. A symbolic link is removed, never followed."""
+        files = list(itertools.islice(self._tenant_files(tenant_id), limit))
+        with _exclusive(self.root):
+            for file in files:
+                file.unlink(missing_ok=True)
+            for folder in self._tenant_folders(tenant_id):
+                for directory, _, _ in sorted(os.walk(folder), reverse=True):
+                    if not os.listdir(directory):  # noqa: PTH208 - the walk gives strings
+                        os.rmdir(directory)  # noqa: PTH106
+        return len(files)
+
+    def count_tenant(self, tenant_id: str) -> int:
+        return sum(1 for _ in self._tenant_files(tenant_id))
+
+    def _tenant_folders(self, tenant_id: str) -> list[Path]:
+        """Every folder holding the tenant's files: its objects, their metadata, their previous versions."""
+        validate_tenant_id(tenant_id)
+        return [self.root / area / tenant_id for area in ("tenants", ".blobmeta", ".blobprevious")]
+
+    def _tenant_files(self, tenant_id: str) -> Iterator[Path]:
+        for folder in self._tenant_folders(tenant_id):
+            for directory, folders, names in os.walk(folder):  # never into a linked folder: it is removed
+                links = [name for name in folders if Path(directory, name).is_symlink()]
+                for name in [*names, *links]:
+                    yield Path(directory, name)
 
     def _tenant_dir(self, tenant_id: str) -> Path:
         return self.root / "tenants" / validate_tenant_id(tenant_id)

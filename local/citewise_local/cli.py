@@ -48,6 +48,7 @@ from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.ports.audit import AuditQuery
+from citewise.ports.erasure import Erasure, ErasureStatus, start_erasure
 from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
 from citewise.query.answering import answer_question
 from citewise.query.notices import no_hits_notice
@@ -67,6 +68,7 @@ from citewise_local.render import (
     render_answers,
     render_audit_record,
     render_documents,
+    render_erasure,
     render_evaluation,
     render_hits,
     render_routing,
@@ -303,6 +305,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     _identity(change)
     change.set_defaults(run=_settings_set)
+
+    tenant_command = _command(commands, "tenant", "the platform operator's work on one tenant: erase it")
+    tenant_actions = _choices(tenant_command, "ACTION")
+    erase = _command(
+        tenant_actions,
+        "erase",
+        "erase every object version, chunk, record and setting of a tenant, then print the receipt "
+        "(usage counters are kept for billing); run again to continue an interrupted erasure",
+        "citewise tenant erase acme --operator ops",
+    )
+    erase.add_argument("tenant_id", metavar="TENANT", help="the tenant to erase")
+    erase.add_argument("--operator", default="operator", help="who asks, recorded in the receipt (default: operator)")
+    _json_flag(erase, "the receipt")
+    erase.set_defaults(run=_tenant_erase)
+    receipt = _command(
+        tenant_actions,
+        "erasure",
+        "a tenant's erasure: its progress, or its receipt once ERASED",
+        "citewise tenant erasure acme --json",
+    )
+    receipt.add_argument("tenant_id", metavar="TENANT", help="the erased tenant")
+    _json_flag(receipt, "the receipt")
+    receipt.set_defaults(run=_tenant_erasure)
 
     usage = _command(
         commands,
@@ -929,6 +954,29 @@ def _usage(args: argparse.Namespace, services: Services) -> int:
         return 0
     report = usage_report(services.usage, _caller(args).tenant_id, from_day, to_day, prices)
     print(report.model_dump_json(indent=2, by_alias=True) if args.json else render_usage(report))
+    return 0
+
+
+def _tenant_erase(args: argparse.Namespace, services: Services) -> int:
+    """Start the tenant's erasure, or continue one that was interrupted, and run it to the end here."""
+    tenant_id = validate_tenant_id(args.tenant_id)
+    record = services.erasures.get(tenant_id)
+    if record is None or record.status is not ErasureStatus.ERASING:
+        start_erasure(
+            services.erasures, tenant_id, operator=args.operator, known=services.registry.has_tenant(tenant_id)
+        )
+    return _print_erasure(args, services.run_erasure(tenant_id))
+
+
+def _tenant_erasure(args: argparse.Namespace, services: Services) -> int:
+    erasure = services.erasures.get(validate_tenant_id(args.tenant_id))
+    if erasure is None:
+        raise NotFoundError("this tenant was never erased", details={"tenant_id": args.tenant_id})
+    return _print_erasure(args, erasure)
+
+
+def _print_erasure(args: argparse.Namespace, erasure: Erasure) -> int:
+    print(erasure.model_dump_json(indent=2) if args.json else render_erasure(erasure))
     return 0
 
 

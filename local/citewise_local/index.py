@@ -40,6 +40,7 @@ from citewise.domain.errors import SearchBackendError
 from citewise.domain.matching import matches, metadata_view
 from citewise.domain.models import Caller, Chunk, Filter, Vector, Visibility
 from citewise.domain.textutil import keyword_text
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.index import ScoredChunk
 from citewise_local.analysis import keyword_terms
 
@@ -229,6 +230,30 @@ class LocalIndex:
             self._writer.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", batch)  # noqa: S608
             self._writer.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)  # noqa: S608
         return len(ids)
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete up to `limit` of the tenant's chunks (with their keyword rows), then its staged vectors."""
+        with self._write_lock, _transaction(self._writer):
+            ids = [
+                row[0]
+                for row in self._writer.execute("SELECT id FROM chunks WHERE tenant_id = ? LIMIT ?", (tenant_id, limit))
+            ]
+            for batch in batched(ids, _SQL_PARAMS):
+                marks = ",".join("?" * len(batch))
+                self._writer.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", batch)  # noqa: S608
+                self._writer.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)  # noqa: S608
+            staged = self._writer.execute(
+                "DELETE FROM staged_vectors WHERE rowid IN"
+                " (SELECT rowid FROM staged_vectors WHERE tenant_id = ? LIMIT ?)",
+                (tenant_id, limit - len(ids)),
+            ).rowcount
+        return len(ids) + staged
+
+    def count_tenant(self, tenant_id: str) -> int:
+        reader = self._reader()
+        (chunks,) = reader.execute("SELECT count(*) FROM chunks WHERE tenant_id = ?", (tenant_id,)).fetchone()
+        (staged,) = reader.execute("SELECT count(*) FROM staged_vectors WHERE tenant_id = ?", (tenant_id,)).fetchone()
+        return int(chunks) + int(staged)
 
     # --- reads -----------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from citewise.domain.errors import ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.registry import (
     TOMBSTONE_RETENTION,
     DocumentPage,
@@ -78,6 +79,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
+_TENANT_TABLES = ("documents", "tombstones", "tenant_settings")
+"""The tables holding a tenant's rows besides the catalogue (`tenants`): what `erase_tenant` empties."""
 
 
 class LocalRegistry:
@@ -265,6 +268,36 @@ class LocalRegistry:
             self._conn.execute(
                 "INSERT OR REPLACE INTO tenant_settings (tenant_id, body) VALUES (?, ?)",
                 (tenant_id, settings.model_dump_json(exclude_none=True)),
+            )
+
+    def has_tenant(self, tenant_id: str) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM tenants WHERE tenant_id = ?", (tenant_id,)).fetchone() is not None
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete up to `limit` rows of the tenant, table by table; the catalogue row goes last, once the
+        tenant has nothing else left (`DocumentRegistry.erase_tenant`)."""
+        deleted = 0
+        with self._write() as conn:
+            for table in _TENANT_TABLES:
+                if deleted < limit:
+                    deleted += conn.execute(
+                        f"DELETE FROM {table} WHERE rowid IN"  # noqa: S608 - a table name of this module
+                        f" (SELECT rowid FROM {table} WHERE tenant_id = ? LIMIT ?)",
+                        (tenant_id, limit - deleted),
+                    ).rowcount
+            if deleted == 0:
+                deleted = conn.execute("DELETE FROM tenants WHERE tenant_id = ?", (tenant_id,)).rowcount
+        return deleted
+
+    def count_tenant(self, tenant_id: str) -> int:
+        with self._lock:
+            return sum(
+                self._conn.execute(
+                    f"SELECT count(*) FROM {table} WHERE tenant_id = ?",  # noqa: S608 - a table name of this module
+                    (tenant_id,),
+                ).fetchone()[0]
+                for table in (*_TENANT_TABLES, "tenants")
             )
 
     def tenants(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from typing import Any
 from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 from citewise.domain.textutil import BIDI_CONTROLS
 from citewise.ports.audit import AuditRecord
+from citewise.ports.erasure import Erasure
 from citewise.ports.usage import CostEstimate, TenantUsagePage, UsageReport
 
 WIDTH = 100
@@ -291,6 +292,23 @@ def render_usage(report: UsageReport) -> str:
         f"{day.day}  " + "  ".join(f"{name}={value:,}" for name, value in day.counts.nonzero().items())
         for day in report.days
     ] or ["no usage in this range"]
+    return escape_terminal_controls("\n".join(lines))
+
+
+def render_erasure(erasure: Erasure) -> str:
+    """An erasure's record: its status, who asked and when, and per store what went and what remains."""
+    finished = erasure.finished_at.isoformat() if erasure.finished_at else "not yet"
+    lines = [
+        f"erasure of {erasure.tenant_id}: {erasure.status.value}",
+        f"  asked by {erasure.requested_by}, started {erasure.started_at.isoformat()}, finished {finished}",
+        f"  {erasure.steps} delete steps",
+        "",
+        f"  {'store':<10} {'deleted':>10} {'remaining':>10}",
+    ]
+    for part in erasure.stores:
+        remaining = "-" if part.remaining is None else f"{part.remaining:,}"
+        note = "  kept (billing)" if part.kept else ""
+        lines.append(f"  {part.store:<10} {part.deleted:>10,} {remaining:>10}{note}")
     return escape_terminal_controls("\n".join(lines))
 
 

@@ -18,6 +18,7 @@ import threading
 from datetime import date
 from pathlib import Path
 
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.usage import COUNTERS, DayUsage, UsageCounts
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS usage (
@@ -77,3 +78,22 @@ class LocalUsage:
             DayUsage(day=date.fromisoformat(day), counts=UsageCounts.model_validate(counts))
             for day, counts in days.items()
         ]
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        with self._lock:
+            days = [
+                day
+                for (day,) in self._conn.execute(
+                    "SELECT DISTINCT day FROM usage WHERE tenant_id = ? ORDER BY day LIMIT ?", (tenant_id, limit)
+                ).fetchall()
+            ]
+            for day in days:
+                self._conn.execute("DELETE FROM usage WHERE tenant_id = ? AND day = ?", (tenant_id, day))
+        return len(days)
+
+    def count_tenant(self, tenant_id: str) -> int:
+        with self._lock:
+            (count,) = self._conn.execute(
+                "SELECT count(DISTINCT day) FROM usage WHERE tenant_id = ?", (tenant_id,)
+            ).fetchone()
+        return int(count)

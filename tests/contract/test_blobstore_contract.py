@@ -582,3 +582,50 @@ def test_local_conditional_uploads_are_atomic_across_processes(tmp_path: Path) -
     assert results.empty()
     paths = [store.verify(token).path for token in done]
     assert sorted(paths) == sorted(f"p{n}.txt" for n in range(30))
+
+
+# --- erasing a tenant (`citewise.ports.erasure`) -------------------------------------------------------
+
+
+def test_erase_tenant_removes_every_object_and_version_of_the_tenant_only(adapter: Adapter) -> None:
+    store = adapter.store
+    # Given three tenants whose ids share a prefix, each with a document written twice, a sidecar, and a
+    # deleted document (on a versioned bucket: old versions and a delete marker remain)
+    tenants = ("acme", "acme-eu", "acme2")
+    for tenant_id in tenants:
+        store.put(tenant_id, "guide.md", b"first", owner="alice")
+        store.put(tenant_id, "guide.md", b"second", owner="alice")
+        store.put(tenant_id, "guide.md.metadata.json", b'{"metadataAttributes": {}}', owner="alice")
+        store.put(tenant_id, "old/notes.md", b"old", owner="alice")
+        store.delete(tenant_id, "old/notes.md")
+    before = {tenant_id: store.count_tenant(tenant_id) for tenant_id in tenants}
+    assert before["acme"] > 0 and len(set(before.values())) == 1
+    # When acme is erased in steps of 2
+    steps = []
+    while step := store.erase_tenant("acme", limit=2):
+        steps.append(step)
+        assert step <= 2 and len(steps) < 20
+    # Then everything the store kept of acme went (every version and marker), and nothing of the others
+    assert sum(steps) == before["acme"]
+    assert store.count_tenant("acme") == 0
+    assert store.head("acme", "guide.md") is None
+    for tenant_id in tenants[1:]:
+        assert store.count_tenant(tenant_id) == before[tenant_id]
+        assert store.get(tenant_id, "guide.md").load() == b"second"
+    # And erasing an empty tenant deletes nothing
+    assert store.erase_tenant("acme") == 0 and store.count_tenant("nobody") == 0
+
+
+def test_s3_erase_deletes_every_version_and_delete_marker(s3_store: Adapter) -> None:
+    # Given a document written twice and then deleted on the versioned bucket: 2 versions, 1 delete marker
+    store = s3_store.store
+    store.put("acme", "guide.md", b"first", owner="alice")
+    store.put("acme", "guide.md", b"second", owner="alice")
+    store.delete("acme", "guide.md")
+    assert store.count_tenant("acme") == 3
+    # When the tenant is erased
+    while store.erase_tenant("acme"):
+        pass
+    # Then the bucket lists no version and no marker under the tenant's prefix
+    listing = boto3.client("s3").list_object_versions(Bucket=BUCKET, Prefix="tenants/acme/")
+    assert listing.get("Versions", []) == [] and listing.get("DeleteMarkers", []) == []

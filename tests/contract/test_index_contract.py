@@ -1173,3 +1173,55 @@ def test_the_double_refuses_oversized_bulks_and_serverless_refresh(double: Doubl
             client.bulk(body=line, index="chunks", refresh="true")
     else:
         assert client.bulk(body=line, index="chunks", refresh="true")["errors"] is False
+
+
+# --- erasing a tenant (`citewise.ports.erasure`) -------------------------------------------------------
+
+
+def test_erase_tenant_removes_every_entry_of_the_tenant_only(index: VectorIndex) -> None:
+    # Given three tenants whose ids share a prefix, each with 2 documents of 3 chunks and 2 staged vectors
+    tenants = ("acme", "acme-eu", "acme2")
+    for tenant_id in tenants:
+        for doc in ("d1", "d2"):
+            put(index, *(make_chunk(tenant_id, doc, n, f"walnut bread {doc} {n}") for n in range(3)))
+        index.stage_vectors(tenant_id, "d3", {"h1": EMBEDDER.embed_query("a"), "h2": EMBEDDER.embed_query("b")})
+    assert index.count_tenant("acme") == 8
+    # When acme is erased in steps of 3
+    steps = []
+    while step := index.erase_tenant("acme", limit=3):
+        steps.append(step)
+        assert step <= 3 and len(steps) < 20
+    # Then all 8 entries went, nothing of acme is found, and the other tenants keep all of theirs
+    assert sum(steps) == 8
+    assert index.count_tenant("acme") == 0
+    assert keyword(index, ALICE, "walnut") == []
+    assert index.vectors_by_hash("acme", ["h1", "h2"]) == {}
+    for tenant_id in tenants[1:]:
+        caller = Caller(tenant_id=tenant_id, user_id="alice")
+        assert index.count_tenant(tenant_id) == 8
+        assert len(keyword(index, caller, "walnut")) == 6
+        assert set(index.vectors_by_hash(tenant_id, ["h1", "h2"])) == {"h1", "h2"}
+    # And erasing an empty tenant deletes nothing
+    assert index.erase_tenant("acme") == 0 and index.count_tenant("nobody") == 0
+
+
+def test_a_serverless_erasure_pages_past_what_it_deleted_and_counts_true_after_the_refresh_window(
+    lagging: Lagging,
+) -> None:
+    # Given a tenant of 7 searchable chunks on a collection whose deletes become visible only after a window
+    for doc in ("d1", "d2"):
+        put(lagging.index, *(make_chunk("acme", doc, i, f"walnut {doc} {i}") for i in range(3 if doc == "d1" else 4)))
+    put(lagging.index, make_chunk("acme-eu", "d1", 0, "walnut neighbour"))
+    lagging.wait_for_refresh()
+    # When it is erased in steps of 2 within the window
+    steps = []
+    while step := lagging.index.erase_tenant("acme", limit=2):
+        steps.append(step)
+        assert len(steps) < 10
+    # Then each step deleted entries the earlier ones had not (the search still showed those): 7 in 4 steps
+    assert steps == [2, 2, 2, 1]
+    # And the count still sees the deleted entries until the window has passed, then none; acme-eu keeps its own
+    assert lagging.index.count_tenant("acme") == 7
+    lagging.wait_for_refresh()
+    assert lagging.index.count_tenant("acme") == 0
+    assert lagging.index.count_tenant("acme-eu") == 1

@@ -879,3 +879,90 @@ def test_the_dynamodb_catalogue_is_one_partition_apart_from_every_tenant(dynamo:
     with pytest.raises(ValidationError):
         validate_tenant_id("#tenants")
     assert [d.path for d in dynamo.list("acme").items] == ["a.md"]
+
+
+# --- erasing a tenant (`citewise.ports.erasure`) -------------------------------------------------------
+
+PREFIXED_TENANTS = ("acme", "acme-eu", "acme2")
+"""Tenants whose ids share a prefix: erasing the first must leave the others whole."""
+
+
+def fill_tenant(registry: DocumentRegistry, tenant_id: str) -> None:
+    """Two records, a tombstone, the settings document and (through the first write) the catalogue entry."""
+    for path in ("a.md", "b.md", "gone.md"):
+        register(registry, make_document(tenant_id, path, status=DocumentStatus.INDEXED))
+    registry.delete(tenant_id, document_id(tenant_id, "gone.md"), deleted_at=T0 + timedelta(minutes=1))
+    registry.put_tenant_settings(tenant_id, TenantSettings(freshness_weight=0.5))
+
+
+def erase_all(store: object, tenant_id: str, limit: int) -> list[int]:
+    """Call `erase_tenant` until it answers 0; every answer."""
+    steps: list[int] = []
+    while True:
+        steps.append(store.erase_tenant(tenant_id, limit=limit))  # type: ignore[attr-defined]
+        if steps[-1] == 0:
+            return steps
+        assert len(steps) < 100, "erase_tenant never reached 0"
+
+
+def test_erase_tenant_removes_every_item_of_the_tenant_only(registry: DocumentRegistry) -> None:
+    # Given three tenants whose ids share a prefix, each with records, a tombstone, settings and a catalogue entry
+    for tenant_id in PREFIXED_TENANTS:
+        fill_tenant(registry, tenant_id)
+    others_before = {t: (all_pages(registry, t), registry.tenant_settings(t)) for t in PREFIXED_TENANTS[1:]}
+    assert registry.count_tenant("acme") == 5  # 2 records, 1 tombstone, settings, catalogue
+    assert registry.has_tenant("acme")
+    # When acme is erased in steps of 2
+    steps = erase_all(registry, "acme", limit=2)
+    # Then each step deleted at most 2, all 5 items in total, and nothing of acme remains
+    assert all(step <= 2 for step in steps) and sum(steps) == 5
+    assert registry.count_tenant("acme") == 0
+    assert not registry.has_tenant("acme")
+    assert registry.get("acme", document_id("acme", "a.md")) is None
+    assert registry.list("acme").items == []
+    assert registry.tenant_settings("acme") is None
+    assert [t.tenant_id for t in registry.list_tenants().items] == ["acme-eu", "acme2"]
+    # And the other tenants are untouched
+    for tenant_id in PREFIXED_TENANTS[1:]:
+        assert registry.count_tenant(tenant_id) == 5
+        assert (all_pages(registry, tenant_id), registry.tenant_settings(tenant_id)) == others_before[tenant_id]
+    # And erasing again, or a tenant that never existed, deletes nothing
+    assert registry.erase_tenant("acme") == 0
+    assert registry.erase_tenant("nobody") == 0 and registry.count_tenant("nobody") == 0
+
+
+def test_the_catalogue_entry_goes_last_so_an_interrupted_erasure_keeps_the_tenant_listed(
+    registry: DocumentRegistry,
+) -> None:
+    # Given a tenant with 5 items, erased one step of 2 (an erasure interrupted after its first step)
+    fill_tenant(registry, "acme")
+    registry.erase_tenant("acme", limit=2)
+    # Then the tenant is still in the catalogue, and what is left is counted
+    assert registry.has_tenant("acme")
+    assert registry.count_tenant("acme") == 3
+
+
+def test_a_tenant_erased_then_ingesting_again_is_a_new_tenant(registry: DocumentRegistry) -> None:
+    # Given an erased tenant
+    fill_tenant(registry, "acme")
+    erase_all(registry, "acme", limit=500)
+    # When it registers a document again (its tombstone is gone: nothing refuses the write)
+    register(registry, make_document("acme", "gone.md", status=DocumentStatus.INDEXED))
+    # Then it is listed and counted afresh
+    assert registry.has_tenant("acme") and registry.count_tenant("acme") == 2
+
+
+def test_dynamodb_erase_leaves_the_usage_counters_in_the_partition(dynamo: DynamoRegistry) -> None:
+    from citewise.aws.dynamodb_usage import DynamoUsage
+    from citewise.ports.usage import UsageCounts
+
+    # Given a tenant with records and usage counters in its partition
+    fill_tenant(dynamo, "acme")
+    usage = DynamoUsage(TABLE)
+    usage.add("acme", T0.date(), UsageCounts(rest_queries=3))
+    # When the registry erases the tenant
+    erase_all(dynamo, "acme", limit=1)
+    # Then its own items are gone and the counters are kept (usage is the UsageMeter's to erase)
+    assert dynamo.count_tenant("acme") == 0
+    assert usage.count_tenant("acme") == 1
+    assert usage.read("acme", T0.date(), T0.date())[0].counts.rest_queries == 3

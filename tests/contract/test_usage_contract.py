@@ -189,3 +189,27 @@ def test_usage_items_stay_out_of_the_registry(aws_credentials: None) -> None:
         # Then listings hold the document only, and the usage day reads back
         assert registry.list("acme").items == [document]
         assert total(DynamoUsage(TABLE).read("acme", DAY, DAY)).rest_queries == 1
+
+
+# --- erasing a tenant (`citewise.ports.erasure`) -------------------------------------------------------
+
+
+def test_erase_tenant_removes_the_tenants_days_only(meters: Factory) -> None:
+    # Given three tenants whose ids share a prefix, each with three days of counters
+    meter = meters()
+    days = [date(2026, 11, day) for day in (25, 26, 27)]
+    for tenant_id in ("acme", "acme-eu", "acme2"):
+        for day in days:
+            meter.add(tenant_id, day, UsageCounts(rest_queries=1, pages=2))
+    assert meter.count_tenant("acme") == 3
+    # When acme's days are erased in steps of 2
+    steps = []
+    while step := meter.erase_tenant("acme", limit=2):
+        steps.append(step)
+    # Then every day of acme is gone, and nothing of the others
+    assert steps == [2, 1]
+    assert meter.count_tenant("acme") == 0
+    assert meter.read("acme", days[0], days[-1]) == []
+    for tenant_id in ("acme-eu", "acme2"):
+        assert meter.count_tenant(tenant_id) == 3
+        assert total(meter.read(tenant_id, days[0], days[-1])) == UsageCounts(rest_queries=3, pages=6)

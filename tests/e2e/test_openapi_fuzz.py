@@ -79,6 +79,10 @@ class Corpus:
     cursor: str = ""
     operator: str = ""
     tenant_cursor: str = ""
+    erasable: str = ""
+    """A tenant the operator's erasure cases may erase (the first one that names it does)."""
+    erased: str = ""
+    """A tenant erased before the cases run, whose receipt the reads find."""
     audit_cursor: str = ""
     credentials: list[str] = field(default_factory=list)
 
@@ -106,6 +110,11 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
         )
     tenant_id = (path_parameters or {}).get("tenant_id")
     if path_parameters is not None and isinstance(tenant_id, str) and TENANT_ID.match(tenant_id):
+        if context.operation is not None and context.operation.path.endswith("/erasure"):
+            # Some cases erase the corpus's tenant meant for it, or read the receipt of the one erased
+            starting = context.operation.method.upper() == "POST"
+            chosen = CORPUS.erasable if starting else CORPUS.erased
+            return st.sampled_from([tenant_id, chosen]).map(lambda name: {**path_parameters, "tenant_id": name})
         return st.sampled_from([tenant_id, CORPUS.tenant]).map(lambda chosen: {**path_parameters, "tenant_id": chosen})
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
@@ -197,9 +206,17 @@ def corpus(api: Api) -> Iterator[Corpus]:
         ]["credential_id"]
         for n in range(2)
     ]
+    # Two tenants for the erasure operations: one to erase, one erased already (its receipt to read)
+    CORPUS.erasable, CORPUS.erased = (f"fuzz-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    for leaving in (CORPUS.erasable, CORPUS.erased):
+        member = api.token(leaving, "fuzzer")
+        assert wait_for_status(api, member, upload(api, member, "a.md", b"# A\n\nText.\n", "text/markdown"))
+    erased = api.request("POST", f"/v1/admin/tenants/{CORPUS.erased}/erasure", token=CORPUS.operator)
+    assert erased.status == 202, erased.body
     yield CORPUS
     CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", "", [], [], ""
     CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor, CORPUS.credentials = "", "", "", []
+    CORPUS.erasable, CORPUS.erased = "", ""
 
 
 @dataclass
@@ -294,7 +311,7 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
 def test_authenticated_operations_refuse_a_missing_or_bad_token(
     api: Api, corpus: Corpus, route: Route, credentials: str
 ) -> None:
-    # Given a request that is valid in every way but its identity (and names a document that exists)
+    # Given a request that is valid in every way but its identity (and names a document, a tenant, that exists)
     operation = schema[route.path][route.method]
     known = {"id": corpus.kept[0], "tenant_id": "acme"}
     named = {name: value for name, value in known.items() if f"{{{name}}}" in route.path}

@@ -60,3 +60,28 @@ def test_the_operator_lists_tenants_and_is_walled_off_from_their_data(api: Api) 
 def test_without_a_token_the_operators_route_is_401(api: Api) -> None:
     reply = api.request("GET", "/v1/admin/tenants")
     assert reply.status == 401 and reply.json()["error"]["code"] == "UNAUTHORIZED"
+
+
+def test_the_operator_erases_a_tenant_over_http_and_reads_the_receipt(api: Api) -> None:
+    # Given two tenants whose ids share a prefix, each with an indexed document
+    first = new_tenant()
+    second = f"{first}-eu"
+    for tenant in (first, second):
+        token = api.token(tenant, "alice")
+        assert wait_for_status(api, token, upload(api, token, "note.md", NOTE, "text/markdown"))["status"] == "INDEXED"
+    operator = mint_operator(api, "ops")
+    # When the operator erases the first (locally the job runs within the request)
+    reply = api.request("POST", f"/v1/admin/tenants/{first}/erasure", token=operator)
+    # Then it is accepted and, read again, its receipt shows every store emptied
+    assert reply.status == 202, reply.body
+    reply = api.request("GET", f"/v1/admin/tenants/{first}/erasure", token=operator)
+    receipt = reply.json()
+    assert reply.status == 200 and receipt["status"] == "ERASED" and receipt["requested_by"] == "ops"
+    assert all(part["remaining"] == 0 for part in receipt["stores"] if not part["kept"])
+    # And the erased tenant finds nothing, its neighbour still finds its note, and the tenant's admin is refused
+    found = api.request("POST", "/v1/search", token=api.token(first, "alice"), json_body={"query": "vault"})
+    assert found.status == 200 and found.json()["hits"] == []
+    found = api.request("POST", "/v1/search", token=api.token(second, "alice"), json_body={"query": "vault"})
+    assert found.status == 200 and len(found.json()["hits"]) == 1
+    admin = api.token(second, "carol", "admin")
+    assert api.request("POST", f"/v1/admin/tenants/{second}/erasure", token=admin).status == 403

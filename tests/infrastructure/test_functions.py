@@ -23,6 +23,7 @@ from citewise.runtime.settings import (
     ApiSettings,
     BootstrapSettings,
     DocumentsSettings,
+    ErasureSettings,
     IngestSettings,
     McpSettings,
     QuerySettings,
@@ -40,6 +41,7 @@ SETTINGS: dict[FunctionKey, type[Settings]] = {
     "documents": DocumentsSettings,
     "mcp": McpSettings,
     "bootstrap": BootstrapSettings,
+    "erasure": ErasureSettings,
 }
 # What each function must be told (the handlers contract): the index and its vector space for all...
 SEARCH = {
@@ -65,6 +67,7 @@ REQUIRED: dict[FunctionKey, set[str]] = {
     "mcp": SEARCH
     | {"CITEWISE_REGISTRY_TABLE", "CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
     "bootstrap": SEARCH,
+    "erasure": SEARCH | DOCUMENTS | {"CITEWISE_ERASURE_QUEUE_URL"},
 }
 NOT_GIVEN: dict[FunctionKey, set[str]] = {
     "ingest": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
@@ -75,6 +78,7 @@ NOT_GIVEN: dict[FunctionKey, set[str]] = {
     "documents": {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID"},
     "mcp": {"CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_UPLOAD_URL_TTL"} | CREDENTIAL_ISSUING,
     "bootstrap": DOCUMENTS | {"CITEWISE_AUTH_MODE"},
+    "erasure": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
 }
 # Stand-ins for values CloudFormation fills in at deploy time.
 DEPLOY_TIME = {
@@ -82,6 +86,7 @@ DEPLOY_TIME = {
     "CITEWISE_REGISTRY_TABLE": "citewise-dev-Registry-ABC",
     "CITEWISE_DOCUMENTS_BUCKET": "citewise-dev-documents-abc",
     "CITEWISE_SWEEP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
+    "CITEWISE_ERASURE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Erasure-ABC",
     "CITEWISE_PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com/dev",
     "CITEWISE_AUTHORIZATION_SERVER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_ABC",
     "CITEWISE_AUDIT_LOG_GROUP": "citewise-dev-AuditTrail-ABC",

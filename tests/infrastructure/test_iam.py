@@ -164,6 +164,7 @@ def test_serverless_access_is_the_collection_plus_one_data_policy_per_function(s
         "citewise documents function": {"aoss:ReadDocument", "aoss:WriteDocument"},
         "citewise mcp function": {"aoss:ReadDocument"},
         "citewise bootstrap function": {"aoss:CreateIndex", "aoss:DescribeIndex"},
+        "citewise erasure function": {"aoss:ReadDocument", "aoss:WriteDocument"},
     }
 
 
@@ -193,11 +194,12 @@ def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -
         if any(a.startswith("dynamodb:") for a in s.actions)
         and s not in [usage_statement(synth, "query"), *credentials_statements(synth, "query")]
     ]
-    # Then it is one GetItem on the table itself (no index), returning only the keys and `settings`
+    # Then it is one GetItem on the table itself (no index), returning only the keys, `settings` and the
+    # status of an erasure record (every request checks its tenant is not being erased)
     assert statement.actions == {"dynamodb:GetItem"}
     assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
     assert statement.condition == {
-        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["tenant_id", "doc_id", "settings"]},
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["tenant_id", "doc_id", "settings", "erasure_status"]},
         "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
     }
     # And the function is told the table, for the settings document only

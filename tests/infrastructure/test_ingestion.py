@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .conftest import Synth
-from .templates import actions_on, all_actions, flat, references, role_statements
+from .templates import actions_on, flat, references, role_statements
 
 
 def test_the_queue_is_encrypted_redrives_to_the_dlq_and_outlasts_six_function_timeouts(synth: Synth) -> None:
@@ -83,7 +83,11 @@ def test_the_event_source_mapping_reports_partial_failures_and_caps_concurrency(
 
 
 def test_ingestion_starts_only_after_the_index_exists(synth: Synth) -> None:
-    (mapping,) = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+    (mapping,) = [
+        m
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if references(m["Properties"]["FunctionName"]) == {synth.logical_id(synth.stack.functions.ingest.function)}
+    ]
     index_id = synth.logical_id(synth.stack.index_bootstrap.resource)
     assert index_id in mapping["DependsOn"]
     # and no reserved concurrency: a new account's small pool is not carved up
@@ -117,4 +121,4 @@ def test_on_serverless_the_ingest_function_may_send_delayed_sweeps_to_its_own_qu
     assert all(sender.resources == (flat({"Fn::GetAtt": [queue_id, "Arn"]}),) for sender in senders)
     # and no other role may send to the queue
     for function in (synth.stack.functions.query, synth.stack.functions.documents, synth.stack.functions.bootstrap):
-        assert "sqs:SendMessage" not in all_actions(role_statements(synth, synth.logical_id(function.role)))
+        assert "sqs:SendMessage" not in actions_on(role_statements(synth, synth.logical_id(function.role)), queue_id)

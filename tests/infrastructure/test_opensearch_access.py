@@ -78,12 +78,18 @@ def documents(index: OpenSearchIndex) -> None:
     index.delete_document("acme", "doc")
 
 
+def erasure(index: OpenSearchIndex) -> None:
+    index.erase_tenant("acme")
+    index.count_tenant("acme")
+
+
 SCENARIOS: dict[FunctionKey, Scenario] = {
     "bootstrap": bootstrap,
     "ingest": ingest,
     "query": read,
     "mcp": read,
     "documents": documents,
+    "erasure": erasure,
 }
 
 

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 import citewise
+from citewise.ports.erasure import start_erasure
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import Settings
 from citewise_local.auth import TOKEN_PURPOSE, local_key, verify_token
 from citewise_local.cli import main
+from citewise_local.erasure import LocalErasureLog
 from tests.builders import make_blank_pdf, make_pdf
 from tests.factories import source
 
@@ -748,3 +750,44 @@ def test_token_operator_mints_the_operators_token_whatever_tenant_the_config_giv
     with pytest.raises(SystemExit) as exited:
         cli("token", "--operator", "--tenant", "acme")
     assert exited.value.code == 2
+
+
+def test_tenant_erase_erases_one_tenant_prints_the_receipt_and_resumes_an_interrupted_one(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Given three tenants whose ids share a prefix, each with two documents
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "rollback.md").write_text("# Rollback\n\nRedeploy the previous release tag.\n")
+    (folder / "keys.md").write_text("# Keys\n\nRotate the signing keys every 90 days.\n")
+    for tenant in ("acme", "acme-eu", "acme2"):
+        assert cli("ingest", str(folder), "--tenant", tenant)[0] == 0
+    # When the operator erases acme
+    status, out, _ = cli("tenant", "erase", "acme", "--operator", "ops", "--json")
+    # Then the receipt shows every store emptied (usage kept), and who asked
+    receipt = _json(out)
+    assert status == 0 and (receipt["status"], receipt["requested_by"]) == ("ERASED", "ops")
+    parts = {part["store"]: part for part in receipt["stores"]}
+    assert parts["index"]["deleted"] == 2 and parts["registry"]["deleted"] == 3  # 2 records, the catalogue
+    assert all(parts[name]["remaining"] == 0 for name in ("blobs", "index", "registry"))
+    assert parts["usage"]["kept"] and parts["usage"]["remaining"] == 1
+    # And the receipt reads back later, as text too
+    text = cli("tenant", "erasure", "acme")[1]
+    assert "erasure of acme: ERASED" in text and "asked by ops" in text and "kept (billing)" in text
+    # And acme finds nothing while its prefix neighbours keep their documents
+    status, out, _ = cli("search", "keys", "--tenant", "acme", "--json")
+    assert status != 0 or _json(out)["hits"] == []
+    for tenant in ("acme-eu", "acme2"):
+        assert len(_json(cli("search", "signing keys", "--tenant", tenant, "--json")[1])["hits"]) >= 1
+    # And an unknown tenant, or the receipt of a tenant never erased, is NOT_FOUND
+    status, _, err = cli("tenant", "erase", "nobody")
+    assert status != 0 and "NOT_FOUND" in err
+    status, _, err = cli("tenant", "erasure", "acme-eu")
+    assert status != 0 and "NOT_FOUND" in err
+    # And an erasure interrupted before it did anything (its record ERASING) is continued, not refused
+    log = LocalErasureLog(tmp_path / "home" / "erasures.db")
+    start_erasure(log, "acme2", operator="ops", known=True)
+    log.close()
+    status, out, _ = cli("tenant", "erase", "acme2", "--json")
+    assert status == 0 and _json(out)["status"] == "ERASED" and _json(out)["requested_by"] == "ops"
+    assert len(_json(cli("search", "signing keys", "--tenant", "acme-eu", "--json")[1])["hits"]) >= 1

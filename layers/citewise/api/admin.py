@@ -10,15 +10,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from citewise.api.app import SECURED, responses
 from citewise.api.audit import add_audit_routes, note
 from citewise.api.identity import operator_scope
 from citewise.api.usage import RANGE_RULES, FromDay, ToDay
+from citewise.domain.errors import NotFoundError
 from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
+from citewise.ports.erasure import Erasure, start_erasure
 from citewise.ports.registry import TenantPage
 from citewise.ports.usage import TenantUsagePage, UsageReport, report_range, tenants_usage, usage_report
 
@@ -55,6 +57,49 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
     ) -> TenantPage:
         services, _ = operator_scope(app)
         return services.registry.list_tenants(limit=limit, cursor=cursor)
+
+    @app.post(
+        "/v1/admin/tenants/<tenant_id>/erasure",
+        operation_id="eraseTenant",
+        summary="Erase a tenant: every object version, chunk, record and setting (platform operator only)",
+        description=(
+            "Starts the erasure and answers 202 with its record; GET the same path for its progress and, once "
+            "`status` is ERASED, its receipt. While it runs the tenant's requests are refused with 409 "
+            "`TENANT_ERASING`. An unknown tenant is 404; a second erasure while one runs, 409 `ERASURE_IN_PROGRESS`."
+        ),
+        tags=["admin"],
+        security=SECURED,
+        status_code=202,
+        responses={
+            **responses(400, 401, 403, 404, 409, 429, 502, success=202),
+            202: {"description": "Started.", "content": {"application/json": {"model": Erasure}}},
+        },
+    )
+    def erase_tenant(tenant_id: TenantIdPath) -> Response[str]:
+        services, operator = operator_scope(app)
+        note(app, tenant_id=tenant_id)  # on that tenant's audit trail, as the operator's
+        started = start_erasure(
+            services.erasures, tenant_id, operator=operator.user_id, known=services.registry.has_tenant(tenant_id)
+        )
+        services.erasure_queue.send(tenant_id)  # locally the job runs here, to the end
+        current = services.erasures.get(tenant_id) or started
+        return Response(status_code=202, content_type="application/json", body=current.model_dump_json())
+
+    @app.get(
+        "/v1/admin/tenants/<tenant_id>/erasure",
+        operation_id="getTenantErasure",
+        summary="A tenant's erasure: its progress, or its receipt once ERASED (platform operator only)",
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 404, 429, 502),
+    )
+    def get_erasure(tenant_id: TenantIdPath) -> Erasure:
+        services, _ = operator_scope(app)
+        note(app, tenant_id=tenant_id)
+        erasure = services.erasures.get(tenant_id)
+        if erasure is None:
+            raise NotFoundError("this tenant was never erased", details={"tenant_id": tenant_id})
+        return erasure
 
     @app.get(
         "/v1/admin/usage",

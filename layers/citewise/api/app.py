@@ -48,7 +48,8 @@ _ERROR_TEXT = {
     403: "FORBIDDEN: the identity has no tenant (the platform operator has none), or may not do this",
     404: "NOT_FOUND: no such document (or not yours to see)",
     405: "METHOD_NOT_ALLOWED: the path does not take this method (`Allow` lists those it takes)",
-    409: "CONFLICT: the path belongs to another document",
+    409: "CONFLICT: the path belongs to another document; TENANT_ERASING: the tenant is being erased; "
+    "ERASURE_IN_PROGRESS: an erasure of the tenant is running already",
     413: "PAYLOAD_TOO_LARGE: over the configured document size",
     415: "UNSUPPORTED_MEDIA_TYPE: a format citewise cannot parse, or a body that is not JSON",
     429: "THROTTLED: a backend asked to slow down; retry with backoff",

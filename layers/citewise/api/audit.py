@@ -56,6 +56,8 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/credentials/{id}"): "credential.revoke",
     ("GET", "/v1/admin/tenants/{tenant_id}/credentials"): "admin.credentials.list",
     ("DELETE", "/v1/admin/tenants/{tenant_id}/credentials/{id}"): "admin.credentials.revoke",
+    ("POST", "/v1/admin/tenants/{tenant_id}/erasure"): "admin.erasure.start",
+    ("GET", "/v1/admin/tenants/{tenant_id}/erasure"): "admin.erasure.get",
 }
 """The action each REST route is recorded as (a program's twin under `/m2m` as its route); a route missing
 here is recorded as `METHOD /path`."""

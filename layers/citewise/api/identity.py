@@ -15,13 +15,15 @@ def request_scope(app: APIGatewayRestResolver) -> tuple[Services, Caller]:
     """The services the handler put in the resolver's context, and the current request's Caller.
 
     The tenant joins every later log line of the request (the handler clears it between requests). A
-    program's credential is looked up in the credential store (`Services.credential_lookup`).
+    program's credential is looked up in the credential store (`Services.credential_lookup`). A
+    tenant being erased is refused here, for every tenant route at once (TenantErasingError, 409).
     """
     services: Services = app.context["services"]
     caller = caller_from_event(app.current_event, app.context["settings"], services.credential_lookup)
     logger.append_keys(tenant_id=caller.tenant_id)
     if caller.credential_id is not None:
         logger.append_keys(credential_id=caller.credential_id)
+    services.check_not_erasing(caller.tenant_id)
     return services, caller
 
 

@@ -62,6 +62,8 @@ HUMAN_ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/credentials/{id}", "documents"),
     # The platform operator's (`citewise.api.admin`): the same authorizer, the Operator checked in the function.
     Route("GET", "/v1/admin/tenants", "documents"),
+    Route("POST", "/v1/admin/tenants/{tenant_id}/erasure", "documents"),
+    Route("GET", "/v1/admin/tenants/{tenant_id}/erasure", "documents"),
     Route("GET", "/v1/admin/usage", "documents"),
     Route("GET", "/v1/admin/tenants/{tenant_id}/usage", "documents"),
     Route("GET", "/v1/admin/tenants/{tenant_id}/audit", "documents"),

@@ -66,10 +66,13 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import clients as aws
+from citewise.aws import dynamodb_erase as erasing
+from citewise.aws.dynamodb_usage import USAGE_PREFIX
 from citewise.domain.errors import CitewiseError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.registry import (
     TERMINAL,
     TOMBSTONE_RETENTION,
@@ -255,6 +258,43 @@ class DynamoRegistry:
     def put_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
         self._call("UpdateItem", self._client.update_item, **settings_put_request(self.table_name, tenant_id, settings))
 
+    # --- erasing a tenant (`citewise.ports.erasure`): only the erasure function may delete items ---------
+
+    def has_tenant(self, tenant_id: str) -> bool:
+        response = self._call(
+            "GetItem",
+            self._client.get_item,
+            TableName=self.table_name,
+            Key=_key(TENANTS_PARTITION, tenant_id),
+            ConsistentRead=True,  # an erasure's count must see its own delete of the item
+            ProjectionExpression="#key",
+            ExpressionAttributeNames={"#key": "doc_id"},
+        )
+        return "Item" in response
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete up to `limit` items of the tenant's partition, its usage counters left to `DynamoUsage`;
+        the catalogue item once the partition holds nothing else."""
+        request = partition_request(self.table_name, tenant_id)
+        keys = erasing.tenant_keys(self._client, request, limit=limit, keep=_erasable)
+        if keys:
+            return erasing.delete_keys(self._client, self.table_name, keys)
+        response = self._call(
+            "DeleteItem",
+            self._client.delete_item,
+            TableName=self.table_name,
+            Key=_key(TENANTS_PARTITION, tenant_id),
+            ReturnValues="ALL_OLD",
+        )
+        return 1 if "Attributes" in response else 0
+
+    def count_tenant(self, tenant_id: str) -> int:
+        request = partition_request(self.table_name, tenant_id)
+        request["FilterExpression"] = "NOT begins_with(#key, :usage)"
+        request["ExpressionAttributeNames"] = request["ExpressionAttributeNames"] | {"#key": "doc_id"}
+        request["ExpressionAttributeValues"] = request["ExpressionAttributeValues"] | {":usage": {"S": USAGE_PREFIX}}
+        return erasing.count(self._client, request) + int(self.has_tenant(tenant_id))
+
     @staticmethod
     def _call(action: str, operation: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         # No REGISTRY error code exists and none is needed: a failing registry is an internal fault
@@ -367,6 +407,23 @@ def query_request(
     if filters:
         request["FilterExpression"] = " AND ".join(filters)
     return request
+
+
+def partition_request(table_name: str, tenant_id: str) -> dict[str, Any]:
+    """The Query of every item of the tenant's partition, strongly consistent (an erasure's proof must
+    see its own deletes)."""
+    return {
+        "TableName": table_name,
+        "KeyConditionExpression": "#tenant = :tenant",
+        "ExpressionAttributeNames": {"#tenant": "tenant_id"},
+        "ExpressionAttributeValues": {":tenant": {"S": tenant_id}},
+        "ConsistentRead": True,
+    }
+
+
+def _erasable(sort_key: str) -> bool:
+    """Whether the registry erases the item of this sort key: all but the usage counters'."""
+    return not sort_key.startswith(USAGE_PREFIX)
 
 
 def catalogue_request(table_name: str, tenant_id: str, seen_at: datetime) -> dict[str, Any]:

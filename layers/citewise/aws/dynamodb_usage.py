@@ -26,7 +26,9 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import clients as aws
+from citewise.aws import dynamodb_erase as erasing
 from citewise.domain.errors import CitewiseError
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.usage import COUNTERS, DayUsage, UsageCounts
 
 USAGE_PREFIX: Final = "#usage#"
@@ -55,6 +57,13 @@ class DynamoUsage:
             if "LastEvaluatedKey" not in response:
                 return days
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        keys = erasing.tenant_keys(self._client, days_request(self.table_name, tenant_id), limit=limit)
+        return erasing.delete_keys(self._client, self.table_name, keys)
+
+    def count_tenant(self, tenant_id: str) -> int:
+        return erasing.count(self._client, days_request(self.table_name, tenant_id))
 
     @staticmethod
     def _call(action: str, operation: Any) -> dict[str, Any]:
@@ -95,6 +104,17 @@ def read_request(table_name: str, tenant_id: str, from_day: date, to_day: date) 
         },
         "ConsistentRead": True,
         "ScanIndexForward": True,
+    }
+
+
+def days_request(table_name: str, tenant_id: str) -> dict[str, Any]:
+    """The Query of every usage item of the tenant, strongly consistent."""
+    return {
+        "TableName": table_name,
+        "KeyConditionExpression": "#tenant = :tenant AND begins_with(#key, :usage)",
+        "ExpressionAttributeNames": {"#tenant": "tenant_id", "#key": "doc_id"},
+        "ExpressionAttributeValues": {":tenant": {"S": tenant_id}, ":usage": {"S": USAGE_PREFIX}},
+        "ConsistentRead": True,
     }
 
 

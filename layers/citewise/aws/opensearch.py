@@ -68,6 +68,7 @@ from citewise.domain import deadline
 from citewise.domain.access import may_read
 from citewise.domain.errors import CitewiseError, SearchBackendError, ThrottledError, ValidationError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.index import ScoredChunk
 from citewise.ports.sweeps import StaleSweep, SweepScheduler
 
@@ -116,6 +117,7 @@ class OpenSearchIndex:
         self._max_bulk_bytes = max_bulk_bytes
         self._page_size = page_size
         self._dimension: int | None = None
+        self._erase_positions: dict[str, list[str]] = {}  # per tenant: where its erasure's pass is
 
     # --- the index -------------------------------------------------------------------------------
 
@@ -200,6 +202,32 @@ class OpenSearchIndex:
         ids = list(self._chunk_ids(sweep.tenant_id, sweep.doc_id, before_generation=sweep.before))
         deleted = self._bulk(q.delete_actions(ids), ids, visible=True)
         return len(deleted)
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete the next page of up to `limit` of the tenant's entries (by `_id`, which Serverless
+        allows). Successive calls page on through the tenant (the position is kept per tenant in this
+        adapter); at the end of a pass the next call starts again from the first entry, so it answers 0
+        only when a whole new page finds nothing it can delete. On Serverless entries deleted within the
+        refresh window are still found then and count nothing (deleting a missing entry is no error),
+        while `count_tenant` still sees them: the erasure job waits and tries again
+        (`citewise.ports.erasure`). On a domain each delete waits for the periodic refresh."""
+        after = self._erase_positions.pop(tenant_id, None)
+        hits = self._search(q.tenant_entries_query(tenant_id, limit, after), "list a tenant's entries")
+        if not hits and after is not None:  # the end of a pass: start another from the first entry
+            hits = self._search(q.tenant_entries_query(tenant_id, limit), "list a tenant's entries")
+        with _malformed("list a tenant's entries"):
+            ids = [str(hit["_id"]) for hit in hits]
+            if hits:
+                self._erase_positions[tenant_id] = [str(value) for value in hits[-1]["sort"]]
+        return len(self._bulk(q.delete_actions(ids), ids, visible=True))
+
+    def count_tenant(self, tenant_id: str) -> int:
+        with _translated("count a tenant's entries"):
+            answer = self._client.search(
+                index=self._index, body=q.tenant_count_query(tenant_id), **self._budget("count a tenant's entries")
+            )
+        with _malformed("count a tenant's entries"):
+            return int(answer["hits"]["total"]["value"])
 
     def _sweep_later(self, tenant_id: str, doc_id: str, generation: str) -> None:
         """On Serverless, have the sweep run again once the refresh window has passed (module doc)."""

@@ -512,6 +512,32 @@ def document_chunks_query(
     return body
 
 
+_TENANT_ORDER = ["doc_id", "chunk_id", "generation"]
+
+
+def tenant_entries_query(tenant_id: str, size: int, search_after: list[str] | None = None) -> Body:
+    """One page of the tenant's entries (chunks and staged vectors, ids only), after `search_after`: what
+    one step of an erasure deletes. Sorted on (doc_id, chunk_id, generation), unique per entry, so a pass
+    pages through the tenant without meeting again what it deleted (a Serverless search still shows a
+    deleted entry for up to a refresh window)."""
+    body: Body = {
+        "size": size,
+        "_source": False,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}},
+        "sort": _TENANT_ORDER,
+    }
+    if search_after is not None:
+        body["search_after"] = search_after
+    return body
+
+
+def tenant_count_query(tenant_id: str) -> Body:
+    """The exact number of the tenant's entries (`hits.total`), no hit returned: an erasure's proof. A
+    search, not `_count`, so Serverless and a domain answer it alike."""
+    return {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}}}
+
+
 def vectors_by_hash_query(tenant_id: str, hashes: Collection[str]) -> Body:
     """One stored vector per content hash among the tenant's chunks and staged vectors (collapsed on
     the hash): a chunk's in `vector`, a staged one's in `chunk.staged_vector`."""

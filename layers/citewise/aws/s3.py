@@ -46,7 +46,7 @@ from citewise.domain.errors import CitewiseError, NotFoundError
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Visibility
 from citewise.domain.objects import SourceObject
-from citewise.domain.tenancy import validate_document_name
+from citewise.domain.tenancy import validate_document_name, validate_tenant_id
 from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
     DEFAULT_PREFIX,
@@ -61,8 +61,10 @@ from citewise.ports.blobstore import (
     upload_headers,
     validate_content_type,
 )
+from citewise.ports.erasure import ERASE_BATCH
 
 MAX_URL_TTL = 7 * 24 * 3600  # the longest a SigV4 presigned URL can live
+MAX_DELETE_KEYS = 1000  # S3's limit on the keys (versions) of one DeleteObjects
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
 
 
@@ -223,6 +225,51 @@ class S3BlobStore:
             size=size,
             expires_at=self._clock() + timedelta(seconds=self.url_ttl),
         )
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete up to `limit` (at most 1000, one DeleteObjects) of the tenant's object versions and
+        delete markers: on a versioned bucket deleting a key only hides it, deleting each version erases."""
+        listing = self._call(
+            "ListObjectVersions",
+            "",
+            self._client.list_object_versions,
+            Bucket=self.bucket,
+            Prefix=self._tenant_prefix(tenant_id),
+            MaxKeys=min(limit, MAX_DELETE_KEYS),
+        )
+        targets = [
+            {"Key": entry["Key"], "VersionId": entry["VersionId"]}
+            for entry in [*listing.get("Versions", []), *listing.get("DeleteMarkers", [])]
+        ][:limit]
+        if not targets:
+            return 0
+        answer = self._call(
+            "DeleteObjects",
+            "",
+            self._client.delete_objects,
+            Bucket=self.bucket,
+            Delete={"Objects": targets, "Quiet": True},
+        )
+        if answer.get("Errors"):
+            first = answer["Errors"][0]
+            raise CitewiseError(
+                f"S3 DeleteObjects refused {len(answer['Errors'])} of {len(targets)} versions",
+                details={"code": first.get("Code"), "key": first.get("Key")},
+            )
+        return len(targets)
+
+    def count_tenant(self, tenant_id: str) -> int:
+        pages = self._client.get_paginator("list_object_versions").paginate(
+            Bucket=self.bucket, Prefix=self._tenant_prefix(tenant_id)
+        )
+        try:
+            return sum(len(page.get("Versions", [])) + len(page.get("DeleteMarkers", [])) for page in pages)
+        except (ClientError, BotoCoreError) as exc:
+            raise aws.translate(exc, CitewiseError, "S3 ListObjectVersions") from exc
+
+    def _tenant_prefix(self, tenant_id: str) -> str:
+        """The tenant's folder with its closing slash: `tenants/acme/` holds nothing of `acme-eu`."""
+        return f"{self.prefix}{validate_tenant_id(tenant_id)}/"
 
     def _stored(self, tenant_id: str, path: str, sidecar: Sidecar | None) -> SourceObject:
         key = self.key(tenant_id, path)

@@ -41,6 +41,7 @@ from citewise.mcp.protocol import (
     message_id_of,
 )
 from citewise.mcp.tools import Toolbox
+from citewise.ports.erasure import TenantErasingError
 from citewise.runtime.identity import caller_from_event
 from citewise.runtime.observability import logger
 from citewise.runtime.resource_metadata import METADATA_PATH, challenge, resource_metadata
@@ -72,6 +73,10 @@ def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: McpSettings
     logger.append_keys(tenant_id=caller.tenant_id)
     if caller.credential_id is not None:
         logger.append_keys(credential_id=caller.credential_id)
+    try:
+        toolbox.services.check_not_erasing(caller.tenant_id)
+    except TenantErasingError as exc:
+        return _reply(exc.http_status, error_response(None, INVALID_REQUEST, f"{exc.code}: {exc.message}"))
     headers = {name.lower(): value for name, value in (event.headers or {}).items()}
     refused = _refused(headers)
     if refused is not None:

@@ -35,6 +35,7 @@ from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_K
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
 from citewise.domain.tenancy import document_id, validate_document_name, validate_path, validate_tenant_id
+from citewise.ports.erasure import ERASE_BATCH
 
 OWNER_KEY = "owner"
 VISIBILITY_KEY = "visibility"
@@ -142,6 +143,16 @@ class BlobStore(Protocol):
         412). Raises PayloadTooLargeError if `size` exceeds `max_bytes`, ValidationError for an invalid
         path, content type or metadata.
         """
+        ...
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete at most `limit` of what the store keeps of the tenant: every object and sidecar with
+        every version and delete marker of a versioned bucket (and the local store's kept metadata and
+        previous versions). How many were deleted; 0 only when none was left (`citewise.ports.erasure`)."""
+        ...
+
+    def count_tenant(self, tenant_id: str) -> int:
+        """What remains of the tenant, counted as `erase_tenant` deletes it (every version and marker)."""
         ...
 
 

@@ -9,6 +9,7 @@ passes `tests/contract/test_credentials_contract.py`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -16,6 +17,7 @@ from pydantic import Field
 
 from citewise.domain.credentials import Credential, CredentialScope
 from citewise.domain.models import Frozen
+from citewise.ports.erasure import ERASE_BATCH
 
 
 class IssuedCredential(Frozen):
@@ -83,3 +85,24 @@ def erase_credentials(store: CredentialStore, issuer: CredentialIssuer, tenant_i
     for credential in store.tenant_credentials(tenant_id):
         issuer.withdraw(credential.credential_id)
     return store.erase_tenant(tenant_id)
+
+
+class TenantCredentials:
+    """A tenant's credentials as a store its erasure empties (`citewise.ports.erasure.TenantStore`): every
+    client withdrawn, then the records deleted (`erase_credentials`), in one step whatever the `limit`,
+    since a tenant has at most as many as the user pool has app clients (1,000 by default).
+
+    The issuer is built only when there is a credential to withdraw: a deployment where none can exist (IAM
+    mode has no user pool) erases nothing here and needs no issuer."""
+
+    def __init__(self, store: CredentialStore, issuer: Callable[[], CredentialIssuer]) -> None:
+        self._store = store
+        self._issuer = issuer
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        if not self._store.count_tenant(tenant_id):
+            return 0
+        return erase_credentials(self._store, self._issuer(), tenant_id)
+
+    def count_tenant(self, tenant_id: str) -> int:
+        return self._store.count_tenant(tenant_id)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from citewise.domain.errors import SearchBackendError
 from citewise.domain.models import Caller, Chunk, Filter, Vector
+from citewise.ports.erasure import ERASE_BATCH
 
 
 class ScoredChunk:
@@ -128,4 +129,13 @@ class VectorIndex(Protocol):
     def sources(self, caller: Caller) -> list[str]:
         """The distinct non-empty `source` values of the documents the caller may read, sorted: the
         vocabulary the router recognises sources from."""
+        ...
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete at most `limit` of the tenant's entries (chunks and staged vectors) of every document;
+        how many were deleted, 0 only when none was left (`citewise.ports.erasure`)."""
+        ...
+
+    def count_tenant(self, tenant_id: str) -> int:
+        """The tenant's entries (chunks and staged vectors) that remain."""
         ...

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from citewise.domain.errors import ConflictError
 from citewise.domain.models import Document, DocumentStatus, Frozen
 from citewise.domain.tenant_settings import TenantSettings
+from citewise.ports.erasure import ERASE_BATCH
 
 TERMINAL = frozenset({DocumentStatus.INDEXED, DocumentStatus.FAILED})
 TOMBSTONE_RETENTION = timedelta(days=90)
@@ -185,4 +186,20 @@ class DocumentRegistry(Protocol):
 
     def put_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
         """Store the tenant's settings document, replacing the previous one (last write wins)."""
+        ...
+
+    # --- erasing a tenant (`citewise.ports.erasure`) -------------------------------------------------
+
+    def has_tenant(self, tenant_id: str) -> bool:
+        """Whether the tenants' catalogue lists the tenant (what `list_tenants` would show): one point read."""
+        ...
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete at most `limit` of the tenant's items: records, tombstones, the settings document and,
+        once nothing else is left, its catalogue entry (so the tenant stays listed until the end). Never
+        its usage counters, which `UsageMeter` owns. How many were deleted; 0 only when none was left."""
+        ...
+
+    def count_tenant(self, tenant_id: str) -> int:
+        """The tenant's records, tombstones, settings document and catalogue entry that remain."""
         ...

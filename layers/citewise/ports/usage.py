@@ -25,6 +25,7 @@ from pydantic import Field, NonNegativeInt, field_validator
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Frozen
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.registry import DocumentRegistry
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,15 @@ class UsageMeter(Protocol):
     def read(self, tenant_id: str, from_day: date, to_day: date) -> list[DayUsage]:
         """The tenant's days from `from_day` to `to_day` (both included) that counted anything, oldest
         first. Only that tenant's records: the tenant is in every key read."""
+        ...
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
+        """Delete at most `limit` of the tenant's day records; how many, 0 only when none was left. An
+        erasure keeps them for billing (`citewise.ports.erasure`); this is for after that retention."""
+        ...
+
+    def count_tenant(self, tenant_id: str) -> int:
+        """The tenant's day records that remain."""
         ...
 
 

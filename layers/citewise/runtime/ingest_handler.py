@@ -20,6 +20,7 @@ from citewise.domain.errors import IngestDeferredError, ValidationError
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.ingest.s3events import apply, parse_notification
 from citewise.ports.blobstore import key_to_location
+from citewise.ports.erasure import TenantErasingError
 from citewise.ports.index import VectorIndex
 from citewise.ports.sweeps import StaleSweep, StaleSweeper, parse_sweep
 from citewise.runtime.observability import logger, metrics, timed, tracer
@@ -56,8 +57,13 @@ def ingest_handler() -> LambdaHandler:
             raise
         for event in events:
             try:
+                services.check_not_erasing(key_to_location(event.key)[0])
                 with timed("IngestLatency"):
                     result = apply(event, services.ingestor, services.blobs, key_to_location)
+            except TenantErasingError:  # its erasure deletes the object; indexing it would only race that
+                logger.info("object of a tenant being erased dropped", extra={"key": event.key})
+                metrics.add_metric(name="UploadsRefused", unit=MetricUnit.Count, value=1)
+                continue
             except ValidationError as exc:
                 logger.warning(
                     "object key rejected", extra={"bucket": event.bucket, "key": event.key, "reason": exc.message}

@@ -5,7 +5,7 @@ The logic modules never choose adapters: they receive ports. This is the one pla
 `CITEWISE_BACKEND`, `CITEWISE_EMBEDDER` and `CITEWISE_SYNTHESIZER` (with `CITEWISE_GENERATION_FALLBACK`)
 to classes, importing each AWS adapter only when it is chosen so a Lambda loads no client it does not
 use. Each adapter is built on first use: a function builds only what its requests touch (the query
-function never creates a DynamoDB or S3 client), and a cold start pays for no client it does not need.
+function never creates an S3 client), and a cold start pays for no client it does not need.
 
 The library ships the AWS backend and the embedders and synthesizers Lambda runs. Any other backend,
 embedder or synthesizer (the local platform's folder, SQLite and MiniLM adapters, its OpenAI-compatible
@@ -17,18 +17,31 @@ library never imports that package, the Lambda layer does not contain it, and on
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from functools import cached_property
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from citewise.domain import deadline
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.audit import AuditLog, Auditor
-from citewise.ports.credentials import CredentialIssuer, CredentialStore
+from citewise.ports.credentials import CredentialIssuer, CredentialStore, TenantCredentials
 from citewise.ports.embedder import Embedder
+from citewise.ports.erasure import (
+    Erasure,
+    ErasureLog,
+    ErasureQueue,
+    TenantErasingError,
+    TenantStore,
+    check_not_erasing,
+    erased_stores,
+    kept_stores,
+    run_erasure,
+)
 from citewise.ports.index import VectorIndex
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.reranker import Reranker
@@ -46,6 +59,7 @@ if TYPE_CHECKING:
     from citewise.query.retrieval import Retriever
     from citewise.runtime.identity import CredentialCache
 
+logger = logging.getLogger(__name__)
 BACKENDS_GROUP = "citewise.backends"
 EMBEDDERS_GROUP = "citewise.embedders"
 SYNTHESIZERS_GROUP = "citewise.synthesizers"
@@ -65,6 +79,13 @@ class Backend(Protocol):
     def blobs(self) -> BlobStore: ...
 
     def usage(self) -> UsageMeter: ...
+
+    def erasures(self) -> ErasureLog: ...
+
+    def erasure_queue(self, run: Callable[[str], object]) -> ErasureQueue:
+        """Where a started erasure goes to run; `run(tenant_id)` runs it here and now (a backend without
+        a queue calls it in place)."""
+        ...
 
     def audit(self) -> AuditLog: ...
 
@@ -143,6 +164,48 @@ class Services:
         return CredentialCache(
             lambda credential_id: self.credentials.credential(credential_id), ttl=self.settings.credential_cache_ttl
         )
+
+    @cached_property
+    def erasures(self) -> ErasureLog:
+        return self._backend.erasures()
+
+    @cached_property
+    def erasure_queue(self) -> ErasureQueue:
+        return self._backend.erasure_queue(self.run_erasure)
+
+    def erased_stores(self) -> dict[str, TenantStore]:
+        """The stores an erasure empties (`citewise.ports.erasure.erased_stores`)."""
+        credentials = TenantCredentials(self.credentials, lambda: self.credential_issuer)
+        return erased_stores(credentials=credentials, registry=self.registry, index=self.index, blobs=self.blobs)
+
+    def run_erasure(self, tenant_id: str) -> Erasure:
+        """Continue the tenant's erasure within the invocation's time budget (unbounded outside one)."""
+        return run_erasure(
+            self.erasures,
+            tenant_id,
+            self.erased_stores(),
+            kept_stores(usage=self.usage),
+            time_left=deadline.remaining,
+            limit=self.settings.erasure_batch,
+        )
+
+    def check_not_erasing(self, tenant_id: str) -> None:
+        """Refuse the tenant's request while its erasure runs (TenantErasingError): one point read of its
+        erasure record. Skipped where the function has no registry table (the record lives there).
+
+        A record that cannot be read lets the request through (logged): the refusal spares the tenant's
+        users a half-erased view and keeps uploads out of the way, but what proves the erasure is the
+        job's final count, which finds anything written meanwhile and erases it too. Failing every
+        request of every tenant whenever the read fails would turn a hiccup into an outage.
+        """
+        if self.settings.backend == "aws" and not self.settings.registry_table:
+            return
+        try:
+            check_not_erasing(self.erasures, tenant_id)
+        except TenantErasingError:
+            raise
+        except Exception:  # noqa: BLE001 - see the docstring
+            logger.warning("could not read the erasure record of tenant %s", tenant_id, exc_info=True)
 
     @cached_property
     def meter(self) -> Meter:
@@ -254,6 +317,8 @@ _ADAPTERS = frozenset(
         "registry",
         "blobs",
         "usage",
+        "erasures",
+        "erasure_queue",
         "meter",
         "audit_log",
         "auditor",
@@ -442,14 +507,20 @@ class AwsBackend:
             replicas=settings.index_replicas,
         )
 
-    def registry(self) -> DocumentRegistry:
+    @cached_property
+    def _dynamodb(self) -> Any:
+        """One DynamoDB client for the registry and the erasure log (a client costs a cold start ~tens of ms)."""
         from citewise.aws import clients as aws
+
+        return aws.client("dynamodb", region=self._settings.aws_region)
+
+    def registry(self) -> DocumentRegistry:
         from citewise.aws.dynamodb import DynamoRegistry
 
         settings = self._settings
         return DynamoRegistry(
             _required(settings.registry_table),
-            client=aws.client("dynamodb", region=settings.aws_region),
+            client=self._dynamodb,
             tombstone_retention=timedelta(days=settings.tombstone_retention_days),
         )
 
@@ -462,6 +533,21 @@ class AwsBackend:
         # write, so a slow table may cost an answer at most a few seconds (the Meter logs the failure).
         client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
         return DynamoUsage(_required(settings.registry_table), client=client)
+
+    def erasures(self) -> ErasureLog:
+        from citewise.aws.dynamodb_erasure import DynamoErasureLog
+
+        return DynamoErasureLog(_required(self._settings.registry_table), client=self._dynamodb)
+
+    def erasure_queue(self, run: Callable[[str], object]) -> ErasureQueue:
+        """The erasure function's queue (`citewise.aws.sqs_erasure`): the job outlives one invocation."""
+        from citewise.aws import clients as aws
+        from citewise.aws.sqs_erasure import SqsErasureQueue
+
+        settings = self._settings
+        return SqsErasureQueue(
+            _required(settings.erasure_queue_url), client=aws.client("sqs", region=settings.aws_region)
+        )
 
     def audit(self) -> AuditLog:
         from citewise.aws import clients as aws

@@ -25,6 +25,7 @@ from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
 from citewise.domain.tenant_settings import known_time_zone
 from citewise.ports.audit import QuestionMode
+from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.registry import TOMBSTONE_RETENTION
 from citewise.ports.usage import PriceTable
 from citewise.query.fusion import FusionMethod
@@ -189,6 +190,17 @@ class Settings(BaseSettings):
     )
     registry_table: str | None = None
     documents_bucket: str | None = None
+    erasure_batch: int = Field(
+        default=ERASE_BATCH,
+        ge=1,
+        le=1000,
+        description="Items one step of a tenant's erasure deletes from one store at most (S3 deletes 1000 at most).",
+    )
+    erasure_queue_url: str | None = Field(
+        default=None,
+        description="AWS: the erasure function's queue, where an operator's erasure starts and each run of the "
+        "job re-queues the rest (`citewise.aws.sqs_erasure`).",
+    )
     embedding_dimension: int = Field(default=1024, description="Titan v2: 256, 512 or 1024.")
     generation_model_id: str = "amazon.nova-lite-v1:0"
     generation_max_tokens: int = Field(default=1024, ge=1, le=8192)
@@ -411,6 +423,17 @@ class McpSettings(ApiSettings):
 
 class IngestSettings(Settings):
     """The ingest function: the bucket it reads, the registry, the index and the embedder."""
+
+
+class ErasureSettings(Settings):
+    """The erasure function: every store an erasure empties (registry, bucket, index) and its own queue."""
+
+    aws_requires: ClassVar[tuple[str, ...]] = (
+        "opensearch_endpoint",
+        "registry_table",
+        "documents_bucket",
+        "erasure_queue_url",
+    )
 
 
 class BootstrapSettings(Settings):

@@ -71,6 +71,7 @@ class Names:
     table: str
     bucket: str
     queue: str
+    erasure_queue: str
     audit_log_group: str = "citewise-audit"
 
 
@@ -159,16 +160,15 @@ def _physical(names: Names, ids: dict[str, str]) -> dict[str, dict[str, str]]:
     def key(key_id: str) -> dict[str, str]:
         return {"Ref": key_id, "Arn": f"arn:{PARTITION}:kms:{REGION}:{ACCOUNT}:key/{key_id}"}
 
-    queue_url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{names.queue}"
+    def queue(name: str) -> dict[str, str]:
+        url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
+        return {"Ref": url, "QueueUrl": url, "QueueName": name, "Arn": f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{name}"}
+
     return {
         ids["table"]: {"Ref": names.table, "Arn": f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{names.table}"},
         ids["bucket"]: {"Ref": names.bucket, "Arn": f"arn:{PARTITION}:s3:::{names.bucket}"},
-        ids["queue"]: {
-            "Ref": queue_url,
-            "QueueUrl": queue_url,
-            "QueueName": names.queue,
-            "Arn": f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{names.queue}",
-        },
+        ids["queue"]: queue(names.queue),
+        ids["erasure_queue"]: queue(names.erasure_queue),
         ids["audit_log_group"]: {"Ref": names.audit_log_group, "Arn": _log_group(names.audit_log_group) + ":*"},
         ids["storage_key"]: key(STORAGE_KEY_ID),
         ids["queue_key"]: key(QUEUE_KEY_ID),
@@ -216,6 +216,7 @@ def deployment(environment: Environment, names: Names) -> Deployment:
         "table": synth.logical_id(stack.storage.table),
         "bucket": synth.logical_id(stack.storage.bucket),
         "queue": synth.logical_id(stack.ingestion.queue),
+        "erasure_queue": synth.logical_id(stack.erasure.queue),
         "storage_key": synth.logical_id(stack.storage.key),
         "queue_key": synth.logical_id(stack.ingestion.key),
         "audit_log_group": synth.logical_id(stack.audit.log_group),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.handlers.conftest import QUEUE, TABLE
+from tests.integration.handlers.conftest import ERASURE_QUEUE, QUEUE, TABLE
 from tests.integration.handlers.harness import BUCKET
 from tests.integration.handlers.iam import (
     ACCOUNT,
@@ -27,7 +27,7 @@ KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{STORAGE_KEY_ID}"
 
 @pytest.fixture(scope="module")
 def dev() -> Deployment:
-    return deployment(Environment(), Names(table=TABLE, bucket=BUCKET, queue=QUEUE))
+    return deployment(Environment(), Names(table=TABLE, bucket=BUCKET, queue=QUEUE, erasure_queue=ERASURE_QUEUE))
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_a_call_without_a_mapping_fails_rather_than_passing(dev: Deployment) -> 
 
 def test_the_template_follows_the_functions_configuration() -> None:
     # Given the configuration of a Serverless collection with reranking on in another region
-    names = Names(table=TABLE, bucket=BUCKET, queue=QUEUE)
+    names = Names(table=TABLE, bucket=BUCKET, queue=QUEUE, erasure_queue=ERASURE_QUEUE)
     environment = Environment.of(
         {"CITEWISE_OPENSEARCH_SERVICE": "aoss", "CITEWISE_RERANKER": "bedrock", "CITEWISE_RERANK_REGION": "us-west-2"}
     )
