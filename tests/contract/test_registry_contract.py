@@ -32,7 +32,14 @@ from citewise.domain.models import Document, DocumentStatus, Visibility
 from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
-from citewise.ports.registry import DeletedDocumentError, DocumentRegistry, StaleVersionError, microseconds
+from citewise.domain.quotas import QuotaOverrides
+from citewise.ports.registry import (
+    DeletedDocumentError,
+    DocumentRegistry,
+    StaleVersionError,
+    StoredTotals,
+    microseconds,
+)
 from citewise_local.registry import SCHEMA_VERSION, LocalRegistry
 
 TABLE = "citewise-documents"
@@ -676,7 +683,8 @@ def test_delete_request_is_conditional_and_never_deletes_the_item() -> None:
     assert request["Key"] == {"tenant_id": {"S": "acme"}, "doc_id": {"S": "d1"}}
     assert request["ConditionExpression"] == "attribute_not_exists(#deleted) OR #deleted < :deleted"
     assert request["UpdateExpression"] == (
-        "SET #deleted = :deleted, #expires = :expires REMOVE #path, #owner, #visibility, #status, #source, #body"
+        "SET #deleted = :deleted, #expires = :expires REMOVE #path, #owner, #visibility, #status, #source, #body,"
+        " #stored_chunks, #stored_bytes"  # what the record added to the tenant's stored totals goes with it
     )
     assert request["ExpressionAttributeValues"] == {
         ":deleted": {"N": str(microseconds(minutes(10)))},
@@ -879,3 +887,114 @@ def test_the_dynamodb_catalogue_is_one_partition_apart_from_every_tenant(dynamo:
     with pytest.raises(ValidationError):
         validate_tenant_id("#tenants")
     assert [d.path for d in dynamo.list("acme").items] == ["a.md"]
+
+
+# --- the shared contract: stored totals ----------------------------------------------------------------
+
+
+def sized(document: Document, size: int, chunks: int = 0) -> Document:
+    return document.model_copy(update={"size_bytes": size, "chunk_count": chunks})
+
+
+def recount(registry: DocumentRegistry, tenant_id: str) -> StoredTotals:
+    """The totals as the records say, one by one: what `stored_totals` must always equal."""
+    documents = [d for page in all_pages(registry, tenant_id, limit=1000) for d in page]
+    return StoredTotals(
+        documents=len(documents),
+        chunks=sum(d.chunk_count for d in documents),
+        bytes=sum(d.size_bytes or 0 for d in documents),
+    )
+
+
+def test_stored_totals_follow_ingest_reingest_failure_and_delete(registry: DocumentRegistry) -> None:
+    # Given a fresh tenant, and a neighbour whose id shares its prefix
+    assert registry.stored_totals("acme") == StoredTotals()
+    register(registry, sized(make_document("acme-eu", "n.md", status=DocumentStatus.INDEXED), 999, 9))
+    # When a document is uploaded (PENDING) and indexed
+    a = make_document("acme", "a.md")
+    registry.put(sized(a, 100))
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=0, bytes=100)
+    registry.put(sized(a, 100, 5).model_copy(update={"status": DocumentStatus.INDEXED}))
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=5, bytes=100)
+    # And re-ingested as a larger version: the new version replaces the old one's chunks and bytes
+    v2 = make_document("acme", "a.md", version="v2", updated_at=minutes(1))
+    registry.put(sized(v2, 300))
+    registry.put(sized(v2, 300, 7).model_copy(update={"status": DocumentStatus.INDEXED}))
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=7, bytes=300)
+    # And a second document fails (its object is kept, so its bytes count; it has no chunks)
+    b = make_document("acme", "b.md")
+    registry.put(sized(b, 50))
+    registry.put(sized(b, 50).model_copy(update={"status": DocumentStatus.FAILED, "error": "QUOTA_EXCEEDED: x"}))
+    assert registry.stored_totals("acme") == StoredTotals(documents=2, chunks=7, bytes=350)
+    # And a refused (older) write changes nothing
+    with pytest.raises(StaleVersionError):
+        registry.put(sized(make_document("acme", "a.md", version="v0"), 10_000, 100))
+    assert registry.stored_totals("acme") == StoredTotals(documents=2, chunks=7, bytes=350)
+    # When the first is deleted, twice
+    registry.delete("acme", a.doc_id, deleted_at=minutes(5))
+    registry.delete("acme", a.doc_id, deleted_at=minutes(6))
+    # Then only the second counts, and the neighbour was never touched
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=0, bytes=50) == recount(registry, "acme")
+    assert registry.stored_totals("acme-eu") == StoredTotals(documents=1, chunks=9, bytes=999)
+
+
+def test_stored_totals_stay_exact_under_concurrent_ingests_and_reingests(registry: DocumentRegistry) -> None:
+    # Given 8 writers ingesting and re-ingesting 6 shared documents (versions racing) and deleting some
+    def work(writer: int) -> None:
+        rng = random.Random(writer)
+        for step in range(12):
+            path = f"doc-{rng.randrange(6)}.md"
+            at = T0 + timedelta(milliseconds=writer * 1000 + step * 7 + rng.randrange(5000))
+            version = f"w{writer}s{step}"
+            pending = sized(make_document("acme", path, version=version, updated_at=at), rng.randrange(1, 10_000))
+            try:
+                if rng.random() < 0.15:
+                    registry.delete("acme", pending.doc_id, deleted_at=at)
+                    continue
+                registry.put(pending)
+                final = rng.choice([DocumentStatus.INDEXED, DocumentStatus.FAILED])
+                chunks = rng.randrange(1, 50) if final is DocumentStatus.INDEXED else 0
+                registry.put(pending.model_copy(update={"status": final, "chunk_count": chunks}))
+            except StaleVersionError:
+                pass  # a newer writer owns the record: superseded, as the pipeline takes it
+
+    # (in threads on SQLite; one after another on moto, which checks a condition without a lock: the race of
+    # a stale read on DynamoDB is the next test's)
+    with ThreadPoolExecutor(max_workers=8 if isinstance(registry, LocalRegistry) else 1) as pool:
+        list(pool.map(work, range(8)))
+    # Then the totals are exactly what the records add up to
+    totals = registry.stored_totals("acme")
+    assert totals == recount(registry, "acme")
+    assert totals.documents > 0
+
+
+def test_a_dynamodb_write_whose_read_went_stale_retries_and_counts_once(dynamo: DynamoRegistry) -> None:
+    # Given an indexed document of 5 chunks and 100 bytes
+    a = make_document("acme", "a.md")
+    register(dynamo, sized(a, 100, 5).model_copy(update={"status": DocumentStatus.INDEXED}))
+    # When a re-ingest's PENDING write reads what the record adds, and before it writes, another worker
+    # records the document FAILED (0 chunks) in between
+    real = dynamo._contribution
+    raced = []
+
+    def stale_read(tenant_id: str, doc_id: str) -> StoredTotals:
+        seen = real(tenant_id, doc_id)
+        if not raced:
+            raced.append(True)
+            dynamo.put(sized(a, 100).model_copy(update={"status": DocumentStatus.INDEXED, "updated_at": minutes(0.5)}))
+        return seen
+
+    dynamo._contribution = stale_read  # type: ignore[method-assign]
+    dynamo.put(sized(make_document("acme", "a.md", version="v2", updated_at=minutes(1)), 300))
+    # Then the stale transaction was cancelled, retried from a fresh read, and the totals are exact
+    assert raced
+    assert dynamo.stored_totals("acme") == StoredTotals(documents=1, chunks=0, bytes=300) == recount(dynamo, "acme")
+
+
+def test_quota_overrides_round_trip_and_stay_in_their_tenant(registry: DocumentRegistry) -> None:
+    assert registry.tenant_quotas("acme") is None
+    registry.put_tenant_quotas("acme", QuotaOverrides(max_documents=10, queries_per_minute=60))
+    registry.put_tenant_quotas("acme", QuotaOverrides(max_documents=20))  # replaces the whole document
+    assert registry.tenant_quotas("acme") == QuotaOverrides(max_documents=20)
+    assert registry.tenant_quotas("acme-eu") is None
+    assert registry.list("acme").items == []  # never a document record

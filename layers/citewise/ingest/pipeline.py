@@ -293,6 +293,7 @@ class Ingestor:
             visibility=obj.visibility,
             status=DocumentStatus.PENDING,
             version=obj.version,
+            size_bytes=obj.size,
             tags=_tags(attributes),
             attributes=attributes,
             created_at=previous.created_at if previous else now,
