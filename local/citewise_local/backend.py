@@ -19,6 +19,7 @@ from citewise.runtime.settings import Settings
 if TYPE_CHECKING:
     from citewise_local.blobstore import LocalBlobStore
     from citewise_local.index import LocalIndex
+    from citewise_local.rates import LocalRates
     from citewise_local.registry import LocalRegistry
     from citewise_local.usage import LocalUsage
 
@@ -57,8 +58,15 @@ class LocalBackend:
         self._closers.append(usage.close)
         return usage
 
+    def rates(self) -> LocalRates:
+        from citewise_local.rates import LocalRates
+
+        rates = LocalRates(self._settings.home_dir / "rates.db")
+        self._closers.append(rates.close)
+        return rates
+
     def close(self) -> None:
-        """Close the index, registry and usage databases built so far."""
+        """Close the index, registry, usage and rate databases built so far."""
         for close in self._closers:
             close()
 

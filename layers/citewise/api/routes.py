@@ -40,6 +40,9 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", "/v1/settings", "documents"),
     # The platform operator's (`citewise.api.admin`): the same authorizer, the Operator checked in the function.
     Route("GET", "/v1/admin/tenants", "documents"),
+    Route("GET", "/v1/admin/tenants/{tenant_id}/quotas", "documents"),
+    Route("PUT", "/v1/admin/tenants/{tenant_id}/quotas", "documents"),
+    Route("POST", "/v1/admin/tenants/{tenant_id}/requeue", "documents"),
     Route("GET", "/v1/health", "documents", authenticated=False),
     Route("GET", "/v1/openapi.json", "documents", authenticated=False),
     # The MCP endpoint (`citewise.mcp`): JSON-RPC over POST; GET, where a client would open an event

@@ -16,7 +16,7 @@ until the use falls under the limit (a day ends, a document is deleted).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -42,23 +42,39 @@ CEILINGS: Final[dict[str, int]] = {
 """The largest value each limit takes: far above any tenant's use, low enough to catch a slipped key."""
 
 
-def _limit(name: str, description: str) -> Any:
-    return Field(default=None, ge=0, le=CEILINGS[name], strict=True, description=description)
-
-
 class Quotas(Frozen):
     """A tenant's limits; None means no limit. `query_burst` is the bucket's size (None: a minute's rate)."""
 
-    max_documents: Annotated[int | None, _limit("max_documents", "Documents stored (any status).")]
-    max_stored_bytes: Annotated[int | None, _limit("max_stored_bytes", "Bytes of the stored originals.")]
-    pages_per_day: Annotated[int | None, _limit("pages_per_day", "Pages ingested per UTC day.")]
-    queries_per_minute: Annotated[
-        int | None, _limit("queries_per_minute", "Queries and searches (REST and MCP) per minute, sustained.")
-    ]
-    query_burst: Annotated[int | None, _limit("query_burst", "Queries and searches allowed at once.")]
-    generation_tokens_per_day: Annotated[
-        int | None, _limit("generation_tokens_per_day", "Answer model tokens (input and output) per UTC day.")
-    ]
+    max_documents: int | None = Field(
+        default=None, ge=0, le=CEILINGS["max_documents"], strict=True, description="Documents stored (any status)."
+    )
+    max_stored_bytes: int | None = Field(
+        default=None, ge=0, le=CEILINGS["max_stored_bytes"], strict=True, description="Bytes of the stored originals."
+    )
+    pages_per_day: int | None = Field(
+        default=None, ge=0, le=CEILINGS["pages_per_day"], strict=True, description="Pages ingested per UTC day."
+    )
+    queries_per_minute: int | None = Field(
+        default=None,
+        ge=0,
+        le=CEILINGS["queries_per_minute"],
+        strict=True,
+        description="Queries and searches (REST and MCP together) per minute, sustained.",
+    )
+    query_burst: int | None = Field(
+        default=None,
+        ge=0,
+        le=CEILINGS["query_burst"],
+        strict=True,
+        description="Queries and searches allowed at once (the bucket's size); None: a minute's worth.",
+    )
+    generation_tokens_per_day: int | None = Field(
+        default=None,
+        ge=0,
+        le=CEILINGS["generation_tokens_per_day"],
+        strict=True,
+        description="Answer model tokens (input and output) per UTC day.",
+    )
 
     def burst(self) -> int | None:
         """The bucket's size: `query_burst`, else a minute's worth of queries."""

@@ -28,6 +28,7 @@ from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
+from citewise.ports.quotas import QuotaGate, RateLimiter
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.reranker import Reranker
 from citewise.ports.router import Router
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     # never loads the blob store's rules (sidecars, object metadata).
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
+    from citewise.ports.requeue import IngestQueue
     from citewise.query.retrieval import Retriever
 
 BACKENDS_GROUP = "citewise.backends"
@@ -62,6 +64,8 @@ class Backend(Protocol):
     def blobs(self) -> BlobStore: ...
 
     def usage(self) -> UsageMeter: ...
+
+    def rates(self) -> RateLimiter: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -123,6 +127,27 @@ class Services:
         return Meter(lambda: self.usage)
 
     @cached_property
+    def rates(self) -> RateLimiter:
+        return self._backend.rates()
+
+    @cached_property
+    def quotas(self) -> QuotaGate:
+        """The tenants' quota checks (`citewise.ports.quotas.QuotaGate`): the settings' defaults and each
+        tenant's overrides from the registry. Where the function has no registry table (on AWS every store
+        of quotas and counters is there) every tenant has the defaults and nothing is counted or checked."""
+        settings = self.settings
+        if settings.backend == "aws" and not settings.registry_table:
+            return QuotaGate(settings.default_quotas(), lambda _: None)
+        return QuotaGate(
+            settings.default_quotas(),
+            lambda tenant_id: self.registry.tenant_quotas(tenant_id),
+            totals=lambda tenant_id: self.registry.stored_totals(tenant_id),
+            usage=lambda: self.usage,
+            rates=lambda: self.rates,
+            ttl=settings.quota_ttl,
+        )
+
+    @cached_property
     def ingestor(self) -> Ingestor:
         from citewise.ingest.chunking import Chunker
         from citewise.ingest.parsing import BLOCKS_PER_CHUNK, ParseLimits
@@ -147,7 +172,25 @@ class Services:
             embed_batch_size=settings.embed_batch_size,
             provenance_keys=ProvenanceKeys(source=settings.source_key, date=settings.source_date_key),
             meter=self.meter,
+            quotas=self.quotas,
         )
+
+    @cached_property
+    def ingest_queue(self) -> IngestQueue:
+        """Where the operator's re-queue sends quota-refused documents: the ingest queue on AWS, the
+        pipeline itself locally."""
+        if self.settings.backend == "aws":
+            from citewise.aws import clients as aws
+            from citewise.aws.sqs_requeue import SqsIngestQueue
+
+            settings = self.settings
+            if settings.ingest_queue_url is None or settings.documents_bucket is None:
+                raise ValidationError("re-queueing needs CITEWISE_INGEST_QUEUE_URL and CITEWISE_DOCUMENTS_BUCKET")
+            client = aws.client("sqs", region=settings.aws_region)
+            return SqsIngestQueue(settings.ingest_queue_url, settings.documents_bucket, client=client)
+        from citewise.ingest.requeue import DirectIngestQueue
+
+        return DirectIngestQueue(self.ingestor, self.blobs)
 
     @cached_property
     def retriever(self) -> Retriever:
@@ -199,7 +242,20 @@ class Services:
 
 
 _ADAPTERS = frozenset(
-    {"embedder", "index", "registry", "blobs", "usage", "meter", "ingestor", "retriever", "synthesizer"}
+    {
+        "embedder",
+        "index",
+        "registry",
+        "blobs",
+        "usage",
+        "meter",
+        "rates",
+        "quotas",
+        "ingest_queue",
+        "ingestor",
+        "retriever",
+        "synthesizer",
+    }
 )
 
 
@@ -389,6 +445,15 @@ class AwsBackend:
         # write, so a slow table may cost an answer at most a few seconds (the Meter logs the failure).
         client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
         return DynamoUsage(_required(settings.registry_table), client=client)
+
+    def rates(self) -> RateLimiter:
+        from citewise.aws import clients as aws
+        from citewise.aws.dynamodb_rates import DynamoRates
+
+        settings = self._settings
+        # As the usage meter's: a query waits for its bucket, so a slow table costs it seconds at most.
+        client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
+        return DynamoRates(_required(settings.registry_table), client=client)
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client
