@@ -29,10 +29,10 @@ from citewise.aws.dynamodb import (
 )
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.quotas import QuotaOverrides
 from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
-from citewise.domain.quotas import QuotaOverrides
 from citewise.ports.registry import (
     DeletedDocumentError,
     DocumentRegistry,

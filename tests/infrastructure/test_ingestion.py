@@ -115,6 +115,22 @@ def test_on_serverless_the_ingest_function_may_send_delayed_sweeps_to_its_own_qu
     }
     assert actions_on(statements, queue_id) == consume | {"sqs:SendMessage"}
     assert all(sender.resources == (flat({"Fn::GetAtt": [queue_id, "Arn"]}),) for sender in senders)
-    # and no other role may send to the queue
-    for function in (synth.stack.functions.query, synth.stack.functions.documents, synth.stack.functions.bootstrap):
+    # and no other role may send to the queue but the documents function's re-queue (next test)
+    for function in (synth.stack.functions.query, synth.stack.functions.bootstrap):
         assert "sqs:SendMessage" not in all_actions(role_statements(synth, synth.logical_id(function.role)))
+
+
+def test_the_documents_function_may_requeue_to_the_ingest_queue_only(synth: Synth) -> None:
+    # Given the documents function (the operator's re-queue of quota-refused documents)
+    documents = synth.stack.functions.documents
+    queue_id = synth.logical_id(synth.stack.ingestion.queue)
+    environment = synth.resources[synth.logical_id(documents.function)]["Properties"]["Environment"]["Variables"]
+    statements = role_statements(synth, synth.logical_id(documents.role))
+    # Then it knows the ingest queue and may send to it, and to nothing else, nor consume from it
+    assert environment["CITEWISE_INGEST_QUEUE_URL"] == {"Ref": queue_id}
+    senders = [s for s in statements if "sqs:SendMessage" in s.actions]
+    assert senders and all(s.resources == (flat({"Fn::GetAtt": [queue_id, "Arn"]}),) for s in senders)
+    assert actions_on(statements, queue_id) == {"sqs:SendMessage"}
+    # And the MCP function may not
+    mcp = synth.stack.functions.mcp
+    assert "sqs:SendMessage" not in all_actions(role_statements(synth, synth.logical_id(mcp.role)))

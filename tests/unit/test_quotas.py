@@ -92,8 +92,12 @@ class Bucket:
         return 0 if self.left >= 0 else 2_500_000
 
 
+NOTHING_STORED = StoredTotals()
+NOTHING_USED = UsageCounts()
+
+
 def gate(
-    quotas: Quotas, *, totals: StoredTotals = StoredTotals(), today: UsageCounts = UsageCounts(), left: int = 0
+    quotas: Quotas, *, totals: StoredTotals = NOTHING_STORED, today: UsageCounts = NOTHING_USED, left: int = 0
 ) -> QuotaGate:
     bucket = Bucket(left)
     return QuotaGate(
