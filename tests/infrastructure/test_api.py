@@ -265,18 +265,20 @@ def test_each_route_path_is_a_valid_api_gateway_path(route: Any) -> None:
     assert re.fullmatch(r"(/([A-Za-z0-9._-]+|\{[a-z_]+\}))+", route.path)
 
 
-def test_the_operators_route_is_the_documents_functions_behind_the_same_authorizer(
+def test_the_operators_routes_are_the_documents_functions_behind_the_same_authorizer(
     dev: Synth, serverless_iam: Synth
 ) -> None:
     # The function, not the authorizer, tells the operator from a tenant's user (both hold the pool's tokens)
-    (route,) = [r for r in ROUTES if r.path.startswith("/v1/admin/")]
-    assert (route.method, route.path, route.function, route.authenticated) == (
-        "GET",
-        "/v1/admin/tenants",
-        "documents",
-        True,
-    )
+    routes = [r for r in ROUTES if r.path.startswith("/v1/admin/")]
+    assert {(r.method, r.path) for r in routes} == {
+        ("GET", "/v1/admin/tenants"),
+        ("GET", "/v1/admin/tenants/{tenant_id}/quotas"),
+        ("PUT", "/v1/admin/tenants/{tenant_id}/quotas"),
+        ("POST", "/v1/admin/tenants/{tenant_id}/requeue"),
+    }
     (authorizer_id,) = dev.of_type("AWS::ApiGateway::Authorizer")
-    method = routed_methods(dev)[("GET", "/v1/admin/tenants")]
-    assert (method["AuthorizationType"], method["AuthorizerId"]) == ("COGNITO_USER_POOLS", {"Ref": authorizer_id})
-    assert routed_methods(serverless_iam)[("GET", "/v1/admin/tenants")]["AuthorizationType"] == "AWS_IAM"
+    for route in routes:
+        assert (route.function, route.authenticated) == ("documents", True)
+        method = routed_methods(dev)[(route.method, route.path)]
+        assert (method["AuthorizationType"], method["AuthorizerId"]) == ("COGNITO_USER_POOLS", {"Ref": authorizer_id})
+        assert routed_methods(serverless_iam)[(route.method, route.path)]["AuthorizationType"] == "AWS_IAM"
