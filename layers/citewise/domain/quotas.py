@@ -99,11 +99,10 @@ class EffectiveQuota(Frozen):
 
 
 class EffectiveQuotas(Frozen):
-    """Every limit of a tenant with its source: what `GET /v1/admin/tenants/{id}/quotas` answers."""
+    """Every limit of a tenant with its source (`GET /v1/admin/tenants/{id}/quotas` shows them)."""
 
     tenant_id: str
     quotas: dict[str, EffectiveQuota]
-    overrides: QuotaOverrides | None = None
 
     def as_quotas(self) -> Quotas:
         """The limits alone."""
@@ -120,7 +119,7 @@ def effective(tenant_id: str, defaults: Quotas, overrides: QuotaOverrides | None
             if value is not None
             else EffectiveQuota(limit=getattr(defaults, name), source="default")
         )
-    return EffectiveQuotas(tenant_id=tenant_id, quotas=quotas, overrides=overrides)
+    return EffectiveQuotas(tenant_id=tenant_id, quotas=quotas)
 
 
 STORAGE_RETRY_SECONDS: Final = 3600
