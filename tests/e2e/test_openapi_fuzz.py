@@ -236,7 +236,9 @@ def test_authenticated_operations_refuse_a_missing_or_bad_token(
 ) -> None:
     # Given a request that is valid in every way but its identity (and names a document that exists)
     operation = schema[route.path][route.method]
-    parts: dict[str, Any] = {"path_parameters": {"id": corpus.kept[0]}} if "{id}" in route.path else {}
+    known = {"id": corpus.kept[0], "tenant_id": "acme"}
+    path_parameters = {name: value for name, value in known.items() if f"{{{name}}}" in route.path}
+    parts: dict[str, Any] = {"path_parameters": path_parameters} if path_parameters else {}
     if route.path in VALID_BODIES:
         parts |= {"body": VALID_BODIES[route.path], "media_type": "application/json"}
     case = operation.Case(**parts)

@@ -35,8 +35,9 @@ def test_unknown_fields_are_refused() -> None:
         QuotaOverrides.model_validate({"max_documentz": 3})
 
 
-def test_zero_and_the_ceiling_are_limits() -> None:
+def test_zero_the_ceiling_and_a_whole_number_written_as_a_float_are_limits() -> None:
     assert QuotaOverrides(max_documents=0).max_documents == 0
+    assert QuotaOverrides.model_validate({"max_documents": 500.0}).max_documents == 500  # JSON Schema's integer
     assert QuotaOverrides(max_stored_bytes=CEILINGS["max_stored_bytes"]).max_stored_bytes == 10**15
 
 

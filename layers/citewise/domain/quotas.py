@@ -6,8 +6,9 @@ searches), and generation tokens per UTC day. The deployment's defaults come fro
 (`CITEWISE_QUOTA_*`); the operator overrides any of them per tenant (`QuotaOverrides`, stored in the
 registry next to the tenant's settings). Validation is here, once, so the API, the CLI and both
 registries refuse the same values with the same message: a limit is a JSON integer (never a string, a
-fraction or a boolean), 0 or more, and at most a ceiling far above any real use (`CEILINGS`), so a typo
-of six extra digits is refused instead of silently lifting the limit.
+fraction or a boolean; `500.0` is 500, as JSON Schema's `integer` reads it), 0 or more, and at most a
+ceiling far above any real use (`CEILINGS`), so a typo of six extra digits is refused instead of
+silently lifting the limit.
 
 A limit lowered below the current use is accepted: the work already done stays, and new work is refused
 until the use falls under the limit (a day ends, a document is deleted).
@@ -16,9 +17,9 @@ until the use falls under the limit (a day ends, a document is deleted).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import Frozen
@@ -46,35 +47,41 @@ class Quotas(Frozen):
     """A tenant's limits; None means no limit. `query_burst` is the bucket's size (None: a minute's rate)."""
 
     max_documents: int | None = Field(
-        default=None, ge=0, le=CEILINGS["max_documents"], strict=True, description="Documents stored (any status)."
+        default=None, ge=0, le=CEILINGS["max_documents"], description="Documents stored (any status)."
     )
     max_stored_bytes: int | None = Field(
-        default=None, ge=0, le=CEILINGS["max_stored_bytes"], strict=True, description="Bytes of the stored originals."
+        default=None, ge=0, le=CEILINGS["max_stored_bytes"], description="Bytes of the stored originals."
     )
     pages_per_day: int | None = Field(
-        default=None, ge=0, le=CEILINGS["pages_per_day"], strict=True, description="Pages ingested per UTC day."
+        default=None, ge=0, le=CEILINGS["pages_per_day"], description="Pages ingested per UTC day."
     )
     queries_per_minute: int | None = Field(
         default=None,
         ge=0,
         le=CEILINGS["queries_per_minute"],
-        strict=True,
         description="Queries and searches (REST and MCP together) per minute, sustained.",
     )
     query_burst: int | None = Field(
         default=None,
         ge=0,
         le=CEILINGS["query_burst"],
-        strict=True,
         description="Queries and searches allowed at once (the bucket's size); None: a minute's worth.",
     )
     generation_tokens_per_day: int | None = Field(
         default=None,
         ge=0,
         le=CEILINGS["generation_tokens_per_day"],
-        strict=True,
         description="Answer model tokens (input and output) per UTC day.",
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        # A limit is a JSON number with no fraction (`500` or `500.0`, as JSON Schema's `integer` reads it),
+        # never a string such as "500" or a boolean, which pydantic would otherwise convert.
+        if isinstance(value, str | bool):
+            raise ValueError("a limit is a JSON integer (or null), not a string or a boolean")
+        return value
 
     def burst(self) -> int | None:
         """The bucket's size: `query_burst`, else a minute's worth of queries."""
