@@ -30,6 +30,11 @@ def test_a_bad_limit_is_refused_naming_its_field(value: Any) -> None:
     assert [error["loc"][0] for error in caught.value.errors()] == ["max_documents"]
 
 
+def test_stamped_overrides_read_back() -> None:
+    stamped = QuotaOverrides(max_documents=5, updated_at=NOON, updated_by="ops")
+    assert QuotaOverrides.model_validate_json(stamped.model_dump_json()) == stamped
+
+
 def test_unknown_fields_are_refused() -> None:
     with pytest.raises(pydantic.ValidationError):
         QuotaOverrides.model_validate({"max_documentz": 3})

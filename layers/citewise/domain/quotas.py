@@ -74,7 +74,7 @@ class Quotas(Frozen):
         description="Answer model tokens (input and output) per UTC day.",
     )
 
-    @field_validator("*", mode="before")
+    @field_validator(*CEILINGS, mode="before")
     @classmethod
     def _a_number(cls, value: Any) -> Any:
         # A limit is a JSON number with no fraction (`500` or `500.0`, as JSON Schema's `integer` reads it),
