@@ -181,3 +181,24 @@ def test_generated_answers_stop_when_the_days_tokens_are_spent(stack: Stack) -> 
     assert status == 429 and body["error"]["details"]["quota"] == "generation_tokens_per_day"
     assert 1 <= int(headers["retry-after"]) <= 86400
     assert call(stack, "POST", "/v1/search", body={"query": "key rotation"}, identity=ALICE)[0] == 200
+
+
+def test_the_days_pages_refuse_an_ingest_then_every_upload(stack: Stack) -> None:
+    # Given acme ingested one page today and may ingest two; an upload is granted
+    stack.upload_and_ingest(ALICE, "runbooks/keys.md", RUNBOOK)
+    status, _, first = call(stack, "POST", "/v1/uploads", body=upload_request("b.md", 10), identity=ALICE)
+    status, _, second = call(stack, "POST", "/v1/uploads", body=upload_request("c.md", 10), identity=ALICE)
+    assert status == 200
+    set_quotas(stack, pages_per_day=2)
+    # When both land: the first fits the day, the second does not
+    for upload, name in ((first, "b.md"), (second, "c.md")):
+        stack.put_upload(upload, b"# Note\n\nok")  # the 10 bytes the upload declared
+        notification = s3_notification("ObjectCreated:Put", f"tenants/acme/{name}", size=10)
+        assert stack.ingest(notification) == {"batchItemFailures": []}
+    assert document(stack, first["document_id"])["status"] == "INDEXED"
+    refused = document(stack, second["document_id"])
+    assert refused["status"] == "FAILED" and refused["error"].startswith("QUOTA_EXCEEDED: ")
+    # Then, the day's pages spent, the next upload is refused at presign until the next UTC day
+    status, headers, body = call(stack, "POST", "/v1/uploads", body=upload_request("d.md", 10), identity=ALICE)
+    assert status == 429 and body["error"]["details"]["quota"] == "pages_per_day"
+    assert body["error"]["details"]["used"] == 2 and 1 <= int(headers["retry-after"]) <= 86400
