@@ -9,15 +9,18 @@ from __future__ import annotations
 import base64
 import random
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from moto.dynamodb.models import DynamoDBBackend
 
 from citewise.aws import clients as aws
 from citewise.aws.dynamodb import (
@@ -938,7 +941,25 @@ def test_stored_totals_follow_ingest_reingest_failure_and_delete(registry: Docum
     assert registry.stored_totals("acme-eu") == StoredTotals(documents=1, chunks=9, bytes=999)
 
 
-def test_stored_totals_stay_exact_under_concurrent_ingests_and_reingests(registry: DocumentRegistry) -> None:
+@pytest.fixture
+def atomic_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of moto's item requests and transactions runs alone, as each is atomic on DynamoDB (moto's are
+    not: they read, compute and store in Python, unlocked). Reentrant: moto's transaction calls its own
+    item requests."""
+    lock = threading.RLock()
+    for name in ("get_item", "put_item", "update_item", "query", "transact_write_items"):
+        original = getattr(DynamoDBBackend, name)
+
+        def atomic(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+            with lock:
+                return _original(*args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, atomic)
+
+
+def test_stored_totals_stay_exact_under_concurrent_ingests_and_reingests(
+    registry: DocumentRegistry, atomic_transactions: None
+) -> None:
     # Given 8 writers ingesting and re-ingesting 6 shared documents (versions racing) and deleting some
     def work(writer: int) -> None:
         rng = random.Random(writer)
@@ -958,9 +979,9 @@ def test_stored_totals_stay_exact_under_concurrent_ingests_and_reingests(registr
             except StaleVersionError:
                 pass  # a newer writer owns the record: superseded, as the pipeline takes it
 
-    # (in threads on SQLite; one after another on moto, which checks a condition without a lock: the race of
-    # a stale read on DynamoDB is the next test's)
-    with ThreadPoolExecutor(max_workers=8 if isinstance(registry, LocalRegistry) else 1) as pool:
+    # (in threads on both: on moto, each request atomic as on DynamoDB, so what the threads race on is the
+    # adapter's read of a record's share before its transaction; the next test stages that race exactly)
+    with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(work, range(8)))
     # Then the totals are exactly what the records add up to
     totals = registry.stored_totals("acme")
