@@ -23,11 +23,13 @@ import json
 from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from citewise.api.routes import ROUTES, Route
 from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP
+from citewise.domain.credentials import RESOURCE_SERVER, CredentialScope
 from citewise.domain.errors import (
     CitewiseError,
     ForbiddenError,
@@ -82,6 +84,10 @@ def error_template(code: str, message_expression: str) -> str:
     )
 
 
+_READ_SCOPE = "Query, search, read documents and settings, the MCP tools"
+_FULL_SCOPE = "Also upload, replace and delete the service user's documents"
+
+
 class Api(Construct):
     """The REST API, its auth, its routes and its gateway responses."""
 
@@ -97,12 +103,15 @@ class Api(Construct):
         self._config = config
         self.user_pool: cognito.UserPool | None = None
         self.user_pool_client: cognito.UserPoolClient | None = None
+        self.credential_token_url: str | None = None
         self.rest_api = self._build_rest_api()
         # The stack outputs the URL under its own key (constants.Outputs.API_URL); drop CDK's duplicate.
         self.rest_api.node.try_remove_child("Endpoint")
         self._authorizer = self._build_cognito() if config.auth.mode == "cognito" else None
         self._build_routes(functions)
         self._challenge = self._build_resource_metadata(functions["mcp"], self.user_pool) if self.user_pool else None
+        if self.user_pool is not None:
+            self.credential_token_url = self._build_credentials(self.user_pool, functions["documents"])
         self._build_gateway_responses()
         self._acknowledge_api()
 
@@ -285,6 +294,8 @@ class Api(Construct):
                 request_parameters=parameters or None,
                 authorization_type=authorization_type,
                 authorizer=authorizer,
+                # A program's routes (`/m2m/`): the authorizer then takes access tokens granting one of them.
+                authorization_scopes=list(route.scopes) if route.scopes and self._authorizer is not None else None,
             )
             self._acknowledge_route(route, method)
 
@@ -294,6 +305,40 @@ class Api(Construct):
         if self._authorizer is not None:
             return apigw.AuthorizationType.COGNITO, self._authorizer
         return apigw.AuthorizationType.IAM, None
+
+    # --- credentials for agents and services -----------------------------------------------------------------
+
+    def _build_credentials(self, pool: cognito.UserPool, documents: CitewiseFunction) -> str:
+        """The `citewise` resource server (scopes `read`, `full`), the user pool domain whose token endpoint
+        programs use (client-credentials grant), and what the documents function needs to make and revoke
+        credentials: the pool's id, the token URL, and creating and deleting the pool's app clients
+        (`citewise.aws.cognito_credentials`). Returns the token URL.
+
+        The domain is a Cognito-hosted prefix (`citewise-<env>-<account>`: unique per region, no certificate
+        to manage); it serves no sign-in page to anyone, since the people's app client has OAuth off."""
+        pool.add_resource_server(
+            "CredentialScopes",
+            identifier=RESOURCE_SERVER,
+            user_pool_resource_server_name="citewise API",
+            scopes=[
+                cognito.ResourceServerScope(scope_name=CredentialScope.READ.value, scope_description=_READ_SCOPE),
+                cognito.ResourceServerScope(scope_name=CredentialScope.FULL.value, scope_description=_FULL_SCOPE),
+            ],
+        )
+        domain = pool.add_domain(
+            "TokenDomain",
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"citewise-{self._config.name}-{Aws.ACCOUNT_ID}"),
+        )
+        token_url = f"{domain.base_url()}/oauth2/token"
+        documents.function.add_environment("CITEWISE_USER_POOL_ID", pool.user_pool_id)
+        documents.function.add_environment("CITEWISE_CREDENTIAL_TOKEN_URL", token_url)
+        documents.add(
+            iam.PolicyStatement(
+                actions=["cognito-idp:CreateUserPoolClient", "cognito-idp:DeleteUserPoolClient"],
+                resources=[pool.user_pool_arn],
+            )
+        )
+        return token_url
 
     # --- the MCP endpoint's OAuth metadata (RFC 9728) ---------------------------------------------------------
 

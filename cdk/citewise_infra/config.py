@@ -21,6 +21,7 @@ from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3,
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.domain.quotas import CEILINGS
+from citewise.ports.usage import PriceTable
 from citewise_infra.constants import (
     API_FUNCTION_MAX_TIMEOUT_S,
     API_FUNCTIONS,
@@ -287,6 +288,24 @@ class QuotasConfig(_Block):
         return {f"quota_{name}": str(value) for name, value in self.model_dump().items() if value is not None}
 
 
+class AuditConfig(_Block):
+    """The audit trail (docs/operations.md, "Audit trail"): how long CloudWatch Logs keeps it."""
+
+    retention_days: int = 365
+
+    @field_validator("retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs keeps logs for one of {sorted(LOG_RETENTION_DAYS)} days")
+        return value
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        """`retention_days` as CDK's enum."""
+        return logs.RetentionDays[LOG_RETENTION_DAYS[self.retention_days]]
+
+
 class AlarmsConfig(_Block):
     """Alarm thresholds and who hears about them."""
 
@@ -324,9 +343,13 @@ class EnvironmentConfig(_Block):
     mcp: FunctionConfig = FunctionConfig()
     bootstrap: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=600)
     data: DataConfig = DataConfig()
+    audit: AuditConfig = AuditConfig()
     alarms: AlarmsConfig = AlarmsConfig()
     rerank: RerankConfig = RerankConfig()
     quotas: QuotasConfig = QuotasConfig()
+    prices: PriceTable | None = None
+    """What the environment's models cost per million units of each usage counter: the usage routes'
+    cost estimate (docs/operations.md, Cost, says where each default comes from); none: no estimate."""
 
     @model_validator(mode="after")
     def _reranker_is_offered(self) -> Self:

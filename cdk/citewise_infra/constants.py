@@ -53,6 +53,8 @@ METRICS_NAMESPACE: Final = "Citewise"
 
 # --- custom metrics (emitted by the handlers through Powertools, dimension `service`) -------------------
 INGEST_METRICS: Final = ("IngestFailures", "DocumentsIndexed", "ChunksIndexed")
+AUDIT_FAILURES: Final = "AuditWriteFailures"
+"""An audit record the API functions could not write (`citewise.runtime.services`)."""
 QUERY_METRICS: Final = ("QueryLatency", "RetrievalLatency", "SynthesisLatency", "InputTokens", "OutputTokens")
 
 # --- construct ids ---------------------------------------------------------------------------------------
@@ -63,6 +65,7 @@ INGESTION_ID: Final = "Ingestion"
 API_ID: Final = "Api"
 INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
+AUDIT_ID: Final = "Audit"
 LAYER_ID: Final = "CitewiseLayer"
 
 INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"
@@ -77,6 +80,7 @@ class Outputs:
     API_URL: Final = "ApiUrl"
     USER_POOL_ID: Final = "UserPoolId"
     USER_POOL_CLIENT_ID: Final = "UserPoolClientId"
+    CREDENTIAL_TOKEN_URL: Final = "CredentialTokenUrl"  # noqa: S105 - an output key, not a secret
     DOCUMENTS_BUCKET: Final = "DocumentsBucketName"
     REGISTRY_TABLE: Final = "RegistryTableName"
     SEARCH_ENDPOINT: Final = "SearchEndpoint"
@@ -84,6 +88,7 @@ class Outputs:
     DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
     ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
     DASHBOARD_NAME: Final = "DashboardName"
+    AUDIT_LOG_GROUP: Final = "AuditLogGroupName"
 
 
 def stack_name(environment: str) -> str:

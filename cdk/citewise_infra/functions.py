@@ -14,11 +14,12 @@ What each function calls (and so what its role may do):
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
   refresh); SQS SendMessage on the ingest queue (the operator's re-queue of quota-refused documents).
-  No Bedrock.
+  No Bedrock. The audit trail's log group: append and FilterLogEvents (the operator's export).
 - mcp: read only, but for the usage counters and the rate bucket (as the query function). The index's
   `_search`, Bedrock InvokeModel on the embedding and generation models (and ApplyGuardrail on the
   guardrail, and the reranker's two grants when reranking is on), GetItem/Query on the registry table
   with decryption. No S3 at all, no index writes or deletes.
+- query and mcp also append to the audit trail's log group (CreateLogStream, PutLogEvents), nothing more.
 - bootstrap: create and describe the index. Nothing else.
 Every function also writes its own log group and X-Ray segments.
 """
@@ -46,6 +47,7 @@ from citewise.runtime.settings import (
     Settings,
 )
 from citewise_infra import bedrock
+from citewise_infra.audit import AuditTrail
 from citewise_infra.config import EnvironmentConfig, FunctionConfig
 from citewise_infra.constants import (
     FUNCTION_IDS,
@@ -194,12 +196,20 @@ class FunctionsFactory(Construct):
     """Builds the layer and the four functions, with their environment and permissions."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, storage: Storage, search: SearchBackend
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        storage: Storage,
+        search: SearchBackend,
+        audit: AuditTrail,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
         self._storage = storage
         self._search = search
+        self._audit = audit
         # Per function, the construct that carries its search permission outside its role, if any.
         self.search_access: dict[FunctionKey, IConstruct] = {}
         self.layer = self._build_layer()
@@ -351,6 +361,7 @@ class FunctionsFactory(Construct):
             # the tenants' settings documents, quotas and usage counters only
             "registry_table": self._storage.table.table_name,
             **self._config.quotas.environment(),
+            **self._audit.values(),
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:
             values.update(guardrail_id=models.guardrail_id, guardrail_version=models.guardrail_version)
@@ -376,6 +387,8 @@ class FunctionsFactory(Construct):
         self._storage.grant_read_tenant_settings(fn.role)
         self._storage.grant_count_usage(fn.role)
         self._storage.grant_check_quotas(fn.role)
+        if self._config.auth.mode == "cognito":  # programs' credentials exist with Cognito only
+            self._storage.grant_read_credentials(fn.role)
         self._grant_model(fn, models.embedding_model_id)
         self._grant_model(fn, models.generation_model_id)
         if models.routing_model_id not in (None, models.generation_model_id):
@@ -384,6 +397,7 @@ class FunctionsFactory(Construct):
             fn.add(bedrock.guardrail_statement(models.guardrail_id))
         if self._config.rerank.enabled:
             fn.add(*bedrock.rerank_statements(self._config.rerank.model_id, self._config.rerank.region))
+        self._audit.grant_write(fn.role)
 
     def _answer_unscoped(self) -> tuple[str, ...]:
         """The unscoped actions of the functions that answer: `bedrock:Rerank` when reranking is on."""
@@ -430,8 +444,11 @@ class FunctionsFactory(Construct):
             **self._document_values(),
             **self._identity_values(),
             **self._cors_values(),
+            **self._audit.values(),
             "upload_url_ttl": str(self._config.api.upload_url_ttl_s),
         }
+        if self._config.prices is not None:  # the usage routes' cost estimate
+            values["prices"] = self._config.prices.model_dump_json()
         fn = self._function(
             "documents",
             self._config.documents,
@@ -443,6 +460,8 @@ class FunctionsFactory(Construct):
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
         self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
+        self._audit.grant_write(fn.role)
+        self._audit.grant_read(fn.role)
         return fn
 
     def _build_bootstrap(self) -> CitewiseFunction:

@@ -8,6 +8,7 @@ Alarms, and why each one:
 - API 5XX responses (5 in 5 minutes): what callers see of query and documents failures, including
   those the handlers turn into an error body;
 - p99 latency of the API and of the query pipeline (`QueryLatency`) above their thresholds for 15 min;
+- any audit record the API functions could not write (`AuditWriteFailures`, summed over the three);
 - on a managed domain: cluster status red (and yellow when it has more than one data node: a one-node
   domain places no replica anywhere), writes blocked, free storage under a quarter of the volume, JVM
   memory pressure at 95% for 3 minutes, and the KMS key erroring or inaccessible (the domain then
@@ -41,7 +42,7 @@ from constructs import Construct
 
 from citewise_infra.api import Api
 from citewise_infra.config import EnvironmentConfig
-from citewise_infra.constants import INGEST_METRICS, METRICS_NAMESPACE, QUERY_METRICS, SERVICE_NAMES
+from citewise_infra.constants import AUDIT_FAILURES, INGEST_METRICS, METRICS_NAMESPACE, QUERY_METRICS, SERVICE_NAMES
 from citewise_infra.functions import CitewiseFunction, Functions
 from citewise_infra.ingestion import Ingestion
 from citewise_infra.search import ManagedSearch, SearchBackend
@@ -202,6 +203,19 @@ class Observability(Construct):
             periods=3,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             description=f"query pipeline p99 latency above {alarms.query_p99_latency_ms} ms for 15 minutes",
+        )
+        # One alarm over the three functions that write the audit trail: a lost record is never silent.
+        writers = {key: custom_metric(AUDIT_FAILURES, SERVICE_NAMES[key]) for key in ("query", "documents", "mcp")}
+        self._alarm(
+            "AuditWriteFailures",
+            cloudwatch.MathExpression(
+                expression=" + ".join(f"FILL({key}, 0)" for key in writers),
+                using_metrics=dict(writers),
+                period=PERIOD,
+                label=AUDIT_FAILURES,
+            ),
+            threshold=1,
+            description="audit records could not be written (the functions log AUDIT RECORD NOT WRITTEN)",
         )
 
     def _build_domain_alarms(self, search: ManagedSearch) -> None:

@@ -8,9 +8,11 @@ from aws_cdk import CfnOutput, Environment, Stack, Tags
 from constructs import Construct
 
 from citewise_infra.api import Api
+from citewise_infra.audit import AuditTrail
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import (
     API_ID,
+    AUDIT_ID,
     FUNCTIONS_ID,
     INDEX_BOOTSTRAP_ID,
     INGESTION_ID,
@@ -46,7 +48,10 @@ class CitewiseStack(Stack):
         self.config = config
         self.storage = Storage(self, STORAGE_ID, config=config)
         self.search = build_search(self, SEARCH_ID, config=config, key=self.storage.key)
-        factory = FunctionsFactory(self, FUNCTIONS_ID, config=config, storage=self.storage, search=self.search)
+        self.audit = AuditTrail(self, AUDIT_ID, config=config)
+        factory = FunctionsFactory(
+            self, FUNCTIONS_ID, config=config, storage=self.storage, search=self.search, audit=self.audit
+        )
         self.functions = factory.functions
         self.layer = factory.layer
         # The bootstrap's permission outside its role (a Serverless data access policy), if any.
@@ -97,9 +102,12 @@ class CitewiseStack(Stack):
             Outputs.DEAD_LETTER_QUEUE_URL: self.ingestion.dead_letter_queue.queue_url,
             Outputs.ALARM_TOPIC_ARN: self.observability.topic.topic_arn,
             Outputs.DASHBOARD_NAME: self.observability.dashboard.dashboard_name,
+            Outputs.AUDIT_LOG_GROUP: self.audit.log_group.log_group_name,
         }
         if self.api.user_pool is not None and self.api.user_pool_client is not None:
             values[Outputs.USER_POOL_ID] = self.api.user_pool.user_pool_id
             values[Outputs.USER_POOL_CLIENT_ID] = self.api.user_pool_client.user_pool_client_id
+        if self.api.credential_token_url is not None:
+            values[Outputs.CREDENTIAL_TOKEN_URL] = self.api.credential_token_url
         for key, value in values.items():
             CfnOutput(self, key, value=value)

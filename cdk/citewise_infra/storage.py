@@ -19,6 +19,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from citewise.aws.dynamodb import QUOTAS_ATTRIBUTE, SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
+from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
 from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
 from citewise_infra.config import EnvironmentConfig
@@ -235,6 +236,19 @@ class Storage(Construct):
                     "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), SETTINGS_ATTRIBUTE]},
                     "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
                 },
+            )
+        )
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:DescribeKey")
+
+    def grant_read_credentials(self, role: iam.IRole) -> None:
+        """GetItem of the registry table's credential items only (`citewise.aws.dynamodb_credentials`, the
+        partition `#credentials`, by `dynamodb:LeadingKeys`): a function that answers a program's request
+        reads its credential's record, and nothing of any tenant's partition by this grant."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CREDENTIALS_PARTITION]}},
             )
         )
         self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:DescribeKey")

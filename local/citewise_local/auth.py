@@ -6,7 +6,10 @@ handlers. Locally, `citewise token` mints a token with the same claims (`sub`, `
 the same identity either way and a test can act as any tenant and user without an identity provider.
 The platform operator's token (`citewise token --operator`) is a Cognito operator's: no tenant claim, in
 the `operators` group (`citewise.domain.access.OPERATOR_GROUP`); a token without a tenant is refused
-unless it is one.
+unless it is one. A program's credential (`citewise credential create`) obtains an access token from
+`citewise serve`'s token endpoint (`mint_access_token`), with the claims of a Cognito client-credentials
+access token (`sub` and `client_id` the client, `scope`, `token_use` `access`, no tenant); the server
+takes it on the `/m2m/` routes only, as API Gateway takes it only on methods with scopes.
 
 Every local key derives from one secret, `{home}/secret.key`: 32 random bytes created once (mode 0600)
 and reused, so tokens and upload URLs stay valid across restarts of the server until they expire.
@@ -29,11 +32,12 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import pydantic
 
 from citewise.domain.access import OPERATOR_GROUP
+from citewise.domain.credentials import ACCESS_TOKEN_USE
 from citewise.domain.errors import CitewiseError, UnauthorizedError, ValidationError
 from citewise.domain.models import UserId
 from citewise.domain.tenancy import validate_tenant_id
@@ -49,6 +53,11 @@ TENANT_CLAIM = "custom:tenant_id"
 GROUPS_CLAIM = "cognito:groups"
 REQUIRED_CLAIMS = ("sub", "token_use", "iss", "iat", "exp")
 """Every token's; a tenant's carries TENANT_CLAIM too, the platform operator's has none (`verify_token`)."""
+ACCESS_CLAIMS = ("client_id", "scope")
+"""What an access token carries besides REQUIRED_CLAIMS."""
+ID_TOKEN: Final = "id"  # noqa: S105 - a claim value, not a password
+TokenKind = Literal["id", "access"]
+"""The `token_use` a route takes (`verify_token`)."""
 GROUP_NAME = re.compile(r"[^\s,\[\]\x00-\x1f\x7f]+")
 """A group name `citewise token` issues: API Gateway hands groups on comma-joined, so a comma, a space or a
 bracket inside a name could read as a second name (or as a list's brackets) to a less careful parser."""
@@ -131,7 +140,7 @@ def mint_token(
     claims: dict[str, Any] = {
         "sub": user_id,
         "cognito:username": user_id,
-        "token_use": "id",
+        "token_use": ID_TOKEN,
         "iss": ISSUER,
         "iat": issued,
         "exp": issued + ttl,
@@ -146,22 +155,45 @@ def mint_token(
     return jwt.encode(claims, key, algorithm=ALGORITHM)
 
 
-def verify_token(key: bytes, token: str) -> dict[str, Any]:
+def mint_access_token(
+    key: bytes, *, client_id: str, scope: str, ttl: int = DEFAULT_TTL, now: float | None = None
+) -> str:
+    """A signed client-credentials access token of `client_id` granting `scope` (space-separated), valid
+    for `ttl` seconds: the claims of a Cognito machine-to-machine access token, no tenant, no user."""
+    import jwt
+
+    issued = int(time.time() if now is None else now)
+    claims = {
+        "sub": client_id,
+        "client_id": client_id,
+        "scope": scope,
+        "token_use": ACCESS_TOKEN_USE,
+        "iss": ISSUER,
+        "iat": issued,
+        "exp": issued + ttl,
+        "jti": str(uuid.uuid4()),
+    }
+    return jwt.encode(claims, key, algorithm=ALGORITHM)
+
+
+def verify_token(key: bytes, token: str, *, kind: TokenKind = ID_TOKEN) -> dict[str, Any]:
     """The claims of a token this server minted, or UnauthorizedError saying why it is refused.
 
-    Checks the signature (HS256 only), expiry, issuer, `token_use`, that every claim an identity needs is
-    present, and that it expires no later than a token this server mints could (a far `exp`, such as
-    10**20, is no date at all). The message names the problem, never the token.
+    Checks the signature (HS256 only), expiry, issuer, `token_use` (`kind`: an ID token by default, or a
+    credential's access token), that every claim an identity needs is present, and that it expires no
+    later than a token this server mints could (a far `exp`, such as 10**20, is no date at all). The
+    message names the problem, never the token.
     """
     import jwt
 
+    required = REQUIRED_CLAIMS + (ACCESS_CLAIMS if kind == ACCESS_TOKEN_USE else ())
     try:
         claims: dict[str, Any] = jwt.decode(
             token,
             key,
             algorithms=[ALGORITHM],
             issuer=ISSUER,
-            options={"require": list(REQUIRED_CLAIMS)},
+            options={"require": list(required)},
         )
     except jwt.ExpiredSignatureError as exc:
         raise UnauthorizedError("the token has expired") from exc
@@ -183,8 +215,13 @@ def verify_token(key: bytes, token: str) -> dict[str, Any]:
         raise UnauthorizedError(f"the token is invalid ({type(exc).__name__})") from exc
     if claims["exp"] > time.time() + MAX_TTL:
         raise UnauthorizedError(f"the token expires more than {MAX_TTL} seconds from now")
-    if claims["token_use"] != "id":  # noqa: S105 - a claim value, not a password
-        raise UnauthorizedError("the token is not an ID token")
+    if claims["token_use"] != kind:
+        # As API Gateway: a method without scopes takes ID tokens only, a method with scopes access tokens only.
+        raise UnauthorizedError(f"the token is not an {'ID' if kind == ID_TOKEN else 'access'} token")
+    if kind == ACCESS_TOKEN_USE:
+        if not isinstance(claims["client_id"], str) or not isinstance(claims["scope"], str):
+            raise UnauthorizedError("the token's 'client_id' and 'scope' claims must be strings")
+        return claims
     groups = claims.get(GROUPS_CLAIM, [])
     if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
         raise UnauthorizedError(f"the token's '{GROUPS_CLAIM}' claim must be a list of names")

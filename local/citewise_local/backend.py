@@ -17,7 +17,9 @@ from citewise.ports.synthesizer import Synthesizer
 from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
+    from citewise_local.audit import LocalAudit
     from citewise_local.blobstore import LocalBlobStore
+    from citewise_local.credentials import LocalCredentials
     from citewise_local.index import LocalIndex
     from citewise_local.rates import LocalRates
     from citewise_local.registry import LocalRegistry
@@ -30,6 +32,7 @@ class LocalBackend:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._closers: list[Callable[[], None]] = []
+        self._credentials: LocalCredentials | None = None
 
     def index(self) -> LocalIndex:
         from citewise_local.index import LocalIndex
@@ -65,10 +68,44 @@ class LocalBackend:
         self._closers.append(rates.close)
         return rates
 
+    def audit(self) -> LocalAudit:
+        from citewise_local.audit import AUDIT_FILE, LocalAudit
+
+        return LocalAudit(self._settings.home_dir / AUDIT_FILE)
+
+    def audit_key(self) -> bytes:
+        """The home's key for hashing questions, derived from its secret: stable across restarts."""
+        from citewise_local.auth import local_key
+
+        return local_key(self._settings.home_dir, "audit")
+
+    def credentials(self) -> LocalCredentials:
+        """The records and the client secrets: one file, so both ports are one object."""
+        if self._credentials is None:
+            from citewise_local.credentials import LocalCredentials
+
+            self._credentials = LocalCredentials(
+                self._settings.home_dir / "credentials.db", token_url=local_token_url(self._settings)
+            )
+            self._closers.append(self._credentials.close)
+        return self._credentials
+
+    def credential_issuer(self) -> LocalCredentials:
+        return self.credentials()
+
     def close(self) -> None:
-        """Close the index, registry, usage and rate databases built so far."""
+        """Close the index, registry, usage, rate and credentials databases built so far."""
         for close in self._closers:
             close()
+
+
+TOKEN_PATH = "/oauth2/token"  # noqa: S105 - a path, not a secret
+"""`citewise serve`'s token endpoint (the client-credentials grant), where Cognito's domain has it."""
+
+
+def local_token_url(settings: Settings) -> str:
+    """Where a local credential obtains its access tokens: `citewise serve`'s token endpoint."""
+    return f"{settings.public_url}{TOKEN_PATH}"
 
 
 def local_blob_store(settings: Settings) -> LocalBlobStore:

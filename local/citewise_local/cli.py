@@ -27,7 +27,9 @@ from typing import Any
 import pydantic
 
 from citewise import __version__
-from citewise.domain.access import OPERATOR_GROUP, may_modify
+from citewise.api.credentials import CredentialRequest, create_credential, withdraw_credential
+from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP, may_modify
+from citewise.domain.credentials import CredentialScope
 from citewise.domain.errors import CitewiseError, GenerationError, NotFoundError, ThrottledError, ValidationError
 from citewise.domain.models import (
     Answer,
@@ -48,8 +50,9 @@ from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.ingest.requeue import requeue_refused
+from citewise.ports.audit import AuditQuery
 from citewise.ports.quotas import quota_status, save_quotas
-from citewise.ports.usage import month_to_date, usage_report
+from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
 from citewise.query.answering import answer_question
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
@@ -66,12 +69,14 @@ from citewise_local.render import (
     escape_terminal_controls,
     render_answer,
     render_answers,
+    render_audit_record,
     render_documents,
     render_evaluation,
     render_hits,
     render_quotas,
     render_routing,
     render_summary,
+    render_tenants_usage,
     render_usage,
 )
 from citewise_local.servelog import LOG_FORMATS
@@ -93,6 +98,8 @@ exit status:
      are files, so their errors are configuration)
   3  the answer model's endpoint failed or a backend throttled: worth retrying later"""
 DEFAULT_USER = "local"
+AUDIT_PAGE = 500
+"""Records `citewise audit` reads a page at a time."""
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "tcsh", "powershell")
 """The shells argcomplete writes a completion script for."""
 EVAL_TOP_K = 100
@@ -308,10 +315,14 @@ def _parser() -> argparse.ArgumentParser:
         "the tenant's usage per UTC day: documents, pages, chunks, tokens, queries (default: this month)",
         "citewise usage --tenant acme",
         "citewise usage --tenant acme --from 2026-11-01 --to 2026-11-30 --json",
+        "citewise usage --all-tenants   # the operator's view: every tenant's total and cost",
     )
     usage.add_argument("--from", dest="from_day", type=_day, metavar="DAY", help="first UTC day, YYYY-MM-DD")
     usage.add_argument(
         "--to", dest="to_day", type=_day, metavar="DAY", help="last UTC day, YYYY-MM-DD (default: today)"
+    )
+    usage.add_argument(
+        "--all-tenants", action="store_true", help="every tenant's total over the range, one line each (no --tenant)"
     )
     _identity(usage)
     _json_flag(usage, "the report")
@@ -344,6 +355,72 @@ def _parser() -> argparse.ArgumentParser:
         _identity(sub)
         _json_flag(sub, "the result")
         sub.set_defaults(run=run)
+    audit = _command(
+        commands,
+        "audit",
+        "the audit trail: who read or changed what, with the outcome (the operator's view: every tenant)",
+        "citewise audit --tenant acme --from 2026-11-27",
+        "citewise audit --tenant acme --user alice --action query --json",
+    )
+    # Own destinations: CITEWISE_TENANT / CITEWISE_USER (the identity options) must not narrow the trail.
+    audit.add_argument(
+        "--tenant", dest="audit_tenant", metavar="TENANT", help="only this tenant's records (default: every tenant)"
+    )
+    audit.add_argument("--user", dest="audit_user", metavar="USER", help="only this user's records")
+    audit.add_argument("--action", help="only this action, e.g. query, document.delete, mcp.search")
+    audit.add_argument(
+        "--from", dest="start", type=_instant, metavar="TIME", help="from this time: YYYY-MM-DD or ISO 8601 (UTC)"
+    )
+    audit.add_argument("--to", dest="end", type=_instant, metavar="TIME", help="before this time (same forms)")
+    audit.add_argument(
+        "--limit", type=_within(int, 1, 1_000_000), default=1000, help="records to print at most (default: 1000)"
+    )
+    _json_flag(audit, "the records (one object a line)")
+    audit.set_defaults(run=_audit)
+    credential = _command(
+        commands,
+        "credential",
+        "long-lived credentials of a tenant's programs (agents, services) for `citewise serve`",
+    )
+    credential_actions = _choices(credential, "ACTION")
+    creating = _command(
+        credential_actions,
+        "create",
+        "a credential of the tenant's service user: its id and secret, shown once",
+        "citewise credential create --tenant acme --user support-bot --scope read --name 'support agent'",
+    )
+    creating.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT)")
+    creating.add_argument(
+        "--user", required=True, help="the service user's name; requests act as user `svc:<name>` of the tenant"
+    )
+    creating.add_argument(
+        "--scope",
+        choices=[scope.value for scope in CredentialScope],
+        default=CredentialScope.READ.value,
+        help="read: query, search, read documents, the MCP tools; full: also upload and delete (default: read)",
+    )
+    creating.add_argument("--name", help="what it is for (default: the user's name)")
+    _json_flag(creating, "the credential")
+    creating.set_defaults(run=_credential_create)
+    listing_credentials = _command(
+        credential_actions,
+        "list",
+        "the tenant's credentials, revoked ones included",
+        "citewise credential list --tenant acme",
+    )
+    listing_credentials.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT)")
+    _json_flag(listing_credentials, "the list")
+    listing_credentials.set_defaults(run=_credential_list)
+    revoking = _command(
+        credential_actions,
+        "revoke",
+        "revoke a credential: no new token at once, its tokens refused within the cache time (60 s)",
+        "citewise credential revoke ID --tenant acme",
+    )
+    revoking.add_argument("credential_id", metavar="ID", help="the credential's id (credential list prints it)")
+    revoking.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT)")
+    _json_flag(revoking, "the revoked credential")
+    revoking.set_defaults(run=_credential_revoke)
 
     evaluate = _command(
         commands,
@@ -647,6 +724,15 @@ def _day(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a day (YYYY-MM-DD): {text!r}") from exc
 
 
+def _instant(text: str) -> datetime:
+    """A time from `YYYY-MM-DD` (its midnight) or ISO 8601; UTC when it names no offset."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a time (YYYY-MM-DD or ISO 8601): {text!r}") from exc
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _json_arg(text: str) -> Any:
     try:
         return json.loads(text)
@@ -860,11 +946,20 @@ def _settings_show(args: argparse.Namespace, services: Services) -> int:
 
 def _usage(args: argparse.Namespace, services: Services) -> int:
     """The caller's tenant's usage; the range defaults to the month so far (UTC)."""
-    caller = _caller(args)
-    first, today = month_to_date(datetime.now(UTC).date())
-    to_day = args.to_day or today
-    from_day = args.from_day or (first if args.to_day is None else to_day.replace(day=1))
-    report = usage_report(services.usage, caller.tenant_id, from_day, to_day)
+    from_day, to_day = report_range(args.from_day, args.to_day, datetime.now(UTC).date())
+    prices = services.settings.prices
+    if args.all_tenants:
+        _refuse_options(args, "--all-tenants", tenant="--tenant")
+        every = TenantUsagePage(from_day=from_day, to_day=to_day, items=[])
+        cursor: str | None = None
+        while True:
+            page = tenants_usage(services.registry, services.usage, from_day, to_day, prices, limit=100, cursor=cursor)
+            every.items.extend(page.items)
+            if (cursor := page.next_cursor) is None:
+                break
+        print(every.model_dump_json(indent=2, by_alias=True) if args.json else render_tenants_usage(every))
+        return 0
+    report = usage_report(services.usage, _caller(args).tenant_id, from_day, to_day, prices)
     print(report.model_dump_json(indent=2, by_alias=True) if args.json else render_usage(report))
     return 0
 
@@ -902,6 +997,78 @@ def _quotas_requeue(args: argparse.Namespace, services: Services) -> int:
         print(escape_terminal_controls(f"re-queued {report.requeued} document(s) of {report.tenant_id}"))
         for path in report.paths:
             print(escape_terminal_controls(f"  {path}"))
+    return 0
+
+
+def _audit(args: argparse.Namespace, services: Services) -> int:
+    """The trail's records matching the filters, oldest first, page by page up to `--limit`."""
+    query = AuditQuery(
+        tenant_id=validate_tenant_id(args.audit_tenant) if args.audit_tenant else None,
+        user_id=args.audit_user,
+        action=args.action,
+        start=args.start,
+        end=args.end,
+    )
+    left, cursor = args.limit, None
+    while left > 0:
+        page = services.audit_log.read(query, limit=min(left, AUDIT_PAGE), cursor=cursor)
+        for record in page.records:
+            print(record.model_dump_json() if args.json else render_audit_record(record))
+        left -= len(page.records)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return 0
+
+
+CLI_ADMIN = "citewise-cli"
+"""Who creates and revokes credentials from the command line: the home's owner, as the tenant's admin."""
+
+
+def _cli_admin(args: argparse.Namespace) -> Caller:
+    return Caller(tenant_id=validate_tenant_id(args.tenant), user_id=CLI_ADMIN, groups=(ADMIN_GROUP,))
+
+
+def _credential_create(args: argparse.Namespace, services: Services) -> int:
+    request = CredentialRequest(name=args.name or args.user, user=args.user, scope=CredentialScope(args.scope))
+    issued = create_credential(
+        services.credentials, services.credential_issuer, _cli_admin(args), request, datetime.now(UTC)
+    )
+    if args.json:
+        print(issued.model_dump_json(indent=2))
+        return 0
+    credential = issued.credential
+    print(
+        escape_terminal_controls(
+            f"credential {credential.credential_id} of {credential.tenant_id}, user {credential.user_id}, "
+            f"scope {credential.scope.value}\n"
+            f"secret (shown once): {issued.client_secret}\n"
+            f"token: POST {issued.token_url} (client credentials, scope {issued.scope}); "
+            "call the routes under /m2m/ with it"
+        )
+    )
+    return 0
+
+
+def _credential_list(args: argparse.Namespace, services: Services) -> int:
+    credentials = services.credentials.tenant_credentials(validate_tenant_id(args.tenant))
+    if args.json:
+        print(json.dumps([json.loads(credential.model_dump_json()) for credential in credentials], indent=2))
+        return 0
+    for credential in credentials:
+        state = f"revoked {credential.revoked_at:%Y-%m-%d %H:%M}" if credential.revoked_at else "active"
+        line = f"{credential.credential_id}  {credential.user_id}  {credential.scope.value}  {state}  {credential.name}"
+        print(escape_terminal_controls(line))
+    return 0
+
+
+def _credential_revoke(args: argparse.Namespace, services: Services) -> int:
+    tenant_id = validate_tenant_id(args.tenant)
+    credential = withdraw_credential(
+        services.credentials, services.credential_issuer, tenant_id, args.credential_id, datetime.now(UTC), CLI_ADMIN
+    )
+    shown = credential.model_dump_json(indent=2) if args.json else f"revoked {credential.credential_id}"
+    print(escape_terminal_controls(shown))
     return 0
 
 

@@ -166,8 +166,8 @@ def apply_defaults(parser: argparse.ArgumentParser, config: ConfigFile, environ:
 
 def missing_required(args: argparse.Namespace) -> str | None:
     """The message for a required option no source gave, else None."""
-    if getattr(args, "operator", False):
-        return None  # `citewise token --operator`: the platform operator belongs to no tenant
+    if getattr(args, "operator", False) or getattr(args, "all_tenants", False):
+        return None  # `citewise token --operator`, `usage --all-tenants`: the operator's, of no tenant
     for dest, flag in REQUIRED_OPTIONS.items():
         if hasattr(args, dest) and getattr(args, dest) is None:
             variable = ENV_OPTIONS.get(dest)

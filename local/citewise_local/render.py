@@ -14,8 +14,9 @@ from typing import Any
 
 from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 from citewise.domain.textutil import BIDI_CONTROLS
+from citewise.ports.audit import AuditRecord
 from citewise.ports.quotas import QuotaStatus
-from citewise.ports.usage import UsageReport
+from citewise.ports.usage import CostEstimate, TenantUsagePage, UsageReport
 
 WIDTH = 100
 
@@ -284,6 +285,8 @@ def render_usage(report: UsageReport) -> str:
     lines += [f"  {name:<{width}}  {value:>12,}" for name, value in report.total]
     if report.total.embedding_tokens_estimated:
         lines.append("  (estimated tokens: counted as words and marks where the embedder reports none)")
+    if report.cost is not None:
+        lines.append(f"  {'estimated cost':<{width}}  {_cost(report.cost):>12}  (model prices only)")
     lines.append("")
     lines += [
         f"{day.day}  " + "  ".join(f"{name}={value:,}" for name, value in day.counts.nonzero().items())
@@ -315,3 +318,35 @@ def render_quotas(status: QuotaStatus) -> str:
         f"{status.stored.bytes:,} bytes",
     ]
     return escape_terminal_controls("\n".join(lines))
+
+
+def render_tenants_usage(page: TenantUsagePage) -> str:
+    """The operator's view: one line per tenant with the counters people ask about first, and its cost."""
+    columns = ("documents", "pages", "queries", "searches", "gen tokens")
+    header = f"{'tenant':<24} " + " ".join(f"{name:>11}" for name in columns) + f" {'cost':>14}"
+    lines = [f"usage of every tenant, {page.from_day} to {page.to_day} (UTC days)", "", header]
+    for item in page.items:
+        t = item.total
+        lines.append(
+            f"{item.tenant_id:<24} {t.documents_ingested:>11,} {t.pages:>11,} {t.rest_queries + t.mcp_queries:>11,} "
+            f"{t.rest_searches + t.mcp_searches:>11,} {t.generation_input_tokens + t.generation_output_tokens:>11,} "
+            f"{_cost(item.cost) if item.cost else '-':>14}"
+        )
+    if not page.items:
+        lines.append("no tenant yet")
+    return escape_terminal_controls("\n".join(lines))
+
+
+def _cost(cost: CostEstimate) -> str:
+    return f"{cost.total:,.4f} {cost.currency}"
+
+
+def render_audit_record(record: AuditRecord) -> str:
+    """One record on one line: time, tenant, who, action, outcome, the ids, the request id."""
+    who = f"operator:{record.user_id}" if record.operator else (record.user_id or "-")
+    ids = ",".join(record.resources) + (f" (+{record.resources_omitted})" if record.resources_omitted else "")
+    line = (
+        f"{record.time:%Y-%m-%dT%H:%M:%S}Z  {record.tenant_id or '-'}  {who}  {record.action}  {record.outcome}"
+        f"  [{ids}]  {record.channel}:{record.request_id}"
+    )
+    return escape_terminal_controls(line)

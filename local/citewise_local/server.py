@@ -9,6 +9,10 @@ Routes come from `citewise.api.routes.ROUTES`, the table the CDK API is built fr
 - Identity: `Authorization: Bearer <token>` from `citewise token`, verified here as the Cognito
   authorizer would (`citewise_local.auth`); a missing, forged or expired token is a 401 before any
   handler runs.
+- Credentials of programs: `POST /oauth2/token` is the token endpoint of the client-credentials grant
+  (Cognito's, on AWS): a credential's id and secret (`citewise credential create`) buy an access token.
+  As API Gateway, the server takes access tokens only on the `/m2m/` routes (those with OAuth scopes, one
+  of which the token must grant) and ID tokens only on the others.
 - Uploads: `PUT /local-upload/<token>` is the local stand-in for a presigned S3 PUT. The body is stored
   by the local blob store, which checks the signed grant as S3 checks a signature, and then an SQS
   message holding an S3 `ObjectCreated:Put` notification goes to the ingest handler, as on AWS.
@@ -39,6 +43,7 @@ handlers with.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import importlib.resources
@@ -56,10 +61,10 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal, TextIO
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote_plus, urlsplit
 from xml.sax.saxutils import escape
 
-from citewise.api.routes import ROUTES, allowed_methods, match_route
+from citewise.api.routes import ROUTES, Route, allowed_methods, match_route
 from citewise.domain.errors import (
     CitewiseError,
     ConflictError,
@@ -82,9 +87,10 @@ from citewise.runtime import cors
 from citewise.runtime.resource_metadata import challenge
 from citewise.runtime.settings import Settings
 from citewise_local import packaged
-from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, verify_token
-from citewise_local.backend import LocalBackend, local_blob_store
+from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, mint_access_token, verify_token
+from citewise_local.backend import TOKEN_PATH, LocalBackend, local_blob_store, local_token_url
 from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
+from citewise_local.credentials import LocalCredentials
 from citewise_local.emulator import (
     API_TIMEOUT_S,
     INGEST_TIMEOUT_S,
@@ -109,6 +115,8 @@ MAX_RECEIVES = 3
 """Receives of one message before it is dead-lettered, as the queue's redrive policy (maxReceiveCount)."""
 MAX_API_BODY_BYTES = 10 * 1024 * 1024
 """API Gateway's payload limit."""
+MAX_TOKEN_REQUEST_BYTES = 4096  # noqa: S105 - a size, not a secret
+"""A token request is a short form: a client id, a secret, a grant type and a scope."""
 MAX_ENVIRONMENTS = 4
 """Execution environments (processes) per function at most, as a reserved concurrency would cap them."""
 INGEST_WORKERS = 2
@@ -400,6 +408,7 @@ class LocalServer(ThreadingHTTPServer):
             self.home = settings.home_dir.resolve()
             self.token_key = local_key(self.home, TOKEN_PURPOSE)
             self.blobs = local_blob_store(self.settings.model_copy(update={"home": self.home}))
+            self.credentials = LocalCredentials(self.home / "credentials.db", token_url=local_token_url(self.settings))
             self.sequencer = Sequencer()
             forced, defaults = handler_environment(self.home, self.url)
             # CORS as API Gateway and the functions do it on AWS: the server answers preflights and its own
@@ -556,6 +565,9 @@ class LocalServer(ThreadingHTTPServer):
         if worker is not None:
             worker.close()
         self._close_pools()
+        credentials: LocalCredentials | None = getattr(self, "credentials", None)
+        if credentials is not None:
+            credentials.close()
 
     def _close_pools(self) -> None:
         for pool in self.pools.values():
@@ -666,9 +678,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         raw_path = urlsplit(self.path).path
         status: int | None = 500
         try:
-            status = (
-                self._upload(raw_path, request_id) if self._is_upload(raw_path) else self._api(raw_path, request_id)
-            )
+            if self._is_upload(raw_path):
+                status = self._upload(raw_path, request_id)
+            elif self.command == "POST" and raw_path == TOKEN_PATH:
+                status = self._token(request_id)
+            else:
+                status = self._api(raw_path, request_id)
         except TimeoutError:  # the client stopped sending within the body: it is disconnected
             status = self._send_protocol_error(
                 HTTPStatus.REQUEST_TIMEOUT,
@@ -749,7 +764,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return self._send_error(missing, request_id)
         route, parameters = matched
         try:
-            claims = self._claims() if route.authenticated else None
+            claims = self._claims(route) if route.authenticated else None
         except UnauthorizedError as exc:
             # As the stack's gateway responses answer every 401: where the MCP endpoint's metadata is.
             return self._send_error(exc, request_id, extra_headers={"WWW-Authenticate": challenge(self.server.url)})
@@ -773,7 +788,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return self._send_error(exc, request_id)
         return self._send_proxy_response(response, request_id)
 
-    def _claims(self) -> dict[str, str]:
+    def _claims(self, route: Route) -> dict[str, str]:
+        """The claims of the request's token, checked as API Gateway's Cognito authorizer checks them on
+        `route`: an ID token where the route has no OAuth scopes, an access token granting one of them
+        where it has."""
         header = self.headers.get("Authorization", "").strip()
         if not header:
             raise UnauthorizedError("no Authorization header: send 'Bearer <token>' (get one with `citewise token`)")
@@ -782,8 +800,41 @@ class _RequestHandler(BaseHTTPRequestHandler):
             token = scheme  # a bare token, as API Gateway's Cognito authorizer also accepts
         elif scheme.lower() != "bearer":
             raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
-        claims = verify_token(self.server.token_key, token.strip())
+        claims = verify_token(self.server.token_key, token.strip(), kind="access" if route.scopes else "id")
+        if route.scopes and not set(claims["scope"].split()) & set(route.scopes):
+            raise UnauthorizedError(f"the token grants none of this route's scopes ({' '.join(route.scopes)})")
         return authorizer_claims(claims)
+
+    def _token(self, request_id: str) -> int:
+        """The token endpoint (RFC 6749 client-credentials grant, as Cognito's): client authentication by
+        HTTP Basic or by `client_id` and `client_secret` in the form; `scope` optional (every scope the
+        client may have when absent). Errors are OAuth's JSON (`invalid_client`, `invalid_scope`, ...)."""
+        try:
+            form = parse_qs(self._read_body(MAX_TOKEN_REQUEST_BYTES).decode("utf-8", "replace"))
+        except CitewiseError:
+            return self._send_json(400, {"error": "invalid_request"}, request_id, close=True)
+        fields = {name: values[0] for name, values in form.items() if len(values) == 1}
+        if fields.get("grant_type") != "client_credentials":
+            return self._send_json(400, {"error": "unsupported_grant_type"}, request_id)
+        client_id, secret = _client_authentication(self.headers.get("Authorization", ""), fields)
+        try:
+            allowed = self.server.credentials.authenticate(client_id, secret)
+        except UnauthorizedError:
+            return self._send(
+                401,
+                _json({"error": "invalid_client"}).encode(),
+                [("Content-Type", "application/json"), ("WWW-Authenticate", 'Basic realm="citewise"')],
+                request_id,
+            )
+        requested = fields.get("scope", allowed.oauth_scope).split()
+        if not requested or any(scope != allowed.oauth_scope for scope in requested):
+            return self._send_json(400, {"error": "invalid_scope"}, request_id)
+        ttl = self.server.settings.credential_token_minutes * 60
+        token = mint_access_token(self.server.token_key, client_id=client_id, scope=" ".join(requested), ttl=ttl)
+        body = {"access_token": token, "expires_in": ttl, "token_type": "Bearer"}
+        return self._send(
+            200, _json(body).encode(), [("Content-Type", "application/json"), ("Cache-Control", "no-store")], request_id
+        )
 
     def _send_proxy_response(self, response: Any, request_id: str) -> int:
         """The HTTP response of a Lambda proxy response; a malformed one is a 502, as API Gateway gives."""
@@ -924,9 +975,26 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _client_authentication(authorization: str, fields: dict[str, str]) -> tuple[str, str]:
+    """(client id, secret) of a token request: HTTP Basic (RFC 6749 2.3.1, each part form-encoded), else the
+    form's `client_id` and `client_secret`; empty strings when neither is there (refused as invalid_client)."""
+    scheme, _, encoded = authorization.strip().partition(" ")
+    if scheme.lower() == "basic" and encoded:
+        try:
+            decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return "", ""
+        client_id, _, secret = decoded.partition(":")
+        return unquote_plus(client_id), unquote_plus(secret)
+    return fields.get("client_id", ""), fields.get("client_secret", "")
+
+
 def _fairness_key(claims: dict[str, str] | None) -> Hashable:
-    """Whom an invocation counts against in the pool's fairness limit: the tenant, or the platform operator
-    (who has none: counted apart from every tenant); None for a public route."""
+    """Whom an invocation counts against in the pool's fairness limit: the tenant, a program's credential
+    (whose tenant only its record names), or the platform operator (who has none: counted apart from
+    every tenant); None for a public route."""
     if claims is None:
         return None
+    if TENANT_CLAIM not in claims and "client_id" in claims:
+        return ("credential", claims["client_id"])
     return claims.get(TENANT_CLAIM) or ("operator", claims.get("sub"))

@@ -18,6 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,10 @@ from schemathesis.checks import (
     unsupported_method,
 )
 
+from citewise.api.audit import EXPORT_PATH as AUDIT_EXPORT
 from citewise.api.routes import ROUTES, Route
+from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.ports.usage import MAX_REPORT_DAYS
 from citewise_local.server import MAX_REQUEST_LINE_BYTES
 from tests.e2e.helpers import Api, mint_operator, upload, wait_for_status
 
@@ -45,6 +49,8 @@ MAX_EXAMPLES = 30
 UPLOAD_SIZE = 1024
 """The size the upload hook below gives its variants: well under the limit, so they can succeed."""
 DOC_ID = re.compile(r"^[0-9a-f]{32}$")
+TENANT_ID = re.compile(TENANT_ID_PATTERN)
+CREDENTIAL_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -64,14 +70,17 @@ schema = schemathesis.openapi.from_path(DOCUMENT)
 @dataclass
 class Corpus:
     """The fuzzing tenant: its token, the documents reads may hit, and those deletes may use up; and the
-    platform operator's token, with a cursor of its listing of tenants."""
+    platform operator's token, with a cursor of its listing of tenants and one of the tenant's audit trail."""
 
+    tenant: str = ""
     token: str = ""
     kept: list[str] = field(default_factory=list)
     disposable: list[str] = field(default_factory=list)
     cursor: str = ""
     operator: str = ""
     tenant_cursor: str = ""
+    audit_cursor: str = ""
+    credentials: list[str] = field(default_factory=list)
 
 
 CORPUS = Corpus()
@@ -83,8 +92,21 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     """Random 32-hex ids almost never name a document, so reads and deletes would only ever see 404.
 
     A valid generated id is swapped, some of the time, for one of the tenant's documents (deletes get their
-    own, so reads keep finding theirs). Invalid ids are left alone: they are what a negative case tests."""
+    own, so reads keep finding theirs), or of its credentials (revoking one again answers it again; the
+    operator's route gets the fuzzing tenant's id with it). A valid tenant id in an operator's path is
+    swapped the same way for the fuzzing tenant's, which has records (usage, an audit trail,
+    credentials). Invalid ids are left alone: they are what a negative case tests."""
     doc_id = (path_parameters or {}).get("id")
+    if context.operation is not None and "/credentials/" in context.operation.path:
+        if path_parameters is None or not isinstance(doc_id, str) or not CREDENTIAL_ID.match(doc_id):
+            return st.just(path_parameters)
+        owned = {"tenant_id": CORPUS.tenant} if "tenant_id" in path_parameters else {}
+        return st.sampled_from([{}, *({"id": chosen, **owned} for chosen in CORPUS.credentials)]).map(
+            lambda chosen: {**path_parameters, **chosen}
+        )
+    tenant_id = (path_parameters or {}).get("tenant_id")
+    if path_parameters is not None and isinstance(tenant_id, str) and TENANT_ID.match(tenant_id):
+        return st.sampled_from([tenant_id, CORPUS.tenant]).map(lambda chosen: {**path_parameters, "tenant_id": chosen})
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
     deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
@@ -114,12 +136,35 @@ def flatmap_body(context: HookContext, body: Any) -> st.SearchStrategy[Any]:
     )
 
 
+def _usage_range(path: str, query: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A usage report's range has a rule across its two parameters that OpenAPI cannot state (the route's
+    description does): it ends on or after it starts and spans at most `MAX_REPORT_DAYS`. Schema-valid days
+    are put in that order and span (an inverted or too long range is tested in
+    tests/integration/handlers/test_usage.py); anything else is left alone for the negative cases."""
+    if query is None or not path.endswith("usage"):
+        return query
+    first, last = _day(query.get("from")), _day(query.get("to"))
+    if first is None or (last is None and "to" in query):
+        return query
+    last = last or datetime.now(UTC).date()
+    first, last = min(first, last), max(first, last)
+    return {**query, "from": str(max(first, last - timedelta(days=MAX_REPORT_DAYS - 1))), "to": str(last)}
+
+
+def _day(value: object) -> date | None:
+    try:
+        return date.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 @pytest.fixture(scope="module")
 def corpus(api: Api) -> Iterator[Corpus]:
     """A tenant with indexed documents; ingestion has settled before the first case is sent. The fuzzer is a
     tenant admin, so the admin-only operation (PUT /v1/settings) is exercised beyond its 403; it owns every
     document it reaches, so the other operations test what they would for any owner."""
-    token = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer", "admin")
+    tenant = f"fuzz-{uuid.uuid4().hex[:12]}"
+    token = api.token(tenant, "fuzzer", "admin")
     sources = [
         (
             "ops/runbook.md",
@@ -140,13 +185,21 @@ def corpus(api: Api) -> Iterator[Corpus]:
     other = api.token(f"fuzz-{uuid.uuid4().hex[:12]}", "fuzzer")
     assert wait_for_status(api, other, upload(api, other, "a.md", b"# A\n\nText.\n", "text/markdown"))
     first_page = api.request("GET", "/v1/documents?limit=1", token=token).json()
-    CORPUS.token, CORPUS.kept, CORPUS.disposable = token, kept, disposable
+    CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable = tenant, token, kept, disposable
     CORPUS.cursor = first_page["next_cursor"]
     CORPUS.operator = mint_operator(api, "fuzz-operator")
     CORPUS.tenant_cursor = api.request("GET", "/v1/admin/tenants?limit=1", token=CORPUS.operator).json()["next_cursor"]
+    trail = api.request("GET", f"/v1/admin/tenants/{tenant}/audit?limit=1", token=CORPUS.operator).json()
+    CORPUS.audit_cursor = trail["next_cursor"]
+    CORPUS.credentials = [
+        api.request("POST", "/v1/credentials", token=token, json_body={"name": "fuzz", "user": f"fuzz-{n}"}).json()[
+            "credential"
+        ]["credential_id"]
+        for n in range(2)
+    ]
     yield CORPUS
-    CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", [], [], ""
-    CORPUS.operator, CORPUS.tenant_cursor = "", ""
+    CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", "", [], [], ""
+    CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor, CORPUS.credentials = "", "", "", []
 
 
 @dataclass
@@ -182,7 +235,13 @@ def test_every_operation_keeps_its_contract(case: Case, api: Api, corpus: Corpus
     # headers and body leave in two writes, and Nagle waits for the client's delayed ACK); a fresh
     # connection per case takes ~2 ms.
     operator = case.operation.path.startswith("/v1/admin/")
-    case.query = _issued_cursor(case.query, corpus.tenant_cursor if operator else corpus.cursor)
+    exporting = case.operation.path == AUDIT_EXPORT
+    issued = corpus.audit_cursor if exporting else corpus.tenant_cursor if operator else corpus.cursor
+    query = _issued_cursor(case.query, issued)
+    if exporting and query is not case.query:
+        # An audit cursor is bound to the tenant it was issued for: the export of that tenant
+        case.path_parameters = {**(case.path_parameters or {}), "tenant_id": corpus.tenant}
+    case.query = _usage_range(case.operation.path, query)
     token = corpus.operator if operator else corpus.token
     response = case.call(base_url=api.url, headers={"Authorization": f"Bearer {token}"})
     outcomes.statuses[response.status_code] += 1
@@ -224,6 +283,7 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
     "/v1/query": {"query": "When do releases ship?"},
     "/v1/search": {"query": "releases"},
     "/v1/uploads": {"filename": "a.md", "content_type": "text/markdown", "size": 10},
+    "/v1/credentials": {"name": "agent", "user": "agent"},
 }
 
 
@@ -237,8 +297,8 @@ def test_authenticated_operations_refuse_a_missing_or_bad_token(
     # Given a request that is valid in every way but its identity (and names a document that exists)
     operation = schema[route.path][route.method]
     known = {"id": corpus.kept[0], "tenant_id": "acme"}
-    path_parameters = {name: value for name, value in known.items() if f"{{{name}}}" in route.path}
-    parts: dict[str, Any] = {"path_parameters": path_parameters} if path_parameters else {}
+    named = {name: value for name, value in known.items() if f"{{{name}}}" in route.path}
+    parts: dict[str, Any] = {"path_parameters": named} if named else {}
     if route.path in VALID_BODIES:
         parts |= {"body": VALID_BODIES[route.path], "media_type": "application/json"}
     case = operation.Case(**parts)

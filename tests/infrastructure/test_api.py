@@ -11,7 +11,7 @@ import pytest
 from citewise_infra.api import CHALLENGED, GATEWAY_ERRORS
 from citewise_infra.constants import API_FUNCTIONS
 
-from citewise.api.routes import ROUTES
+from citewise.api.routes import HUMAN_ROUTES, MACHINE_PREFIX, ROUTES
 from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP
 from citewise.runtime import cors
 from citewise.runtime.resource_metadata import METADATA_PATH
@@ -66,6 +66,41 @@ def test_cognito_authorizes_every_method_but_health_and_the_api_description(dev:
         assert authorizer["Properties"]["IdentitySource"] == "method.request.header.Authorization"
 
 
+def test_programs_reach_their_routes_under_m2m_with_an_access_token_only(dev: Synth, prod: Synth) -> None:
+    for synth in (dev, prod):
+        methods = routed_methods(synth)
+        # Every route a credential may use has a twin under /m2m/ that requires one of the two scopes: API
+        # Gateway then takes an access token (a program's) there and never an ID token
+        twins = {route.path for route in ROUTES if route.scopes}
+        assert twins == {MACHINE_PREFIX + route.path for route in HUMAN_ROUTES if route.programs is not None}
+        for route in ROUTES:
+            method = methods[(route.method, route.path)]
+            if route.scopes:
+                assert method["AuthorizationType"] == "COGNITO_USER_POOLS", route
+                assert sorted(method["AuthorizationScopes"]) == ["citewise/full", "citewise/read"], route
+            else:  # a person's routes take ID tokens only, and no credential reaches these
+                assert "AuthorizationScopes" not in method, route
+        # No program reaches the operator's routes, the credentials' or the settings' change
+        assert not {p for p in twins if "/admin/" in p or "/credentials" in p}
+        assert ("PUT", MACHINE_PREFIX + "/v1/settings") not in methods
+
+
+def test_the_pool_defines_the_two_scopes_and_a_token_endpoint(dev: Synth) -> None:
+    (server,) = dev.of_type("AWS::Cognito::UserPoolResourceServer").values()
+    assert server["Properties"]["Identifier"] == "citewise"
+    assert {scope["ScopeName"] for scope in server["Properties"]["Scopes"]} == {"read", "full"}
+    (domain,) = dev.of_type("AWS::Cognito::UserPoolDomain").values()
+    assert "CustomDomainConfig" not in domain["Properties"]  # a Cognito prefix domain
+    # The documents function is told where programs get tokens and which pool holds the credentials
+    function = dev.resources[dev.logical_id(dev.stack.functions.documents.function)]["Properties"]
+    variables = function["Environment"]["Variables"]
+    assert {"CITEWISE_USER_POOL_ID", "CITEWISE_CREDENTIAL_TOKEN_URL"} <= set(variables)
+    assert "/oauth2/token" in json.dumps(variables["CITEWISE_CREDENTIAL_TOKEN_URL"])
+    # The people's app client keeps OAuth off: the domain serves programs' tokens only
+    clients = [c["Properties"] for c in dev.of_type("AWS::Cognito::UserPoolClient").values()]
+    assert [c.get("AllowedOAuthFlowsUserPoolClient") for c in clients] == [False]
+
+
 def test_iam_mode_signs_every_method_but_the_public_ones(serverless_iam: Synth) -> None:
     assert not serverless_iam.of_type("AWS::ApiGateway::Authorizer")
     assert not serverless_iam.of_type("AWS::Cognito::UserPool")
@@ -84,8 +119,10 @@ def test_every_method_is_validated_and_post_bodies_must_be_json_objects(synth: S
         assert method["RequestValidatorId"] == {"Ref": validator_id}, (verb, path)
         if verb == "POST":
             assert method["RequestModels"] == {"application/json": {"Ref": model_id}}
-        if "{id}" in path:
-            assert method["RequestParameters"] == {"method.request.path.id": True}
+        # every path parameter is required, and only those (`/v1/admin/tenants/{tenant_id}/credentials/{id}` has two)
+        names = re.findall(r"\{(\w+)\}", path)
+        if names:
+            assert method["RequestParameters"] == {f"method.request.path.{name}": True for name in names}, path
 
 
 def render(template: str) -> dict[str, Any]:
@@ -265,20 +302,20 @@ def test_each_route_path_is_a_valid_api_gateway_path(route: Any) -> None:
     assert re.fullmatch(r"(/([A-Za-z0-9._-]+|\{[a-z_]+\}))+", route.path)
 
 
-def test_the_operators_routes_are_the_documents_functions_behind_the_same_authorizer(
-    dev: Synth, serverless_iam: Synth
-) -> None:
+def test_the_operators_routes_are_behind_the_same_authorizer_as_every_route(dev: Synth, serverless_iam: Synth) -> None:
     # The function, not the authorizer, tells the operator from a tenant's user (both hold the pool's tokens)
-    routes = [r for r in ROUTES if r.path.startswith("/v1/admin/")]
-    assert {(r.method, r.path) for r in routes} == {
+    admin = [r for r in ROUTES if r.path.startswith("/v1/admin/")]
+    assert {(r.method, r.path) for r in admin} >= {
         ("GET", "/v1/admin/tenants"),
+        ("GET", "/v1/admin/usage"),
+        ("GET", "/v1/admin/tenants/{tenant_id}/audit"),
         ("GET", "/v1/admin/tenants/{tenant_id}/quotas"),
         ("PUT", "/v1/admin/tenants/{tenant_id}/quotas"),
         ("POST", "/v1/admin/tenants/{tenant_id}/requeue"),
     }
     (authorizer_id,) = dev.of_type("AWS::ApiGateway::Authorizer")
-    for route in routes:
-        assert (route.function, route.authenticated) == ("documents", True)
+    for route in admin:
+        assert (route.function, route.authenticated) == ("documents", True), route
         method = routed_methods(dev)[(route.method, route.path)]
         assert (method["AuthorizationType"], method["AuthorizerId"]) == ("COGNITO_USER_POOLS", {"Ref": authorizer_id})
         assert routed_methods(serverless_iam)[(route.method, route.path)]["AuthorizationType"] == "AWS_IAM"

@@ -91,6 +91,8 @@ def test_an_environment_must_be_chosen_and_must_exist() -> None:
         ("api", {"cors_allow_origins": ["localhost"]}, "not an origin"),
         ("query", {"timeout_s": 29}, "query.timeout_s is 29: an API function must time out by 24 s"),
         ("mcp", {"timeout_s": 25}, "5 s under API Gateway's 29 s integration timeout"),
+        ("prices", {"per_million": {"output_tokens": 0.24}}, "'output_tokens' is no usage counter"),
+        ("prices", {"per_million": {"generation_output_tokens": 240000000}}, "must be from 0 to 1,000,000"),
     ],
 )
 def test_invalid_settings_fail_naming_the_environment_and_field(
@@ -122,8 +124,13 @@ def test_outputs_for_the_deploy_walkthrough(dev: Synth, serverless_iam: Synth) -
         Outputs.DEAD_LETTER_QUEUE_URL,
         Outputs.ALARM_TOPIC_ARN,
         Outputs.DASHBOARD_NAME,
+        Outputs.AUDIT_LOG_GROUP,
     }
-    assert set(dev.template["Outputs"]) == common | {Outputs.USER_POOL_ID, Outputs.USER_POOL_CLIENT_ID}
+    assert set(dev.template["Outputs"]) == common | {
+        Outputs.USER_POOL_ID,
+        Outputs.USER_POOL_CLIENT_ID,
+        Outputs.CREDENTIAL_TOKEN_URL,
+    }
     assert set(serverless_iam.template["Outputs"]) == common  # no user pool in IAM mode
 
 

@@ -59,6 +59,7 @@ DOCUMENTS = {
     "CITEWISE_MAX_DOCUMENT_BYTES",
     "CITEWISE_TOMBSTONE_RETENTION_DAYS",
 }
+CREDENTIAL_ISSUING = {"CITEWISE_USER_POOL_ID", "CITEWISE_CREDENTIAL_TOKEN_URL"}
 REQUIRED: dict[FunctionKey, set[str]] = {
     "ingest": SEARCH | DOCUMENTS,
     "query": SEARCH | {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
@@ -69,11 +70,12 @@ REQUIRED: dict[FunctionKey, set[str]] = {
 }
 NOT_GIVEN: dict[FunctionKey, set[str]] = {
     "ingest": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
-    # The query function is told the registry table for the tenants' settings documents only (its role
-    # reads nothing else of it, test_iam.py); never the bucket.
-    "query": DOCUMENTS - {"CITEWISE_REGISTRY_TABLE"},
+    # The query function is told the registry table for the tenants' settings documents (and the programs'
+    # credentials) only (its role reads nothing else of it, test_iam.py); never the bucket. Only the
+    # documents function makes and revokes credentials (the user pool's app clients).
+    "query": DOCUMENTS - {"CITEWISE_REGISTRY_TABLE"} | CREDENTIAL_ISSUING,
     "documents": {"CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID"},
-    "mcp": {"CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_UPLOAD_URL_TTL"},
+    "mcp": {"CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_UPLOAD_URL_TTL"} | CREDENTIAL_ISSUING,
     "bootstrap": DOCUMENTS | {"CITEWISE_AUTH_MODE"},
 }
 # Stand-ins for values CloudFormation fills in at deploy time.
@@ -85,6 +87,10 @@ DEPLOY_TIME = {
     "CITEWISE_INGEST_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
     "CITEWISE_PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com/dev",
     "CITEWISE_AUTHORIZATION_SERVER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_ABC",
+    "CITEWISE_AUDIT_LOG_GROUP": "citewise-dev-AuditTrail-ABC",
+    "CITEWISE_AUDIT_HASH_KEY": "a-generated-secret-of-64-characters",
+    "CITEWISE_USER_POOL_ID": "us-east-1_ABC",
+    "CITEWISE_CREDENTIAL_TOKEN_URL": "https://citewise-dev-123456789012.auth.us-east-1.amazoncognito.com/oauth2/token",
 }
 
 
@@ -201,6 +207,8 @@ def test_the_environment_validates_as_the_functions_settings(
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map
+    # the usage routes (the documents function's) estimate costs at the environment's prices; no other function
+    assert settings.prices == (config.prices if key == "documents" else None)
 
 
 def test_the_query_function_synthesizes_with_the_configured_model_and_guardrail(

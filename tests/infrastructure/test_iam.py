@@ -1,6 +1,6 @@
 """Least privilege, read from the synthesized policies: each function may do what its code calls, and the
 forbidden actions of the issue are absent (query: no S3 writes, no index writes or deletes, no DynamoDB
-but the settings attribute and the usage counters;
+but the settings attribute, the usage counters and the credentials' records;
 ingest: no generation model; Bedrock only on the configured model ARNs)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 from citewise_infra.bedrock import split_profile
 from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
 
+from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
 from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
 
@@ -192,13 +193,14 @@ def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> Non
 
 
 def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -> None:
-    # Given the query function's DynamoDB statements but the usage counters' and the quotas' (below)
+    # Given the query function's DynamoDB statements but the usage counters', the quotas' and the credentials'
+    # (below)
     (statement,) = [
         s
         for s in statements(synth, "query")
         if any(a.startswith("dynamodb:") for a in s.actions)
-        and s != usage_statement(synth, "query")
-        and s not in quota_statements(synth, "query")
+        and s not in [usage_statement(synth, "query"), *quota_statements(synth, "query")]
+        and s not in credentials_statements(synth, "query")
     ]
     # Then it is one GetItem on the table itself (no index), returning only the keys and `settings`
     assert statement.actions == {"dynamodb:GetItem"}
@@ -214,6 +216,40 @@ def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -
 
 def _attributes(statement: Statement) -> list[str]:
     return list((statement.condition or {}).get("ForAllValues:StringEquals", {}).get("dynamodb:Attributes", []))
+
+
+def credentials_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
+    """The function's statements reading the credentials' partition (one in Cognito mode, none in IAM mode)."""
+    return [s for s in statements(synth, key) if "dynamodb:LeadingKeys" in str(s.condition)]
+
+
+@pytest.mark.parametrize("key", ["query", "mcp"])
+def test_the_answering_functions_read_the_credentials_partition_only_by_that_grant(
+    synth: Synth, key: FunctionKey
+) -> None:
+    # Given the statement that lets a function answering a program's request read its credential's record
+    found = credentials_statements(synth, key)
+    if synth.stack.config.auth.mode == "iam":  # no Cognito, no credentials: programs use IAM roles
+        assert found == []
+        return
+    (statement,) = found
+    # Then it is GetItem alone, on the table itself, of items whose partition key is `#credentials` only:
+    # no tenant's partition is readable through it
+    assert statement.actions == {"dynamodb:GetItem"}
+    assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
+    assert statement.condition == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CREDENTIALS_PARTITION]}}
+
+
+def test_documents_may_create_and_delete_app_clients_of_its_user_pool_only(dev: Synth) -> None:
+    # Given the documents function's Cognito statements
+    cognito = [s for s in statements(dev, "documents") if any(a.startswith("cognito-idp:") for a in s.actions)]
+    # Then it may create and delete the pool's app clients (credentials), nothing else of Cognito: not
+    # read a client's secret back, not change a user, not touch another pool
+    (statement,) = cognito
+    assert statement.actions == {"cognito-idp:CreateUserPoolClient", "cognito-idp:DeleteUserPoolClient"}
+    assert statement.resources == (f"<{dev.logical_id(dev.stack.api.user_pool)}.Arn>",)
+    for key in ("query", "mcp", "ingest", "bootstrap"):
+        assert not {a for a in all_actions(statements(dev, key)) if a.startswith("cognito-idp:")}, key
 
 
 def usage_statement(synth: Synth, key: FunctionKey) -> Statement:

@@ -706,6 +706,33 @@ def test_usage_shows_the_tenants_own_counters_per_day(cli: Any, tmp_path: Path) 
     assert refused.value.code == 2
 
 
+def test_usage_of_all_tenants_lists_each_with_its_cost_at_the_configured_prices(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two tenants' ingests (one id the other's prefix) and a price table of a cent a page
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "rollback.md").write_text("# Rollback\n\nRedeploy the previous release tag.\n")
+    (folder / "keys.md").write_text("# Keys\n\nRotate the signing keys every 90 days.\n")
+    assert cli("ingest", str(folder), "--tenant", "acme")[0] == 0
+    assert cli("ingest", str(folder / "keys.md"), "--tenant", "acme-labs")[0] == 0
+    monkeypatch.setenv("CITEWISE_PRICES", '{"currency": "EUR", "per_million": {"pages": 10000}}')
+    # When the operator lists every tenant's usage, without a tenant
+    status, out, _ = cli("usage", "--all-tenants", "--json")
+    # Then each tenant comes once with its own pages and their cost
+    assert status == 0, out
+    listing = _json(out)
+    assert [(i["tenant_id"], i["total"]["pages"], i["cost"]["total"]) for i in listing["items"]] == [
+        ("acme", 2, 0.02),
+        ("acme-labs", 1, 0.01),
+    ]
+    text = cli("usage", "--all-tenants")[1]
+    assert "acme-labs" in text and "0.0100 EUR" in text
+    # And --all-tenants with a tenant is refused
+    status, _, err = cli("usage", "--all-tenants", "--tenant", "acme")
+    assert status == 2 and "--all-tenants does not take --tenant" in err
+
+
 def test_token_operator_mints_the_operators_token_whatever_tenant_the_config_gives(
     cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

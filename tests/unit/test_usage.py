@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError as PydanticValidationError
 
 from citewise.aws.dynamodb_usage import USAGE_PREFIX, add_request, day_usage, read_request
 from citewise.domain.errors import ValidationError
@@ -16,7 +17,16 @@ from citewise.domain.models import Answer, Reranking, Vector
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.pipeline import Ingestor, _shares
 from citewise.ports.embedder import ReportsTokens
-from citewise.ports.usage import DayUsage, Meter, UsageCounts, month_to_date, total, usage_report
+from citewise.ports.usage import (
+    DayUsage,
+    Meter,
+    PriceTable,
+    UsageCounts,
+    estimate_cost,
+    report_range,
+    total,
+    usage_report,
+)
 from citewise.query.metering import query_usage, search_usage
 from citewise_local.index import LocalIndex
 from citewise_local.registry import LocalRegistry
@@ -228,7 +238,7 @@ def test_a_report_sums_the_range_and_refuses_a_bad_one() -> None:
     recorder = Recorder()
     recorder.add("acme", DAY, UsageCounts(rest_queries=2))
     recorder.add("acme", date(2026, 11, 1), UsageCounts(rest_queries=1, pages=3))
-    report = usage_report(recorder, "acme", *month_to_date(DAY))
+    report = usage_report(recorder, "acme", *report_range(None, None, DAY))
     assert report.total == UsageCounts(rest_queries=3, pages=3)
     assert [d.day for d in report.days] == [date(2026, 11, 1), DAY]
     assert report.model_dump(mode="json", by_alias=True)["from"] == "2026-11-01"
@@ -240,5 +250,47 @@ def test_a_report_sums_the_range_and_refuses_a_bad_one() -> None:
     assert too_long.value.details == {"field": "from"}
 
 
-def test_month_to_date_starts_on_the_first() -> None:
-    assert month_to_date(datetime(2026, 3, 9, tzinfo=UTC).date()) == (date(2026, 3, 1), date(2026, 3, 9))
+def test_report_range_defaults_to_the_month_of_its_end() -> None:
+    assert report_range(None, None, date(2026, 3, 9)) == (date(2026, 3, 1), date(2026, 3, 9))
+    assert report_range(None, date(2026, 2, 14), date(2026, 3, 9)) == (date(2026, 2, 1), date(2026, 2, 14))
+    assert report_range(date(2026, 1, 5), None, date(2026, 3, 9)) == (date(2026, 1, 5), date(2026, 3, 9))
+
+
+def test_a_cost_is_each_priced_counter_at_its_price_per_million_summed_exactly() -> None:
+    prices = PriceTable(
+        currency="USD",
+        per_million={"generation_input_tokens": 0.06, "generation_output_tokens": 0.24, "rerank_calls": 1000.0},
+    )
+    counts = UsageCounts(generation_input_tokens=1_234_567, generation_output_tokens=89_012, rerank_calls=3, pages=9)
+    cost = estimate_cost(counts, prices)
+    # 1,234,567 x 0.06 / 1e6 = 0.07407402; 89,012 x 0.24 / 1e6 = 0.02136288; 3 x 1000 / 1e6 = 0.003
+    assert cost.by_counter == {
+        "generation_input_tokens": 0.074074,
+        "generation_output_tokens": 0.021363,
+        "rerank_calls": 0.003,
+    }
+    assert cost.total == 0.098437  # the exact sum, rounded once: 0.09843690
+    assert cost.currency == "USD"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"per_million": {"tokens": 1.0}}, "'tokens' is no usage counter"),
+        ({"per_million": {"rest_queries": -0.5}}, "must be from 0"),
+        ({"per_million": {"rest_queries": 2_000_000.0}}, "must be from 0"),
+        ({"per_million": {"rest_queries": "cheap"}}, "valid number"),
+        ({"currency": "dollars", "per_million": {}}, "pattern"),
+    ],
+)
+def test_a_price_table_refuses_unknown_counters_and_absurd_prices(table: dict[str, object], message: str) -> None:
+    with pytest.raises(PydanticValidationError, match=message):
+        PriceTable.model_validate(table)
+
+
+def test_a_report_prices_its_total_only_with_a_table() -> None:
+    recorder = Recorder()
+    recorder.add("acme", DAY, UsageCounts(rest_queries=4))
+    assert usage_report(recorder, "acme", DAY, DAY).cost is None
+    priced = usage_report(recorder, "acme", DAY, DAY, PriceTable(per_million={"rest_queries": 250_000.0}))
+    assert priced.cost is not None and priced.cost.total == 1.0

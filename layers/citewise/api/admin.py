@@ -14,19 +14,32 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from citewise.api.app import SECURED, responses
+from citewise.api.audit import add_audit_routes, note
 from citewise.api.identity import operator_scope
+from citewise.api.usage import RANGE_RULES, FromDay, ToDay
 from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.domain.quotas import QuotaOverrides
+from citewise.domain.tenancy import document_id
 from citewise.ingest.requeue import RequeueReport, requeue_refused
 from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from citewise.ports.quotas import QuotaStatus, quota_status, save_quotas
 from citewise.ports.registry import TenantPage
+from citewise.ports.usage import TenantUsagePage, UsageReport, report_range, tenants_usage, usage_report
 
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=MAX_CURSOR_CHARS,
+        pattern=CURSOR_PATTERN,
+        description="`next_cursor` of the last page, as given: opaque.",
+    ),
+]
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN, description="The tenant's id.")]
 
 
 def add_admin_routes(app: APIGatewayRestResolver) -> None:
     """Register the operator's routes on `app`."""
+    add_audit_routes(app)
 
     @app.get(
         "/v1/admin/tenants",
@@ -42,18 +55,46 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
         responses=responses(400, 401, 403, 429, 502),
     )
     def list_tenants(
-        limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 50,
-        cursor: Annotated[
-            str | None,
-            Query(
-                max_length=MAX_CURSOR_CHARS,
-                pattern=CURSOR_PATTERN,
-                description="`next_cursor` of the last page, as given: opaque.",
-            ),
-        ] = None,
+        limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 50, cursor: Cursor = None
     ) -> TenantPage:
         services, _ = operator_scope(app)
         return services.registry.list_tenants(limit=limit, cursor=cursor)
+
+    @app.get(
+        "/v1/admin/usage",
+        operation_id="listTenantsUsage",
+        summary="Every tenant's usage over a range and its estimated cost, by id (platform operator only)",
+        description="The tenants of `GET /v1/admin/tenants`, a page at a time, each with its counters summed over "
+        f"the range. {RANGE_RULES} One usage read per tenant of the page: keep pages small.",
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 429, 502),
+    )
+    def list_tenants_usage(
+        from_day: FromDay = None,
+        to_day: ToDay = None,
+        limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 25,
+        cursor: Cursor = None,
+    ) -> TenantUsagePage:
+        services, _ = operator_scope(app)
+        first, last = report_range(from_day, to_day, datetime.now(UTC).date())
+        prices = services.settings.prices
+        return tenants_usage(services.registry, services.usage, first, last, prices, limit=limit, cursor=cursor)
+
+    @app.get(
+        "/v1/admin/tenants/<tenant_id>/usage",
+        operation_id="getTenantUsage",
+        summary="One tenant's usage per UTC day and its estimated cost (platform operator only)",
+        description=f"What the tenant's admins read at `GET /v1/usage`. {RANGE_RULES}",
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 429, 502),
+    )
+    def get_tenant_usage(tenant_id: TenantIdPath, from_day: FromDay = None, to_day: ToDay = None) -> UsageReport:
+        services, _ = operator_scope(app)
+        note(app, tenant_id=tenant_id)  # on that tenant's audit trail, as the operator's
+        first, last = report_range(from_day, to_day, datetime.now(UTC).date())
+        return usage_report(services.usage, tenant_id, first, last, services.settings.prices)
 
     @app.get(
         "/v1/admin/tenants/<tenant_id>/quotas",
@@ -70,12 +111,9 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
     )
     def get_quotas(tenant_id: TenantIdPath) -> QuotaStatus:
         services, _ = operator_scope(app)
+        note(app, tenant_id=tenant_id)  # on that tenant's audit trail, as the operator's
         return quota_status(
-            services.settings.default_quotas(),
-            services.registry,
-            services.usage,
-            tenant_id,
-            datetime.now(UTC).date(),
+            services.settings.default_quotas(), services.registry, services.usage, tenant_id, datetime.now(UTC).date()
         )
 
     @app.put(
@@ -94,6 +132,7 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
     )
     def put_quotas(tenant_id: TenantIdPath, overrides: QuotaOverrides) -> QuotaStatus:
         services, operator = operator_scope(app)
+        note(app, tenant_id=tenant_id)
         now = datetime.now(UTC)
         save_quotas(services.registry, tenant_id, overrides, operator, now)
         return quota_status(
@@ -115,4 +154,6 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
     )
     def requeue(tenant_id: TenantIdPath) -> RequeueReport:
         services, _ = operator_scope(app)
-        return requeue_refused(services.registry, services.ingest_queue, tenant_id)
+        report = requeue_refused(services.registry, services.ingest_queue, tenant_id)
+        note(app, tenant_id=tenant_id, resources=[document_id(tenant_id, path) for path in report.paths])
+        return report

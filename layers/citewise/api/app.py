@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from citewise import __version__
-from citewise.api.routes import allowed_methods
+from citewise.api.routes import MACHINE_PREFIX, allowed_methods
 from citewise.api.schemas import ErrorResponse
 from citewise.domain.errors import (
     CitewiseError,
@@ -99,7 +99,10 @@ def request_id(app: APIGatewayRestResolver) -> str:
 
 def build_resolver(*route_sets: Callable[[APIGatewayRestResolver], None]) -> APIGatewayRestResolver:
     """A resolver with validation, the error handlers, and the routes each `route_sets` item adds."""
-    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
+    # A program's requests arrive under `/m2m/` (`citewise.api.routes.MACHINE_PREFIX`) and are served alike.
+    app = APIGatewayRestResolver(
+        enable_validation=True, json_body_deserializer=parse_json, strip_prefixes=[MACHINE_PREFIX]
+    )
     app._request_validation_middleware = _JsonBodies()
 
     def reply(error: Exception) -> Response[str]:

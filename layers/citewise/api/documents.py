@@ -11,9 +11,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from citewise import __version__
 from citewise.api.admin import add_admin_routes
 from citewise.api.app import SECURED, responses
+from citewise.api.audit import note
+from citewise.api.credentials import add_credential_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
 from citewise.api.tenant_settings import add_settings_routes
+from citewise.api.usage import add_usage_routes
 from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
 from citewise.domain.models import Document, DocumentStatus
 from citewise.domain.tenancy import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
@@ -99,9 +102,11 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
 
 
 def add_document_routes(app: APIGatewayRestResolver) -> None:
-    """Register the documents function's routes on `app` (the tenant's settings and the operator's
-    routes included)."""
+    """Register the documents function's routes on `app` (the tenant's settings, its credentials and the
+    operator's routes included)."""
     add_settings_routes(app)
+    add_credential_routes(app)
+    add_usage_routes(app)
     add_admin_routes(app)
 
     @app.get(
@@ -127,7 +132,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
         path_prefix: Annotated[str | None, Query(max_length=950, description="Only paths starting so.")] = None,
     ) -> DocumentPage:
         services, caller = request_scope(app)
-        return services.registry.list(
+        page = services.registry.list(
             caller.tenant_id,
             visible_to=caller.user_id,
             status=status,
@@ -136,6 +141,8 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
             limit=limit,
             cursor=cursor,
         )
+        note(app, resources=[document.doc_id for document in page.items])
+        return page
 
     @app.get(
         "/v1/documents/<id>",
@@ -180,7 +187,9 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
     )
     def upload(request: UploadRequest) -> PresignedUpload:
         services, caller = request_scope(app)
-        return request_upload(services.registry, services.blobs, caller, request, quotas=services.quotas)
+        upload = request_upload(services.registry, services.blobs, caller, request, quotas=services.quotas)
+        note(app, resources=[upload.document_id])
+        return upload
 
     @app.get(
         "/v1/health",

@@ -4,7 +4,8 @@ Each API `functions/<name>/handler.py` names its settings and routes and calls `
 decorator order (logger with the correlation id, metrics, tracer) and the error handling exist once.
 Settings are validated when the module loads: a misconfigured function fails its cold start with a
 message naming the variable, instead of failing every request. Adapters are built by the first request
-that needs them (`citewise.runtime.services.Services`).
+that needs them (`citewise.runtime.services.Services`). Each request to an authenticated route leaves an
+audit record once its response is made (`citewise.api.audit`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from citewise.api.app import build_resolver
+from citewise.api.audit import AuditNote, record_request
 from citewise.domain import deadline
 from citewise.runtime.cors import with_cors
 from citewise.runtime.observability import logger, metrics, tracer
@@ -38,8 +40,13 @@ def api_handler(
     @metrics.log_metrics(capture_cold_start_metric=True)
     @tracer.capture_lambda_handler(capture_response=False)
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        app.context.update(services=services, settings=settings)
+        entry = AuditNote()
+        app.context.update(services=services, settings=settings, audit=entry)
         with deadline.budget(context.get_remaining_time_in_millis()):
-            return app.resolve(event, context)
+            response = app.resolve(event, context)
+            # Inside the budget: a slow trail's write is cut to the time left and fails loudly, rather
+            # than running the function into its timeout.
+            record_request(event, response, services, settings, entry)
+        return response
 
     return cast(LambdaHandler, with_cors(lambda_handler, settings.cors_allow_origins))

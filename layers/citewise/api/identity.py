@@ -14,11 +14,14 @@ from citewise.runtime.services import Services
 def request_scope(app: APIGatewayRestResolver) -> tuple[Services, Caller]:
     """The services the handler put in the resolver's context, and the current request's Caller.
 
-    The tenant joins every later log line of the request (the handler clears it between requests).
+    The tenant joins every later log line of the request (the handler clears it between requests). A
+    program's credential is looked up in the credential store (`Services.credential_lookup`).
     """
     services: Services = app.context["services"]
-    caller = caller_from_event(app.current_event, app.context["settings"])
+    caller = caller_from_event(app.current_event, app.context["settings"], services.credential_lookup)
     logger.append_keys(tenant_id=caller.tenant_id)
+    if caller.credential_id is not None:
+        logger.append_keys(credential_id=caller.credential_id)
     return services, caller
 
 

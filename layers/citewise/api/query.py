@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.metrics import MetricUnit
 
 from citewise.api.app import SECURED, request_id, responses
+from citewise.api.audit import note
 from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
 from citewise.domain.models import SearchRequest
@@ -48,6 +49,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
             )
         count_reranking(answer.reranking)
         services.meter.record(caller.tenant_id, query_usage(answer, "rest"))
+        note(app, question=request.query, resources=[hit.chunk.document.doc_id for hit in answer.sources])
         for key, metric in (("input_tokens", "InputTokens"), ("output_tokens", "OutputTokens")):
             if answer.usage and key in answer.usage:
                 metrics.add_metric(name=metric, unit=MetricUnit.Count, value=answer.usage[key])
@@ -72,6 +74,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
             retrieval = services.retriever.retrieve(caller, request)
         count_reranking(retrieval.reranking)
         services.meter.record(caller.tenant_id, search_usage(retrieval.reranking, "rest"))
+        note(app, question=request.query, resources=[hit.chunk.document.doc_id for hit in retrieval.hits])
         notice = None if retrieval.hits else no_hits_notice(services.retriever, caller, request, retrieval)
         return SearchResponse(
             hits=retrieval.hits,

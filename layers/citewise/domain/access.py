@@ -9,7 +9,11 @@ signed for its document) and the retrieval filters, which express `may_read` as 
   of the tenant's `admin` group. A private document of someone else is unreadable, so not even an admin
   may modify it: privacy within a tenant holds against its admins too.
 - configure the tenant (its settings document: ranking signals, routing vocabulary): members of the
-  tenant's `admin` group only; every member may read it (it shapes the rankings they see).
+  tenant's `admin` group only; every member may read it (it shapes the rankings they see). The tenant's
+  usage and its cost are its admins' to read.
+- write anything (upload, delete, settings): every identity except a read-only credential of a program
+  (`Caller.read_only`, `citewise.domain.credentials`), which reads what its user reads and changes
+  nothing: `may_modify` and `may_configure` include `may_write`, and `require_write` refuses with 403.
 - the platform operator (`Operator`, the `/v1/admin/` routes) is no member of any tenant: these
   predicates never see it, and it reads no document.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from citewise.domain.errors import ForbiddenError
 from citewise.domain.models import Caller, Visibility
 
 ADMIN_GROUP = "admin"
@@ -48,9 +53,28 @@ def may_read(caller: Caller, document: Owned) -> bool:
     )
 
 
+def may_write(caller: Caller) -> bool:
+    """Whether the caller may change anything at all: every identity but a read-only credential."""
+    return not caller.read_only
+
+
+def require_write(caller: Caller) -> None:
+    """ForbiddenError (403) for a read-only credential; what every write asks first."""
+    if not may_write(caller):
+        raise ForbiddenError(
+            "this credential is read-only: it may query, search and read documents, and change nothing",
+            details={"scope": "read"},
+        )
+
+
 def may_modify(caller: Caller, document: Owned) -> bool:
-    """A readable document the caller owns, or any readable one for a member of the admin group."""
-    return may_read(caller, document) and (document.owner == caller.user_id or ADMIN_GROUP in caller.groups)
+    """A readable document the caller owns, or any readable one for a member of the admin group; never
+    for a read-only credential."""
+    return (
+        may_write(caller)
+        and may_read(caller, document)
+        and (document.owner == caller.user_id or ADMIN_GROUP in caller.groups)
+    )
 
 
 def object_writer(item: Owned) -> Caller:
@@ -65,5 +89,15 @@ def object_writer(item: Owned) -> Caller:
 
 
 def may_configure(caller: Caller) -> bool:
-    """Whether the caller may change its tenant's settings: a member of the tenant's admin group."""
-    return ADMIN_GROUP in caller.groups
+    """Whether the caller may change its tenant's settings, read its usage, or manage its credentials: a
+    member of the tenant's admin group. A credential has no groups, so never."""
+    return may_write(caller) and ADMIN_GROUP in caller.groups
+
+
+def require_admin(caller: Caller, what: str) -> None:
+    """ForbiddenError (403) naming the group unless the caller may configure its tenant; `what` completes
+    "only members of the tenant's 'admin' group may ..."."""
+    if not may_configure(caller):
+        raise ForbiddenError(
+            f"only members of the tenant's {ADMIN_GROUP!r} group may {what}", details={"required_group": ADMIN_GROUP}
+        )

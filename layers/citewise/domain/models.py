@@ -80,6 +80,12 @@ class Caller(Frozen):
     tenant_id: TenantId
     user_id: UserId
     groups: tuple[str, ...] = ()
+    read_only: bool = False
+    """A program's credential of scope `read` (`citewise.domain.credentials`): it may read what the user
+    reads, and change nothing (`citewise.domain.access.may_write`)."""
+    credential_id: str | None = None
+    """The credential a program's request was made with (its user is the credential's service user);
+    None for a person. What an audit record names beside the user."""
 
 
 class Operator(Frozen):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ConfigDict, Field
 
-from citewise.domain.access import Owned, may_modify, may_read
+from citewise.domain.access import Owned, may_modify, may_read, require_write
 from citewise.domain.errors import ConflictError, ForbiddenError, NotFoundError
 from citewise.domain.models import Caller, Document, Frozen, Visibility
 from citewise.domain.tenancy import document_id, validate_path
@@ -82,6 +82,7 @@ def delete_document(ingestor: Ingestor, blobs: BlobStore, caller: Caller, doc_id
     The object goes first: if the chunk removal then fails, the object's removal event (on AWS) or a retry
     finishes the job, whereas chunks removed first could come back from a re-ingest of the object.
     """
+    require_write(caller)
     document = visible_document(ingestor.registry, caller, doc_id)
     _check_may_modify(caller, document, doc_id)
     blobs.delete(document.tenant_id, document.path)
@@ -100,11 +101,12 @@ def request_upload(
     """A presigned PUT for `request.filename` (a document, or a document's sidecar) in the caller's tenant.
 
     ConflictError if the path holds a document the caller cannot read (or, for a sidecar of a document
-    not stored yet, another user's sidecar); ForbiddenError if it holds one the caller may not modify;
-    QuotaExceededError if the document would take the tenant over its documents or bytes quota (the
-    size is declared, what it replaces is known), or the day's pages are spent. A sidecar is metadata,
-    not a document: no quota applies to it.
+    not stored yet, another user's sidecar); ForbiddenError if it holds one the caller may not modify, or
+    if the caller is a read-only credential; QuotaExceededError if the document would take the tenant over
+    its documents or bytes quota (the size is declared, what it replaces is known), or the day's pages are
+    spent. A sidecar is metadata, not a document: no quota applies to it.
     """
+    require_write(caller)
     path = validate_path(request.filename)
     document_path = described_document(path)
     if not is_sidecar(path):

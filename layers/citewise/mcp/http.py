@@ -64,12 +64,14 @@ def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: McpSettings
     if event.http_method != "POST":
         return _reply(405, error_response(None, INVALID_REQUEST, "use POST: this server keeps no stream"), Allow="POST")
     try:
-        caller = caller_from_event(event, settings)
+        caller = caller_from_event(event, settings, toolbox.services.credential_lookup)
     except CitewiseError as exc:
         status = 403 if isinstance(exc, ForbiddenError) else 401
         challenged = {"WWW-Authenticate": _challenge(settings)} if status == 401 else {}
         return _reply(status, error_response(None, INVALID_REQUEST, exc.message), **challenged)
     logger.append_keys(tenant_id=caller.tenant_id)
+    if caller.credential_id is not None:
+        logger.append_keys(credential_id=caller.credential_id)
     headers = {name.lower(): value for name, value in (event.headers or {}).items()}
     refused = _refused(headers)
     if refused is not None:

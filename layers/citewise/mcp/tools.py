@@ -47,6 +47,7 @@ from citewise.mcp.schemas import (
     ranked_hits,
     tool_schema,
 )
+from citewise.ports.audit import OK
 from citewise.query.answering import answer_question
 from citewise.query.metering import query_usage, search_usage
 from citewise.runtime.observability import count_reranking
@@ -169,9 +170,12 @@ class Toolbox:
         return [tool.definition() for tool in self.tools.values()]
 
     def call(self, caller: Caller, name: str, arguments: Mapping[str, Any] | None, request_id: str) -> dict[str, Any]:
-        """The MCP `CallToolResult` of tool `name` for `caller`: a result, or an error result, never a raise."""
+        """The MCP `CallToolResult` of tool `name` for `caller`: a result, or an error result, never a raise.
+        Each call leaves one audit record (`mcp.<tool>`, the ids of the documents it returned)."""
+        tool = self.tools.get(name)
+        question: str | None = None
+        resources: list[str] = []
         try:
-            tool = self.tools.get(name)
             if tool is None:
                 raise UnknownToolError(
                     f"no tool named '{name}': call tools/list for the tools this server has",
@@ -181,17 +185,34 @@ class Toolbox:
                 parsed = tool.arguments.model_validate(dict(arguments or {}))
             except pydantic.ValidationError as exc:
                 raise invalid_arguments(exc) from exc
+            question = getattr(parsed, "query", None)
             result, text = tool.run(caller, parsed)
+            resources = document_ids(result)
         except CitewiseError as exc:
-            return self._error(name, exc, request_id)
+            outcome, reply = exc.code, self._error(name, exc, request_id)
         except Exception:  # a bug must still end as a tool result, never as a protocol crash
             logger.exception("tool failed", extra={"tool": name})
-            return self._error(name, CitewiseError("an internal error occurred"), request_id, logged=True)
-        return {
-            "content": [{"type": "text", "text": text}],
-            "structuredContent": result.model_dump(mode="json"),
-            "isError": False,
-        }
+            error = CitewiseError("an internal error occurred")
+            outcome, reply = error.code, self._error(name, error, request_id, logged=True)
+        else:
+            outcome = OK
+            reply = {
+                "content": [{"type": "text", "text": text}],
+                "structuredContent": result.model_dump(mode="json"),
+                "isError": False,
+            }
+        self.services.auditor.record(
+            request_id=request_id,
+            channel="mcp",
+            # A name the client made up is not written to the trail: it is the client's text.
+            action=f"mcp.{name}" if tool is not None else "mcp.unknown_tool",
+            tenant_id=caller.tenant_id,
+            user_id=caller.user_id,
+            outcome=outcome,
+            resources=resources,
+            question=question,
+        )
+        return reply
 
     @staticmethod
     def _error(name: str, error: CitewiseError, request_id: str, *, logged: bool = False) -> dict[str, Any]:
@@ -313,6 +334,19 @@ class Toolbox:
             return SearchRequest(query=query, **fields)
         except pydantic.ValidationError as exc:
             raise invalid_arguments(exc) from exc
+
+
+def document_ids(result: Frozen) -> list[str]:
+    """The ids of the documents a tool's result shows: what its audit record lists."""
+    if isinstance(result, RagQueryResult):
+        return [source.document_id for source in result.sources]
+    if isinstance(result, SearchResult):
+        return [hit.document_id for hit in result.hits]
+    if isinstance(result, DocumentPageResult):
+        return [document.document_id for document in result.documents]
+    if isinstance(result, DocumentDetail):
+        return [result.document_id]
+    return []
 
 
 def within(scope: Filter | None, filters: Filter | None) -> Filter | None:

@@ -67,6 +67,29 @@ def decode_tenant(cursor: str) -> str:
     return tenant_id
 
 
+def encode_audit(tenant_id: str | None, position: str) -> str:
+    """A cursor of an audit trail's reading (`citewise.ports.audit`) resuming at the adapter's `position`
+    (a file offset, a CloudWatch Logs token), bound to the tenant read (None: every tenant)."""
+    return _pack({"u": tenant_id or "", "q": position})
+
+
+def decode_audit(cursor: str, tenant_id: str | None) -> str:
+    """The adapter's position in a cursor of `encode_audit`, or ValidationError if it was not issued for
+    this tenant: a cursor never moves an export into another tenant's trail."""
+    try:
+        payload = _unpack(cursor)
+        if not isinstance(payload, dict) or set(payload) != {"u", "q"}:
+            raise ValueError("not an audit cursor")
+        tenant, position = payload["u"], payload["q"]
+        if not isinstance(tenant, str) or not isinstance(position, str) or not position:
+            raise ValueError("unexpected values")
+    except (ValueError, binascii.Error, RecursionError, UnicodeDecodeError) as exc:
+        raise ValidationError("invalid cursor", details={"field": "cursor"}) from exc
+    if tenant != (tenant_id or ""):
+        raise ValidationError("invalid cursor", details={"field": "cursor"})
+    return position
+
+
 def _pack(payload: dict[str, str]) -> str:
     return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
 

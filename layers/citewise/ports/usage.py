@@ -18,12 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Protocol
 
-from pydantic import Field, NonNegativeInt
+from pydantic import Field, NonNegativeInt, field_validator
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Frozen
+from citewise.ports.registry import DocumentRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -126,28 +128,138 @@ MAX_REPORT_DAYS = 366
 """The longest range one report reads: a year, leap day included (one item a day on DynamoDB)."""
 
 
+MAX_PRICE_PER_MILLION = 1_000_000.0
+"""The highest price a table may give one million units of a counter: a dollar a unit. Far above any
+model's price (a million output tokens of the dearest Bedrock model cost under 100), low enough that a
+price typed in the wrong unit (per token instead of per million) is refused rather than billed."""
+
+
+class PriceTable(Frozen):
+    """What one million units of each counter cost: the deployment's settings (`CITEWISE_PRICES`; on AWS
+    cdk.json's `prices` per environment), never the logic's. Which model a counter pays for is the
+    deployment's choice, so is its price: docs/operations.md says where each default comes from."""
+
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code of every price.")
+    per_million: dict[str, float] = Field(
+        description="Counter name -> the price of one million of its units (tokens, calls); counters left out "
+        "cost nothing (work that bills no model, such as a query's retrieval)."
+    )
+
+    @field_validator("per_million")
+    @classmethod
+    def _known_counters_sane_prices(cls, prices: dict[str, float]) -> dict[str, float]:
+        for name, price in prices.items():
+            if name not in COUNTERS:
+                raise ValueError(f"{name!r} is no usage counter; counters are: {', '.join(COUNTERS)}")
+            if not 0 <= price <= MAX_PRICE_PER_MILLION:
+                raise ValueError(f"the price of {name!r} must be from 0 to {MAX_PRICE_PER_MILLION:,.0f} per million")
+        return prices
+
+
+class CostEstimate(Frozen):
+    """The estimated cost of some usage at a price table: per priced counter and in all.
+
+    An estimate: model prices only (no storage, search domain or Lambda time, which a tenant shares with
+    the others), at today's table (a price changed mid-month re-prices the whole range), rounded to a
+    millionth of the currency."""
+
+    currency: str
+    total: float
+    by_counter: dict[str, float]
+
+
+def estimate_cost(counts: UsageCounts, prices: PriceTable) -> CostEstimate:
+    """What `counts` cost at `prices`, summed in Decimal so that thousands of small items add up exactly."""
+    by_counter = {
+        name: Decimal(getattr(counts, name)) * Decimal(str(price)) / 1_000_000
+        for name, price in prices.per_million.items()
+    }
+    return CostEstimate(
+        currency=prices.currency,
+        total=_rounded(sum(by_counter.values(), Decimal(0))),
+        by_counter={name: _rounded(cost) for name, cost in by_counter.items()},
+    )
+
+
+def _rounded(amount: Decimal) -> float:
+    return float(amount.quantize(Decimal("0.000001")))
+
+
 class UsageReport(Frozen):
-    """A tenant's usage over a range of UTC days: the sum, and each day that counted anything."""
+    """A tenant's usage over a range of UTC days: the sum, each day that counted anything, and the sum's
+    estimated cost when the deployment has a price table (None without one)."""
 
     tenant_id: str
     from_day: date = Field(serialization_alias="from")
     to_day: date = Field(serialization_alias="to")
     total: UsageCounts
+    cost: CostEstimate | None = None
     days: list[DayUsage]
 
 
-def usage_report(usage: UsageMeter, tenant_id: str, from_day: date, to_day: date) -> UsageReport:
+def usage_report(
+    usage: UsageMeter, tenant_id: str, from_day: date, to_day: date, prices: PriceTable | None = None
+) -> UsageReport:
     """The tenant's usage from `from_day` to `to_day` (both included): what `citewise usage` prints and
-    what a usage route should answer. A range that ends before it starts, or is longer than
-    `MAX_REPORT_DAYS`, is a ValidationError naming the field."""
+    the usage routes answer. A range that ends before it starts, or is longer than `MAX_REPORT_DAYS`, is
+    a ValidationError naming the field."""
+    check_range(from_day, to_day)
+    days = usage.read(tenant_id, from_day, to_day)
+    summed = total(days)
+    cost = estimate_cost(summed, prices) if prices is not None else None
+    return UsageReport(tenant_id=tenant_id, from_day=from_day, to_day=to_day, total=summed, cost=cost, days=days)
+
+
+class TenantUsage(Frozen):
+    """One tenant's usage summed over a range, and its estimated cost (None without a price table)."""
+
+    tenant_id: str
+    total: UsageCounts
+    cost: CostEstimate | None = None
+
+
+class TenantUsagePage(Frozen):
+    """One page of the operator's listing: the tenants (by id, as `DocumentRegistry.list_tenants` pages
+    them) with their usage over the range; pass `next_cursor` back for the next page (None on the last)."""
+
+    from_day: date = Field(serialization_alias="from")
+    to_day: date = Field(serialization_alias="to")
+    items: list[TenantUsage]
+    next_cursor: str | None = None
+
+
+def tenants_usage(
+    registry: DocumentRegistry,
+    usage: UsageMeter,
+    from_day: date,
+    to_day: date,
+    prices: PriceTable | None = None,
+    *,
+    limit: int,
+    cursor: str | None = None,
+) -> TenantUsagePage:
+    """A page of the registry's tenants with each one's usage over the range: one tenant listing and one
+    usage read per tenant (a Query of at most `MAX_REPORT_DAYS` items on DynamoDB), so a page's cost grows
+    with `limit`, never with the number of tenants."""
+    check_range(from_day, to_day)
+    tenants = registry.list_tenants(limit=limit, cursor=cursor)
+    items = []
+    for tenant in tenants.items:
+        report = usage_report(usage, tenant.tenant_id, from_day, to_day, prices)
+        items.append(TenantUsage(tenant_id=tenant.tenant_id, total=report.total, cost=report.cost))
+    return TenantUsagePage(from_day=from_day, to_day=to_day, items=items, next_cursor=tenants.next_cursor)
+
+
+def check_range(from_day: date, to_day: date) -> None:
+    """A ValidationError naming the field if the range ends before it starts or exceeds `MAX_REPORT_DAYS`."""
     if to_day < from_day:
         raise ValidationError("the range ends before it starts", details={"field": "to"})
     if (to_day - from_day).days >= MAX_REPORT_DAYS:
         raise ValidationError(f"a report covers at most {MAX_REPORT_DAYS} days", details={"field": "from"})
-    days = usage.read(tenant_id, from_day, to_day)
-    return UsageReport(tenant_id=tenant_id, from_day=from_day, to_day=to_day, total=total(days), days=days)
 
 
-def month_to_date(today: date) -> tuple[date, date]:
-    """The default range of a report: the first of `today`'s month to `today`."""
-    return today.replace(day=1), today
+def report_range(from_day: date | None, to_day: date | None, today: date) -> tuple[date, date]:
+    """The range a report covers when either end may be left out: `to` defaults to `today`, `from` to the
+    first of `to`'s month (so no dates at all is the month so far, UTC)."""
+    last = to_day or today
+    return from_day or last.replace(day=1), last

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from citewise.domain.access import ADMIN_GROUP, may_configure
-from citewise.domain.errors import CitewiseError, ForbiddenError
+from citewise.domain.access import require_admin, require_write
+from citewise.domain.errors import CitewiseError
 from citewise.domain.models import Caller
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.registry import DocumentRegistry
@@ -69,11 +69,8 @@ def save_tenant_settings(
     registry: DocumentRegistry, caller: Caller, settings: TenantSettings, now: datetime
 ) -> TenantSettings:
     """Replace the tenant's settings, stamped with who saved them and when; admins only (ForbiddenError)."""
-    if not may_configure(caller):
-        raise ForbiddenError(
-            f"only members of the tenant's {ADMIN_GROUP!r} group may change its settings",
-            details={"required_group": ADMIN_GROUP},
-        )
+    require_write(caller)
+    require_admin(caller, "change its settings")
     stamped = settings.model_copy(update={"updated_at": now, "updated_by": caller.user_id})
     registry.put_tenant_settings(caller.tenant_id, stamped)
     return stamped

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Protocol, cast
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
 from citewise.domain.tenant_settings import TenantSettings
+from citewise.ports.audit import AuditLog, Auditor
+from citewise.ports.credentials import CredentialIssuer, CredentialStore
 from citewise.ports.embedder import Embedder
 from citewise.ports.index import VectorIndex
 from citewise.ports.quotas import QuotaGate, RateLimiter
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.requeue import IngestQueue
     from citewise.query.retrieval import Retriever
+    from citewise.runtime.identity import CredentialCache
 
 BACKENDS_GROUP = "citewise.backends"
 EMBEDDERS_GROUP = "citewise.embedders"
@@ -66,6 +69,15 @@ class Backend(Protocol):
     def usage(self) -> UsageMeter: ...
 
     def rates(self) -> RateLimiter: ...
+    def audit(self) -> AuditLog: ...
+
+    def audit_key(self) -> bytes:
+        """The key of the questions' hashes when the settings give none (`citewise.ports.audit`)."""
+        ...
+
+    def credentials(self) -> CredentialStore: ...
+
+    def credential_issuer(self) -> CredentialIssuer: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -119,6 +131,23 @@ class Services:
         return self._backend.usage()
 
     @cached_property
+    def credentials(self) -> CredentialStore:
+        return self._backend.credentials()
+
+    @cached_property
+    def credential_issuer(self) -> CredentialIssuer:
+        return self._backend.credential_issuer()
+
+    @cached_property
+    def credential_lookup(self) -> CredentialCache:
+        """A credential's record by id, kept `credential_cache_ttl` seconds (`citewise.runtime.identity`)."""
+        from citewise.runtime.identity import CredentialCache
+
+        return CredentialCache(
+            lambda credential_id: self.credentials.credential(credential_id), ttl=self.settings.credential_cache_ttl
+        )
+
+    @cached_property
     def meter(self) -> Meter:
         """Records the usage of the work done (`citewise.ports.usage.Meter`: never fails that work); records
         nothing where the function has no registry table (on AWS the counters live there)."""
@@ -145,6 +174,25 @@ class Services:
             usage=lambda: self.usage,
             rates=lambda: self.rates,
             ttl=settings.quota_ttl,
+        )
+
+    @cached_property
+    def audit_log(self) -> AuditLog:
+        return self._backend.audit()
+
+    @cached_property
+    def auditor(self) -> Auditor:
+        """Writes the audit trail (`citewise.ports.audit.Auditor`: never fails the access it records, counts
+        and logs what it could not write); records nothing on AWS without a trail's log group."""
+        settings = self.settings
+        if settings.backend == "aws" and not settings.audit_log_group:
+            return Auditor(None)
+        secret = settings.audit_hash_key
+        return Auditor(
+            lambda: self.audit_log,
+            key=(lambda: secret.get_secret_value().encode()) if secret else self._backend.audit_key,
+            questions=settings.audit_questions,
+            on_failure=_count_audit_failure,
         )
 
     @cached_property
@@ -252,11 +300,25 @@ _ADAPTERS = frozenset(
         "rates",
         "quotas",
         "ingest_queue",
+        "audit_log",
+        "auditor",
         "ingestor",
         "retriever",
         "synthesizer",
+        "credentials",
+        "credential_issuer",
     }
 )
+
+
+def _count_audit_failure() -> None:
+    """Count an audit record that could not be written as the metric `AuditWriteFailures` (an alarm
+    watches it). Imported here: the CLI, which audits too, loads Powertools' metrics only on a failure."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    from citewise.runtime.observability import metrics
+
+    metrics.add_metric(name="AuditWriteFailures", unit=MetricUnit.Count, value=1)
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -454,6 +516,45 @@ class AwsBackend:
         # As the usage meter's: a query waits for its bucket, so a slow table costs it seconds at most.
         client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
         return DynamoRates(_required(settings.registry_table), client=client)
+
+    def audit(self) -> AuditLog:
+        from citewise.aws import clients as aws
+        from citewise.aws.cloudwatch_audit import CloudWatchAudit
+
+        settings = self._settings
+        # Like the meter's: one retry and short timeouts, as a request waits for its record.
+        client = aws.client("logs", region=settings.aws_region, max_attempts=2, read_timeout=2)
+        return CloudWatchAudit(_required(settings.audit_log_group), client=client)
+
+    def audit_key(self) -> bytes:
+        # The settings refuse a trail without its key on AWS: this is never reached there.
+        raise ValidationError("CITEWISE_AUDIT_LOG_GROUP needs CITEWISE_AUDIT_HASH_KEY")
+
+    def credentials(self) -> CredentialStore:
+        from citewise.aws import clients as aws
+        from citewise.aws.dynamodb_credentials import DynamoCredentials
+
+        settings = self._settings
+        return DynamoCredentials(
+            _required(settings.registry_table), client=aws.client("dynamodb", region=settings.aws_region)
+        )
+
+    def credential_issuer(self) -> CredentialIssuer:
+        from citewise.aws import clients as aws
+        from citewise.aws.cognito_credentials import CognitoIssuer
+
+        settings = self._settings
+        if settings.user_pool_id is None or settings.credential_token_url is None:
+            raise ValidationError(
+                "credentials need a Cognito user pool: this function has no CITEWISE_USER_POOL_ID and "
+                "CITEWISE_CREDENTIAL_TOKEN_URL (an IAM-mode stack maps IAM roles to tenants instead)"
+            )
+        return CognitoIssuer(
+            settings.user_pool_id,
+            token_url=settings.credential_token_url,
+            token_minutes=settings.credential_token_minutes,
+            client=aws.client("cognito-idp", region=settings.aws_region),
+        )
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

@@ -25,7 +25,9 @@ from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
 from citewise.domain.quotas import CEILINGS, Quotas
 from citewise.domain.tenant_settings import known_time_zone
+from citewise.ports.audit import QuestionMode
 from citewise.ports.registry import TOMBSTONE_RETENTION
+from citewise.ports.usage import PriceTable
 from citewise.query.fusion import FusionMethod
 
 Backend = Literal["local", "aws"]
@@ -172,6 +174,21 @@ class Settings(BaseSettings):
         description="Where the API is reached (no trailing slash): the base of local upload URLs, and of the MCP "
         "endpoint's protected-resource metadata (on AWS the stage's URL, set by the stack).",
     )
+    # --- the audit trail (docs/operations.md, "Audit trail") ------------------------------------------
+    audit_questions: QuestionMode = Field(
+        default="hash",
+        description="`hash`: a question is kept in the audit trail only as its keyed hash; `full`: the question "
+        "itself too (the operator's choice: the trail then holds what users asked).",
+    )
+    audit_hash_key: SecretStr | None = Field(
+        default=None,
+        description="The secret key of the questions' hashes (HMAC-SHA256); locally by default a key derived from "
+        "the home's secret, on AWS set by the stack from a generated secret. Never logged.",
+    )
+    audit_log_group: str | None = Field(
+        default=None,
+        description="AWS: the CloudWatch Logs group of the audit trail (the stack's); None: no trail is written.",
+    )
     # --- AWS -------------------------------------------------------------------------------------
     aws_region: str | None = Field(default=None, description="Region of every AWS client; None: the environment's.")
     opensearch_endpoint: str | None = None
@@ -212,6 +229,35 @@ class Settings(BaseSettings):
     )
     rerank_timeout: int = Field(default=5, ge=1, le=60, description="Seconds one Rerank attempt may take.")
     upload_url_ttl: int = Field(default=900, ge=60, le=7 * 24 * 3600, description="Lifetime of upload URLs (s).")
+    prices: PriceTable | None = Field(
+        default=None,
+        description='What a million units of each usage counter cost, as JSON (`{"currency": "USD", '
+        '"per_million": {"generation_output_tokens": 0.24}}`): usage reports estimate each tenant\'s cost '
+        "from it; none: no estimate. docs/operations.md, Cost.",
+    )
+    # --- credentials for agents and services (docs/operations.md) -----------------------------------
+    credential_cache_ttl: float = Field(
+        default=60.0,
+        ge=0,
+        le=300,
+        description="Seconds a function keeps a credential's record: a revoked credential is refused within this time.",
+    )
+    credential_token_minutes: int = Field(
+        default=60,
+        ge=5,
+        le=1440,
+        description="Lifetime of a credential's access tokens, in minutes (Cognito's bounds: 5 minutes to a day).",
+    )
+    user_pool_id: str | None = Field(
+        default=None,
+        pattern=r"^[\w-]+_[0-9a-zA-Z]+$",
+        description="AWS: the Cognito user pool whose app clients are the credentials (the documents function).",
+    )
+    credential_token_url: str | None = Field(
+        default=None,
+        description="AWS: the user pool domain's token endpoint (`https://<domain>/oauth2/token`); locally "
+        "`citewise serve`'s own (`<public_url>/oauth2/token`).",
+    )
 
     @field_validator("public_url")
     @classmethod
@@ -270,6 +316,8 @@ class Settings(BaseSettings):
             missing = [f"CITEWISE_{name.upper()}" for name in self.aws_requires if not getattr(self, name)]
             if missing:
                 raise ValueError(f"CITEWISE_BACKEND=aws needs {', '.join(missing)}")
+        if self.backend == "aws" and self.audit_log_group and self.audit_hash_key is None:
+            raise ValueError("CITEWISE_AUDIT_LOG_GROUP needs CITEWISE_AUDIT_HASH_KEY (the questions' hashing key)")
         if (self.guardrail_id is None) != (self.guardrail_version is None):
             raise ValueError("CITEWISE_GUARDRAIL_ID and CITEWISE_GUARDRAIL_VERSION go together")
         return self

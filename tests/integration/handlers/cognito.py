@@ -19,7 +19,7 @@ PASSWORD = "Corr3ct-Horse-Battery!"
 @dataclass
 class UserPool:
     """A moto user pool set up as the CDK app sets up the real one: tenant attribute, admin and operators
-    groups."""
+    groups, the `citewise` resource server of programs' credentials."""
 
     client: Any
     pool_id: str
@@ -39,6 +39,15 @@ class UserPool:
         )["UserPoolClient"]["ClientId"]
         for group in ("admin", "analysts", "operators"):
             client.create_group(UserPoolId=pool_id, GroupName=group)
+        client.create_resource_server(
+            UserPoolId=pool_id,
+            Identifier="citewise",
+            Name="citewise API",
+            Scopes=[
+                {"ScopeName": "read", "ScopeDescription": "read"},
+                {"ScopeName": "full", "ScopeDescription": "full"},
+            ],
+        )
         return cls(client, pool_id, client_id)
 
     @property

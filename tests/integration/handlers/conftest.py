@@ -26,6 +26,8 @@ from tests.opensearch_node import NODE, fresh_index_name
 TABLE = "citewise-registry"
 QUEUE = "citewise-ingest"
 """The ingest queue's name (the stack's queue; the Serverless sweeps are sent to it)."""
+AUDIT_LOG_GROUP = "citewise-audit"
+"""The audit trail's log group (`citewise.aws.cloudwatch_audit`)."""
 
 
 @pytest.fixture
@@ -97,7 +99,7 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch | None = Non
 def _moto_stack(
     monkeypatch: pytest.MonkeyPatch, endpoint: str, index: str, settings: dict[str, str]
 ) -> Iterator[Stack]:
-    roles = RoleCheck(Names(table=TABLE, bucket=BUCKET, queue=QUEUE))
+    roles = RoleCheck(Names(table=TABLE, bucket=BUCKET, queue=QUEUE, audit_log_group=AUDIT_LOG_GROUP))
     with mock_aws():
         boto3.setup_default_session()  # moto starts without one; every client below is made from it
         roles.attach(boto3.DEFAULT_SESSION.events)
@@ -105,12 +107,15 @@ def _moto_stack(
         s3.create_bucket(Bucket=BUCKET)
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         boto3.client("dynamodb", region_name="us-east-1").create_table(TableName=TABLE, **TABLE_SCHEMA)
+        boto3.client("logs", region_name="us-east-1").create_log_group(logGroupName=AUDIT_LOG_GROUP)
         for name, value in {
             "BACKEND": "aws",
             "OPENSEARCH_ENDPOINT": endpoint,
             "INDEX_NAME": index,
             "REGISTRY_TABLE": TABLE,
             "DOCUMENTS_BUCKET": BUCKET,
+            "AUDIT_LOG_GROUP": AUDIT_LOG_GROUP,
+            "AUDIT_HASH_KEY": "the-stack-generated-key",
             "AWS_REGION": "us-east-1",
             **settings,
         }.items():

@@ -238,7 +238,8 @@ class Stack:
 
     def api(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         """Call the API function that serves `path`; returns (status, parsed JSON body or None)."""
-        function = "query" if path in ("/v1/query", "/v1/search") else "documents"
+        matched = match_route(method, path)
+        function = matched[0].function if matched is not None else "documents"
         response = http_response(self.handler(function)(api_event(method, path, **kwargs), LambdaContext()))
         return response.status, response.json()
 

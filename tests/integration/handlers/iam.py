@@ -41,6 +41,8 @@ ACCOUNT = DEFAULT_ACCOUNT_ID
 PARTITION = "aws"
 STORAGE_KEY_ID = "11111111-2222-3333-4444-555555555555"
 QUEUE_KEY_ID = "66666666-7777-8888-9999-000000000000"
+STACK_POOL_ID = "us-east-1_stackpool"
+STACK_POOL_ARN = f"arn:aws:cognito-idp:us-east-1:{DEFAULT_ACCOUNT_ID}:userpool/{STACK_POOL_ID}"
 PSEUDO = {
     "AWS::Partition": PARTITION,
     "AWS::Region": REGION,
@@ -69,6 +71,7 @@ class Names:
     table: str
     bucket: str
     queue: str
+    audit_log_group: str = "citewise-audit"
 
 
 @dataclass
@@ -166,8 +169,10 @@ def _physical(names: Names, ids: dict[str, str]) -> dict[str, dict[str, str]]:
             "QueueName": names.queue,
             "Arn": f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{names.queue}",
         },
+        ids["audit_log_group"]: {"Ref": names.audit_log_group, "Arn": _log_group(names.audit_log_group) + ":*"},
         ids["storage_key"]: key(STORAGE_KEY_ID),
         ids["queue_key"]: key(QUEUE_KEY_ID),
+        **({ids["user_pool"]: {"Ref": STACK_POOL_ID, "Arn": STACK_POOL_ARN}} if "user_pool" in ids else {}),
     }
 
 
@@ -207,11 +212,13 @@ def deployment(environment: Environment, names: Names) -> Deployment:
             os.environ["CDK_DEFAULT_ACCOUNT"] = account
     stack = synth.stack
     ids = {
+        **({"user_pool": synth.logical_id(stack.api.user_pool)} if stack.api.user_pool is not None else {}),
         "table": synth.logical_id(stack.storage.table),
         "bucket": synth.logical_id(stack.storage.bucket),
         "queue": synth.logical_id(stack.ingestion.queue),
         "storage_key": synth.logical_id(stack.storage.key),
         "queue_key": synth.logical_id(stack.ingestion.key),
+        "audit_log_group": synth.logical_id(stack.audit.log_group),
     }
     functions = stack.functions
     role_ids = {f.name: synth.logical_id(getattr(functions, f.name).role) for f in dataclasses.fields(functions)}
@@ -340,11 +347,40 @@ def _bedrock_agent_runtime(operation: str, params: dict[str, Any], deploy: Deplo
     return [Request("bedrock:Rerank", "*"), Request("bedrock:InvokeModel", model)]
 
 
+def _log_group(name: str) -> str:
+    return _arn("logs", f"log-group:{name}")
+
+
+def _logs(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    group = _log_group(params["logGroupName"])
+    match operation:
+        case "CreateLogStream" | "PutLogEvents":
+            return [Request(f"logs:{operation}", f"{group}:log-stream:{params['logStreamName']}")]
+        case "FilterLogEvents":
+            # CloudWatch Logs authorizes a group's own actions on the group's ARN with `:*` (the ARN that
+            # `Fn::GetAtt Arn` returns and CDK grants on); docs/aws.md lists it to confirm on an account.
+            return [Request("logs:FilterLogEvents", f"{group}:*")]
+    raise NotImplementedError(f"no IAM mapping for CloudWatch Logs {operation}: add it")
+
+
+def _cognito_idp(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    """An app client's creation or deletion, on its user pool. moto makes up a pool's id, so the stack's
+    pool (the one the functions are configured with, `CITEWISE_USER_POOL_ID`) resolves to a stand-in ARN
+    that the template's pool resolves to as well; any other pool keeps its own ARN, which nothing allows."""
+    if operation not in ("CreateUserPoolClient", "DeleteUserPoolClient"):
+        raise NotImplementedError(f"no IAM mapping for cognito-idp {operation}: add it")
+    pool = params["UserPoolId"]
+    arn = STACK_POOL_ARN if pool == os.environ.get("CITEWISE_USER_POOL_ID") else _arn("cognito-idp", f"userpool/{pool}")
+    return [Request(f"cognito-idp:{operation}", arn)]
+
+
 REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request]]] = {
     "s3": _s3,
     "dynamodb": _dynamodb,
     "sqs": _sqs,
+    "logs": _logs,
     "bedrock-agent-runtime": _bedrock_agent_runtime,
+    "cognito-idp": _cognito_idp,
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from citewise.api.routes import ROUTES
+from citewise.api.routes import MACHINE_PREFIX, ROUTES
 from tests.integration.handlers.cognito import UserPool
 from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims
 
@@ -70,6 +70,7 @@ def test_the_operator_reaches_no_tenant_route(stack: Stack) -> None:
         "/v1/search": {"query": "vault"},
         "/v1/uploads": {"filename": "x.md", "content_type": "text/markdown", "size": 5},
         "/v1/settings": {},
+        "/v1/credentials": {"name": "agent", "user": "agent"},
     }
     # When the operator calls every authenticated route that is not an operator's
     tenant_routes = [r for r in ROUTES if r.authenticated and not r.path.startswith("/v1/admin/")]
@@ -78,7 +79,7 @@ def test_the_operator_reaches_no_tenant_route(stack: Stack) -> None:
         if (route.function, route.method) == ("mcp", "GET"):
             continue  # 405 to everyone, before any identity is read: the endpoint keeps no stream
         path = route.path.replace("{id}", doc_id)
-        body = bodies.get(route.path, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        body = bodies.get(route.path.removeprefix(MACHINE_PREFIX), {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         event = api_event(route.method, path, body=body, identity=OPERATOR)
         response = stack.handler(route.function)(event, LambdaContext())
         # Then each refuses it as no tenant's member: it cannot read tenant data by accident

@@ -75,3 +75,94 @@ def test_a_failing_meter_costs_no_request_its_answer(stack: Stack, monkeypatch: 
     # Then both are answered as usual
     assert status == 200 and answer["citations"], answer
     assert searched == 200 and hits["hits"], hits
+
+
+ACME_ADMIN = claims("acme", "carol", groups="admin")
+OPERATOR = claims(None, "ops-1", groups="operators")
+
+
+def test_a_tenant_admin_reads_its_usage_and_cost_and_no_one_elses(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a price table of half a currency unit a REST query, before the functions start
+    prices = {"currency": "EUR", "per_million": {"rest_queries": 500_000.0}}
+    monkeypatch.setenv("CITEWISE_PRICES", json.dumps(prices))
+    # And acme (ingest, three queries) beside acme-eu, a tenant whose id starts with acme's (one query)
+    stack.upload_and_ingest(ALICE, "runbooks/keys.md", RUNBOOK)
+    stack.upload_and_ingest(claims("acme-eu", "eve"), "runbooks/keys.md", RUNBOOK)
+    for _ in range(3):
+        stack.api("POST", "/v1/query", body={"query": "How often are keys rotated?"}, identity=ALICE)
+    stack.api("POST", "/v1/query", body={"query": "keys"}, identity=claims("acme-eu", "eve"))
+    # When acme's admin reads its usage of this month
+    status, report = stack.api("GET", "/v1/usage", identity=ACME_ADMIN)
+    # Then it holds acme's work only, today's day, and the cost of three queries
+    assert status == 200, report
+    today = datetime.now(UTC).date()
+    assert (report["tenant_id"], report["from"], report["to"]) == ("acme", str(today.replace(day=1)), str(today))
+    assert (report["total"]["rest_queries"], report["total"]["documents_ingested"]) == (3, 1)
+    assert [day["day"] for day in report["days"]] == [str(today)]
+    assert report["cost"] == {"currency": "EUR", "total": 1.5, "by_counter": {"rest_queries": 1.5}}
+    # And a member who is no admin is refused, naming the group
+    status, refused = stack.api("GET", "/v1/usage", identity=ALICE)
+    assert (status, refused["error"]["code"], refused["error"]["details"]) == (
+        403,
+        "FORBIDDEN",
+        {"required_group": "admin"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"from": "2026-11-10", "to": "2026-11-09"}, "to"),
+        ({"from": "2025-11-01", "to": "2026-11-02"}, "from"),
+        ({"from": "yesterday"}, "from"),
+        ({"to": "2026-02-30"}, "to"),
+    ],
+)
+def test_a_bad_range_is_a_validation_error_naming_the_field(stack: Stack, query: dict[str, str], field: str) -> None:
+    for path, identity in (("/v1/usage", ACME_ADMIN), ("/v1/admin/tenants/acme/usage", OPERATOR)):
+        status, body = stack.api("GET", path, identity=identity, query=query)
+        assert (status, body["error"]["code"]) == (400, "VALIDATION_ERROR"), (path, body)
+        assert field in json.dumps(body["error"]["details"]), (path, body)
+
+
+def test_the_operator_reads_every_tenants_usage_and_one_tenants_days(stack: Stack) -> None:
+    # Given three tenants with work of today (two sharing a prefix), and no price table
+    for tenant, queries in (("acme", 2), ("acme-eu", 1), ("globex", 0)):
+        identity = claims(tenant, "u")
+        stack.upload_and_ingest(identity, "runbooks/keys.md", RUNBOOK)
+        for _ in range(queries):
+            stack.api("POST", "/v1/query", body={"query": "keys"}, identity=identity)
+    # When the operator lists the tenants' usage two at a time
+    status, first = stack.api("GET", "/v1/admin/usage", identity=OPERATOR, query={"limit": "2"})
+    assert status == 200, first
+    status, second = stack.api(
+        "GET", "/v1/admin/usage", identity=OPERATOR, query={"limit": "2", "cursor": str(first["next_cursor"])}
+    )
+    # Then each tenant comes once, in id order, with its own counters and no cost (no table)
+    items = [*first["items"], *second["items"]]
+    assert status == 200 and second["next_cursor"] is None
+    assert [(i["tenant_id"], i["total"]["rest_queries"], i["cost"]) for i in items] == [
+        ("acme", 2, None),
+        ("acme-eu", 1, None),
+        ("globex", 0, None),
+    ]
+    # And one tenant's report is what its admin reads
+    status, report = stack.api("GET", "/v1/admin/tenants/acme-eu/usage", identity=OPERATOR)
+    assert status == 200 and report["tenant_id"] == "acme-eu" and report["total"]["rest_queries"] == 1
+    assert report == stack.api("GET", "/v1/usage", identity=claims("acme-eu", "root", groups="admin"))[1]
+
+
+@pytest.mark.parametrize("path", ["/v1/admin/usage", "/v1/admin/tenants/acme/usage"])
+def test_no_tenant_identity_reads_the_operators_usage_routes(stack: Stack, path: str) -> None:
+    stack.upload_and_ingest(ALICE, "runbooks/keys.md", RUNBOOK)
+    for identity in (ACME_ADMIN, ALICE):
+        status, body = stack.api("GET", path, identity=identity)
+        assert (status, body["error"]["code"]) == (403, "FORBIDDEN"), body
+        assert "rest_queries" not in json.dumps(body)
+
+
+def test_a_bad_tenant_id_in_the_path_is_a_validation_error(stack: Stack) -> None:
+    status, body = stack.api("GET", "/v1/admin/tenants/%23tenants/usage", identity=OPERATOR)
+    assert (status, body["error"]["code"]) == (400, "VALIDATION_ERROR"), body
