@@ -15,6 +15,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from citewise_local.emulator import http_response
 from tests.integration.handlers.conftest import QUEUE
 from tests.integration.handlers.harness import LambdaContext, Stack, api_event, claims, s3_notification
+from tests.integration.handlers.test_audit import trail
 
 pytestmark = pytest.mark.parametrize("stack", ["local", "aws-double"], indirect=True)
 
@@ -73,6 +74,9 @@ def test_the_operator_sets_quotas_and_sees_their_sources_and_the_use(stack: Stac
     # And a GET answers the same
     status, _, again = call(stack, "GET", QUOTAS, identity=OPERATOR)
     assert status == 200 and again["quotas"] == body["quotas"] and again["stored"] == body["stored"]
+    # And both are on acme's audit trail, as the operator's
+    records = trail(tenant_id="acme", user_id="ops-1")
+    assert [(r.action, r.operator) for r in records] == [("admin.quotas.update", True), ("admin.quotas.get", True)]
 
 
 @pytest.mark.parametrize(
