@@ -20,6 +20,7 @@ from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.domain.quotas import CEILINGS
 from citewise.ports.usage import PriceTable
 from citewise_infra.constants import (
     API_FUNCTION_MAX_TIMEOUT_S,
@@ -271,6 +272,22 @@ class DataConfig(_Block):
         return logs.RetentionDays[LOG_RETENTION_DAYS[self.log_retention_days]]
 
 
+class QuotasConfig(_Block):
+    """The deployment's default quotas per tenant (`citewise.domain.quotas`); null (the default): no limit.
+    The operator overrides them per tenant (`PUT /v1/admin/tenants/{id}/quotas`)."""
+
+    max_documents: int | None = Field(default=None, ge=0, le=CEILINGS["max_documents"])
+    max_stored_bytes: int | None = Field(default=None, ge=0, le=CEILINGS["max_stored_bytes"])
+    pages_per_day: int | None = Field(default=None, ge=0, le=CEILINGS["pages_per_day"])
+    queries_per_minute: int | None = Field(default=None, ge=0, le=CEILINGS["queries_per_minute"])
+    query_burst: int | None = Field(default=None, ge=0, le=CEILINGS["query_burst"])
+    generation_tokens_per_day: int | None = Field(default=None, ge=0, le=CEILINGS["generation_tokens_per_day"])
+
+    def environment(self) -> dict[str, str]:
+        """The functions' `quota_*` settings of the limits that are set."""
+        return {f"quota_{name}": str(value) for name, value in self.model_dump().items() if value is not None}
+
+
 class AuditConfig(_Block):
     """The audit trail (docs/operations.md, "Audit trail"): how long CloudWatch Logs keeps it."""
 
@@ -331,6 +348,7 @@ class EnvironmentConfig(_Block):
     audit: AuditConfig = AuditConfig()
     alarms: AlarmsConfig = AlarmsConfig()
     rerank: RerankConfig = RerankConfig()
+    quotas: QuotasConfig = QuotasConfig()
     prices: PriceTable | None = None
     """What the environment's models cost per million units of each usage counter: the usage routes'
     cost estimate (docs/operations.md, Cost, says where each default comes from); none: no estimate."""

@@ -7,15 +7,18 @@ What each function calls (and so what its role may do):
 - query: the index's `_search` only, Bedrock InvokeModel on the embedding model, on the generation
   model and on the router's model if it has its own (Converse is authorised by InvokeModel),
   ApplyGuardrail on the configured guardrail, DynamoDB GetItem of the tenants' settings attribute only
-  (no document item's attributes); with reranking on, `bedrock:Rerank` and InvokeModel on the reranker
-  model. No S3, no other DynamoDB action, no index writes or deletes.
+  (no document item's attributes), UpdateItem of the usage counters and of the rate bucket's `tat_us`,
+  GetItem and Query of the quota overrides, the bucket and the usage counters; with reranking on,
+  `bedrock:Rerank` and InvokeModel on the reranker model. No S3, no other DynamoDB action, no index
+  writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
-  refresh). No Bedrock. The audit trail's log group: append and FilterLogEvents (the operator's export).
-- mcp: read only. The index's `_search`, Bedrock InvokeModel on the embedding and generation models (and
-  ApplyGuardrail on the guardrail, and the reranker's two grants when reranking is on), GetItem/Query on
-  the registry table with decryption. No S3 at all,
-  no DynamoDB writes, no index writes or deletes.
+  refresh); SQS SendMessage on the ingest queue (the operator's re-queue of quota-refused documents).
+  No Bedrock. The audit trail's log group: append and FilterLogEvents (the operator's export).
+- mcp: read only, but for the usage counters and the rate bucket (as the query function). The index's
+  `_search`, Bedrock InvokeModel on the embedding and generation models (and ApplyGuardrail on the
+  guardrail, and the reranker's two grants when reranking is on), GetItem/Query on the registry table
+  with decryption. No S3 at all, no index writes or deletes.
 - query and mcp also append to the audit trail's log group (CreateLogStream, PutLogEvents), nothing more.
 - bootstrap: create and describe the index. Nothing else.
 - erasure: a tenant's whole data: the registry table (the only role that may delete its items), every
@@ -273,6 +276,7 @@ class FunctionsFactory(Construct):
             "documents_bucket": self._storage.bucket.bucket_name,
             "max_document_bytes": str(self._config.ingest.max_document_bytes),
             "tombstone_retention_days": str(self._config.data.tombstone_retention_days),
+            **self._config.quotas.environment(),
         }
 
     def _identity_values(self) -> dict[str, str]:
@@ -360,8 +364,9 @@ class FunctionsFactory(Construct):
             **self._cors_values(),
             "synthesizer": "bedrock",
             "generation_model_id": models.generation_model_id,
-            # the tenants' settings documents only (ranking signals, routing vocabulary)
+            # the tenants' settings documents, quotas and usage counters only
             "registry_table": self._storage.table.table_name,
+            **self._config.quotas.environment(),
             **self._audit.values(),
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:
@@ -387,6 +392,7 @@ class FunctionsFactory(Construct):
         self._grant_search(fn, SearchAccess.READ)
         self._storage.grant_read_tenant_settings(fn.role)
         self._storage.grant_count_usage(fn.role)
+        self._storage.grant_check_quotas(fn.role)
         if self._config.auth.mode == "cognito":  # programs' credentials exist with Cognito only
             self._storage.grant_read_credentials(fn.role)
         self._grant_model(fn, models.embedding_model_id)

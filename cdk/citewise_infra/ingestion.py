@@ -23,7 +23,7 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from citewise.runtime.settings import IngestSettings
+from citewise.runtime.settings import DocumentsSettings, IngestSettings
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
 from citewise_infra.functions import CitewiseFunction, settings_environment
@@ -116,6 +116,17 @@ class Ingestion(Construct):
         function sends them to its own queue. SendMessage on that queue only, and the queue key's
         GenerateDataKey/Decrypt that sending to an encrypted queue needs (the key is the queues' own)."""
         for name, value in settings_environment(IngestSettings, {"sweep_queue_url": self.queue.queue_url}).items():
+            function.function.add_environment(name, value)
+        function.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
+        )
+        self.key.grant(function.role, "kms:GenerateDataKey", "kms:Decrypt")
+
+    def accept_requeues(self, function: CitewiseFunction) -> None:
+        """The operator's re-queue of quota-refused documents (`citewise.ingest.requeue`): `function` (the
+        documents function) sends their notifications to the ingest queue. SendMessage on that queue only,
+        and the queue key's GenerateDataKey/Decrypt that sending to an encrypted queue needs."""
+        for name, value in settings_environment(DocumentsSettings, {"ingest_queue_url": self.queue.queue_url}).items():
             function.function.add_environment(name, value)
         function.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])

@@ -69,6 +69,7 @@ class CitewiseStack(Stack):
         self.ingestion = Ingestion(
             self, INGESTION_ID, config=config, storage=self.storage, function=self.functions.ingest
         )
+        self.ingestion.accept_requeues(self.functions.documents)
         # Ingest only once the index exists: the ingest role may not create it.
         self.ingestion.event_source_mapping.node.add_dependency(self.index_bootstrap.resource)
         self.erasure = Erasure(

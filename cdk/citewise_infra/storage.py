@@ -18,9 +18,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from citewise.aws.dynamodb import SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
+from citewise.aws.dynamodb import QUOTAS_ATTRIBUTE, SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
 from citewise.aws.dynamodb_erasure import STATUS_ATTRIBUTE
+from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
@@ -294,6 +295,34 @@ class Storage(Construct):
                 resources=[self.table.table_arn],
                 conditions={
                     "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), *COUNTERS]},
+                    "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+                },
+            )
+        )
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+    def grant_check_quotas(self, role: iam.IRole) -> None:
+        """What the quota checks of a query need (`citewise.ports.quotas`), attribute by attribute: read the
+        tenant's quota overrides, its token bucket and today's usage counters (GetItem, Query), and take a
+        token from the bucket (UpdateItem of `tat_us` only, returning nothing). No document or settings
+        attribute is readable or writable through these."""
+        readable = [*_key_names(), QUOTAS_ATTRIBUTE, TAT_ATTRIBUTE, *COUNTERS]
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:Query"],
+                resources=[self.table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:Attributes": readable},
+                    "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+                },
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[self.table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:Attributes": [*_key_names(), TAT_ATTRIBUTE]},
                     "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
                 },
             )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from citewise_local.credentials import LocalCredentials
     from citewise_local.erasure import LocalErasureLog
     from citewise_local.index import LocalIndex
+    from citewise_local.rates import LocalRates
     from citewise_local.registry import LocalRegistry
     from citewise_local.usage import LocalUsage
 
@@ -71,6 +72,13 @@ class LocalBackend:
     def erasure_queue(self, run: Callable[[str], object]) -> InlineErasureQueue:
         return InlineErasureQueue(run)
 
+    def rates(self) -> LocalRates:
+        from citewise_local.rates import LocalRates
+
+        rates = LocalRates(self._settings.home_dir / "rates.db")
+        self._closers.append(rates.close)
+        return rates
+
     def audit(self) -> LocalAudit:
         from citewise_local.audit import AUDIT_FILE, LocalAudit
 
@@ -97,7 +105,7 @@ class LocalBackend:
         return self.credentials()
 
     def close(self) -> None:
-        """Close the index, registry, usage, credentials and erasure databases built so far."""
+        """Close the index, registry, usage, rate, credentials and erasure databases built so far."""
         for close in self._closers:
             close()
 

@@ -38,17 +38,21 @@ from citewise.domain.models import (
     DocumentStatus,
     Filter,
     Notice,
+    Operator,
     SearchRequest,
     Visibility,
 )
 from citewise.domain.objects import SourceObject
 from citewise.domain.provenance import channel_of
+from citewise.domain.quotas import QuotaOverrides
 from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.documents import delete_document, visible_document
 from citewise.ingest.pipeline import IngestResult, Outcome
+from citewise.ingest.requeue import requeue_refused
 from citewise.ports.audit import AuditQuery
 from citewise.ports.erasure import Erasure, ErasureStatus, start_erasure
+from citewise.ports.quotas import quota_status, save_quotas
 from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
 from citewise.query.answering import answer_question
 from citewise.query.notices import no_hits_notice
@@ -71,6 +75,7 @@ from citewise_local.render import (
     render_erasure,
     render_evaluation,
     render_hits,
+    render_quotas,
     render_routing,
     render_summary,
     render_tenants_usage,
@@ -348,6 +353,33 @@ def _parser() -> argparse.ArgumentParser:
     _json_flag(usage, "the report")
     usage.set_defaults(run=_usage)
 
+    quotas = _command(commands, "quotas", "a tenant's quotas, as the platform operator sets them (docs/operations.md)")
+    quota_actions = _choices(quotas, "ACTION")
+    quota_show = _command(
+        quota_actions,
+        "show",
+        "the tenant's limits with their source (default or override), what it stores and what it used today",
+        "citewise quotas show --tenant acme",
+    )
+    quota_set = _command(
+        quota_actions,
+        "set",
+        "override limits of the tenant (null returns a limit to the deployment's default)",
+        'citewise quotas set \'{"max_documents": 500, "queries_per_minute": 120}\' --tenant acme',
+    )
+    quota_set.add_argument(
+        "changes", type=_json_arg, metavar="JSON", help="limits to change, as a JSON object of integers or null"
+    )
+    quota_requeue = _command(
+        quota_actions,
+        "requeue",
+        "ingest again the tenant's documents a quota refused (raise the quota first); their files were kept",
+        "citewise quotas requeue --tenant acme",
+    )
+    for sub, run in ((quota_show, _quotas_show), (quota_set, _quotas_set), (quota_requeue, _quotas_requeue)):
+        _identity(sub)
+        _json_flag(sub, "the result")
+        sub.set_defaults(run=run)
     audit = _command(
         commands,
         "audit",
@@ -977,6 +1009,42 @@ def _tenant_erasure(args: argparse.Namespace, services: Services) -> int:
 
 def _print_erasure(args: argparse.Namespace, erasure: Erasure) -> int:
     print(erasure.model_dump_json(indent=2) if args.json else render_erasure(erasure))
+    return 0
+
+
+def _quotas_show(args: argparse.Namespace, services: Services) -> int:
+    status = quota_status(
+        services.settings.default_quotas(),
+        services.registry,
+        services.usage,
+        validate_tenant_id(args.tenant),
+        datetime.now(UTC).date(),
+    )
+    print(status.model_dump_json(indent=2) if args.json else render_quotas(status))
+    return 0
+
+
+def _quotas_set(args: argparse.Namespace, services: Services) -> int:
+    """The stored overrides with the given limits replaced (the API's PUT replaces the whole set)."""
+    if not isinstance(args.changes, dict):
+        raise ValidationError("quota changes must be a JSON object of limits")
+    tenant_id = validate_tenant_id(args.tenant)
+    stored = services.registry.tenant_quotas(tenant_id)
+    current = stored.model_dump(exclude={"updated_at", "updated_by"}) if stored is not None else {}
+    changed = QuotaOverrides.model_validate({**current, **args.changes})
+    # The CLI reads the home directly: whoever runs it holds the platform, as the operator does.
+    save_quotas(services.registry, tenant_id, changed, Operator(user_id=args.user), datetime.now(UTC))
+    return _quotas_show(args, services)
+
+
+def _quotas_requeue(args: argparse.Namespace, services: Services) -> int:
+    report = requeue_refused(services.registry, services.ingest_queue, validate_tenant_id(args.tenant))
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print(escape_terminal_controls(f"re-queued {report.requeued} document(s) of {report.tenant_id}"))
+        for path in report.paths:
+            print(escape_terminal_controls(f"  {path}"))
     return 0
 
 

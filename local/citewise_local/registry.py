@@ -19,12 +19,14 @@ from pathlib import Path
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.quotas import QuotaOverrides
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
 from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.registry import (
     TOMBSTONE_RETENTION,
     DocumentPage,
+    StoredTotals,
     TenantPage,
     TenantSummary,
     Tombstone,
@@ -77,9 +79,18 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE IF NOT EXISTS tenants (tenant_id TEXT PRIMARY KEY)",
         "INSERT OR IGNORE INTO tenants (tenant_id) SELECT DISTINCT tenant_id FROM documents",
     ),
+    # What each record stores (its chunks, the bytes of its original), as columns so a tenant's totals
+    # are one aggregate over its rows; and the operator's quota overrides, beside the tenant settings.
+    (
+        "ALTER TABLE documents ADD COLUMN chunk_count INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE documents ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0",
+        "UPDATE documents SET chunk_count = citewise_body_int(body, 'chunk_count'),"
+        " size_bytes = citewise_body_int(body, 'size_bytes')",
+        "CREATE TABLE IF NOT EXISTS tenant_quotas (tenant_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
-_TENANT_TABLES = ("documents", "tombstones", "tenant_settings")
+_TENANT_TABLES = ("documents", "tombstones", "tenant_settings", "tenant_quotas")
 """The tables holding a tenant's rows besides the catalogue (`tenants`): what `erase_tenant` empties."""
 
 
@@ -101,6 +112,7 @@ class LocalRegistry:
         if self._schema_version() >= SCHEMA_VERSION:
             return  # the usual case: no write lock taken just to open the file
         self._conn.create_function("citewise_body_source", 1, _body_source, deterministic=True)
+        self._conn.create_function("citewise_body_int", 2, _body_int, deterministic=True)
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             version = self._schema_version()
@@ -139,10 +151,11 @@ class LocalRegistry:
             if refusal is not None:
                 raise refusal
             conn.execute(
-                "INSERT INTO documents (tenant_id, doc_id, path, owner, visibility, status, source, body)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, doc_id) DO UPDATE SET"
-                " path = excluded.path, owner = excluded.owner, visibility = excluded.visibility,"
-                " status = excluded.status, source = excluded.source, body = excluded.body",
+                "INSERT INTO documents (tenant_id, doc_id, path, owner, visibility, status, source, body,"
+                " chunk_count, size_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, doc_id)"
+                " DO UPDATE SET path = excluded.path, owner = excluded.owner, visibility = excluded.visibility,"
+                " status = excluded.status, source = excluded.source, body = excluded.body,"
+                " chunk_count = excluded.chunk_count, size_bytes = excluded.size_bytes",
                 (
                     document.tenant_id,
                     document.doc_id,
@@ -152,6 +165,8 @@ class LocalRegistry:
                     document.status.value,
                     document.source,
                     document.model_dump_json(),
+                    document.chunk_count,
+                    document.size_bytes or 0,
                 ),
             )
             conn.execute(
@@ -300,6 +315,30 @@ class LocalRegistry:
                 for table in (*_TENANT_TABLES, "tenants")
             )
 
+    def stored_totals(self, tenant_id: str) -> StoredTotals:
+        """Counted when asked, one aggregate over the tenant's rows (the primary key's prefix): always
+        exact, since it reads the records themselves, and free for every write. It costs a read of the
+        tenant's rows, about a millisecond per ten thousand documents (docs/operations.md, "Quotas")."""
+        with self._lock:
+            documents, chunks, size = self._conn.execute(
+                "SELECT count(*), coalesce(sum(chunk_count), 0), coalesce(sum(size_bytes), 0)"
+                " FROM documents WHERE tenant_id = ?",
+                (tenant_id,),
+            ).fetchone()
+        return StoredTotals(documents=documents, chunks=chunks, bytes=size)
+
+    def tenant_quotas(self, tenant_id: str) -> QuotaOverrides | None:
+        with self._lock:
+            row = self._conn.execute("SELECT body FROM tenant_quotas WHERE tenant_id = ?", (tenant_id,)).fetchone()
+        return QuotaOverrides.model_validate_json(row[0]) if row else None
+
+    def put_tenant_quotas(self, tenant_id: str, overrides: QuotaOverrides) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO tenant_quotas (tenant_id, body) VALUES (?, ?)",
+                (tenant_id, overrides.model_dump_json(exclude_none=True)),
+            )
+
     def tenants(self) -> tuple[str, ...]:
         """The tenants that have records, in order: with `list`, a walk through every record, which the
         local server needs when it reconciles the registry with the blob store on start."""
@@ -316,3 +355,8 @@ def _check_limit(limit: int) -> None:
 def _body_source(body: str) -> str:
     """The `source` of a stored Document's JSON, for the migration that gave `source` its own column."""
     return str(json.loads(body)["source"])
+
+
+def _body_int(body: str, name: str) -> int:
+    """An integer field of a stored Document's JSON (0 when absent or null), for the totals' migration."""
+    return int(json.loads(body).get(name) or 0)

@@ -16,6 +16,7 @@ from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
 from citewise.domain.textutil import BIDI_CONTROLS
 from citewise.ports.audit import AuditRecord
 from citewise.ports.erasure import Erasure
+from citewise.ports.quotas import QuotaStatus
 from citewise.ports.usage import CostEstimate, TenantUsagePage, UsageReport
 
 WIDTH = 100
@@ -309,6 +310,31 @@ def render_erasure(erasure: Erasure) -> str:
         remaining = "-" if part.remaining is None else f"{part.remaining:,}"
         note = "  kept (billing)" if part.kept else ""
         lines.append(f"  {part.store:<10} {part.deleted:>10,} {remaining:>10}{note}")
+    return escape_terminal_controls("\n".join(lines))
+
+
+def render_quotas(status: QuotaStatus) -> str:
+    """A tenant's quotas: each limit, its source and the use it is checked against."""
+    used = {
+        "max_documents": status.stored.documents,
+        "max_stored_bytes": status.stored.bytes,
+        "pages_per_day": status.today.pages,
+        "generation_tokens_per_day": status.today.generation_tokens,
+    }
+    width = max(len(name) for name in status.quotas)
+    lines = [f"quotas of {status.tenant_id} (use of {status.today.day}, UTC)", ""]
+    for name, quota in status.quotas.items():
+        if quota.limit is not None:
+            limit = f"{quota.limit:,}"
+        else:
+            limit = "a minute's rate" if name == "query_burst" else "no limit"
+        use = f"  used {used[name]:,}" if name in used else ""
+        lines.append(f"  {name:<{width}}  {limit:>16}  ({quota.source}){use}")
+    lines += [
+        "",
+        f"stored: {status.stored.documents:,} documents, {status.stored.chunks:,} chunks, "
+        f"{status.stored.bytes:,} bytes",
+    ]
     return escape_terminal_controls("\n".join(lines))
 
 

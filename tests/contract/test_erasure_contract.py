@@ -20,6 +20,7 @@ from citewise.aws.cognito_credentials import CognitoIssuer
 from citewise.aws.dynamodb import TABLE_SCHEMA, DynamoRegistry
 from citewise.aws.dynamodb_credentials import DynamoCredentials
 from citewise.aws.dynamodb_erasure import DynamoErasureLog
+from citewise.aws.dynamodb_rates import DynamoRates
 from citewise.aws.dynamodb_usage import DynamoUsage
 from citewise.aws.opensearch import OpenSearchIndex
 from citewise.aws.s3 import S3BlobStore, s3_client
@@ -42,12 +43,14 @@ from citewise.ports.erasure import (
     start_erasure,
 )
 from citewise.ports.index import VectorIndex
+from citewise.ports.quotas import RateLimiter
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.usage import UsageCounts, UsageMeter
 from citewise_local.blobstore import LocalBlobStore
 from citewise_local.credentials import LocalCredentials
 from citewise_local.erasure import LocalErasureLog
 from citewise_local.index import LocalIndex
+from citewise_local.rates import LocalRates
 from citewise_local.registry import LocalRegistry
 from citewise_local.usage import LocalUsage
 from tests.contract.test_index_contract import DIMENSION, EMBEDDER, make_chunk, put
@@ -72,10 +75,13 @@ class Platform:
     issuer: CredentialIssuer
     clients: Callable[[], set[str]]
     """The ids of the identity provider's clients that can still get tokens."""
+    rates: RateLimiter
 
     def stores(self) -> dict[str, TenantStore]:
         credentials = TenantCredentials(self.credentials, lambda: self.issuer)
-        return erased_stores(credentials=credentials, registry=self.registry, index=self.index, blobs=self.blobs)
+        return erased_stores(
+            credentials=credentials, registry=self.registry, index=self.index, blobs=self.blobs, rates=self.rates
+        )
 
     def counts(self, tenant_id: str) -> dict[str, int]:
         return {name: store.count_tenant(tenant_id) for name, store in self.stores().items()} | {
@@ -100,7 +106,11 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
         def local_clients() -> set[str]:
             return {str(row[0]) for row in local._conn.execute("SELECT client_id FROM clients")}
 
-        yield Platform(registry, index, LocalBlobStore(tmp_path / "blobs"), usage, log, local, local, local_clients)
+        rates = LocalRates(tmp_path / "rates.db")
+        yield Platform(
+            registry, index, LocalBlobStore(tmp_path / "blobs"), usage, log, local, local, local_clients, rates
+        )
+        rates.close()
         for adapter in opened:
             adapter.close()
         return
@@ -129,6 +139,7 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             DynamoCredentials(TABLE),
             issuer,
             pool_clients,
+            DynamoRates(TABLE),
         )
         client.close()
 
@@ -145,6 +156,7 @@ def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
     platform.registry.delete(tenant_id, "0" * 32, deleted_at=T0)
     platform.registry.put_tenant_settings(tenant_id, TenantSettings(freshness_weight=0.5))
     platform.usage.add(tenant_id, date(2026, 11, 27), UsageCounts(rest_queries=2))
+    platform.rates.take(tenant_id, per_minute=60, burst=5, now_us=1_800_000_000_000_000)
     client_id, _ = platform.issuer.issue(f"{tenant_id} agent", CredentialScope.READ)
     platform.credentials.put_credential(
         Credential(
@@ -224,13 +236,13 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
     # Then the receipt shows each store's deletes, nothing remaining, the kept usage, who asked and when
     assert receipt.status is ErasureStatus.ERASED
     assert (receipt.requested_by, receipt.started_at, receipt.finished_at) == ("ops", T0, T0 + timedelta(1))
-    for name in ("credentials", "blobs", "index", "registry"):
+    for name in ("credentials", "blobs", "index", "rates", "registry"):
         assert receipt.store(name).deleted == before["acme"][name] > 0
         assert receipt.store(name).remaining == 0
     assert receipt.store("usage").kept and receipt.store("usage").remaining == 1
     assert platform.log.get("acme") == receipt
     # And nothing of acme remains; the usage counters are kept; its requests are served again (nothing there)
-    assert platform.counts("acme") == {"credentials": 0, "blobs": 0, "index": 0, "registry": 0, "usage": 1}
+    assert platform.counts("acme") == {"credentials": 0, "blobs": 0, "index": 0, "rates": 0, "registry": 0, "usage": 1}
     # And acme's programs can get no token any more: their clients are withdrawn, the others' are not
     assert platform.clients() == clients["acme-eu"] | clients["acme2"]
     check_not_erasing(platform.log, "acme")

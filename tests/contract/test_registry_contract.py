@@ -9,15 +9,18 @@ from __future__ import annotations
 import base64
 import random
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from moto.dynamodb.models import DynamoDBBackend
 
 from citewise.aws import clients as aws
 from citewise.aws.dynamodb import (
@@ -29,10 +32,17 @@ from citewise.aws.dynamodb import (
 )
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.quotas import QuotaOverrides
 from citewise.domain.tenancy import document_id, validate_tenant_id
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
-from citewise.ports.registry import DeletedDocumentError, DocumentRegistry, StaleVersionError, microseconds
+from citewise.ports.registry import (
+    DeletedDocumentError,
+    DocumentRegistry,
+    StaleVersionError,
+    StoredTotals,
+    microseconds,
+)
 from citewise_local.registry import SCHEMA_VERSION, LocalRegistry
 
 TABLE = "citewise-documents"
@@ -676,7 +686,8 @@ def test_delete_request_is_conditional_and_never_deletes_the_item() -> None:
     assert request["Key"] == {"tenant_id": {"S": "acme"}, "doc_id": {"S": "d1"}}
     assert request["ConditionExpression"] == "attribute_not_exists(#deleted) OR #deleted < :deleted"
     assert request["UpdateExpression"] == (
-        "SET #deleted = :deleted, #expires = :expires REMOVE #path, #owner, #visibility, #status, #source, #body"
+        "SET #deleted = :deleted, #expires = :expires REMOVE #path, #owner, #visibility, #status, #source, #body,"
+        " #stored_chunks, #stored_bytes"  # what the record added to the tenant's stored totals goes with it
     )
     assert request["ExpressionAttributeValues"] == {
         ":deleted": {"N": str(microseconds(minutes(10)))},
@@ -910,12 +921,14 @@ def test_erase_tenant_removes_every_item_of_the_tenant_only(registry: DocumentRe
     for tenant_id in PREFIXED_TENANTS:
         fill_tenant(registry, tenant_id)
     others_before = {t: (all_pages(registry, t), registry.tenant_settings(t)) for t in PREFIXED_TENANTS[1:]}
-    assert registry.count_tenant("acme") == 5  # 2 records, 1 tombstone, settings, catalogue
+    # (2 records, 1 tombstone, settings, catalogue; and on DynamoDB the stored totals' item)
+    counts = {t: registry.count_tenant(t) for t in PREFIXED_TENANTS}
+    assert counts["acme"] >= 5
     assert registry.has_tenant("acme")
     # When acme is erased in steps of 2
     steps = erase_all(registry, "acme", limit=2)
-    # Then each step deleted at most 2, all 5 items in total, and nothing of acme remains
-    assert all(step <= 2 for step in steps) and sum(steps) == 5
+    # Then each step deleted at most 2, every item in total, and nothing of acme remains
+    assert all(step <= 2 for step in steps) and sum(steps) == counts["acme"]
     assert registry.count_tenant("acme") == 0
     assert not registry.has_tenant("acme")
     assert registry.get("acme", document_id("acme", "a.md")) is None
@@ -924,7 +937,7 @@ def test_erase_tenant_removes_every_item_of_the_tenant_only(registry: DocumentRe
     assert [t.tenant_id for t in registry.list_tenants().items] == ["acme-eu", "acme2"]
     # And the other tenants are untouched
     for tenant_id in PREFIXED_TENANTS[1:]:
-        assert registry.count_tenant(tenant_id) == 5
+        assert registry.count_tenant(tenant_id) == counts[tenant_id]
         assert (all_pages(registry, tenant_id), registry.tenant_settings(tenant_id)) == others_before[tenant_id]
     # And erasing again, or a tenant that never existed, deletes nothing
     assert registry.erase_tenant("acme") == 0
@@ -934,12 +947,13 @@ def test_erase_tenant_removes_every_item_of_the_tenant_only(registry: DocumentRe
 def test_the_catalogue_entry_goes_last_so_an_interrupted_erasure_keeps_the_tenant_listed(
     registry: DocumentRegistry,
 ) -> None:
-    # Given a tenant with 5 items, erased one step of 2 (an erasure interrupted after its first step)
+    # Given a tenant with 5 items or more, erased one step of 2 (an erasure interrupted after its first step)
     fill_tenant(registry, "acme")
+    before = registry.count_tenant("acme")
     registry.erase_tenant("acme", limit=2)
     # Then the tenant is still in the catalogue, and what is left is counted
     assert registry.has_tenant("acme")
-    assert registry.count_tenant("acme") == 3
+    assert registry.count_tenant("acme") == before - 2
 
 
 def test_a_tenant_erased_then_ingesting_again_is_a_new_tenant(registry: DocumentRegistry) -> None:
@@ -948,8 +962,9 @@ def test_a_tenant_erased_then_ingesting_again_is_a_new_tenant(registry: Document
     erase_all(registry, "acme", limit=500)
     # When it registers a document again (its tombstone is gone: nothing refuses the write)
     register(registry, make_document("acme", "gone.md", status=DocumentStatus.INDEXED))
-    # Then it is listed and counted afresh
-    assert registry.has_tenant("acme") and registry.count_tenant("acme") == 2
+    # Then it is listed and counted afresh: one record, its catalogue entry (and on DynamoDB its totals' item)
+    assert registry.has_tenant("acme") and registry.count_tenant("acme") in (2, 3)
+    assert registry.stored_totals("acme").documents == 1
 
 
 def test_dynamodb_erase_leaves_the_usage_counters_in_the_partition(dynamo: DynamoRegistry) -> None:
@@ -966,3 +981,132 @@ def test_dynamodb_erase_leaves_the_usage_counters_in_the_partition(dynamo: Dynam
     assert dynamo.count_tenant("acme") == 0
     assert usage.count_tenant("acme") == 1
     assert usage.read("acme", T0.date(), T0.date())[0].counts.rest_queries == 3
+
+
+# --- the shared contract: stored totals ----------------------------------------------------------------
+
+
+def sized(document: Document, size: int, chunks: int = 0) -> Document:
+    return document.model_copy(update={"size_bytes": size, "chunk_count": chunks})
+
+
+def recount(registry: DocumentRegistry, tenant_id: str) -> StoredTotals:
+    """The totals as the records say, one by one: what `stored_totals` must always equal."""
+    documents = [d for page in all_pages(registry, tenant_id, limit=1000) for d in page]
+    return StoredTotals(
+        documents=len(documents),
+        chunks=sum(d.chunk_count for d in documents),
+        bytes=sum(d.size_bytes or 0 for d in documents),
+    )
+
+
+def test_stored_totals_follow_ingest_reingest_failure_and_delete(registry: DocumentRegistry) -> None:
+    # Given a fresh tenant, and a neighbour whose id shares its prefix
+    assert registry.stored_totals("acme") == StoredTotals()
+    register(registry, sized(make_document("acme-eu", "n.md", status=DocumentStatus.INDEXED), 999, 9))
+    # When a document is uploaded (PENDING) and indexed
+    a = make_document("acme", "a.md")
+    registry.put(sized(a, 100))
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=0, bytes=100)
+    registry.put(sized(a, 100, 5).model_copy(update={"status": DocumentStatus.INDEXED}))
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=5, bytes=100)
+    # And re-ingested as a larger version: the new version replaces the old one's chunks and bytes
+    v2 = make_document("acme", "a.md", version="v2", updated_at=minutes(1))
+    registry.put(sized(v2, 300))
+    registry.put(sized(v2, 300, 7).model_copy(update={"status": DocumentStatus.INDEXED}))
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=7, bytes=300)
+    # And a second document fails (its object is kept, so its bytes count; it has no chunks)
+    b = make_document("acme", "b.md")
+    registry.put(sized(b, 50))
+    registry.put(sized(b, 50).model_copy(update={"status": DocumentStatus.FAILED, "error": "QUOTA_EXCEEDED: x"}))
+    assert registry.stored_totals("acme") == StoredTotals(documents=2, chunks=7, bytes=350)
+    # And a refused (older) write changes nothing
+    with pytest.raises(StaleVersionError):
+        registry.put(sized(make_document("acme", "a.md", version="v0"), 10_000, 100))
+    assert registry.stored_totals("acme") == StoredTotals(documents=2, chunks=7, bytes=350)
+    # When the first is deleted, twice
+    registry.delete("acme", a.doc_id, deleted_at=minutes(5))
+    registry.delete("acme", a.doc_id, deleted_at=minutes(6))
+    # Then only the second counts, and the neighbour was never touched
+    assert registry.stored_totals("acme") == StoredTotals(documents=1, chunks=0, bytes=50) == recount(registry, "acme")
+    assert registry.stored_totals("acme-eu") == StoredTotals(documents=1, chunks=9, bytes=999)
+
+
+@pytest.fixture
+def atomic_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of moto's item requests and transactions runs alone, as each is atomic on DynamoDB (moto's are
+    not: they read, compute and store in Python, unlocked). Reentrant: moto's transaction calls its own
+    item requests."""
+    lock = threading.RLock()
+    for name in ("get_item", "put_item", "update_item", "query", "transact_write_items"):
+        original = getattr(DynamoDBBackend, name)
+
+        def atomic(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+            with lock:
+                return _original(*args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, atomic)
+
+
+def test_stored_totals_stay_exact_under_concurrent_ingests_and_reingests(
+    registry: DocumentRegistry, atomic_transactions: None
+) -> None:
+    # Given 8 writers ingesting and re-ingesting 6 shared documents (versions racing) and deleting some
+    def work(writer: int) -> None:
+        rng = random.Random(writer)
+        for step in range(12):
+            path = f"doc-{rng.randrange(6)}.md"
+            at = T0 + timedelta(milliseconds=writer * 1000 + step * 7 + rng.randrange(5000))
+            version = f"w{writer}s{step}"
+            pending = sized(make_document("acme", path, version=version, updated_at=at), rng.randrange(1, 10_000))
+            try:
+                if rng.random() < 0.15:
+                    registry.delete("acme", pending.doc_id, deleted_at=at)
+                    continue
+                registry.put(pending)
+                final = rng.choice([DocumentStatus.INDEXED, DocumentStatus.FAILED])
+                chunks = rng.randrange(1, 50) if final is DocumentStatus.INDEXED else 0
+                registry.put(pending.model_copy(update={"status": final, "chunk_count": chunks}))
+            except StaleVersionError:
+                pass  # a newer writer owns the record: superseded, as the pipeline takes it
+
+    # (in threads on both: on moto, each request atomic as on DynamoDB, so what the threads race on is the
+    # adapter's read of a record's share before its transaction; the next test stages that race exactly)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    # Then the totals are exactly what the records add up to
+    totals = registry.stored_totals("acme")
+    assert totals == recount(registry, "acme")
+    assert totals.documents > 0
+
+
+def test_a_dynamodb_write_whose_read_went_stale_retries_and_counts_once(dynamo: DynamoRegistry) -> None:
+    # Given an indexed document of 5 chunks and 100 bytes
+    a = make_document("acme", "a.md")
+    register(dynamo, sized(a, 100, 5).model_copy(update={"status": DocumentStatus.INDEXED}))
+    # When a re-ingest's PENDING write reads what the record adds, and before it writes, another worker
+    # records the document FAILED (0 chunks) in between
+    real = dynamo._contribution
+    raced = []
+
+    def stale_read(tenant_id: str, doc_id: str) -> StoredTotals:
+        seen = real(tenant_id, doc_id)
+        if not raced:
+            raced.append(True)
+            dynamo.put(sized(a, 100).model_copy(update={"status": DocumentStatus.INDEXED, "updated_at": minutes(0.5)}))
+        return seen
+
+    dynamo._contribution = stale_read  # type: ignore[method-assign]
+    dynamo.put(sized(make_document("acme", "a.md", version="v2", updated_at=minutes(1)), 300))
+    # Then the stale transaction was cancelled, retried from a fresh read, and the totals are exact
+    assert raced
+    assert dynamo.stored_totals("acme") == StoredTotals(documents=1, chunks=0, bytes=300) == recount(dynamo, "acme")
+
+
+def test_quota_overrides_round_trip_and_stay_in_their_tenant(registry: DocumentRegistry) -> None:
+    assert registry.tenant_quotas("acme") is None
+    registry.put_tenant_quotas("acme", QuotaOverrides(max_documents=10, queries_per_minute=60))
+    registry.put_tenant_quotas("acme", QuotaOverrides(max_documents=20))  # replaces the whole document
+    assert registry.tenant_quotas("acme") == QuotaOverrides(max_documents=20)
+    assert registry.tenant_quotas("acme-eu") is None
+    assert registry.list("acme").items == []  # never a document record

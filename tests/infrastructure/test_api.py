@@ -311,6 +311,9 @@ def test_the_operators_routes_are_behind_the_same_authorizer_as_every_route(dev:
         ("GET", "/v1/admin/tenants/{tenant_id}/audit"),
         ("POST", "/v1/admin/tenants/{tenant_id}/erasure"),
         ("GET", "/v1/admin/tenants/{tenant_id}/erasure"),
+        ("GET", "/v1/admin/tenants/{tenant_id}/quotas"),
+        ("PUT", "/v1/admin/tenants/{tenant_id}/quotas"),
+        ("POST", "/v1/admin/tenants/{tenant_id}/requeue"),
     }
     (authorizer_id,) = dev.of_type("AWS::ApiGateway::Authorizer")
     for route in admin:

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
+from citewise_infra.config import QuotasConfig
 from citewise_infra.constants import (
     API_FUNCTIONS,
     API_GATEWAY_TIMEOUT_S,
@@ -87,6 +89,7 @@ DEPLOY_TIME = {
     "CITEWISE_DOCUMENTS_BUCKET": "citewise-dev-documents-abc",
     "CITEWISE_SWEEP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
     "CITEWISE_ERASURE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Erasure-ABC",
+    "CITEWISE_INGEST_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
     "CITEWISE_PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com/dev",
     "CITEWISE_AUTHORIZATION_SERVER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_ABC",
     "CITEWISE_AUDIT_LOG_GROUP": "citewise-dev-AuditTrail-ABC",
@@ -200,8 +203,12 @@ def test_the_environment_validates_as_the_functions_settings(
     assert settings.index_name == config.search.index_name
     if key in ("ingest", "documents"):
         assert settings.tombstone_retention_days == config.data.tombstone_retention_days
-    # only the ingest function of a Serverless stack sends delayed sweeps
+    # only the ingest function of a Serverless stack sends delayed sweeps; only the documents function re-queues
     assert (settings.sweep_queue_url is not None) == (key == "ingest" and config.search.mode == "serverless")
+    assert (settings.ingest_queue_url is not None) == (key == "documents")
+    # every function that checks quotas has the deployment's defaults
+    if key in ("ingest", "documents", "query", "mcp"):
+        assert settings.default_quotas().model_dump(exclude_none=True) == config.quotas.model_dump(exclude_none=True)
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map
@@ -253,3 +260,22 @@ def test_the_index_has_no_replica_on_a_one_node_domain_and_one_on_more(
         assert variables(prod, key)["CITEWISE_INDEX_REPLICAS"] == "1"
     # Serverless manages its own replicas: the functions are told nothing
     assert all("CITEWISE_INDEX_REPLICAS" not in variables(serverless_iam, key) for key in FUNCTION_KEYS)
+
+
+def test_the_quota_defaults_of_cdk_json_reach_every_function_that_checks_them(
+    tmp_path: Path, _no_default_account: None
+) -> None:
+    # Given an environment whose tenants may store 10,000 documents and send 600 queries a minute
+    synth = synthesize(tmp_path, "dev", {"quotas": {"max_documents": 10_000, "queries_per_minute": 600}})
+    for key in ("ingest", "documents", "query", "mcp"):
+        # Then each function that checks quotas is told them, and only the limits that are set
+        quota_variables = {name: value for name, value in variables(synth, key).items() if "QUOTA" in name}
+        assert quota_variables == {"CITEWISE_QUOTA_MAX_DOCUMENTS": "10000", "CITEWISE_QUOTA_QUERIES_PER_MINUTE": "600"}
+    assert not any("QUOTA" in name for name in variables(synth, "bootstrap"))
+
+
+@pytest.mark.parametrize("value", [-1, "many", 10**20])
+def test_a_bad_quota_default_fails_the_synthesis_naming_it(value: object) -> None:
+    with pytest.raises(pydantic.ValidationError) as caught:
+        QuotasConfig.model_validate({"max_documents": value})
+    assert caught.value.errors()[0]["loc"][0] == "max_documents"

@@ -12,6 +12,7 @@ from citewise_infra.bedrock import split_profile
 from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
 
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
+from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
 
 from .conftest import Synth
@@ -40,10 +41,14 @@ def test_no_function_has_wildcard_actions_or_unscoped_resources(synth: Synth, ke
 
 def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Synth) -> None:
     granted = all_actions(statements(synth, "query"))
-    # no S3, no DynamoDB but reading the settings attribute and adding to the usage counters (both held to
-    # their attributes below), no index writes or deletes, no other index than _search
+    # no S3, no DynamoDB but reading the settings attribute, adding to the usage counters and checking the
+    # quotas (each held to its attributes below), no index writes or deletes, no other index than _search
     assert not {a for a in granted if a.startswith("s3:")}
-    assert {a for a in granted if a.startswith("dynamodb:")} == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
+    assert {a for a in granted if a.startswith("dynamodb:")} == {
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:Query",  # today's usage counters, for the daily quotas
+    }
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {
         r for s in statements(synth, "query") if any(a.startswith("es:") for a in s.actions) for r in s.resources
@@ -171,14 +176,16 @@ def test_serverless_access_is_the_collection_plus_one_data_policy_per_function(s
 def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> None:
     mcp = statements(dev, "mcp")
     granted = all_actions(mcp)
-    # No S3 at all, no DynamoDB write but the usage counters' (below), no index writes, deletes or creation
+    # No S3 at all, no DynamoDB write but the usage counters' and the rate bucket's (below), no index writes,
+    # deletes or creation
     assert not {a for a in granted if a.startswith("s3:")}
     assert {a for a in granted if a.startswith("dynamodb:")} == {
         "dynamodb:GetItem",
         "dynamodb:Query",
         "dynamodb:UpdateItem",
     }
-    assert [s for s in mcp if "dynamodb:UpdateItem" in s.actions] == [usage_statement(dev, "mcp")]
+    bucket = [s for s in quota_statements(dev, "mcp") if "dynamodb:UpdateItem" in s.actions]
+    assert [s for s in mcp if "dynamodb:UpdateItem" in s.actions] == [usage_statement(dev, "mcp"), *bucket]
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {r for s in mcp if any(a.startswith("es:") for a in s.actions) for r in s.resources}
     assert es_resources and all(r.endswith("/citewise-chunks/_search") for r in es_resources)
@@ -187,12 +194,14 @@ def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> Non
 
 
 def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -> None:
-    # Given the query function's DynamoDB statements but the usage counters' and the credentials' (below)
+    # Given the query function's DynamoDB statements but the usage counters', the quotas' and the credentials'
+    # (below)
     (statement,) = [
         s
         for s in statements(synth, "query")
         if any(a.startswith("dynamodb:") for a in s.actions)
-        and s not in [usage_statement(synth, "query"), *credentials_statements(synth, "query")]
+        and s not in [usage_statement(synth, "query"), *quota_statements(synth, "query")]
+        and s not in credentials_statements(synth, "query")
     ]
     # Then it is one GetItem on the table itself (no index), returning only the keys, `settings` and the
     # status of an erasure record (every request checks its tenant is not being erased)
@@ -205,6 +214,10 @@ def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -
     # And the function is told the table, for the settings document only
     function = synth.resources[synth.logical_id(synth.stack.functions.query.function)]
     assert "CITEWISE_REGISTRY_TABLE" in function["Properties"]["Environment"]["Variables"]
+
+
+def _attributes(statement: Statement) -> list[str]:
+    return list((statement.condition or {}).get("ForAllValues:StringEquals", {}).get("dynamodb:Attributes", []))
 
 
 def credentials_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
@@ -242,9 +255,37 @@ def test_documents_may_create_and_delete_app_clients_of_its_user_pool_only(dev: 
 
 
 def usage_statement(synth: Synth, key: FunctionKey) -> Statement:
-    """The function's one statement that allows UpdateItem."""
-    (statement,) = [s for s in statements(synth, key) if "dynamodb:UpdateItem" in s.actions]
+    """The function's one statement that allows UpdateItem of the usage counters."""
+    (statement,) = [
+        s for s in statements(synth, key) if "dynamodb:UpdateItem" in s.actions and "rest_queries" in _attributes(s)
+    ]
     return statement
+
+
+def quota_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
+    """The function's statements naming the rate bucket's attribute: the quota checks'."""
+    return [s for s in statements(synth, key) if TAT_ATTRIBUTE in _attributes(s)]
+
+
+@pytest.mark.parametrize("key", ["query", "mcp"])
+def test_the_answering_functions_check_quotas_through_their_own_attributes_only(synth: Synth, key: FunctionKey) -> None:
+    # Given the statements of the quota checks
+    read, take = sorted(quota_statements(synth, key), key=lambda s: sorted(s.actions))
+    table = (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
+    # Then reading names the keys, the overrides, the bucket and the counters only, no document attribute
+    assert read.actions == {"dynamodb:GetItem", "dynamodb:Query"} and read.resources == table
+    assert read.condition == {
+        "ForAllValues:StringEquals": {
+            "dynamodb:Attributes": ["tenant_id", "doc_id", "quotas", TAT_ATTRIBUTE, *COUNTERS]
+        },
+        "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+    }
+    # And taking a token writes the bucket's one attribute, returning nothing
+    assert take.actions == {"dynamodb:UpdateItem"} and take.resources == table
+    assert take.condition == {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["tenant_id", "doc_id", TAT_ATTRIBUTE]},
+        "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+    }
 
 
 @pytest.mark.parametrize("key", ["query", "mcp"])

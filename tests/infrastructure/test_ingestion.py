@@ -119,6 +119,25 @@ def test_on_serverless_the_ingest_function_may_send_delayed_sweeps_to_its_own_qu
     }
     assert actions_on(statements, queue_id) == consume | {"sqs:SendMessage"}
     assert all(sender.resources == (flat({"Fn::GetAtt": [queue_id, "Arn"]}),) for sender in senders)
-    # and no other role may send to the queue
-    for function in (synth.stack.functions.query, synth.stack.functions.documents, synth.stack.functions.bootstrap):
+    # and no other role may send to the queue but the documents function's re-queue (next test)
+    for function in (synth.stack.functions.query, synth.stack.functions.bootstrap):
         assert "sqs:SendMessage" not in actions_on(role_statements(synth, synth.logical_id(function.role)), queue_id)
+
+
+def test_the_documents_function_may_requeue_to_the_ingest_queue_only(synth: Synth) -> None:
+    # Given the documents function (the operator's re-queue of quota-refused documents)
+    documents = synth.stack.functions.documents
+    queue_id = synth.logical_id(synth.stack.ingestion.queue)
+    environment = synth.resources[synth.logical_id(documents.function)]["Properties"]["Environment"]["Variables"]
+    statements = role_statements(synth, synth.logical_id(documents.role))
+    # Then it knows the ingest queue and may send to it (and to the erasure queue: an operator's erasure),
+    # to nothing else, nor consume from it
+    assert environment["CITEWISE_INGEST_QUEUE_URL"] == {"Ref": queue_id}
+    erasure_id = synth.logical_id(synth.stack.erasure.queue)
+    allowed = {flat({"Fn::GetAtt": [queue, "Arn"]}) for queue in (queue_id, erasure_id)}
+    senders = [s for s in statements if "sqs:SendMessage" in s.actions]
+    assert {flat({"Fn::GetAtt": [queue_id, "Arn"]})} <= {r for s in senders for r in s.resources} <= allowed
+    assert actions_on(statements, queue_id) == {"sqs:SendMessage"}
+    # And the MCP function may not
+    mcp = synth.stack.functions.mcp
+    assert "sqs:SendMessage" not in actions_on(role_statements(synth, synth.logical_id(mcp.role)), queue_id)

@@ -791,3 +791,36 @@ def test_tenant_erase_erases_one_tenant_prints_the_receipt_and_resumes_an_interr
     status, out, _ = cli("tenant", "erase", "acme2", "--json")
     assert status == 0 and _json(out)["status"] == "ERASED" and _json(out)["requested_by"] == "ops"
     assert len(_json(cli("search", "signing keys", "--tenant", "acme-eu", "--json")[1])["hits"]) >= 1
+
+
+def test_quotas_are_set_shown_and_refuse_a_folder_ingest_until_raised(cli: Any, tmp_path: Path) -> None:
+    # Given acme with one document, limited to one
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "keys.md").write_text("# Keys\n\nRotate the signing keys every 90 days.\n")
+    assert cli("ingest", str(folder), "--tenant", "acme")[0] == 0
+    status, out, _ = cli(
+        "quotas", "set", '{"max_documents": 1, "queries_per_minute": 60}', "--tenant", "acme", "--json"
+    )
+    shown = _json(out)
+    assert status == 0 and shown["quotas"]["max_documents"] == {"limit": 1, "source": "override"}
+    assert shown["stored"]["documents"] == 1 and shown["stored"]["bytes"] > 0
+    # When a second document is ingested, it is recorded FAILED with QUOTA_EXCEEDED
+    (folder / "rollback.md").write_text("# Rollback\n\nRedeploy the previous release tag.\n")
+    cli("ingest", str(folder), "--tenant", "acme")
+    listed = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
+    failed = [d for d in listed["items"] if d["status"] == "FAILED"]
+    assert [d["path"] for d in failed] == ["kb/rollback.md"] and failed[0]["error"].startswith("QUOTA_EXCEEDED: ")
+    # When the limit is reset to the default (none) and the folder ingested again, it is indexed
+    assert cli("quotas", "set", '{"max_documents": null}', "--tenant", "acme")[0] == 0
+    assert cli("ingest", str(folder), "--tenant", "acme")[0] == 0
+    listed = _json(cli("docs", "list", "--tenant", "acme", "--json")[1])
+    assert {d["status"] for d in listed["items"]} == {"INDEXED"}
+    # And the other override stayed; the text form names each limit's source
+    text = cli("quotas", "show", "--tenant", "acme")[1]
+    assert "queries_per_minute" in text and "(override)" in text and "(default)" in text
+    # And a bad limit is an input error naming the field
+    status, _, err = cli("quotas", "set", '{"max_documents": -1}', "--tenant", "acme")
+    assert status == 2 and "VALIDATION_ERROR: max_documents" in err
+    # And nothing blob-stored was refused: the re-queue has nothing to do
+    assert "re-queued 0 document(s) of acme" in cli("quotas", "requeue", "--tenant", "acme")[1]

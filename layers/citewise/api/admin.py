@@ -19,8 +19,12 @@ from citewise.api.identity import operator_scope
 from citewise.api.usage import RANGE_RULES, FromDay, ToDay
 from citewise.domain.errors import NotFoundError
 from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.domain.quotas import QuotaOverrides
+from citewise.domain.tenancy import document_id
+from citewise.ingest.requeue import RequeueReport, requeue_refused
 from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from citewise.ports.erasure import Erasure, start_erasure
+from citewise.ports.quotas import QuotaStatus, quota_status, save_quotas
 from citewise.ports.registry import TenantPage
 from citewise.ports.usage import TenantUsagePage, UsageReport, report_range, tenants_usage, usage_report
 
@@ -136,3 +140,65 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
         note(app, tenant_id=tenant_id)  # on that tenant's audit trail, as the operator's
         first, last = report_range(from_day, to_day, datetime.now(UTC).date())
         return usage_report(services.usage, tenant_id, first, last, services.settings.prices)
+
+    @app.get(
+        "/v1/admin/tenants/<tenant_id>/quotas",
+        operation_id="getTenantQuotas",
+        summary="A tenant's quotas, where each comes from, and its current use (platform operator only)",
+        description=(
+            "Each limit with its source (`default`: the deployment's settings; `override`: set for this tenant), "
+            "the overrides stored, what the tenant stores now and what it used today (UTC). A null limit is no "
+            "limit. A tenant without documents yet answers its defaults: quotas may be set before onboarding."
+        ),
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 429, 502),
+    )
+    def get_quotas(tenant_id: TenantIdPath) -> QuotaStatus:
+        services, _ = operator_scope(app)
+        note(app, tenant_id=tenant_id)  # on that tenant's audit trail, as the operator's
+        return quota_status(
+            services.settings.default_quotas(), services.registry, services.usage, tenant_id, datetime.now(UTC).date()
+        )
+
+    @app.put(
+        "/v1/admin/tenants/<tenant_id>/quotas",
+        operation_id="replaceTenantQuotas",
+        summary="Replace a tenant's quota overrides (platform operator only)",
+        description=(
+            "The whole set: a limit left out (or null) returns to the deployment's default. Every limit is a "
+            "JSON integer from 0 to its ceiling; a negative, fractional, non-numeric or absurd value is a 400 "
+            "naming the field. A limit below the current use is accepted: new work is refused until the use "
+            "falls under it. Functions apply the change within `CITEWISE_QUOTA_TTL` seconds (60)."
+        ),
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 415, 429, 502),
+    )
+    def put_quotas(tenant_id: TenantIdPath, overrides: QuotaOverrides) -> QuotaStatus:
+        services, operator = operator_scope(app)
+        note(app, tenant_id=tenant_id)
+        now = datetime.now(UTC)
+        save_quotas(services.registry, tenant_id, overrides, operator, now)
+        return quota_status(
+            services.settings.default_quotas(), services.registry, services.usage, tenant_id, now.date()
+        )
+
+    @app.post(
+        "/v1/admin/tenants/<tenant_id>/requeue",
+        operation_id="requeueQuotaRefused",
+        summary="Ingest again a tenant's documents a quota refused (platform operator only)",
+        description=(
+            "Every document recorded FAILED with QUOTA_EXCEEDED (its object was kept) goes back to ingestion: on "
+            "AWS as a notification on the ingest queue, locally at once. Raise the quota first: the ingest checks "
+            "it again, and a document that still does not fit is refused again, its object still kept."
+        ),
+        tags=["admin"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 429, 502),
+    )
+    def requeue(tenant_id: TenantIdPath) -> RequeueReport:
+        services, _ = operator_scope(app)
+        report = requeue_refused(services.registry, services.ingest_queue, tenant_id)
+        note(app, tenant_id=tenant_id, resources=[document_id(tenant_id, path) for path in report.paths])
+        return report

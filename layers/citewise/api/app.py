@@ -52,7 +52,8 @@ _ERROR_TEXT = {
     "ERASURE_IN_PROGRESS: an erasure of the tenant is running already",
     413: "PAYLOAD_TOO_LARGE: over the configured document size",
     415: "UNSUPPORTED_MEDIA_TYPE: a format citewise cannot parse, or a body that is not JSON",
-    429: "THROTTLED: a backend asked to slow down; retry with backoff",
+    429: "QUOTA_EXCEEDED: over one of the tenant's quotas (`details` names it; wait `Retry-After` seconds), or "
+    "THROTTLED: a backend asked to slow down; retry with backoff",
     502: "EMBEDDING_SERVICE_ERROR, SEARCH_BACKEND_ERROR or GENERATION_ERROR: a backend failed",
 }
 

@@ -58,6 +58,9 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/admin/tenants/{tenant_id}/credentials/{id}"): "admin.credentials.revoke",
     ("POST", "/v1/admin/tenants/{tenant_id}/erasure"): "admin.erasure.start",
     ("GET", "/v1/admin/tenants/{tenant_id}/erasure"): "admin.erasure.get",
+    ("GET", "/v1/admin/tenants/{tenant_id}/quotas"): "admin.quotas.get",
+    ("PUT", "/v1/admin/tenants/{tenant_id}/quotas"): "admin.quotas.update",
+    ("POST", "/v1/admin/tenants/{tenant_id}/requeue"): "admin.quotas.requeue",
 }
 """The action each REST route is recorded as (a program's twin under `/m2m` as its route); a route missing
 here is recorded as `METHOD /path`."""

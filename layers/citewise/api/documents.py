@@ -177,7 +177,9 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
         summary="A presigned PUT URL for a new document in your tenant",
         description=(
             "PUT the file to `url` with exactly the returned `headers` and `size` bytes before `expires_at`. "
-            "Ingestion is asynchronous: poll GET /v1/documents/{document_id} until INDEXED or FAILED."
+            "Ingestion is asynchronous: poll GET /v1/documents/{document_id} until INDEXED or FAILED. A document "
+            "that would take the tenant over its documents or stored bytes quota, or a day whose pages quota is "
+            "spent, is refused here with 429 QUOTA_EXCEEDED."
         ),
         tags=["documents"],
         security=SECURED,
@@ -185,7 +187,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
     )
     def upload(request: UploadRequest) -> PresignedUpload:
         services, caller = request_scope(app)
-        upload = request_upload(services.registry, services.blobs, caller, request)
+        upload = request_upload(services.registry, services.blobs, caller, request, quotas=services.quotas)
         note(app, resources=[upload.document_id])
         return upload
 

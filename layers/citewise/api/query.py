@@ -38,6 +38,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
     )
     def query(request: SearchRequest) -> QueryResponse:
         services, caller = request_scope(app)
+        services.quotas.admit_query(caller.tenant_id, generative=True)
         with timed("QueryLatency"):
             answer = answer_question(
                 services.retriever,
@@ -68,6 +69,7 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
     )
     def search(request: SearchRequest) -> SearchResponse:
         services, caller = request_scope(app)
+        services.quotas.admit_query(caller.tenant_id, generative=False)
         with timed("RetrievalLatency"):
             retrieval = services.retriever.retrieve(caller, request)
         count_reranking(retrieval.reranking)

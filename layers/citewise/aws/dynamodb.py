@@ -29,6 +29,22 @@ LastEvaluatedKey, which may lie beyond items read but not returned) as base64url
 ExclusiveStartKey, and is checked on input: it must decode, name the caller's tenant and lie inside
 the requested prefix, else ValidationError.
 
+Stored totals (`stored_totals`): one item per tenant, sort key `TOTALS_KEY` (`#totals`), with the Number
+attributes `documents`, `chunks` and `bytes`. Each record carries what it adds (`stored_chunks`,
+`stored_bytes`; a record without them, written before the totals existed or a tombstone, adds nothing). A
+`put` or `delete` that changes what the record adds is one TransactWriteItems: the record's conditional
+update, which also requires the record to still add what a consistent GetItem read a moment before, and
+an `ADD` of the difference to the totals item. Both happen or neither, so no crash, retry or parallel
+writer can lose or double a change; a writer whose read went stale (another writer changed the record in
+between) is cancelled by that condition and tries again from a fresh read, and a transaction that
+collides with another on the totals item (`TransactionConflict`) is retried with a short backoff. Reading
+the totals is one GetItem. Why counters and not a count when asked: counting would read every record of
+the tenant (a Query of the whole partition, billed by the size of the items, bodies included) on every
+upload that checks a storage quota. The price: a write that changes the totals costs a GetItem and a
+two-item transaction (DynamoDB bills a transactional write twice) instead of one UpdateItem, and writes
+to one tenant's records serialise on its totals item (a few hundred a second at most, far above any
+ingest rate). Records written before the totals existed count from their next write.
+
 Ordering: the port's rules (`citewise.ports.registry`) as one conditional UpdateItem, so the check and
 the write are atomic; when the condition fails, the stored item (returned with the failure) says which
 rule refused it.
@@ -59,6 +75,8 @@ their next ingest.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -67,9 +85,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import clients as aws
 from citewise.aws import dynamodb_erase as erasing
+from citewise.aws.dynamodb_rates import RATE_KEY
 from citewise.aws.dynamodb_usage import USAGE_PREFIX
-from citewise.domain.errors import CitewiseError, ValidationError
+from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
 from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.quotas import QuotaOverrides
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports import cursors
 from citewise.ports.erasure import ERASE_BATCH
@@ -78,9 +98,11 @@ from citewise.ports.registry import (
     TOMBSTONE_RETENTION,
     DocumentPage,
     StaleVersionError,
+    StoredTotals,
     TenantPage,
     TenantSummary,
     Tombstone,
+    contribution,
     microseconds,
     moment,
     refused_write,
@@ -92,6 +114,13 @@ TTL_ATTRIBUTE: Final = "expires_at"
 SETTINGS_KEY: Final = "#settings"
 """The sort key (`doc_id`) of a tenant's settings item."""
 SETTINGS_ATTRIBUTE: Final = "settings"
+TOTALS_KEY: Final = "#totals"
+"""The sort key (`doc_id`) of a tenant's stored totals item."""
+QUOTAS_KEY: Final = "#quotas"
+"""The sort key (`doc_id`) of a tenant's quota overrides item (attribute `QUOTAS_ATTRIBUTE`)."""
+QUOTAS_ATTRIBUTE: Final = "quotas"
+MAX_COUNTED_ATTEMPTS: Final = 8
+"""Tries of a write that changes the totals, against stale reads and transaction conflicts."""
 TENANTS_PARTITION: Final = "#tenants"
 """The partition key of the tenants' catalogue: one item per tenant, its id as the sort key."""
 TABLE_SCHEMA: Final[dict[str, Any]] = {
@@ -132,8 +161,19 @@ _NAMES: Final = {
     "#body": "body",
     "#deleted": "deleted_us",
     "#expires": TTL_ATTRIBUTE,
+    "#stored_chunks": "stored_chunks",
+    "#stored_bytes": "stored_bytes",
 }
-_RECORD_ONLY: Final = ("#path", "#owner", "#visibility", "#status", "#source", "#body")
+_RECORD_ONLY: Final = (
+    "#path",
+    "#owner",
+    "#visibility",
+    "#status",
+    "#source",
+    "#body",
+    "#stored_chunks",
+    "#stored_bytes",
+)
 """What a delete removes: the item keeps its key, `version` and `updated_us` as the tombstone."""
 
 
@@ -174,24 +214,112 @@ class DynamoRegistry:
                 self._client.update_item,
                 **catalogue_request(self.table_name, document.tenant_id, document.updated_at),
             )
-        try:
-            self._client.update_item(**update_request(self.table_name, document))
-        except ClientError as exc:
-            if aws.error_code(exc) == "ConditionalCheckFailedException":
-                raise _conflict(document, exc.response.get("Item")) from exc
-            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
-        except BotoCoreError as exc:
-            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+        refusal = self._counted_write(
+            document.tenant_id,
+            document.doc_id,
+            update_request(self.table_name, document),
+            contribution(document),
+            lambda item: _conflict(document, item),
+        )
+        if refusal is not None:
+            raise refusal
 
     def delete(self, tenant_id: str, doc_id: str, *, deleted_at: datetime) -> None:
-        try:
-            self._client.update_item(**delete_request(self.table_name, tenant_id, doc_id, deleted_at, self._retention))
-        except ClientError as exc:
-            if aws.error_code(exc) == "ConditionalCheckFailedException":
-                return  # a later delete's tombstone is there already: this one has nothing to add
-            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
-        except BotoCoreError as exc:
-            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+        # A refusal means a later delete's tombstone is there already: this one has nothing to add.
+        self._counted_write(
+            tenant_id,
+            doc_id,
+            delete_request(self.table_name, tenant_id, doc_id, deleted_at, self._retention),
+            StoredTotals(),
+            lambda _: None,
+        )
+
+    def _counted_write(
+        self,
+        tenant_id: str,
+        doc_id: str,
+        update: dict[str, Any],
+        added: StoredTotals,
+        refusal_of: Callable[[dict[str, Any] | None], StaleVersionError | None],
+    ) -> StaleVersionError | None:
+        """Apply `update` (a record's conditional write, which leaves the record adding `added` to the
+        totals) and the change of the totals together (module docstring). Returns the refusal its own
+        condition gave, as `refusal_of` reads the stored item (None: nothing to report)."""
+        for attempt in range(MAX_COUNTED_ATTEMPTS):
+            adds = self._contribution(tenant_id, doc_id)
+            request = counted_request(self.table_name, tenant_id, update, adds, added)
+            try:
+                if "TransactItems" in request:
+                    self._client.transact_write_items(**request)
+                else:
+                    self._client.update_item(**request)
+                return None
+            except ClientError as exc:
+                code = aws.error_code(exc)
+                if code == "ConditionalCheckFailedException":
+                    item = exc.response.get("Item")
+                elif code == "TransactionCanceledException":
+                    reasons = exc.response.get("CancellationReasons") or [{}]
+                    if reasons[0].get("Code") != "ConditionalCheckFailed":  # a conflict on the totals item
+                        time.sleep(random.uniform(0, 0.01 * 2**attempt))  # noqa: S311 - jitter, not secrecy
+                        continue
+                    item = reasons[0].get("Item")
+                else:
+                    raise aws.translate(exc, CitewiseError, "DynamoDB write") from exc
+                if _adds(item) == adds:  # the record's own rule refused it, not a stale read
+                    return refusal_of(item)
+            except BotoCoreError as exc:
+                raise aws.translate(exc, CitewiseError, "DynamoDB write") from exc
+        raise ThrottledError(
+            "the registry record kept changing under this write; retry", details={"doc_id": doc_id, "reason": "busy"}
+        )
+
+    def _contribution(self, tenant_id: str, doc_id: str) -> StoredTotals:
+        """What the stored item adds to the totals now (a consistent read of two attributes)."""
+        response = self._call(
+            "GetItem",
+            self._client.get_item,
+            TableName=self.table_name,
+            Key=_key(tenant_id, doc_id),
+            ConsistentRead=True,
+            ProjectionExpression="#stored_chunks, #stored_bytes",
+            ExpressionAttributeNames={name: _NAMES[name] for name in ("#stored_chunks", "#stored_bytes")},
+        )
+        return _adds(response.get("Item"))
+
+    def stored_totals(self, tenant_id: str) -> StoredTotals:
+        response = self._call(
+            "GetItem",
+            self._client.get_item,
+            TableName=self.table_name,
+            Key=_key(tenant_id, TOTALS_KEY),
+            ConsistentRead=True,
+        )
+        item = response.get("Item") or {}
+        return StoredTotals.model_validate({name: int(item[name]["N"]) for name in _TOTALS if name in item})
+
+    def tenant_quotas(self, tenant_id: str) -> QuotaOverrides | None:
+        response = self._call(
+            "GetItem",
+            self._client.get_item,
+            TableName=self.table_name,
+            Key=_key(tenant_id, QUOTAS_KEY),
+            ProjectionExpression="#quotas",
+            ExpressionAttributeNames={"#quotas": QUOTAS_ATTRIBUTE},
+        )
+        item = response.get("Item")
+        return QuotaOverrides.model_validate_json(item[QUOTAS_ATTRIBUTE]["S"]) if item else None
+
+    def put_tenant_quotas(self, tenant_id: str, overrides: QuotaOverrides) -> None:
+        self._call(
+            "UpdateItem",
+            self._client.update_item,
+            TableName=self.table_name,
+            Key=_key(tenant_id, QUOTAS_KEY),
+            UpdateExpression="SET #quotas = :quotas",
+            ExpressionAttributeNames={"#quotas": QUOTAS_ATTRIBUTE},
+            ExpressionAttributeValues={":quotas": {"S": overrides.model_dump_json(exclude_none=True)}},
+        )
 
     def list(
         self,
@@ -290,9 +418,13 @@ class DynamoRegistry:
 
     def count_tenant(self, tenant_id: str) -> int:
         request = partition_request(self.table_name, tenant_id)
-        request["FilterExpression"] = "NOT begins_with(#key, :usage)"
+        # What `_erasable` keeps is not the registry's to count
+        request["FilterExpression"] = "NOT begins_with(#key, :usage) AND #key <> :rate"
         request["ExpressionAttributeNames"] = request["ExpressionAttributeNames"] | {"#key": "doc_id"}
-        request["ExpressionAttributeValues"] = request["ExpressionAttributeValues"] | {":usage": {"S": USAGE_PREFIX}}
+        request["ExpressionAttributeValues"] = request["ExpressionAttributeValues"] | {
+            ":usage": {"S": USAGE_PREFIX},
+            ":rate": {"S": RATE_KEY},
+        }
         return erasing.count(self._client, request) + int(self.has_tenant(tenant_id))
 
     @staticmethod
@@ -319,8 +451,21 @@ def update_request(table_name: str, document: Document) -> dict[str, Any]:
         ":version": {"S": document.version},
         ":updated": {"N": str(microseconds(document.updated_at))},
         ":body": {"S": document.model_dump_json()},
+        ":stored_chunks": {"N": str(document.chunk_count)},
+        ":stored_bytes": {"N": str(document.size_bytes or 0)},
     }
-    assignments = ["#path", "#owner", "#visibility", "#status", "#source", "#version", "#updated", "#body"]
+    assignments = [
+        "#path",
+        "#owner",
+        "#visibility",
+        "#status",
+        "#source",
+        "#version",
+        "#updated",
+        "#body",
+        "#stored_chunks",
+        "#stored_bytes",
+    ]
     conditions = [
         "(attribute_not_exists(#updated) OR #updated <= :updated)",
         "(attribute_not_exists(#deleted) OR #deleted < :updated)",
@@ -422,8 +567,9 @@ def partition_request(table_name: str, tenant_id: str) -> dict[str, Any]:
 
 
 def _erasable(sort_key: str) -> bool:
-    """Whether the registry erases the item of this sort key: all but the usage counters'."""
-    return not sort_key.startswith(USAGE_PREFIX)
+    """Whether the registry erases the item of this sort key: all but the usage counters' (the UsageMeter
+    owns them, and erasure keeps them) and the query-rate bucket's (the RateLimiter erases it)."""
+    return not sort_key.startswith(USAGE_PREFIX) and sort_key != RATE_KEY
 
 
 def catalogue_request(table_name: str, tenant_id: str, seen_at: datetime) -> dict[str, Any]:
@@ -451,6 +597,52 @@ def tenants_request(table_name: str, *, limit: int, after: str | None) -> dict[s
     if after is not None:
         request["ExclusiveStartKey"] = _key(TENANTS_PARTITION, after)
     return request
+
+
+_TOTALS: Final = ("documents", "chunks", "bytes")
+
+
+def counted_request(
+    table_name: str, tenant_id: str, update: dict[str, Any], adds: StoredTotals, added: StoredTotals
+) -> dict[str, Any]:
+    """The write of `update` (an UpdateItem of a record) that moves the record's part of the totals from
+    `adds` to `added`: the UpdateItem, conditioned on the record still adding `adds` (so no write in
+    between goes uncounted), alone when the totals do not change, else in a TransactWriteItems with the
+    `ADD` of the difference to the tenant's totals item."""
+    names = dict(update["ExpressionAttributeNames"])
+    values = dict(update["ExpressionAttributeValues"])
+    names |= {"#stored_chunks": "stored_chunks", "#stored_bytes": "stored_bytes"}
+    if adds.documents:
+        values |= {":was_chunks": {"N": str(adds.chunks)}, ":was_bytes": {"N": str(adds.bytes)}}
+        still = "#stored_chunks = :was_chunks AND #stored_bytes = :was_bytes"
+    else:
+        still = "attribute_not_exists(#stored_chunks)"
+    record = update | {
+        "ConditionExpression": f"({update['ConditionExpression']}) AND ({still})",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    if adds == added:
+        return record
+    change = {name: getattr(added, name) - getattr(adds, name) for name in _TOTALS}
+    totals = {
+        "TableName": table_name,
+        "Key": _key(tenant_id, TOTALS_KEY),
+        "UpdateExpression": "ADD " + ", ".join(f"#{name} :{name}" for name in _TOTALS),
+        "ExpressionAttributeNames": {f"#{name}": name for name in _TOTALS},
+        "ExpressionAttributeValues": {f":{name}": {"N": str(value)} for name, value in change.items()},
+    }
+    return {"TransactItems": [{"Update": record}, {"Update": totals}]}
+
+
+def _adds(item: dict[str, Any] | None) -> StoredTotals:
+    """What a stored item adds to its tenant's totals (module docstring)."""
+    if not item or "stored_chunks" not in item:
+        return StoredTotals()
+    return StoredTotals(
+        documents=1, chunks=int(item["stored_chunks"]["N"]), bytes=int(item.get("stored_bytes", {"N": "0"})["N"])
+    )
 
 
 # --- cursors, timestamps -------------------------------------------------------------------------

@@ -96,12 +96,15 @@ def read_request(table_name: str, tenant_id: str, from_day: date, to_day: date) 
     return {
         "TableName": table_name,
         "KeyConditionExpression": "#tenant = :tenant AND #key BETWEEN :from AND :to",
-        "ExpressionAttributeNames": {"#tenant": "tenant_id", "#key": "doc_id"},
+        "ExpressionAttributeNames": {"#tenant": "tenant_id", "#key": "doc_id"}
+        | {f"#{name}": name for name in COUNTERS},
         "ExpressionAttributeValues": {
             ":tenant": {"S": tenant_id},
             ":from": {"S": USAGE_PREFIX + from_day.isoformat()},
             ":to": {"S": USAGE_PREFIX + to_day.isoformat()},
         },
+        # Each counter named: the query functions' grant allows reading these attributes only (docs/aws.md).
+        "ProjectionExpression": ", ".join(["#key", *(f"#{name}" for name in COUNTERS)]),
         "ConsistentRead": True,
         "ScanIndexForward": True,
     }

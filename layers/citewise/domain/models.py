@@ -186,6 +186,9 @@ class Document(Frozen):
     content_type: str | None = Field(
         default=None, description="The media type the document was stored with, if it had one."
     )
+    size_bytes: int | None = Field(
+        default=None, ge=0, description="Bytes of the stored original (the version this record describes)."
+    )
     error: str | None = None
     tags: tuple[str, ...] = ()
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)

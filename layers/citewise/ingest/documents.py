@@ -26,6 +26,7 @@ from citewise.domain.errors import ConflictError, ForbiddenError, NotFoundError
 from citewise.domain.models import Caller, Document, Frozen, Visibility
 from citewise.domain.tenancy import document_id, validate_path
 from citewise.ports.blobstore import BlobStore, PresignedUpload, described_document, is_sidecar
+from citewise.ports.quotas import UNLIMITED, QuotaGate
 from citewise.ports.registry import DocumentRegistry
 
 if TYPE_CHECKING:
@@ -90,13 +91,20 @@ def delete_document(ingestor: Ingestor, blobs: BlobStore, caller: Caller, doc_id
 
 
 def request_upload(
-    registry: DocumentRegistry, blobs: BlobStore, caller: Caller, request: UploadRequest
+    registry: DocumentRegistry,
+    blobs: BlobStore,
+    caller: Caller,
+    request: UploadRequest,
+    *,
+    quotas: QuotaGate = UNLIMITED,
 ) -> PresignedUpload:
     """A presigned PUT for `request.filename` (a document, or a document's sidecar) in the caller's tenant.
 
     ConflictError if the path holds a document the caller cannot read (or, for a sidecar of a document
     not stored yet, another user's sidecar); ForbiddenError if it holds one the caller may not modify, or
-    if the caller is a read-only credential.
+    if the caller is a read-only credential; QuotaExceededError if the document would take the tenant over
+    its documents or bytes quota (the size is declared, what it replaces is known), or the day's pages are
+    spent. A sidecar is metadata, not a document: no quota applies to it.
     """
     require_write(caller)
     path = validate_path(request.filename)
@@ -108,12 +116,16 @@ def request_upload(
     doc_id = document_id(caller.tenant_id, document_path)
     stored = blobs.head(caller.tenant_id, document_path)
     # The document as registered or, not ingested yet, as stored: either way it has an owner already.
-    document: Owned | None = registry.get(caller.tenant_id, doc_id) or stored
+    registered = registry.get(caller.tenant_id, doc_id)
+    document: Owned | None = registered or stored
     target = blobs.head(caller.tenant_id, path) if is_sidecar(path) else stored
     if document is None and target is not None and target.owner != caller.user_id:
         raise ConflictError("another user's metadata file is waiting for this document", details={"path": path})
     if document is not None:
         _check_may_modify(caller, document, doc_id)
+    if not is_sidecar(path):
+        quotas.check_storage(caller.tenant_id, registered, request.size)
+        quotas.check_pages(caller.tenant_id, 0)
     return blobs.presign_put(
         caller.tenant_id,
         path,

@@ -14,6 +14,10 @@ Ownership: an object replaces a registered document only if it was written by so
 that document (`citewise.domain.access.may_modify` of the owner the object was signed for); any other is
 REFUSED and the record, chunks and status stay exactly as they were.
 
+Quotas: a document that would take its tenant over a storage quota (documents, bytes) or the day's pages
+is recorded FAILED with `QUOTA_EXCEEDED` and its object kept, so the operator's re-queue ingests it once
+the quota is raised (`citewise.ingest.requeue`).
+
 Failures are recorded, never lost: a document that cannot be indexed is FAILED in the registry with a
 reason and none of its chunks stay searchable. A FAILED record keeps the owner and visibility the object
 was written with: a failure never invents an owner or widens who can read it. Permanent problems (bad
@@ -58,6 +62,7 @@ from citewise.domain.models import (
 )
 from citewise.domain.objects import SourceObject
 from citewise.domain.provenance import Provenance, ProvenanceKeys, as_utc, path_source, provenance
+from citewise.domain.quotas import QuotaExceededError
 from citewise.domain.tenancy import document_id, validate_path, validate_tenant_id
 from citewise.domain.textutil import count_tokens, embedding_text
 from citewise.ingest.chunking import Chunker
@@ -65,6 +70,7 @@ from citewise.ingest.parsing import ParseLimits, parse
 from citewise.ports.embedder import Embedder, ReportsTokens
 from citewise.ports.index import VectorIndex
 from citewise.ports.progress import Progress, Step, silent
+from citewise.ports.quotas import UNLIMITED, QuotaGate
 from citewise.ports.registry import DeletedDocumentError, DocumentRegistry
 from citewise.ports.usage import UNMETERED, Meter, UsageCounts
 
@@ -157,6 +163,7 @@ class Ingestor:
         commit_seconds_per_chunk: float = COMMIT_SECONDS_PER_CHUNK,
         stage_seconds: float = STAGE_SECONDS,
         meter: Meter = UNMETERED,
+        quotas: QuotaGate = UNLIMITED,
     ) -> None:
         self.index = index
         self.registry = registry
@@ -170,6 +177,7 @@ class Ingestor:
         self.commit_seconds_per_chunk = commit_seconds_per_chunk
         self.stage_seconds = stage_seconds
         self.meter = meter
+        self.quotas = quotas
         self._index_ready = False
 
     def ingest(self, obj: SourceObject) -> IngestResult:
@@ -293,6 +301,7 @@ class Ingestor:
             visibility=obj.visibility,
             status=DocumentStatus.PENDING,
             version=obj.version,
+            size_bytes=obj.size,
             tags=_tags(attributes),
             attributes=attributes,
             created_at=previous.created_at if previous else now,
@@ -310,7 +319,8 @@ class Ingestor:
         except ConflictError as exc:
             self._superseded(work, exc, touched_index=step == self._commit)
         except CitewiseError as exc:
-            permanent = isinstance(exc, ValidationError | PayloadTooLargeError)
+            # A quota refusal is final for this attempt, the object kept: the operator's re-queue retries it.
+            permanent = isinstance(exc, ValidationError | PayloadTooLargeError | QuotaExceededError)
             failed = self._settle_failure(work, f"{exc.code}: {exc.message}", keep_staged=not permanent)
             if failed is not None:
                 work.outcome = IngestResult(Outcome.FAILED, failed) if permanent else exc
@@ -357,6 +367,8 @@ class Ingestor:
                 details={"size": obj.size, "limit": self.limits.max_document_bytes},
             )
         described = provenance(obj.path, obj.attributes, self.provenance_keys)  # a date that is not one fails here
+        # The totals hold this version's PENDING record already: it is what the document replaces.
+        self.quotas.check_storage(obj.tenant_id, pending, obj.size)
         data = obj.load()
         step = Step("parse", obj.path, "page")
         parsed = parse(
@@ -366,6 +378,7 @@ class Ingestor:
             limits=self.limits.parse,
             on_page=lambda done, total: progress(step, done, total),
         )
+        self.quotas.check_pages(obj.tenant_id, parsed.page_count or 1)
         title = parsed.title or obj.path.rsplit("/", 1)[-1]
         source_date = described.declared_date or parsed.source_date or _object_date(obj) or pending.updated_at
         metadata = DocumentMetadata(

@@ -248,6 +248,7 @@ class Toolbox:
     def _answer(self, caller: Caller, request: SearchRequest, profile: ToolProfile | None) -> Answer:
         """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer."""
         instructions = profile.system_prompt if profile else None
+        self.services.quotas.admit_query(caller.tenant_id, generative=True)
         answer = answer_question(
             self.services.retriever, self.services.synthesizer, caller, request, instructions=instructions
         )
@@ -286,6 +287,7 @@ class Toolbox:
             min_score=self._min_score(arguments.min_relevance_score),
             filters=arguments.filters,
         )
+        self.services.quotas.admit_query(caller.tenant_id, generative=False)
         retrieval = self.services.retriever.retrieve(caller, request)
         count_reranking(retrieval.reranking)
         self.services.meter.record(caller.tenant_id, search_usage(retrieval.reranking, "mcp"))

@@ -21,8 +21,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from pydantic import NonNegativeInt
+
 from citewise.domain.errors import ConflictError
 from citewise.domain.models import Document, DocumentStatus, Frozen
+from citewise.domain.quotas import QuotaOverrides
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.erasure import ERASE_BATCH
 
@@ -134,6 +137,25 @@ class TenantPage(Frozen):
     next_cursor: str | None = None
 
 
+class StoredTotals(Frozen):
+    """What a tenant stores now: its records (any status), their chunks, and the bytes of their originals.
+
+    Every record counts, PENDING and FAILED included: its object is stored either way (a FAILED document
+    keeps its object). A record's chunks are its `chunk_count` (0 until its version is INDEXED) and its
+    bytes its `size_bytes`; a delete's tombstone counts nothing."""
+
+    documents: NonNegativeInt = 0
+    chunks: NonNegativeInt = 0
+    bytes: NonNegativeInt = 0
+
+
+def contribution(document: Document | None) -> StoredTotals:
+    """What one record adds to its tenant's `StoredTotals` (nothing for no record)."""
+    if document is None:
+        return StoredTotals()
+    return StoredTotals(documents=1, chunks=document.chunk_count, bytes=document.size_bytes or 0)
+
+
 class DocumentRegistry(Protocol):
     """Where each document is in its lifecycle: PENDING -> INDEXED or FAILED (with the reason)."""
 
@@ -202,4 +224,19 @@ class DocumentRegistry(Protocol):
 
     def count_tenant(self, tenant_id: str) -> int:
         """The tenant's records, tombstones, settings document and catalogue entry that remain."""
+        ...
+
+    # --- the tenant's stored totals and the operator's quota overrides ------------------------------
+
+    def stored_totals(self, tenant_id: str) -> StoredTotals:
+        """What the tenant stores now (`StoredTotals`): exact under concurrent writers of its records, and
+        current as soon as a `put` or `delete` returns."""
+        ...
+
+    def tenant_quotas(self, tenant_id: str) -> QuotaOverrides | None:
+        """The operator's quota overrides of the tenant, or None if it set none."""
+        ...
+
+    def put_tenant_quotas(self, tenant_id: str, overrides: QuotaOverrides) -> None:
+        """Store the tenant's quota overrides, replacing the previous ones (last write wins)."""
         ...

@@ -43,6 +43,7 @@ from citewise.ports.erasure import (
     run_erasure,
 )
 from citewise.ports.index import VectorIndex
+from citewise.ports.quotas import QuotaGate, RateLimiter
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.reranker import Reranker
 from citewise.ports.router import Router
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     # never loads the blob store's rules (sidecars, object metadata).
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
+    from citewise.ports.requeue import IngestQueue
     from citewise.query.retrieval import Retriever
     from citewise.runtime.identity import CredentialCache
 
@@ -86,6 +88,8 @@ class Backend(Protocol):
         """Where a started erasure goes to run; `run(tenant_id)` runs it here and now (a backend without
         a queue calls it in place)."""
         ...
+
+    def rates(self) -> RateLimiter: ...
 
     def audit(self) -> AuditLog: ...
 
@@ -176,7 +180,9 @@ class Services:
     def erased_stores(self) -> dict[str, TenantStore]:
         """The stores an erasure empties (`citewise.ports.erasure.erased_stores`)."""
         credentials = TenantCredentials(self.credentials, lambda: self.credential_issuer)
-        return erased_stores(credentials=credentials, registry=self.registry, index=self.index, blobs=self.blobs)
+        return erased_stores(
+            credentials=credentials, registry=self.registry, index=self.index, blobs=self.blobs, rates=self.rates
+        )
 
     def run_erasure(self, tenant_id: str) -> Erasure:
         """Continue the tenant's erasure within the invocation's time budget (unbounded outside one)."""
@@ -214,6 +220,27 @@ class Services:
         if self.settings.backend == "aws" and not self.settings.registry_table:
             return Meter(None)
         return Meter(lambda: self.usage)
+
+    @cached_property
+    def rates(self) -> RateLimiter:
+        return self._backend.rates()
+
+    @cached_property
+    def quotas(self) -> QuotaGate:
+        """The tenants' quota checks (`citewise.ports.quotas.QuotaGate`): the settings' defaults and each
+        tenant's overrides from the registry. Where the function has no registry table (on AWS every store
+        of quotas and counters is there) every tenant has the defaults and nothing is counted or checked."""
+        settings = self.settings
+        if settings.backend == "aws" and not settings.registry_table:
+            return QuotaGate(settings.default_quotas(), lambda _: None)
+        return QuotaGate(
+            settings.default_quotas(),
+            lambda tenant_id: self.registry.tenant_quotas(tenant_id),
+            totals=lambda tenant_id: self.registry.stored_totals(tenant_id),
+            usage=lambda: self.usage,
+            rates=lambda: self.rates,
+            ttl=settings.quota_ttl,
+        )
 
     @cached_property
     def audit_log(self) -> AuditLog:
@@ -259,7 +286,25 @@ class Services:
             embed_batch_size=settings.embed_batch_size,
             provenance_keys=ProvenanceKeys(source=settings.source_key, date=settings.source_date_key),
             meter=self.meter,
+            quotas=self.quotas,
         )
+
+    @cached_property
+    def ingest_queue(self) -> IngestQueue:
+        """Where the operator's re-queue sends quota-refused documents: the ingest queue on AWS, the
+        pipeline itself locally."""
+        if self.settings.backend == "aws":
+            from citewise.aws import clients as aws
+            from citewise.aws.sqs_requeue import SqsIngestQueue
+
+            settings = self.settings
+            if settings.ingest_queue_url is None or settings.documents_bucket is None:
+                raise ValidationError("re-queueing needs CITEWISE_INGEST_QUEUE_URL and CITEWISE_DOCUMENTS_BUCKET")
+            client = aws.client("sqs", region=settings.aws_region)
+            return SqsIngestQueue(settings.ingest_queue_url, settings.documents_bucket, client=client)
+        from citewise.ingest.requeue import DirectIngestQueue
+
+        return DirectIngestQueue(self.ingestor, self.blobs)
 
     @cached_property
     def retriever(self) -> Retriever:
@@ -320,6 +365,9 @@ _ADAPTERS = frozenset(
         "erasures",
         "erasure_queue",
         "meter",
+        "rates",
+        "quotas",
+        "ingest_queue",
         "audit_log",
         "auditor",
         "ingestor",
@@ -548,6 +596,15 @@ class AwsBackend:
         return SqsErasureQueue(
             _required(settings.erasure_queue_url), client=aws.client("sqs", region=settings.aws_region)
         )
+
+    def rates(self) -> RateLimiter:
+        from citewise.aws import clients as aws
+        from citewise.aws.dynamodb_rates import DynamoRates
+
+        settings = self._settings
+        # As the usage meter's: a query waits for its bucket, so a slow table costs it seconds at most.
+        client = aws.client("dynamodb", region=settings.aws_region, max_attempts=2, read_timeout=2)
+        return DynamoRates(_required(settings.registry_table), client=client)
 
     def audit(self) -> AuditLog:
         from citewise.aws import clients as aws

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import SearchMode
+from citewise.domain.quotas import CEILINGS, Quotas
 from citewise.domain.tenant_settings import known_time_zone
 from citewise.ports.audit import QuestionMode
 from citewise.ports.erasure import ERASE_BATCH
@@ -152,6 +153,22 @@ class Settings(BaseSettings):
     )
     tenant_settings_ttl: float = Field(
         default=60.0, ge=0, le=3600, description="Seconds a query function keeps a tenant's settings document."
+    )
+    # --- quotas (docs/operations.md, "Quotas"): the deployment's defaults; None (unset): no limit ---
+    quota_max_documents: int | None = Field(default=None, ge=0, le=CEILINGS["max_documents"])
+    quota_max_stored_bytes: int | None = Field(default=None, ge=0, le=CEILINGS["max_stored_bytes"])
+    quota_pages_per_day: int | None = Field(default=None, ge=0, le=CEILINGS["pages_per_day"])
+    quota_queries_per_minute: int | None = Field(default=None, ge=0, le=CEILINGS["queries_per_minute"])
+    quota_query_burst: int | None = Field(
+        default=None, ge=0, le=CEILINGS["query_burst"], description="None: a minute's worth of queries."
+    )
+    quota_generation_tokens_per_day: int | None = Field(default=None, ge=0, le=CEILINGS["generation_tokens_per_day"])
+    quota_ttl: float = Field(
+        default=60.0, ge=0, le=3600, description="Seconds a function keeps a tenant's quota overrides."
+    )
+    ingest_queue_url: str | None = Field(
+        default=None,
+        description="The ingest queue, where the operator's re-queue of quota-refused documents sends them (AWS).",
     )
     public_url: str = Field(
         default="http://127.0.0.1:8080",
@@ -316,6 +333,10 @@ class Settings(BaseSettings):
         if (self.guardrail_id is None) != (self.guardrail_version is None):
             raise ValueError("CITEWISE_GUARDRAIL_ID and CITEWISE_GUARDRAIL_VERSION go together")
         return self
+
+    def default_quotas(self) -> Quotas:
+        """The deployment's quotas, which a tenant's overrides replace field by field."""
+        return Quotas.model_validate({name: getattr(self, f"quota_{name}") for name in Quotas.model_fields})
 
     @property
     def home_dir(self) -> Path:

@@ -314,9 +314,7 @@ def _dynamodb(operation: str, params: dict[str, Any], deploy: Deployment) -> lis
         case "TransactWriteItems" | "TransactGetItems":
             # A transaction is authorized item by item, with each item's own action.
             requests = [
-                Request(
-                    f"dynamodb:{_DYNAMODB_ITEM_ACTIONS.get(kind, 'ConditionCheckItem')}", table(item[kind]["TableName"])
-                )
+                Request(f"dynamodb:{_DYNAMODB_ITEM_ACTIONS.get(kind, 'ConditionCheckItem')}", table(item["TableName"]))
                 for entry in params["TransactItems"]
                 for kind, item in [next(iter(entry.items()))]
             ]

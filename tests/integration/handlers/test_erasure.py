@@ -135,7 +135,7 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
         runs = 0
         for messages in erasure_messages():
             runs += 1
-            budget = iter([60.0] * 5)  # a look at each of the 4 stores (an empty one costs one too), and a step
+            budget = iter([60.0] * 6)  # a look at each of the 5 stores (an empty one costs one too), and a step
             queue_arn = f"arn:aws:sqs:us-east-1:123456789012:{ERASURE_QUEUE}"
             answer = stack.handler("erasure")(lambda_sqs_event(messages, queue_arn), LambdaContext())
             assert answer == {"batchItemFailures": []}
@@ -148,7 +148,7 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
     assert receipt["status"] == "ERASED" and receipt["requested_by"] == "ops-1"
     assert receipt["started_at"] <= receipt["finished_at"]
     parts = {part["store"]: part for part in receipt["stores"]}
-    assert set(parts) == {"credentials", "blobs", "index", "registry", "usage"}
+    assert set(parts) == {"credentials", "blobs", "index", "rates", "registry", "usage"}
     assert parts["credentials"]["deleted"] == 1 and parts["credentials"]["remaining"] == 0
     if stack.kind == "aws":  # acme's app client is withdrawn by the erasure function, acme-eu's kept
         listed = credential_pool.client.list_user_pool_clients(UserPoolId=credential_pool.pool_id, MaxResults=60)
