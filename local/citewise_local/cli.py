@@ -984,7 +984,10 @@ def _usage(args: argparse.Namespace, services: Services) -> int:
                 break
         print(every.model_dump_json(indent=2, by_alias=True) if args.json else render_tenants_usage(every))
         return 0
-    report = usage_report(services.usage, _caller(args).tenant_id, from_day, to_day, prices)
+    tenant_id = _caller(args).tenant_id
+    report = usage_report(
+        services.usage, tenant_id, from_day, to_day, prices, stored=services.registry.stored_totals(tenant_id)
+    )
     print(report.model_dump_json(indent=2, by_alias=True) if args.json else render_usage(report))
     return 0
 

@@ -288,6 +288,12 @@ def render_usage(report: UsageReport) -> str:
         lines.append("  (estimated tokens: counted as words and marks where the embedder reports none)")
     if report.cost is not None:
         lines.append(f"  {'estimated cost':<{width}}  {_cost(report.cost):>12}  (model prices only)")
+    if report.stored is not None:
+        stored = report.stored
+        lines.append(
+            f"  stored now: {stored.documents:,} documents, {stored.chunks:,} chunks, "
+            f"{stored.bytes:,} bytes of originals"
+        )
     lines.append("")
     lines += [
         f"{day.day}  " + "  ".join(f"{name}={value:,}" for name, value in day.counts.nonzero().items())
@@ -340,7 +346,7 @@ def render_quotas(status: QuotaStatus) -> str:
 
 def render_tenants_usage(page: TenantUsagePage) -> str:
     """The operator's view: one line per tenant with the counters people ask about first, and its cost."""
-    columns = ("documents", "pages", "queries", "searches", "gen tokens")
+    columns = ("ingested", "pages", "queries", "searches", "gen tokens", "stored docs")
     header = f"{'tenant':<24} " + " ".join(f"{name:>11}" for name in columns) + f" {'cost':>14}"
     lines = [f"usage of every tenant, {page.from_day} to {page.to_day} (UTC days)", "", header]
     for item in page.items:
@@ -348,6 +354,7 @@ def render_tenants_usage(page: TenantUsagePage) -> str:
         lines.append(
             f"{item.tenant_id:<24} {t.documents_ingested:>11,} {t.pages:>11,} {t.rest_queries + t.mcp_queries:>11,} "
             f"{t.rest_searches + t.mcp_searches:>11,} {t.generation_input_tokens + t.generation_output_tokens:>11,} "
+            f"{item.stored.documents:>11,} "
             f"{_cost(item.cost) if item.cost else '-':>14}"
         )
     if not page.items:

@@ -728,6 +728,7 @@ def test_usage_of_all_tenants_lists_each_with_its_cost_at_the_configured_prices(
         ("acme", 2, 0.02),
         ("acme-labs", 1, 0.01),
     ]
+    assert [i["stored"]["documents"] for i in listing["items"]] == [2, 1]
     text = cli("usage", "--all-tenants")[1]
     assert "acme-labs" in text and "0.0100 EUR" in text
     # And --all-tenants with a tenant is refused

@@ -139,7 +139,8 @@ def add_admin_routes(app: APIGatewayRestResolver) -> None:
         services, _ = operator_scope(app)
         note(app, tenant_id=tenant_id)  # on that tenant's audit trail, as the operator's
         first, last = report_range(from_day, to_day, datetime.now(UTC).date())
-        return usage_report(services.usage, tenant_id, first, last, services.settings.prices)
+        stored = services.registry.stored_totals(tenant_id)
+        return usage_report(services.usage, tenant_id, first, last, services.settings.prices, stored=stored)
 
     @app.get(
         "/v1/admin/tenants/<tenant_id>/quotas",

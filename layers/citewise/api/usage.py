@@ -45,4 +45,5 @@ def add_usage_routes(app: APIGatewayRestResolver) -> None:
         services, caller = request_scope(app)
         require_admin(caller, "read its usage")
         first, last = report_range(from_day, to_day, datetime.now(UTC).date())
-        return usage_report(services.usage, caller.tenant_id, first, last, services.settings.prices)
+        stored = services.registry.stored_totals(caller.tenant_id)
+        return usage_report(services.usage, caller.tenant_id, first, last, services.settings.prices, stored=stored)

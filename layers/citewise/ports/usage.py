@@ -26,7 +26,7 @@ from pydantic import Field, NonNegativeInt, field_validator
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Frozen
 from citewise.ports.erasure import ERASE_BATCH
-from citewise.ports.registry import DocumentRegistry
+from citewise.ports.registry import DocumentRegistry, StoredTotals
 
 logger = logging.getLogger(__name__)
 
@@ -197,18 +197,26 @@ def _rounded(amount: Decimal) -> float:
 
 class UsageReport(Frozen):
     """A tenant's usage over a range of UTC days: the sum, each day that counted anything, and the sum's
-    estimated cost when the deployment has a price table (None without one)."""
+    estimated cost when the deployment has a price table (None without one); beside it, what the tenant
+    stores now (`DocumentRegistry.stored_totals`, whatever the range)."""
 
     tenant_id: str
     from_day: date = Field(serialization_alias="from")
     to_day: date = Field(serialization_alias="to")
     total: UsageCounts
     cost: CostEstimate | None = None
+    stored: StoredTotals | None = None
     days: list[DayUsage]
 
 
 def usage_report(
-    usage: UsageMeter, tenant_id: str, from_day: date, to_day: date, prices: PriceTable | None = None
+    usage: UsageMeter,
+    tenant_id: str,
+    from_day: date,
+    to_day: date,
+    prices: PriceTable | None = None,
+    *,
+    stored: StoredTotals | None = None,
 ) -> UsageReport:
     """The tenant's usage from `from_day` to `to_day` (both included): what `citewise usage` prints and
     the usage routes answer. A range that ends before it starts, or is longer than `MAX_REPORT_DAYS`, is
@@ -217,15 +225,19 @@ def usage_report(
     days = usage.read(tenant_id, from_day, to_day)
     summed = total(days)
     cost = estimate_cost(summed, prices) if prices is not None else None
-    return UsageReport(tenant_id=tenant_id, from_day=from_day, to_day=to_day, total=summed, cost=cost, days=days)
+    return UsageReport(
+        tenant_id=tenant_id, from_day=from_day, to_day=to_day, total=summed, cost=cost, stored=stored, days=days
+    )
 
 
 class TenantUsage(Frozen):
-    """One tenant's usage summed over a range, and its estimated cost (None without a price table)."""
+    """One tenant's usage summed over a range, its estimated cost (None without a price table), and what it
+    stores now."""
 
     tenant_id: str
     total: UsageCounts
     cost: CostEstimate | None = None
+    stored: StoredTotals
 
 
 class TenantUsagePage(Frozen):
@@ -248,15 +260,16 @@ def tenants_usage(
     limit: int,
     cursor: str | None = None,
 ) -> TenantUsagePage:
-    """A page of the registry's tenants with each one's usage over the range: one tenant listing and one
-    usage read per tenant (a Query of at most `MAX_REPORT_DAYS` items on DynamoDB), so a page's cost grows
-    with `limit`, never with the number of tenants."""
+    """A page of the registry's tenants with each one's usage over the range and stored totals: one tenant
+    listing, then per tenant one usage read (a Query of at most `MAX_REPORT_DAYS` items on DynamoDB) and
+    one totals read, so a page's cost grows with `limit`, never with the number of tenants."""
     check_range(from_day, to_day)
     tenants = registry.list_tenants(limit=limit, cursor=cursor)
     items = []
     for tenant in tenants.items:
         report = usage_report(usage, tenant.tenant_id, from_day, to_day, prices)
-        items.append(TenantUsage(tenant_id=tenant.tenant_id, total=report.total, cost=report.cost))
+        stored = registry.stored_totals(tenant.tenant_id)
+        items.append(TenantUsage(tenant_id=tenant.tenant_id, total=report.total, cost=report.cost, stored=stored))
     return TenantUsagePage(from_day=from_day, to_day=to_day, items=items, next_cursor=tenants.next_cursor)
 
 

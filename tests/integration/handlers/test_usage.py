@@ -102,6 +102,9 @@ def test_a_tenant_admin_reads_its_usage_and_cost_and_no_one_elses(
     assert (report["total"]["rest_queries"], report["total"]["documents_ingested"]) == (3, 1)
     assert [day["day"] for day in report["days"]] == [str(today)]
     assert report["cost"] == {"currency": "EUR", "total": 1.5, "by_counter": {"rest_queries": 1.5}}
+    # And what acme stores now: its one document, its chunks and the bytes of its original
+    assert report["stored"]["documents"] == 1 and report["stored"]["bytes"] == len(RUNBOOK)
+    assert report["stored"]["chunks"] >= 1
     # And a member who is no admin is refused, naming the group
     status, refused = stack.api("GET", "/v1/usage", identity=ALICE)
     assert (status, refused["error"]["code"], refused["error"]["details"]) == (
@@ -148,6 +151,7 @@ def test_the_operator_reads_every_tenants_usage_and_one_tenants_days(stack: Stac
         ("acme-eu", 1, None),
         ("globex", 0, None),
     ]
+    assert {(i["stored"]["documents"], i["stored"]["bytes"]) for i in items} == {(1, len(RUNBOOK))}
     # And one tenant's report is what its admin reads
     status, report = stack.api("GET", "/v1/admin/tenants/acme-eu/usage", identity=OPERATOR)
     assert status == 200 and report["tenant_id"] == "acme-eu" and report["total"]["rest_queries"] == 1
