@@ -16,6 +16,7 @@ slow or throttled Bedrock call inside the query function's 24 s ends as `THROTTL
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -141,3 +142,13 @@ def translate(exc: ClientError | BotoCoreError, backend: type[CitewiseError], ac
             return ThrottledError(f"{action} was throttled: {message}", details=details)
         return backend(f"{action} failed: {code}: {message}", details=details)
     return backend(f"{action} failed: {type(exc).__name__}: {exc}", details={"action": action})
+
+
+def call(action: str, operation: Callable[[], Any]) -> dict[str, Any]:
+    """The response of one AWS request (`operation()`), a failure `translate`d to a CitewiseError naming
+    `action` (`"DynamoDB Query"`): what every adapter without error codes of its own does."""
+    try:
+        result: dict[str, Any] = operation()
+        return result
+    except (ClientError, BotoCoreError) as exc:
+        raise translate(exc, CitewiseError, action) from exc

@@ -37,8 +37,8 @@ class CognitoIssuer:
         self._client = client if client is not None else aws.client("cognito-idp")
 
     def issue(self, name: str, scope: CredentialScope) -> tuple[str, str]:
-        response = self._call(
-            "CreateUserPoolClient", lambda: self._client.create_user_pool_client(**self.request(name, scope))
+        response = aws.call(
+            "Cognito CreateUserPoolClient", lambda: self._client.create_user_pool_client(**self.request(name, scope))
         )
         created = response["UserPoolClient"]
         return str(created["ClientId"]), str(created["ClientSecret"])
@@ -67,11 +67,3 @@ class CognitoIssuer:
                 raise aws.translate(exc, CitewiseError, "Cognito DeleteUserPoolClient") from exc
         except BotoCoreError as exc:
             raise aws.translate(exc, CitewiseError, "Cognito DeleteUserPoolClient") from exc
-
-    @staticmethod
-    def _call(action: str, operation: Any) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = operation()
-            return result
-        except (ClientError, BotoCoreError) as exc:
-            raise aws.translate(exc, CitewiseError, f"Cognito {action}") from exc

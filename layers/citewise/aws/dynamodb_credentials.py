@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -50,8 +51,8 @@ class DynamoCredentials:
             raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
 
     def credential(self, credential_id: str) -> Credential | None:
-        response = self._call(
-            "GetItem",
+        response = aws.call(
+            "DynamoDB GetItem",
             lambda: self._client.get_item(TableName=self.table_name, Key=_key(credential_id), ConsistentRead=True),
         )
         item = response.get("Item")
@@ -87,10 +88,8 @@ class DynamoCredentials:
     def erase_tenant(self, tenant_id: str) -> int:
         erased = 0
         for item in list(self._items(tenant_id)):
-            self._call(
-                "DeleteItem",
-                lambda item=item: self._client.delete_item(TableName=self.table_name, Key=_key(item["doc_id"]["S"])),
-            )
+            delete = partial(self._client.delete_item, TableName=self.table_name, Key=_key(item["doc_id"]["S"]))
+            aws.call("DynamoDB DeleteItem", delete)
             erased += 1
         return erased
 
@@ -105,19 +104,11 @@ class DynamoCredentials:
             "ConsistentRead": True,
         }
         while True:
-            response = self._call("Query", lambda: self._client.query(**request))
+            response = aws.call("DynamoDB Query", lambda: self._client.query(**request))
             yield from response.get("Items", [])
             if "LastEvaluatedKey" not in response:
                 return
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-
-    @staticmethod
-    def _call(action: str, operation: Any) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = operation()
-            return result
-        except (ClientError, BotoCoreError) as exc:
-            raise aws.translate(exc, CitewiseError, f"DynamoDB {action}") from exc
 
 
 def _key(credential_id: str) -> dict[str, Any]:

@@ -32,8 +32,8 @@ class DynamoErasureLog:
         self._client = client if client is not None else aws.client("dynamodb")
 
     def get(self, tenant_id: str) -> Erasure | None:
-        response = self._call(
-            "GetItem",
+        response = aws.call(
+            "DynamoDB GetItem",
             lambda: self._client.get_item(
                 TableName=self.table_name,
                 Key=erasure_key(tenant_id),
@@ -46,7 +46,9 @@ class DynamoErasureLog:
         return Erasure.model_validate_json(item["body"]["S"]) if item else None
 
     def erasing(self, tenant_id: str) -> bool:
-        response = self._call("GetItem", lambda: self._client.get_item(**status_request(self.table_name, tenant_id)))
+        response = aws.call(
+            "DynamoDB GetItem", lambda: self._client.get_item(**status_request(self.table_name, tenant_id))
+        )
         status: object = response.get("Item", {}).get(STATUS_ATTRIBUTE, {}).get("S")
         return status == ErasureStatus.ERASING.value
 
@@ -66,15 +68,7 @@ class DynamoErasureLog:
             raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
 
     def save(self, erasure: Erasure) -> None:
-        self._call("UpdateItem", lambda: self._client.update_item(**write_request(self.table_name, erasure)))
-
-    @staticmethod
-    def _call(action: str, operation: Any) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = operation()
-            return result
-        except (ClientError, BotoCoreError) as exc:
-            raise aws.translate(exc, CitewiseError, f"DynamoDB {action}") from exc
+        aws.call("DynamoDB UpdateItem", lambda: self._client.update_item(**write_request(self.table_name, erasure)))
 
 
 def erasure_key(tenant_id: str) -> dict[str, Any]:

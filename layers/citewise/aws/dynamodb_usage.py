@@ -23,11 +23,8 @@ from __future__ import annotations
 from datetime import date
 from typing import Any, Final
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from citewise.aws import clients as aws
 from citewise.aws import dynamodb_erase as erasing
-from citewise.domain.errors import CitewiseError
 from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.usage import COUNTERS, DayUsage, UsageCounts
 
@@ -44,15 +41,16 @@ class DynamoUsage:
 
     def add(self, tenant_id: str, day: date, counts: UsageCounts) -> None:
         if counts.nonzero():
-            self._call(
-                "UpdateItem", lambda: self._client.update_item(**add_request(self.table_name, tenant_id, day, counts))
+            aws.call(
+                "DynamoDB UpdateItem",
+                lambda: self._client.update_item(**add_request(self.table_name, tenant_id, day, counts)),
             )
 
     def read(self, tenant_id: str, from_day: date, to_day: date) -> list[DayUsage]:
         request = read_request(self.table_name, tenant_id, from_day, to_day)
         days: list[DayUsage] = []
         while True:
-            response = self._call("Query", lambda: self._client.query(**request))
+            response = aws.call("DynamoDB Query", lambda: self._client.query(**request))
             days.extend(day_usage(item) for item in response.get("Items", []))
             if "LastEvaluatedKey" not in response:
                 return days
@@ -64,14 +62,6 @@ class DynamoUsage:
 
     def count_tenant(self, tenant_id: str) -> int:
         return erasing.count(self._client, days_request(self.table_name, tenant_id))
-
-    @staticmethod
-    def _call(action: str, operation: Any) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = operation()
-            return result
-        except (ClientError, BotoCoreError) as exc:
-            raise aws.translate(exc, CitewiseError, f"DynamoDB {action}") from exc
 
 
 def usage_key(tenant_id: str, day: date) -> dict[str, Any]:
