@@ -171,3 +171,17 @@ def test_every_request_field_is_described() -> None:
     for component in ("SearchRequest", "UploadRequest"):
         properties = DOCUMENT["components"]["schemas"][component]["properties"]
         assert [name for name, schema in properties.items() if not schema.get("description")] == [], component
+
+
+def test_every_tenant_operation_declares_the_409_of_a_tenant_being_erased() -> None:
+    # Every route that asks for a tenant's identity refuses it while the tenant is erased (409
+    # TENANT_ERASING, `citewise.api.identity.request_scope`): the document says so where it can happen
+    tenant_operations = {
+        f"{method.upper()} {path}": operation
+        for path, operations in DOCUMENT["paths"].items()
+        if not path.startswith("/v1/admin/")
+        for method, operation in operations.items()
+        if operation.get("security")
+    }
+    assert len(tenant_operations) >= 12
+    assert [name for name, operation in tenant_operations.items() if "409" not in operation["responses"]] == []

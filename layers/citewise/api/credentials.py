@@ -120,7 +120,7 @@ def add_credential_routes(app: APIGatewayRestResolver) -> None:
         tags=["credentials"],
         security=SECURED,
         status_code=201,
-        responses=responses(400, 401, 403, 415, 429, 502, success=201, described="Created."),
+        responses=responses(400, 401, 403, 409, 415, 429, 502, success=201, described="Created."),
     )
     def create(request: CredentialRequest) -> Response[IssuedCredential]:
         services, caller = request_scope(app)
@@ -134,7 +134,7 @@ def add_credential_routes(app: APIGatewayRestResolver) -> None:
         description="Never their secrets.",
         tags=["credentials"],
         security=SECURED,
-        responses=responses(400, 401, 403, 429, 502),
+        responses=responses(400, 401, 403, 409, 429, 502),
     )
     def list_credentials() -> CredentialList:
         services, caller = request_scope(app)
@@ -151,7 +151,7 @@ def add_credential_routes(app: APIGatewayRestResolver) -> None:
         ),
         tags=["credentials"],
         security=SECURED,
-        responses=responses(400, 401, 403, 404, 429, 502),
+        responses=responses(400, 401, 403, 404, 409, 429, 502),
     )
     def revoke(id: CredentialId) -> Credential:  # noqa: A002
         services, caller = request_scope(app)

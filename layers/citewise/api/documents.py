@@ -115,7 +115,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
         summary="List the documents you can read, by path",
         tags=["documents"],
         security=SECURED,
-        responses=responses(400, 401, 403, 429, 502),
+        responses=responses(400, 401, 403, 409, 429, 502),
     )
     def list_documents(
         limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 20,
@@ -150,7 +150,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
         summary="One document: status, counts, metadata, last error",
         tags=["documents"],
         security=SECURED,
-        responses=responses(400, 401, 403, 404, 429, 502),
+        responses=responses(400, 401, 403, 404, 409, 429, 502),
     )
     def get_document(id: DocumentId) -> Document:  # noqa: A002 - the path parameter's name
         services, caller = request_scope(app)
@@ -164,7 +164,7 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
         tags=["documents"],
         security=SECURED,
         status_code=204,
-        responses=responses(400, 401, 403, 404, 429, 502, success=204, described="Deleted."),
+        responses=responses(400, 401, 403, 404, 409, 429, 502, success=204, described="Deleted."),
     )
     def delete(id: DocumentId) -> Response[str]:  # noqa: A002
         services, caller = request_scope(app)

@@ -15,7 +15,7 @@ from citewise.query.metering import query_usage, search_usage
 from citewise.query.notices import no_hits_notice
 from citewise.runtime.observability import count_reranking, metrics, timed
 
-_RESPONSES = responses(400, 401, 403, 415, 429, 502)
+_RESPONSES = responses(400, 401, 403, 409, 415, 429, 502)
 
 
 def add_query_routes(app: APIGatewayRestResolver) -> None:

@@ -26,7 +26,7 @@ def add_settings_routes(app: APIGatewayRestResolver) -> None:
         description="Absent fields take the deployment's defaults. Any member of the tenant may read them.",
         tags=["settings"],
         security=SECURED,
-        responses=responses(400, 401, 403, 429, 502),
+        responses=responses(400, 401, 403, 409, 429, 502),
     )
     def get_settings() -> TenantSettings:
         services, caller = request_scope(app)
@@ -43,7 +43,7 @@ def add_settings_routes(app: APIGatewayRestResolver) -> None:
         ),
         tags=["settings"],
         security=SECURED,
-        responses=responses(400, 401, 403, 415, 429, 502),
+        responses=responses(400, 401, 403, 409, 415, 429, 502),
     )
     def put_settings(settings: TenantSettings) -> TenantSettings:
         services, caller = request_scope(app)

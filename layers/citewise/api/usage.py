@@ -39,7 +39,7 @@ def add_usage_routes(app: APIGatewayRestResolver) -> None:
         f"over the range and each day that counted anything. {RANGE_RULES}",
         tags=["usage"],
         security=SECURED,
-        responses=responses(400, 401, 403, 429, 502),
+        responses=responses(400, 401, 403, 409, 429, 502),
     )
     def get_usage(from_day: FromDay = None, to_day: ToDay = None) -> UsageReport:
         services, caller = request_scope(app)
