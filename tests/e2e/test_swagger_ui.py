@@ -37,7 +37,8 @@ OPERATOR_ONLY = {
 }
 # Executed in this order: the document routes last, deleting after reading; then the operator's.
 ORDER = ["health", "openapi", "createUpload", "query", "search", "listDocuments", "getTenantSettings"]
-ORDER += ["replaceTenantSettings", "getUsage", "getDocument", "deleteDocument", *sorted(OPERATOR_ONLY)]
+ORDER += ["replaceTenantSettings", "getUsage", "createCredential", "listCredentials", "revokeCredential"]
+ORDER += ["getDocument", "deleteDocument", *sorted(OPERATOR_ONLY)]
 
 
 def _is_loopback(url: str) -> bool:
@@ -58,14 +59,14 @@ def _authorize(page: Page, token: str) -> None:
     dialog.locator("button.btn-done").click()
 
 
-def _execute(page: Page, operation_id: str, doc_id: str) -> str:
+def _execute(page: Page, operation_id: str, path_id: str) -> str:
     """Open the operation, "Try it out", fill a path id, Execute: the status Swagger UI shows. Closed
     again after, so the page does not grow with every response it renders."""
     block = page.locator(f"div.opblock[id$='-{operation_id}']")
     summary = block.locator(".opblock-summary").first
     summary.click()
     block.locator("button.try-out__btn").click()
-    for name, value in (("id", doc_id), ("tenant_id", "acme")):
+    for name, value in (("id", path_id), ("tenant_id", "acme")):
         field = block.locator(f"tr[data-param-name='{name}'] input")
         if field.count():
             field.fill(value)
@@ -83,6 +84,9 @@ def test_swagger_ui_renders_offline_authorizes_and_tries_every_route(
     token = api.token(f"t-{uuid.uuid4().hex[:12]}", "alice", "admin")
     doc_id = upload(api, token, "ops/runbook.md", b"# Runbook\n\nRedrive the dead letters.\n", "text/markdown")
     assert wait_for_status(api, token, doc_id)["status"] == "INDEXED"
+    # And a credential of the tenant's programs, for the revoke route's {id}
+    created = api.request("POST", "/v1/credentials", token=token, json_body={"name": "swagger", "user": "bot"})
+    credential_id = created.json()["credential"]["credential_id"]
     # And a browser that may reach nothing but this machine
     left_the_machine: list[str] = []
 
@@ -110,7 +114,8 @@ def test_swagger_ui_renders_offline_authorizes_and_tries_every_route(
         # And, authorised with the token, every tenant route's "Try it out" gets its documented success,
         # and each operator's route answers the tenant admin 403
         _authorize(page, token)
-        statuses = {operation: _execute(page, operation, doc_id) for operation in ORDER}
+        ids = {"revokeCredential": credential_id}
+        statuses = {operation: _execute(page, operation, ids.get(operation, doc_id)) for operation in ORDER}
         assert statuses == {op: "403" if op in OPERATOR_ONLY else code for op, code in SUCCESS.items()}
         # And the page never reached beyond loopback nor logged an error
         assert left_the_machine == []

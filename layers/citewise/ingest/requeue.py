@@ -10,15 +10,17 @@ again, so a document that still does not fit is refused again, its object still 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import quote_plus
 
 from citewise.domain.models import Document, DocumentStatus, Frozen
 from citewise.domain.quotas import QuotaExceededError
-from citewise.ingest.pipeline import Ingestor
-from citewise.ingest.s3events import S3Event, apply
 from citewise.ports.blobstore import BlobStore, key_to_location, object_key
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.requeue import IngestQueue
+
+if TYPE_CHECKING:  # the documents function loads this module, and never the pipeline (its cold start)
+    from citewise.ingest.pipeline import Ingestor
 
 QUOTA_REFUSED = f"{QuotaExceededError.code}:"
 """How the error of a quota-refused record starts (the pipeline records `CODE: message`)."""
@@ -61,5 +63,9 @@ class DirectIngestQueue:
         self._blobs = blobs
 
     def requeue(self, tenant_id: str, path: str) -> None:
+        # Here, not at the top: the documents function loads this module for the operator's route and never
+        # runs the pipeline there (on AWS the re-queue is a message), so its cold start does not load it.
+        from citewise.ingest.s3events import S3Event, apply
+
         event = S3Event(kind="created", bucket="local", key=quote_plus(object_key(tenant_id, path), safe="/"))
         apply(event, self._ingestor, self._blobs, key_to_location)

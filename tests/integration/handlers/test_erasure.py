@@ -141,7 +141,7 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
             assert answer == {"batchItemFailures": []}
             assert runs < 100
         # Then it took several invocations, each re-queuing the rest
-        assert runs > 3
+        assert runs >= 3
     # And the receipt says what went from each store, that nothing remains, who asked and when
     status, receipt = stack.api("GET", ERASURE.format("acme"), identity=OPERATOR)
     assert status == 200, receipt
