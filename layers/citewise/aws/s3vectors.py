@@ -13,6 +13,7 @@ chunk, never an empty document.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -25,6 +26,8 @@ from citewise.domain.errors import CitewiseError, SearchBackendError, Validation
 from citewise.domain.models import Caller, Chunk, Filter, Vector
 from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.index import ScoredChunk
+
+logger = logging.getLogger(__name__)
 
 EMBEDDER_TAG = "citewise-embedder"
 DIMENSION_TAG = "citewise-dimension"
@@ -40,7 +43,8 @@ class S3VectorsIndex:
         self._client = client
         self._bucket = bucket
         self._dimension: int | None = None
-        self._known: set[str] = set()  # tenant indexes known to exist
+        self._existing: set[str] = set()  # tenant indexes known to exist
+        self._searchable: set[str] = set()  # ... and whose text analyzer is ACTIVE
 
     # --- the index -------------------------------------------------------------------------------
 
@@ -65,20 +69,38 @@ class S3VectorsIndex:
     def _tenant_index(self, tenant_id: str, *, create: bool) -> str | None:
         """The tenant's index name; created when `create` and missing, None when missing otherwise."""
         name = r.index_name(tenant_id)
-        if name in self._known:
+        if name in self._searchable or name in self._existing:
             return name
         try:
-            self._client.get_index(vectorBucketName=self._bucket, indexName=name)
+            answer = self._client.get_index(vectorBucketName=self._bucket, indexName=name)
         except ClientError as exc:
             if error_code(exc) != "NotFoundException":
                 raise translate(exc, SearchBackendError, "read a tenant's index") from exc
             if not create:
                 return None
             self._create_index(name)
+            self._existing.add(name)
+            return name
         except BotoCoreError as exc:
             raise translate(exc, SearchBackendError, "read a tenant's index") from exc
-        self._known.add(name)
+        self._remember(name, answer)
         return name
+
+    def _text_searchable(self, name: str) -> bool:
+        """Whether the index's text analyzer serves queries (not `BUILDING`); asked until it does."""
+        if name not in self._searchable:
+            self._remember(name, self._call("read a tenant's index", self._client.get_index, **self._at(name)))
+        return name in self._searchable
+
+    def _remember(self, name: str, answer: dict[str, Any]) -> None:
+        self._existing.add(name)
+        try:
+            configurations = answer["index"]["metadataConfiguration"]["textSearchConfigurations"]
+            active = any(c["metadataKey"] == r.TEXT_KEY and c.get("status") == "ACTIVE" for c in configurations)
+        except (LookupError, TypeError) as exc:
+            raise SearchBackendError(f"S3 Vectors described index '{name}' in an unexpected shape: {exc}") from exc
+        if active:
+            self._searchable.add(name)
 
     def _create_index(self, name: str) -> None:
         if self._dimension is None:
@@ -142,16 +164,16 @@ class S3VectorsIndex:
 
     def _delete_matching(self, index: str, flt: dict[str, Any]) -> int:
         """Delete every vector matching `flt`, a query of `MAX_TOP_K` at a time (filters apply before the
-        search, and a deleted vector is gone from the next query); how many were deleted."""
-        deleted = 0
+        search, and a deleted vector is gone from the next query); how many were deleted. A query that
+        finds only vectors already deleted ends the loop: a delete not yet visible never loops forever."""
+        deleted: set[str] = set()
         while True:
-            keys = [
-                hit["key"] for hit in self._query(index, {"queryVector": self._probe(), "filter": flt}, r.MAX_TOP_K)
-            ]
+            found = self._query(index, {"queryVector": self._probe(), "filter": flt}, r.MAX_TOP_K)
+            keys = [str(hit["key"]) for hit in found if hit["key"] not in deleted]
             self._delete_keys(index, keys)
-            deleted += len(keys)
-            if len(keys) < r.MAX_TOP_K:
-                return deleted
+            deleted.update(keys)
+            if len(found) < r.MAX_TOP_K or not keys:
+                return len(deleted)
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete the next `limit` of the tenant's vectors; once none is left, drop its index (0)."""
@@ -167,7 +189,8 @@ class S3VectorsIndex:
         keys = [str(vector["key"]) for vector in page["vectors"]][:limit]
         if not keys:
             self._call("drop a tenant's index", self._client.delete_index, **self._at(index))
-            self._known.discard(index)
+            self._existing.discard(index)
+            self._searchable.discard(index)
             return 0
         self._delete_keys(index, keys)
         return len(keys)
@@ -216,7 +239,7 @@ class S3VectorsIndex:
                 details={"limit": r.MAX_QUERY_TEXT, "length": len(query)},
             )
         request = {"queryTexts": [{"metadataKey": r.TEXT_KEY, "text": query}], "returnScores": True}
-        return self._search(caller, request, filters, limit, _bm25_score)
+        return self._search(caller, request, filters, limit, _bm25_score, full_text=True)
 
     def vector_search(self, caller: Caller, vector: Vector, filters: Filter | None, limit: int) -> list[ScoredChunk]:
         if limit < 1:
@@ -232,6 +255,8 @@ class S3VectorsIndex:
         filters: Filter | None,
         limit: int,
         score: Callable[[dict[str, Any]], float],
+        *,
+        full_text: bool = False,
     ) -> list[ScoredChunk]:
         if limit > r.MAX_TOP_K:
             raise ValidationError(
@@ -241,6 +266,11 @@ class S3VectorsIndex:
         flt = r.read_filter(caller, filters)  # a filter this mode cannot evaluate is refused before any call
         index = self._tenant_index(caller.tenant_id, create=False)
         if index is None:
+            return []
+        if full_text and not self._text_searchable(index):
+            # A new analyzer backfills (`BUILDING`) before it serves queries: the keyword list is empty
+            # meanwhile, so a hybrid search ranks by its vector list alone instead of failing.
+            logger.warning("the keyword analyzer of a tenant's S3 Vectors index is still building")
             return []
         hits = self._query(index, {**request, "filter": flt}, limit, metadata=True)
         try:
