@@ -17,7 +17,8 @@ from citewise.aws.s3vectors import S3VectorsIndex
 from citewise.aws.s3vectors_requests import index_name, index_request
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
-from citewise.domain.models import Caller
+from citewise.domain.models import Caller, SearchRequest
+from citewise.query.retrieval import Retriever
 from tests.contract.test_index_contract import make_chunk, put
 from tests.doubles.s3vectors import FakeS3Vectors
 
@@ -186,3 +187,31 @@ def test_the_double_answers_as_moto_where_moto_implements_the_call(moto_client: 
     fake = FakeS3Vectors()
     fake.create_bucket(BUCKET)
     assert _exercise(fake.client()) == _exercise(moto_client)
+
+
+def test_calls_per_write_and_per_hybrid_query(opened: Opened) -> None:
+    """The figures docs/s3vectors-design.md quotes ("Calls per operation")."""
+    # Given a tenant whose index exists and is known to this process
+    put(opened.index, make_chunk("acme", "seed", 0, "seed"))
+    opened.index.keyword_search(ALICE, "seed", None, 5)
+    opened.fake.requests.clear()
+
+    # When a new document of 40 chunks is written, replaced by 30, then searched (hybrid) and deleted
+    put(opened.index, *(make_chunk("acme", "doc", n, f"walnut part {n}") for n in range(40)))
+    written = [name for name, _ in opened.fake.requests]
+    opened.fake.requests.clear()
+    put(opened.index, *(make_chunk("acme", "doc", n, f"walnut part {n}") for n in range(30)))
+    replaced = [name for name, _ in opened.fake.requests]
+    opened.fake.requests.clear()
+    hits = Retriever(opened.index, EMBEDDER).search(ALICE, SearchRequest(query="walnut part", route=False))
+    queried = [name for name, _ in opened.fake.requests]
+    opened.fake.requests.clear()
+    removed = opened.index.delete_document("acme", "doc")
+    deleted = [name for name, _ in opened.fake.requests]
+
+    # Then a write is one PutVectors and one QueryVectors (no stale chunk), a replace adds a DeleteVectors,
+    # a hybrid query is two QueryVectors, and a delete is a query and a delete per kind of entry
+    assert written == ["PutVectors", "QueryVectors"]
+    assert replaced == ["PutVectors", "QueryVectors", "DeleteVectors"]
+    assert hits and sorted(queried) == ["QueryVectors", "QueryVectors"]
+    assert removed == 30 and deleted == ["QueryVectors", "DeleteVectors", "QueryVectors"]
