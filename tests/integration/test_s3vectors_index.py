@@ -215,3 +215,21 @@ def test_calls_per_write_and_per_hybrid_query(opened: Opened) -> None:
     assert replaced == ["PutVectors", "QueryVectors", "DeleteVectors"]
     assert hits and sorted(queried) == ["QueryVectors", "QueryVectors"]
     assert removed == 30 and deleted == ["QueryVectors", "DeleteVectors", "QueryVectors"]
+
+
+def test_a_process_that_saw_an_index_before_it_was_dropped_reads_nothing_and_writes_into_a_new_one(
+    opened: Opened,
+) -> None:
+    # Given a process that knows the tenant's index, which another process then erases and drops
+    put(opened.index, make_chunk("acme", "doc", 0, "walnut"))
+    other = S3VectorsIndex(opened.fake.client(), BUCKET)
+    other.ensure(EMBEDDER.name, DIMENSION)
+    while other.erase_tenant("acme"):
+        pass
+    assert index_name("acme") not in opened.fake.buckets[BUCKET].indexes
+
+    # When the first process searches, then writes / Then it finds nothing, and its write makes a new index
+    assert opened.index.keyword_search(ALICE, "walnut", None, 5) == []
+    put(opened.index, make_chunk("acme", "doc", 0, "pecan"))
+    assert opened.stored() == ["c:acme-doc-00000"]
+    assert [s.chunk_id for s in opened.index.keyword_search(ALICE, "pecan", None, 5)] == ["acme-doc-00000"]

@@ -87,9 +87,15 @@ class S3VectorsIndex:
         return name
 
     def _text_searchable(self, name: str) -> bool:
-        """Whether the index's text analyzer serves queries (not `BUILDING`); asked until it does."""
+        """Whether the index's text analyzer serves queries (not `BUILDING`); asked until it does. A
+        missing index (dropped since this process saw it) is forgotten and answers False."""
         if name not in self._searchable:
-            self._remember(name, self._call("read a tenant's index", self._client.get_index, **self._at(name)))
+            try:
+                self._remember(name, self._call("read a tenant's index", self._client.get_index, **self._at(name)))
+            except SearchBackendError as exc:
+                if not _missing(exc):
+                    raise
+                self._forget(name)
         return name in self._searchable
 
     def _remember(self, name: str, answer: dict[str, Any]) -> None:
@@ -131,10 +137,9 @@ class S3VectorsIndex:
                 raise ValueError("every chunk must belong to the document being replaced")
             self._check_dimension(len(vector), "a chunk vector")
             entries.append(_entry(r.chunk_key(chunk.chunk_id), vector, r.chunk_metadata(chunk, generation)))
-        index = self._tenant_index(tenant_id, create=bool(entries))
+        index = self._put(tenant_id, entries) if entries else self._tenant_index(tenant_id, create=False)
         if index is None:
             return
-        self._put(index, entries)
         stale = {"$or": [{r.GENERATION_KEY: {"$exists": False}}, {r.GENERATION_KEY: {"$ne": generation}}]}
         self._delete_matching(index, {"$and": [{"doc_id": {"$eq": doc_id}}, stale]})
 
@@ -154,13 +159,29 @@ class S3VectorsIndex:
             _entry(r.staged_key(doc_id, content_hash), vector, r.staged_metadata(doc_id, content_hash))
             for content_hash, vector in vectors.items()
         ]
-        if entries and (index := self._tenant_index(tenant_id, create=True)) is not None:
-            self._put(index, entries)
+        if entries:
+            self._put(tenant_id, entries)
 
-    def _put(self, index: str, entries: list[dict[str, Any]]) -> None:
-        """PutVectors in batches within the vector count and the payload size."""
+    def _put(self, tenant_id: str, entries: list[dict[str, Any]]) -> str:
+        """PutVectors in batches within the vector count and the payload size, into the tenant's index
+        (created if missing, also when it was dropped since this process last saw it); its name."""
+        index = self._tenant_index(tenant_id, create=True)
+        if index is None:
+            raise SearchBackendError("the tenant's S3 Vectors index could not be created")
         for batch in _batches(entries, r.MAX_PUT_VECTORS, r.MAX_PAYLOAD_BYTES // 2):
-            self._call("write vectors", self._client.put_vectors, **self._at(index), vectors=batch)
+            try:
+                self._call("write vectors", self._client.put_vectors, **self._at(index), vectors=batch)
+            except SearchBackendError as exc:
+                if not _missing(exc):
+                    raise
+                self._forget(index)  # an erasure dropped it: the tenant starts again with a new one
+                self._tenant_index(tenant_id, create=True)
+                self._call("write vectors", self._client.put_vectors, **self._at(index), vectors=batch)
+        return index
+
+    def _forget(self, index: str) -> None:
+        self._existing.discard(index)
+        self._searchable.discard(index)
 
     def _delete_matching(self, index: str, flt: dict[str, Any]) -> int:
         """Delete every vector matching `flt`, a query of `MAX_TOP_K` at a time (filters apply before the
@@ -189,8 +210,7 @@ class S3VectorsIndex:
         keys = [str(vector["key"]) for vector in page["vectors"]][:limit]
         if not keys:
             self._call("drop a tenant's index", self._client.delete_index, **self._at(index))
-            self._existing.discard(index)
-            self._searchable.discard(index)
+            self._forget(index)
             return 0
         self._delete_keys(index, keys)
         return len(keys)
@@ -270,7 +290,8 @@ class S3VectorsIndex:
         if full_text and not self._text_searchable(index):
             # A new analyzer backfills (`BUILDING`) before it serves queries: the keyword list is empty
             # meanwhile, so a hybrid search ranks by its vector list alone instead of failing.
-            logger.warning("the keyword analyzer of a tenant's S3 Vectors index is still building")
+            if index in self._existing:
+                logger.warning("the keyword analyzer of a tenant's S3 Vectors index is still building")
             return []
         hits = self._query(index, {**request, "filter": flt}, limit, metadata=True)
         try:
@@ -300,14 +321,20 @@ class S3VectorsIndex:
     def _query(
         self, index: str, request: dict[str, Any], top_k: int, *, metadata: bool = False
     ) -> list[dict[str, Any]]:
-        answer = self._call(
-            "query vectors",
-            self._client.query_vectors,
-            **self._at(index),
-            topK=top_k,
-            returnMetadata=metadata,
-            **request,
-        )
+        try:
+            answer = self._call(
+                "query vectors",
+                self._client.query_vectors,
+                **self._at(index),
+                topK=top_k,
+                returnMetadata=metadata,
+                **request,
+            )
+        except SearchBackendError as exc:
+            if not _missing(exc):
+                raise
+            self._forget(index)  # dropped by an erasure since this process saw it: nothing to find
+            return []
         hits: list[dict[str, Any]] = answer["vectors"]
         return hits
 
@@ -351,6 +378,11 @@ class S3VectorsIndex:
             raise
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, SearchBackendError, f"S3 Vectors: {action}") from exc
+
+
+def _missing(error: SearchBackendError) -> bool:
+    """Whether a translated failure is S3 Vectors' NotFoundException (an index dropped meanwhile)."""
+    return error.details.get("aws_error") == "NotFoundException"
 
 
 def _entry(key: str, vector: Vector, metadata: dict[str, Any]) -> dict[str, Any]:
