@@ -22,7 +22,8 @@ Semantics held to the S3 User Guide ("Metadata filtering", "Limitations and rest
   the model's own and botocore refuses them before the double sees them.
 What only a real account can confirm is listed in docs/s3vectors-design.md.
 
-Faults on demand: `fail_next(operation, code)` answers the next call of that operation with an error.
+Faults on demand: `fail_next(operation, code)` answers the next call of that operation with an error;
+`ignore_filters` makes QueryVectors disregard filters (to show the adapter's defence in depth).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class FakeS3Vectors:
         self.max_indexes = max_indexes
         self.requests: list[tuple[str, Json]] = []
         self._faults: dict[str, str] = {}
+        self.ignore_filters = False  # a fault: QueryVectors answers as if no filter had been sent
 
     def client(self) -> Any:
         """A boto3 client answered by this double (parameter validation on, no retries, no network)."""
@@ -299,7 +301,8 @@ class FakeS3Vectors:
         flt = params.get("filter")
         if flt is not None:
             _check_filter(index, flt)
-        candidates = [(key, stored) for key, stored in index.vectors.items() if flt is None or _matches(flt, stored[1])]
+        applies = flt is not None and not self.ignore_filters
+        candidates = [(key, stored) for key, stored in index.vectors.items() if not applies or _matches(flt, stored[1])]
         if texts is not None and query_vector is not None:
             raise ServiceError("ValidationException", "the double does not implement hybrid queries")
         if query_vector is not None:

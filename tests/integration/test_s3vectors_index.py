@@ -17,7 +17,7 @@ from citewise.aws.s3vectors import S3VectorsIndex
 from citewise.aws.s3vectors_requests import index_name, index_request
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
-from citewise.domain.models import Caller, SearchRequest
+from citewise.domain.models import Caller, SearchRequest, Visibility
 from citewise.query.retrieval import Retriever
 from tests.contract.test_index_contract import make_chunk, put
 from tests.doubles.s3vectors import FakeS3Vectors
@@ -233,3 +233,18 @@ def test_a_process_that_saw_an_index_before_it_was_dropped_reads_nothing_and_wri
     put(opened.index, make_chunk("acme", "doc", 0, "pecan"))
     assert opened.stored() == ["c:acme-doc-00000"]
     assert [s.chunk_id for s in opened.index.keyword_search(ALICE, "pecan", None, 5)] == ["acme-doc-00000"]
+
+
+def test_entries_outside_the_callers_access_are_dropped_even_if_the_service_returned_them(opened: Opened) -> None:
+    # Given alice's private chunk, a staged vector, and a service that (wrongly) ignores filters
+    put(opened.index, make_chunk("acme", "diary", 0, "secret walnut plans", visibility=Visibility.PRIVATE))
+    put(opened.index, make_chunk("acme", "wiki", 0, "public walnut facts"))
+    opened.index.stage_vectors("acme", "big", {"hash:x": EMBEDDER.embed_query("walnut")})
+    opened.fake.ignore_filters = True
+    bob = Caller(tenant_id="acme", user_id="bob")
+
+    # When bob searches / Then he gets the shared chunk only, by either search, and only its source
+    assert [s.chunk_id for s in opened.index.keyword_search(bob, "walnut", None, 10)] == ["acme-wiki-00000"]
+    assert [s.chunk_id for s in opened.index.vector_search(bob, EMBEDDER.embed_query("walnut"), None, 10)] == [
+        "acme-wiki-00000"
+    ]

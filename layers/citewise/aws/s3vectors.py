@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise.aws import s3vectors_requests as r
 from citewise.aws.clients import error_code, translate
 from citewise.domain.errors import CitewiseError, SearchBackendError, ValidationError
-from citewise.domain.models import Caller, Chunk, Filter, Vector
+from citewise.domain.models import Caller, Chunk, Filter, Vector, Visibility
 from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.index import ScoredChunk
 
@@ -294,15 +294,19 @@ class S3VectorsIndex:
                 logger.warning("the keyword analyzer of a tenant's S3 Vectors index is still building")
             return []
         hits = self._query(index, {**request, "filter": flt}, limit, metadata=True)
+        results: list[ScoredChunk] = []
         try:
-            return [
-                ScoredChunk.stored(
-                    _chunk_id(hit), str(hit["metadata"]["doc_id"]), str(hit["metadata"][r.CHUNK_KEY]), score(hit)
-                )
-                for hit in hits
-            ]
+            for hit in hits:
+                metadata = hit["metadata"]
+                if not _readable(caller, metadata):
+                    # The filter holds the access rule; this is defence in depth against a wrong translation.
+                    logger.error("S3 Vectors returned an entry outside the caller's access; dropped it")
+                    continue
+                chunk_id, doc_id = _chunk_id(hit), str(metadata["doc_id"])
+                results.append(ScoredChunk.stored(chunk_id, doc_id, str(metadata[r.CHUNK_KEY]), score(hit)))
         except (LookupError, TypeError, ValueError) as exc:
             raise SearchBackendError(f"S3 Vectors answered a malformed hit ({type(exc).__name__}: {exc})") from exc
+        return results
 
     def sources(self, caller: Caller) -> list[str]:
         index = self._tenant_index(caller.tenant_id, create=False)
@@ -311,8 +315,7 @@ class S3VectorsIndex:
         found = set()
         for vector in self._listed(index, metadata=True):
             metadata = vector.get("metadata", {})
-            readable = metadata.get("visibility") == "shared" or metadata.get("owner") == caller.user_id
-            if metadata.get(r.KIND_KEY) == "chunk" and readable and metadata.get("source"):
+            if _readable(caller, metadata) and metadata.get("source"):
                 found.add(str(metadata["source"]))
         return sorted(found)
 
@@ -378,6 +381,13 @@ class S3VectorsIndex:
             raise
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, SearchBackendError, f"S3 Vectors: {action}") from exc
+
+
+def _readable(caller: Caller, metadata: dict[str, Any]) -> bool:
+    """Whether an entry is a chunk the caller may read, by its metadata (`domain.access.may_read`'s rule;
+    the tenant is the index)."""
+    shared = metadata.get("visibility") == Visibility.SHARED.value
+    return metadata.get(r.KIND_KEY) == "chunk" and (shared or metadata.get("owner") == caller.user_id)
 
 
 def _missing(error: SearchBackendError) -> bool:
