@@ -17,6 +17,8 @@ Semantics held to the S3 User Guide ("Metadata filtering", "Limitations and rest
   the `en` analyzer, with per-key `bm25Scores` when `returnScores`; only in `ENHANCED` mode (the only mode
   of a bucket created now);
 - vector search: exact, cosine distance `1 - cos` (`returnDistance`), filters applied before the search;
+- vectors: the index's dimension, finite values, no zero vector under `cosine` (the API reference's
+  PutInputVector), stored as float32;
 - limits: `topK` at most 100, 50 metadata keys, 2 KB filterable and 40 KB in all per vector, 20 MiB per
   request, the dimension of the index; the 500 per PutVectors/DeleteVectors and 100 per GetVectors are
   the model's own and botocore refuses them before the double sees them.
@@ -249,6 +251,8 @@ class FakeS3Vectors:
                 )
             if not all(math.isfinite(x) for x in data):
                 raise ServiceError("ValidationException", "vector data must be finite")
+            if index.metric == "cosine" and not any(data):
+                raise ServiceError("ValidationException", "zero vectors are not allowed for the cosine metric")
             metadata = vector.get("metadata", {})
             _check_metadata(index, metadata)
             staged[vector["key"]] = ([_float32(x) for x in data], metadata)

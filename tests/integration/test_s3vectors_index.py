@@ -248,3 +248,21 @@ def test_entries_outside_the_callers_access_are_dropped_even_if_the_service_retu
     assert [s.chunk_id for s in opened.index.vector_search(bob, EMBEDDER.embed_query("walnut"), None, 10)] == [
         "acme-wiki-00000"
     ]
+
+
+@pytest.mark.parametrize("bad", [[0.0] * DIMENSION, [float("nan")] * DIMENSION, [1.0] * (DIMENSION - 1)])
+def test_vectors_the_service_refuses_are_refused_before_the_call(opened: Opened, bad: list[float]) -> None:
+    chunk = make_chunk("acme", "doc", 0, "walnut")
+    with pytest.raises(SearchBackendError, match=chunk.chunk_id):
+        opened.index.replace_document("acme", "doc", [chunk], [bad])
+    with pytest.raises(SearchBackendError, match="hash:x"):
+        opened.index.stage_vectors("acme", "doc", {"hash:x": bad})
+    assert opened.calls("PutVectors") == []
+
+
+def test_the_double_refuses_a_zero_vector_under_cosine_as_the_api_reference_says(opened: Opened) -> None:
+    client = opened.fake.client()
+    at = {"vectorBucketName": BUCKET, "indexName": "t-zero"}
+    client.create_index(**at, **index_request(3))
+    with pytest.raises(client.exceptions.ValidationException, match="zero vectors"):
+        client.put_vectors(**at, vectors=[{"key": "k", "data": {"float32": [0.0, 0.0, 0.0]}}])

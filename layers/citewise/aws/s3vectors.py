@@ -14,6 +14,7 @@ chunk, never an empty document.
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -135,7 +136,7 @@ class S3VectorsIndex:
         for chunk, vector in zip(chunks, vectors, strict=True):
             if chunk.document.tenant_id != tenant_id or chunk.document.doc_id != doc_id:
                 raise ValueError("every chunk must belong to the document being replaced")
-            self._check_dimension(len(vector), "a chunk vector")
+            self._check_vector(vector, f"chunk '{chunk.chunk_id}'")
             entries.append(_entry(r.chunk_key(chunk.chunk_id), vector, r.chunk_metadata(chunk, generation)))
         index = self._put(tenant_id, entries) if entries else self._tenant_index(tenant_id, create=False)
         if index is None:
@@ -153,8 +154,8 @@ class S3VectorsIndex:
         return chunks
 
     def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
-        for vector in vectors.values():
-            self._check_dimension(len(vector), "a staged vector")
+        for content_hash, vector in vectors.items():
+            self._check_vector(vector, f"the staged vector of '{content_hash}'")
         entries = [
             _entry(r.staged_key(doc_id, content_hash), vector, r.staged_metadata(doc_id, content_hash))
             for content_hash, vector in vectors.items()
@@ -366,6 +367,16 @@ class S3VectorsIndex:
         if self._dimension is None:
             raise SearchBackendError("the S3 Vectors index was not ensured before use")
         return {"float32": [1.0] + [0.0] * (self._dimension - 1)}
+
+    def _check_vector(self, vector: Vector, what: str) -> None:
+        """What S3 Vectors refuses in a stored vector, refused before the call: another dimension,
+        NaN or infinity, and (cosine) a zero vector."""
+        self._check_dimension(len(vector), f"{what}'s vector")
+        if not all(math.isfinite(x) for x in vector) or not any(vector):
+            raise SearchBackendError(
+                f"{what} has a vector S3 Vectors cannot store (a zero vector, or NaN or infinite values)",
+                details={"mode": r.MODE},
+            )
 
     def _check_dimension(self, size: int, what: str) -> None:
         if self._dimension is not None and size != self._dimension:
