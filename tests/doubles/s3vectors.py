@@ -53,14 +53,6 @@ MAX_KEYS = 50
 MAX_FILTERABLE_BYTES = 2048
 MAX_METADATA_BYTES = 40 * 1024
 MAX_PAYLOAD_BYTES = 20 * 1024 * 1024
-_STATUS = {
-    "ValidationException": 400,
-    "NotFoundException": 404,
-    "ConflictException": 409,
-    "ServiceQuotaExceededException": 402,
-    "TooManyRequestsException": 429,
-    "ServiceUnavailableException": 503,
-}
 Json = dict[str, Any]
 
 
@@ -141,7 +133,7 @@ class FakeS3Vectors:
                 raise ServiceError("ValidationException", f"the double does not implement {operation}")
             answer: Json = handler(params)
         except ServiceError as error:
-            status = _STATUS.get(error.code, 500)
+            status = model.service_model.shape_for(error.code).metadata.get("error", {}).get("httpStatusCode", 400)
             body = {
                 "Error": {"Code": error.code, "Message": error.message},
                 "ResponseMetadata": {"HTTPStatusCode": status},
