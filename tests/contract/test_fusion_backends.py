@@ -1,6 +1,6 @@
-"""Fusion runs in the client, so the local index and the OpenSearch adapter (on the real node, and as a
-domain and a Serverless collection over the HTTP double) give the same fused hits for the same
-settings, with fixed vectors."""
+"""Fusion runs in the client, so the local index, the OpenSearch adapter (on the real node, and as a
+domain and a Serverless collection over the HTTP double) and the S3 Vectors adapter (on its double) give
+the same fused hits for the same settings, with fixed vectors."""
 
 from __future__ import annotations
 
@@ -63,9 +63,16 @@ def _fused(kind: str, directory: Path, method: FusionMethod, query: str) -> list
 @pytest.mark.parametrize("query", sorted(QUERIES))
 @pytest.mark.parametrize(
     "kind",
-    [pytest.param("opensearch-real", marks=pytest.mark.opensearch), "opensearch-domain", "opensearch-serverless"],
+    [
+        pytest.param("opensearch-real", marks=pytest.mark.opensearch),
+        "opensearch-domain",
+        "opensearch-serverless",
+        "s3vectors",
+    ],
 )
-def test_opensearch_fuses_as_the_local_index_does(tmp_path: Path, kind: str, method: FusionMethod, query: str) -> None:
+def test_every_remote_backend_fuses_as_the_local_index_does(
+    tmp_path: Path, kind: str, method: FusionMethod, query: str
+) -> None:
     # Given the same chunks and vectors in the local index and in OpenSearch
     # When searched with the same fusion settings
     local = _fused("local", tmp_path / "local", method, query)

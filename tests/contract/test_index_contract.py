@@ -26,6 +26,7 @@ from opensearchpy.exceptions import RequestError, TransportError
 
 from citewise.aws.opensearch import OpenSearchIndex, connect
 from citewise.aws.opensearch_queries import index_body, new_generation
+from citewise.aws.s3vectors import S3VectorsIndex
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
 from citewise.domain.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
@@ -34,6 +35,7 @@ from citewise.ports.sweeps import StaleSweep
 from citewise.query.retrieval import Retriever
 from citewise_local.index import LocalIndex
 from tests.doubles.opensearch_server import FakeOpenSearch, RunningServer, running
+from tests.doubles.s3vectors import FakeS3Vectors
 from tests.opensearch_node import NODE, fresh_index_name
 from tests.unit.test_filters import CASES, POSITIVE_ON_MISSING, TYPE_MISMATCHES
 from tests.unit.test_filters import _chunk as filter_example_chunk
@@ -46,6 +48,7 @@ ADAPTERS = [
     pytest.param("opensearch-real", marks=pytest.mark.opensearch),
     "opensearch-domain",
     "opensearch-serverless",
+    "s3vectors",
 ]
 ALICE = Caller(tenant_id="acme", user_id="alice")
 BOB = Caller(tenant_id="acme", user_id="bob")
@@ -71,6 +74,10 @@ def open_index(kind: str, directory: Path) -> Iterator[VectorIndex]:
         finally:
             client.indices.delete(index=name, ignore_unavailable=True)
             client.close()
+    elif kind == "s3vectors":
+        fake = FakeS3Vectors()
+        fake.create_bucket("citewise-test")
+        yield S3VectorsIndex(fake.client(), "citewise-test")
     else:
         with running(FakeOpenSearch(serverless=kind == "opensearch-serverless")) as server:
             client = OpenSearch(hosts=[server.url], timeout=10)
@@ -446,11 +453,39 @@ def example_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         yield opened
 
 
-def _matches(index: VectorIndex, flt: Filter) -> tuple[bool, bool]:
-    """Whether the example chunk is returned by a keyword and by a vector search under `flt`."""
-    by_keyword = EXAMPLE.chunk_id in keyword(index, FILTER_CALLER, "rotate keys ninety days", flt)
+def _matches(index: VectorIndex, flt: Filter) -> tuple[bool, bool] | str:
+    """Whether the example chunk is returned by a keyword and by a vector search under `flt`; "refused"
+    when both searches answer the 400 that names the operator and the search mode."""
+    try:
+        by_keyword = EXAMPLE.chunk_id in keyword(index, FILTER_CALLER, "rotate keys ninety days", flt)
+    except ValidationError as refused:
+        with pytest.raises(ValidationError):
+            vector(index, FILTER_CALLER, EXAMPLE.text, flt)
+        assert refused.details["operator"] == flt.operator and refused.details["mode"] in refused.message
+        return "refused"
     by_vector = EXAMPLE.chunk_id in vector(index, FILTER_CALLER, EXAMPLE.text, flt)
     return by_keyword, by_vector
+
+
+def _expected(index: VectorIndex, operator: str, key: str, value: Any, expected: bool) -> tuple[bool, bool] | str:
+    """What a search under one comparison answers: `expected` by both searches, or "refused" in the
+    S3 Vectors mode for what docs/s3vectors-design.md says it cannot evaluate exactly."""
+    if isinstance(index, S3VectorsIndex) and _s3vectors_refuses(operator, key, value):
+        return "refused"
+    return expected, expected
+
+
+def _s3vectors_refuses(operator: str, key: str, value: Any) -> bool:
+    dates = ("created_at", "updated_at", "source_date")
+    if operator == "stringContains":
+        return True
+    if operator == "startsWith":
+        by_path = key == "path" and isinstance(value, str) and value.endswith("/")
+        by_date = key in dates and isinstance(value, str) and len(value) in (4, 7, 10)
+        return not (by_path or by_date)
+    if operator in ("greaterThan", "greaterThanOrEquals", "lessThan", "lessThanOrEquals"):
+        return isinstance(value, str) and key not in dates
+    return operator in ("equals", "notEquals", "listContains") and isinstance(value, list)
 
 
 def _flt(operator: str, key: str, value: Any) -> Filter:
@@ -461,7 +496,9 @@ def _flt(operator: str, key: str, value: Any) -> Filter:
 def test_each_operator_on_present_keys(
     example_index: VectorIndex, operator: str, key: str, value: Any, expected: bool
 ) -> None:
-    assert _matches(example_index, _flt(operator, key, value)) == (expected, expected)
+    assert _matches(example_index, _flt(operator, key, value)) == _expected(
+        example_index, operator, key, value, expected
+    )
 
 
 @pytest.mark.parametrize(("operator", "value"), POSITIVE_ON_MISSING)
@@ -469,7 +506,7 @@ def test_each_operator_on_present_keys(
 def test_positive_operators_never_match_a_missing_or_null_key(
     example_index: VectorIndex, operator: str, value: Any, key: str
 ) -> None:
-    assert _matches(example_index, _flt(operator, key, value)) == (False, False)
+    assert _matches(example_index, _flt(operator, key, value)) == _expected(example_index, operator, key, value, False)
 
 
 @pytest.mark.parametrize(("operator", "value"), [("notEquals", "x"), ("notEquals", 3), ("notIn", ["x"])])
@@ -477,12 +514,12 @@ def test_positive_operators_never_match_a_missing_or_null_key(
 def test_negated_operators_always_match_a_missing_or_null_key(
     example_index: VectorIndex, operator: str, value: Any, key: str
 ) -> None:
-    assert _matches(example_index, _flt(operator, key, value)) == (True, True)
+    assert _matches(example_index, _flt(operator, key, value)) == _expected(example_index, operator, key, value, True)
 
 
 @pytest.mark.parametrize(("operator", "key", "value"), TYPE_MISMATCHES)
 def test_values_of_another_type_do_not_match(example_index: VectorIndex, operator: str, key: str, value: Any) -> None:
-    assert _matches(example_index, _flt(operator, key, value)) == (False, False)
+    assert _matches(example_index, _flt(operator, key, value)) == _expected(example_index, operator, key, value, False)
 
 
 def test_not_equals_across_types_matches(example_index: VectorIndex) -> None:
