@@ -125,6 +125,7 @@ def add_credential_routes(app: APIGatewayRestResolver) -> None:
     def create(request: CredentialRequest) -> Response[IssuedCredential]:
         services, caller = request_scope(app)
         issued = create_credential(services.credentials, services.credential_issuer, caller, request, datetime.now(UTC))
+        note(app, resources=[issued.credential.credential_id])  # the trail names the credential it created
         return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=issued)
 
     @app.get(

@@ -248,6 +248,9 @@ def test_a_programs_use_is_in_its_tenants_trail_and_usage_as_its_service_user(st
     assert record.question_hash and record.question is None
     # And it counts in acme's usage like a person's query
     assert usage_today("acme").rest_queries == 1
+    # And its creation is on acme's trail, naming the credential, as the admin who created it
+    (created,) = trail(tenant_id="acme", action="credential.create")
+    assert (created.user_id, created.resources) == ("carol", [credential_id])
     # And the operator's revocation is on acme's trail too, naming the credential
     assert stack.api("DELETE", f"/v1/admin/tenants/acme/credentials/{credential_id}", identity=OPERATOR)[0] == 200
     (revoked,) = trail(tenant_id="acme", action="admin.credentials.revoke")
