@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
-from citewise.domain.quotas import CEILINGS
+from citewise.domain.quotas import Quotas
 from citewise.ports.usage import PriceTable
 from citewise_infra.constants import (
     API_FUNCTION_MAX_TIMEOUT_S,
@@ -68,6 +68,16 @@ MODEL_ID_PATTERN = r"^[a-z0-9-]+\.[A-Za-z0-9._:-]+$"
 ENVIRONMENT_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,15}$"
 REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-\d$"
 PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[A-Za-z0-9+=,.@_/:-]+$"
+
+
+def _log_retention_days(value: int) -> int:
+    if value not in LOG_RETENTION_DAYS:
+        raise ValueError(f"CloudWatch Logs keeps logs for one of {sorted(LOG_RETENTION_DAYS)} days")
+    return value
+
+
+LogRetentionDays = Annotated[int, AfterValidator(_log_retention_days)]
+"""A number of days CloudWatch Logs can keep a log group's events (its retention is one of a fixed set)."""
 
 
 class ConfigError(ValueError):
@@ -252,19 +262,12 @@ class DataConfig(_Block):
     """What survives a stack deletion, and for how long things are kept."""
 
     removal_policy: Literal["destroy", "retain"] = "retain"
-    log_retention_days: int = 30
+    log_retention_days: LogRetentionDays = 30
     noncurrent_version_days: int = Field(default=30, ge=1)
     access_log_days: int = Field(default=90, ge=1)
     queue_retention_days: int = Field(default=14, ge=1, le=14)
     # Longer than any queue keeps a message (14 days at most), so no event a delete must refuse outlives it.
     tombstone_retention_days: int = Field(default=90, ge=15, le=3650)
-
-    @field_validator("log_retention_days")
-    @classmethod
-    def _retention(cls, value: int) -> int:
-        if value not in LOG_RETENTION_DAYS:
-            raise ValueError(f"CloudWatch Logs keeps logs for one of {sorted(LOG_RETENTION_DAYS)} days")
-        return value
 
     @property
     def log_retention(self) -> logs.RetentionDays:
@@ -272,33 +275,15 @@ class DataConfig(_Block):
         return logs.RetentionDays[LOG_RETENTION_DAYS[self.log_retention_days]]
 
 
-class QuotasConfig(_Block):
-    """The deployment's default quotas per tenant (`citewise.domain.quotas`); null (the default): no limit.
-    The operator overrides them per tenant (`PUT /v1/admin/tenants/{id}/quotas`)."""
-
-    max_documents: int | None = Field(default=None, ge=0, le=CEILINGS["max_documents"])
-    max_stored_bytes: int | None = Field(default=None, ge=0, le=CEILINGS["max_stored_bytes"])
-    pages_per_day: int | None = Field(default=None, ge=0, le=CEILINGS["pages_per_day"])
-    queries_per_minute: int | None = Field(default=None, ge=0, le=CEILINGS["queries_per_minute"])
-    query_burst: int | None = Field(default=None, ge=0, le=CEILINGS["query_burst"])
-    generation_tokens_per_day: int | None = Field(default=None, ge=0, le=CEILINGS["generation_tokens_per_day"])
-
-    def environment(self) -> dict[str, str]:
-        """The functions' `quota_*` settings of the limits that are set."""
-        return {f"quota_{name}": str(value) for name, value in self.model_dump().items() if value is not None}
+def quota_environment(quotas: Quotas) -> dict[str, str]:
+    """The functions' `quota_*` settings of the default limits that are set (null: no limit)."""
+    return {f"quota_{name}": str(value) for name, value in quotas.model_dump().items() if value is not None}
 
 
 class AuditConfig(_Block):
     """The audit trail (docs/operations.md, "Audit trail"): how long CloudWatch Logs keeps it."""
 
-    retention_days: int = 365
-
-    @field_validator("retention_days")
-    @classmethod
-    def _retention(cls, value: int) -> int:
-        if value not in LOG_RETENTION_DAYS:
-            raise ValueError(f"CloudWatch Logs keeps logs for one of {sorted(LOG_RETENTION_DAYS)} days")
-        return value
+    retention_days: LogRetentionDays = 365
 
     @property
     def log_retention(self) -> logs.RetentionDays:
@@ -348,7 +333,8 @@ class EnvironmentConfig(_Block):
     audit: AuditConfig = AuditConfig()
     alarms: AlarmsConfig = AlarmsConfig()
     rerank: RerankConfig = RerankConfig()
-    quotas: QuotasConfig = QuotasConfig()
+    quotas: Quotas = Quotas()
+    """The deployment's default quotas per tenant; the operator overrides them per tenant."""
     prices: PriceTable | None = None
     """What the environment's models cost per million units of each usage counter: the usage routes'
     cost estimate (docs/operations.md, Cost, says where each default comes from); none: no estimate."""

@@ -20,7 +20,7 @@ from constructs import Construct
 from citewise.runtime.settings import DocumentsSettings, ErasureSettings
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.functions import CitewiseFunction, settings_environment
-from citewise_infra.ingestion import visibility_timeout_s
+from citewise_infra.ingestion import encrypted_queue, visibility_timeout_s
 
 MAX_RECEIVES = 5
 """Receives of one message before it is parked: a run is idempotent, so retries are safe."""
@@ -46,25 +46,15 @@ class Erasure(Construct):
         super().__init__(scope, construct_id)
         removal = config.removal
         self.key = key
-        self.dead_letter_queue = sqs.Queue(
-            self,
-            "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=self.key,
-            enforce_ssl=True,
-            retention_period=RETENTION,
-            removal_policy=removal,
-        )
-        self.queue = sqs.Queue(
+        self.dead_letter_queue = encrypted_queue(self, "DeadLetterQueue", self.key, RETENTION, removal)
+        self.queue = encrypted_queue(
             self,
             "Queue",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=self.key,
-            enforce_ssl=True,
-            retention_period=RETENTION,
+            self.key,
+            RETENTION,
+            removal,
             visibility_timeout=Duration.seconds(visibility_timeout_s(config.erasure.timeout_s, 0)),
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVES),
-            removal_policy=removal,
         )
         self.queue.grant_consume_messages(function.role)
         for sender, settings in ((function, ErasureSettings), (starter, DocumentsSettings)):

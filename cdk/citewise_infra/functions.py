@@ -52,7 +52,7 @@ from citewise.runtime.settings import (
 )
 from citewise_infra import bedrock
 from citewise_infra.audit import AuditTrail
-from citewise_infra.config import EnvironmentConfig, FunctionConfig
+from citewise_infra.config import EnvironmentConfig, FunctionConfig, quota_environment
 from citewise_infra.constants import (
     FUNCTION_IDS,
     FUNCTIONS_DIR,
@@ -276,7 +276,7 @@ class FunctionsFactory(Construct):
             "documents_bucket": self._storage.bucket.bucket_name,
             "max_document_bytes": str(self._config.ingest.max_document_bytes),
             "tombstone_retention_days": str(self._config.data.tombstone_retention_days),
-            **self._config.quotas.environment(),
+            **quota_environment(self._config.quotas),
         }
 
     def _identity_values(self) -> dict[str, str]:
@@ -366,7 +366,7 @@ class FunctionsFactory(Construct):
             "generation_model_id": models.generation_model_id,
             # the tenants' settings documents, quotas and usage counters only
             "registry_table": self._storage.table.table_name,
-            **self._config.quotas.environment(),
+            **quota_environment(self._config.quotas),
             **self._audit.values(),
         }
         if models.guardrail_id is not None and models.guardrail_version is not None:

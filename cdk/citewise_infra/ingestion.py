@@ -14,7 +14,9 @@ reserves nothing from an account's concurrency pool (a new account may have as l
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -32,6 +34,23 @@ from citewise_infra.storage import Storage
 
 # Visibility headroom beyond 6 x timeout + batching window, for the poller's own delays.
 VISIBILITY_MARGIN_S = 30
+
+
+def encrypted_queue(
+    scope: Construct, construct_id: str, key: kms.IKey, retention: Duration, removal: RemovalPolicy, **options: Any
+) -> sqs.Queue:
+    """A queue encrypted with `key`, refusing plain HTTP, keeping messages `retention`: every queue of the
+    stack (the ingest and erasure queues and their dead-letter queues); `options` are the queue's own."""
+    return sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.KMS,
+        encryption_master_key=key,
+        enforce_ssl=True,
+        retention_period=retention,
+        removal_policy=removal,
+        **options,
+    )
 
 
 def visibility_timeout_s(timeout_s: int, batching_window_s: int) -> int:
@@ -66,29 +85,19 @@ class Ingestion(Construct):
             removal_policy=removal,
             pending_window=Duration.days(7 if config.destroy_on_delete else 30),
         )
-        self.dead_letter_queue = sqs.Queue(
-            self,
-            "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=self.key,
-            enforce_ssl=True,
-            retention_period=retention,
-            removal_policy=removal,
-        )
+        self.dead_letter_queue = encrypted_queue(self, "DeadLetterQueue", self.key, retention, removal)
         ingest = config.ingest
-        self.queue = sqs.Queue(
+        self.queue = encrypted_queue(
             self,
             "Queue",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=self.key,
-            enforce_ssl=True,
-            retention_period=retention,
+            self.key,
+            retention,
+            removal,
             visibility_timeout=Duration.seconds(visibility_timeout_s(ingest.timeout_s, ingest.max_batching_window_s)),
             receive_message_wait_time=Duration.seconds(20),
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letter_queue, max_receive_count=ingest.max_receive_count
             ),
-            removal_policy=removal,
         )
         destination = s3n.SqsDestination(self.queue)
         prefix = s3.NotificationKeyFilter(prefix=DOCUMENTS_PREFIX)

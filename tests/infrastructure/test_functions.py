@@ -8,7 +8,6 @@ from typing import Any
 
 import pydantic
 import pytest
-from citewise_infra.config import QuotasConfig
 from citewise_infra.constants import (
     API_FUNCTIONS,
     API_GATEWAY_TIMEOUT_S,
@@ -21,6 +20,7 @@ from citewise_infra.constants import (
 )
 from citewise_infra.functions import settings_environment
 
+from citewise.domain.quotas import Quotas
 from citewise.runtime.settings import (
     ApiSettings,
     BootstrapSettings,
@@ -277,5 +277,5 @@ def test_the_quota_defaults_of_cdk_json_reach_every_function_that_checks_them(
 @pytest.mark.parametrize("value", [-1, "many", 10**20])
 def test_a_bad_quota_default_fails_the_synthesis_naming_it(value: object) -> None:
     with pytest.raises(pydantic.ValidationError) as caught:
-        QuotasConfig.model_validate({"max_documents": value})
+        Quotas.model_validate({"max_documents": value})
     assert caught.value.errors()[0]["loc"][0] == "max_documents"
