@@ -313,4 +313,6 @@ class Stack:
 
 
 def _content_type(filename: str) -> str:
-    return {"md": "text/markdown", "txt": "text/plain", "html": "text/html", "pdf": "application/pdf"}.get(filename.rsplit(".", 1)[-1], "")
+    return {"md": "text/markdown", "txt": "text/plain", "html": "text/html", "pdf": "application/pdf"}.get(
+        filename.rsplit(".", 1)[-1], ""
+    )

@@ -1,8 +1,9 @@
 """One access rule, every entry point: caller x document x action, on both stacks.
 
 The expected answers are written out below, not computed from `citewise.domain.access`, so a change to the rule
-fails here first. Each case runs every entry point that reads or modifies a document: the API (GET,
-the original and the parsed text, search, upload request, the upload itself through ingestion, DELETE), and on the local stack the CLI.
+fails here first. Each case runs every entry point that reads or modifies a document: the API (GET, the
+original and the parsed text, search, upload request, the upload itself through ingestion, DELETE), and on
+the local stack the CLI.
 """
 
 from __future__ import annotations
