@@ -12,7 +12,8 @@ What each function calls (and so what its role may do):
   `bedrock:Rerank` and InvokeModel on the reranker model. No S3, no other DynamoDB action, no index
   writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
-  DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
+  DeleteObject, HeadObject/GetObject(+Version: presigned downloads of the indexed version) and ListBucket
+  under `tenants/`; the index (search, bulk deletes,
   refresh); SQS SendMessage on the ingest queue (the operator's re-queue of quota-refused documents).
   No Bedrock. The audit trail's log group: append and FilterLogEvents (the operator's export).
 - mcp: read only, but for the usage counters and the rate bucket (as the query function). The index's

@@ -44,7 +44,8 @@ from citewise.api.schemas import Health, QueryResponse, SearchResponse
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Document, DocumentStatus, Filter
 from citewise.domain.tenant_settings import TenantSettings
-from citewise.ports.blobstore import PresignedUpload
+from citewise.ingest.layout import DocumentText
+from citewise.ports.blobstore import PresignedDownload, PresignedUpload
 from citewise.ports.registry import DocumentPage
 
 _Model = TypeVar("_Model", bound=pydantic.BaseModel)
@@ -162,6 +163,17 @@ class CitewiseClient:
     def get_document(self, document_id: str) -> Document:
         """One document: status, version, counts, attributes, last error."""
         return self._call("GET", f"/v1/documents/{_segment(document_id)}", Document)
+
+    def document_text(self, document_id: str, *, offset: int = 0, limit: int | None = None) -> DocumentText:
+        """A window of the document's parsed text with its pages, sections and chunk spans: where a
+        citation's `chunk_id` and `quote` are (follow `next_offset` for the next window)."""
+        params = {"offset": offset} | ({"limit": limit} if limit is not None else {})
+        query = urllib.parse.urlencode(params)
+        return self._call("GET", f"/v1/documents/{_segment(document_id)}/text?{query}", DocumentText)
+
+    def document_content(self, document_id: str) -> PresignedDownload:
+        """A short-lived URL of the document's original file, at the version that was indexed."""
+        return self._call("GET", f"/v1/documents/{_segment(document_id)}/content", PresignedDownload)
 
     def delete_document(self, document_id: str) -> None:
         """Remove a document: its stored object, its chunks and its record (owner or tenant admin)."""

@@ -89,7 +89,7 @@ from citewise.runtime.settings import Settings
 from citewise_local import packaged
 from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, mint_access_token, verify_token
 from citewise_local.backend import TOKEN_PATH, LocalBackend, local_blob_store, local_token_url
-from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
+from citewise_local.blobstore import DOWNLOAD_ROUTE, UPLOAD_ROUTE, ListedObject
 from citewise_local.credentials import LocalCredentials
 from citewise_local.emulator import (
     API_TIMEOUT_S,
@@ -680,6 +680,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             if self._is_upload(raw_path):
                 status = self._upload(raw_path, request_id)
+            elif self._is_download(raw_path):
+                status = self._download(raw_path, request_id)
             elif self.command == "POST" and raw_path == TOKEN_PATH:
                 status = self._token(request_id)
             else:
@@ -701,6 +703,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _is_upload(self, raw_path: str) -> bool:
         return self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
 
+    def _is_download(self, raw_path: str) -> bool:
+        return self.command == "GET" and raw_path.startswith(DOWNLOAD_ROUTE)
+
     def _log_request(self, status: int | None, request_id: str) -> None:
         """The request's one log line, once. `_send` writes it before the response, so a client that has its
         answer can already read the line (tests do); `_handle` writes it if nothing was sent."""
@@ -710,7 +715,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         method = path = None  # what could not be parsed is not shown: it may be huge, or hold an upload token
         if self._parsed:
             raw_path = urlsplit(self.path).path
-            method, path = self.command, UPLOAD_ROUTE + "..." if self._is_upload(raw_path) else raw_path
+            method, path = self.command, _without_token(raw_path)
         elapsed = (time.perf_counter() - self._started) * 1000
         self.server.serve_log.request(method, path, status, elapsed, request_id, disconnected=self._disconnected)
 
@@ -874,6 +879,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
         headers = [("ETag", f'"{etag}"'), ("x-amz-version-id", version), ("x-amz-request-id", request_id)]
         return self._send(200, b"", headers, request_id)
 
+    def _download(self, raw_path: str, request_id: str) -> int:
+        """A presigned-GET stand-in: the granted version's bytes, served so no stored page can run here."""
+        try:
+            data, how = self.server.blobs.download(raw_path[len(DOWNLOAD_ROUTE) :])
+        except CitewiseError as exc:
+            return self._send_s3_error(exc, request_id, close=False)
+        headers = [
+            ("Content-Type", how.content_type),
+            ("Content-Disposition", how.content_disposition),
+            ("Cache-Control", "private, no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            # This origin also serves the API: a stored page must never run as one of its pages.
+            ("Content-Security-Policy", "sandbox; default-src 'none'; style-src 'unsafe-inline'"),
+        ]
+        return self._send(200, data, headers, request_id)
+
     def _send_s3_error(self, error: CitewiseError, request_id: str, *, close: bool) -> int:
         code = next((code for kind, code in _S3_CODES if isinstance(error, kind)), "InternalError")
         status = error.http_status if code != "InternalError" else 500
@@ -965,10 +986,19 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 _S3_CODES: tuple[tuple[type[CitewiseError], str], ...] = (
     (ForbiddenError, "AccessDenied"),
+    (NotFoundError, "NoSuchVersion"),
     (PayloadTooLargeError, "EntityTooLarge"),
     (PreconditionFailedError, "PreconditionFailed"),
     (ValidationError, "InvalidArgument"),
 )
+
+
+def _without_token(raw_path: str) -> str:
+    """The path as logged: an upload or download URL's token is a credential, never written to a log."""
+    for route in (UPLOAD_ROUTE, DOWNLOAD_ROUTE):
+        if raw_path.startswith(route):
+            return route + "..."
+    return raw_path
 
 
 def _json(value: Any) -> str:

@@ -259,6 +259,17 @@ class Stack:
             return exc.http_status
         return 200
 
+    def download(self, download: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
+        """GET a presigned download as a browser would: the status, body and (lower-cased) headers."""
+        if self.kind == "aws":
+            response = requests.get(download["url"], timeout=10)
+            return response.status_code, response.content, {k.lower(): v for k, v in response.headers.items()}
+        try:
+            data, how = local_blob_store(load_settings()).download(download["url"].rsplit("/", 1)[1])
+        except CitewiseError as exc:
+            return exc.http_status, b"", {}
+        return 200, data, {"content-type": how.content_type, "content-disposition": how.content_disposition}
+
     def put_object(
         self, key: str, data: bytes, *, content_type: str = "text/markdown", owner: str | None = None
     ) -> str:
@@ -302,4 +313,6 @@ class Stack:
 
 
 def _content_type(filename: str) -> str:
-    return {"md": "text/markdown", "txt": "text/plain", "html": "text/html"}.get(filename.rsplit(".", 1)[-1], "")
+    return {"md": "text/markdown", "txt": "text/plain", "html": "text/html", "pdf": "application/pdf"}.get(
+        filename.rsplit(".", 1)[-1], ""
+    )
