@@ -10,7 +10,8 @@ do), one `chat.completion` JSON body.
 
 Faults on demand, each for the next request: `fail_next` (a recorded error body: 4xx, 429 with
 Retry-After, 5xx), `respond_next` (any status, type and bytes: malformed JSON, an HTML page),
-`stall_next` (no answer at all, or headers and one chunk and then nothing), `trickle_next` (a byte at a
+`pace` (a pause between the chunks of every streamed answer, `abandoned` set when a client leaves
+one before its end), `stall_next` (no answer at all, or headers and one chunk and then nothing), `trickle_next` (a byte at a
 time, forever) and `cut_next` (the stream stops mid-answer without `[DONE]`). A stalled request is held
 until the server closes, so a client without a deadline would hang the test.
 """
@@ -51,6 +52,11 @@ class ChatServer:
     def __init__(self, model: ScriptedModel | None = None) -> None:
         self.model = model or ScriptedModel()
         self.ignores_stream = False
+        self.pace = 0.0
+        """Seconds between the chunks of a streamed answer (a model writing at a human-visible pace)."""
+        self.abandoned = threading.Event()
+        """Set when a client left a streamed answer before its end: the write to it failed."""
+        self.chunks_sent = 0
         self.requests: list[Received] = []
         self._faults: list[Fault] = []
         self._released = threading.Event()
@@ -136,7 +142,12 @@ class ChatServer:
         if request.get("stream") and not self.ignores_stream:
             handler.start_stream()
             for piece in _pieces(text):
-                handler.send_event(self._chunk(piece))
+                if not handler.send_event(self._chunk(piece)):
+                    self.abandoned.set()
+                    return
+                self.chunks_sent += 1
+                if self.pace and self._released.wait(self.pace):
+                    return
             last = copy.deepcopy(SHAPES["last_chunk"])
             handler.send_event(last)
             handler.send_event(SHAPES["usage_chunk"])
@@ -212,8 +223,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
-    def send_event(self, body: Any) -> None:
-        self.send_chunk(f"data: {json.dumps(body)}\n\n".encode())
+    def send_event(self, body: Any) -> bool:
+        return self.send_chunk(f"data: {json.dumps(body)}\n\n".encode())
 
     def send_chunk(self, data: bytes) -> bool:
         """Send one chunk of the chunked body (an empty one ends it); False if the client has gone."""
