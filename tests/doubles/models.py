@@ -43,9 +43,7 @@ def converse_response(
 
 
 _CONVERSE = botocore.session.get_session().get_service_model("bedrock-runtime").operation_model("Converse")
-_CONVERSE_STREAM = (
-    botocore.session.get_session().get_service_model("bedrock-runtime").operation_model("ConverseStream")
-)
+_CONVERSE_STREAM = botocore.session.get_session().get_service_model("bedrock-runtime").operation_model("ConverseStream")
 
 
 def converse_stream_events(

@@ -332,7 +332,9 @@ def test_thinking_split_across_tokens_is_not_streamed(server: ChatServer) -> Non
     # When streamed
     events = list(synthesizer(server).stream(QUESTION, HITS))
     # Then none of the thinking is sent
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Rotate the signing key every ninety days [1]."
+    assert (
+        "".join(e.text for e in events if isinstance(e, TextDelta)) == "Rotate the signing key every ninety days [1]."
+    )
 
 
 def test_a_filter_stopping_a_stream_after_cited_text_withdraws_it(server: ChatServer) -> None:

@@ -92,7 +92,9 @@ def test_nothing_is_sent_before_the_first_valid_citation() -> None:
     assert grounder.feed("Tenants are isolated by a filter") == []
     assert grounder.feed(" [") == []
     events = grounder.feed("2]. Uploads")
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Tenants are isolated by a filter [1]. Uploads"
+    assert (
+        "".join(e.text for e in events if isinstance(e, TextDelta)) == "Tenants are isolated by a filter [1]. Uploads"
+    )
     (cited,) = [e for e in events if isinstance(e, CitationDelta)]
     assert cited.citation.doc_id == "d2" and cited.span == (0, len("Tenants are isolated by a filter"))
 

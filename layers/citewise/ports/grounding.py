@@ -186,7 +186,9 @@ class Grounder:
         self._uncited += len(_sentences(self._pending))
         hits = self._hits
         if self._unknown:
-            logger.warning("dropped citation markers for sources not given: %s (%d given)", sorted(self._unknown), len(hits))
+            logger.warning(
+                "dropped citation markers for sources not given: %s (%d given)", sorted(self._unknown), len(hits)
+            )
         if not self._order:
             logger.warning("the model's answer cites no given source; answering NO_ANSWER instead")
             answer = unanswered()
