@@ -8,10 +8,12 @@ encoding, one `chat.completion.chunk` per few words, a final chunk with `finish_
 and `data: [DONE]` (as Ollama and vLLM do); otherwise, or when `ignores_stream` is set (as some servers
 do), one `chat.completion` JSON body.
 
+A model writing at a readable speed: `pace` (seconds between the chunks of every streamed answer);
+`abandoned` is set when a client leaves a streamed answer before its end.
+
 Faults on demand, each for the next request: `fail_next` (a recorded error body: 4xx, 429 with
 Retry-After, 5xx), `respond_next` (any status, type and bytes: malformed JSON, an HTML page),
-`pace` (a pause between the chunks of every streamed answer, `abandoned` set when a client leaves
-one before its end), `stall_next` (no answer at all, or headers and one chunk and then nothing), `trickle_next` (a byte at a
+`stall_next` (no answer at all, or headers and one chunk and then nothing), `trickle_next` (a byte at a
 time, forever) and `cut_next` (the stream stops mid-answer without `[DONE]`). A stalled request is held
 until the server closes, so a client without a deadline would hang the test.
 """

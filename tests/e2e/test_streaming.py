@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from citewise.client import CitewiseClient, CitewiseClientError
 from tests.doubles.chat_server import ChatServer, chat_server
 from tests.doubles.models import ScriptedModel
 from tests.e2e.helpers import Api, new_tenant, serve, server_environment, upload, wait_for_status
@@ -123,3 +124,18 @@ def test_a_client_leaving_mid_stream_stops_the_generation(paced_model: tuple[Api
     assert chat.abandoned.wait(10.0)
     assert chat.chunks_sent < 400
     assert "its generation was stopped" in api.log.read_text()
+
+
+def test_the_client_streams_the_answer_it_would_return(api: Api, indexed: str) -> None:
+    client = CitewiseClient(api.url, indexed)
+    events = list(client.query_stream(QUESTION))
+    assert [e.event for e in events][0] == "sources" and events[-1].event == "answer"
+    streamed, plain = events[-1].answer(), client.query(QUESTION)
+    assert streamed.model_copy(update={"request_id": ""}) == plain.model_copy(update={"request_id": ""})
+    assert "".join(e.data["text"] for e in events if e.event == "text") == plain.answer
+
+
+def test_the_client_reads_an_error_before_the_stream_as_its_error(api: Api, indexed: str) -> None:
+    with pytest.raises(CitewiseClientError) as raised:
+        list(CitewiseClient(api.url, indexed).query_stream(""))
+    assert raised.value.code == "VALIDATION_ERROR" and raised.value.request_id

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from citewise.api.schemas import QueryResponse
 from citewise.domain.errors import CitewiseError, error_body
 from citewise.domain.models import Answer
 from citewise.ports.synthesizer import AnswerDone, CitationDelta, TextDelta
@@ -60,6 +59,18 @@ def event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
+def payload(item: QueryEvent) -> tuple[str, dict[str, Any]]:
+    """The name and data of the server-sent event of `item` (the `answer` event's without its request id)."""
+    if isinstance(item, SourcesFound):
+        return "sources", {"sources": [hit.model_dump(mode="json") for hit in item.hits]}
+    if isinstance(item, TextDelta):
+        return "text", {"text": item.text, "reset": item.reset}
+    if isinstance(item, CitationDelta):
+        span = list(item.span) if item.span is not None else None
+        return "citation", {"citation": item.citation.model_dump(mode="json"), "span": span}
+    return "answer", item.answer.model_dump(mode="json")
+
+
 def sse_frames(events: Iterator[QueryEvent], request_id: str, ended: StreamEnd) -> Iterator[bytes]:
     """The events of an answer as server-sent events; `ended` is called once, however the stream ends.
 
@@ -69,17 +80,10 @@ def sse_frames(events: Iterator[QueryEvent], request_id: str, ended: StreamEnd) 
     final: Answer | None = None
     try:
         for item in events:
-            if isinstance(item, SourcesFound):
-                yield event("sources", {"sources": [hit.model_dump(mode="json") for hit in item.hits]})
-            elif isinstance(item, TextDelta):
-                yield event("text", {"text": item.text, "reset": item.reset})
-            elif isinstance(item, CitationDelta):
-                span = list(item.span) if item.span is not None else None
-                yield event("citation", {"citation": item.citation.model_dump(mode="json"), "span": span})
-            elif isinstance(item, AnswerDone):
-                final = item.answer
-                body = QueryResponse.model_validate({**item.answer.model_dump(), "request_id": request_id})
-                yield event("answer", body.model_dump(mode="json"))
+            name, data = payload(item)
+            if isinstance(item, AnswerDone):
+                final, data = item.answer, {**data, "request_id": request_id}  # exactly QueryResponse's body
+            yield event(name, data)
     except Exception as exc:  # noqa: BLE001 - every failure leaves as the API's error body
         if not isinstance(exc, CitewiseError):
             logger.exception("unhandled error in a streamed answer")
