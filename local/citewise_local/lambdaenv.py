@@ -41,7 +41,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -51,7 +51,7 @@ from citewise.domain.errors import CitewiseError, FunctionTimeoutError
 from citewise_local.emulator import LambdaContext
 
 Handler = Callable[[dict[str, Any], Any], Any]
-StreamHandler = Callable[[dict[str, Any], Any], Iterator[bytes]]
+StreamHandler = Callable[[dict[str, Any], Any], Generator[bytes, None, None]]
 
 _CLOSE_TIMEOUT_S = 10
 
@@ -213,7 +213,7 @@ def _stream(connection: Connection, streamer: StreamHandler, event: dict[str, An
     outcome: tuple[Any, ...] = ("returned", None)
     chunks = None
     try:
-        chunks = iter(streamer(event, context))
+        chunks = streamer(event, context)
         for chunk in chunks:
             if not _answer(connection, ("chunk", chunk)):
                 return False
@@ -223,7 +223,7 @@ def _stream(connection: Connection, streamer: StreamHandler, event: dict[str, An
         outcome = ("raised", traceback.format_exc())
     finally:
         if chunks is not None:
-            chunks.close()  # type: ignore[attr-defined]  # a generator: what it holds (a model call) closes
+            chunks.close()  # what it holds (a model call) closes
         sys.stdout.flush()
         sys.stderr.flush()
     return _answer(connection, (*outcome, _peak_memory_mb()))
@@ -292,7 +292,7 @@ class ExecutionEnvironment:
             raise HandlerError(value)
         return value
 
-    def invoke_stream(self, event: dict[str, Any], context: LambdaContext) -> Iterator[bytes]:
+    def invoke_stream(self, event: dict[str, Any], context: LambdaContext) -> Generator[bytes, None, None]:
         """The streamed handler's chunks as they come (errors as `invoke`'s). Closed before its end (the
         client left), it tells the handler to stop and waits for it to have stopped."""
         self._send((event, context, True))
@@ -395,7 +395,7 @@ class FunctionPool:
 
     def invoke_stream(
         self, event: dict[str, Any], context: LambdaContext, *, caller: Hashable = None
-    ) -> Iterator[bytes]:
+    ) -> Generator[bytes, None, None]:
         """`invoke`, streamed (`ExecutionEnvironment.invoke_stream`): the environment is held until the
         stream ends or is closed."""
         environment = self._acquire(context, caller)

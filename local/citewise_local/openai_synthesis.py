@@ -114,7 +114,7 @@ class OpenAIChatSynthesizer:
 
     def stream(
         self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
-    ) -> Iterator[AnswerEvent]:
+    ) -> Generator[AnswerEvent, None, None]:
         """`answer` as the model writes it, token by token through `Grounder`; closing the stream closes the
         connection to the endpoint, which stops the generation there."""
         if not hits:

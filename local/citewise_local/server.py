@@ -56,7 +56,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -468,7 +468,9 @@ class LocalServer(ThreadingHTTPServer):
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), timeout)
         return self.pools[function].invoke(event, context, caller=tenant_id)
 
-    def invoke_stream(self, function: str, event: dict[str, Any], tenant_id: Hashable = None) -> Iterator[bytes]:
+    def invoke_stream(
+        self, function: str, event: dict[str, Any], tenant_id: Hashable = None
+    ) -> Generator[bytes, None, None]:
         """`invoke` of the function's streamed handler: its bytes as they come (`citewise.api.streaming`);
         closing it stops the handler."""
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), self.api_timeout)
@@ -800,7 +802,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return self._send_error(exc, request_id)
         return self._send_proxy_response(response, request_id)
 
-    def _send_stream(self, chunks: Iterator[bytes], request_id: str) -> int:
+    def _send_stream(self, chunks: Generator[bytes, None, None], request_id: str) -> int:
         """A streamed Lambda proxy response, as API Gateway sends one with `ResponseTransferMode.STREAM`: the
         status and headers once they have come, then each piece of the body as it comes (chunked). A client
         that leaves closes `chunks`, which stops the handler and, with it, the model call."""

@@ -10,8 +10,8 @@ audit record once its response is made (`citewise.api.audit`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, cast
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.logging import correlation_paths
@@ -57,7 +57,7 @@ def api_handlers(
     @tracer.capture_lambda_handler(capture_response=False)
     def resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         app.context.update(services=services, settings=settings, audit=entry, stream=slot)
-        return cast(dict[str, Any], app.resolve(event, context))
+        return app.resolve(event, context)
 
     routed = with_cors(resolve, settings.cors_allow_origins)
 
@@ -76,17 +76,17 @@ def api_handlers(
         return response, _audited(slot.frames, event, response, entry, context)
 
     def _audited(
-        frames: Iterator[bytes],
+        frames: Generator[bytes, None, None],
         event: dict[str, Any],
         response: dict[str, Any],
         noted: AuditNote,
         context: LambdaContext,
-    ) -> Iterator[bytes]:
+    ) -> Generator[bytes, None, None]:
         with deadline.budget(context.get_remaining_time_in_millis()):
             try:
                 yield from frames
             finally:
-                frames.close()  # type: ignore[attr-defined]  # a generator: the reader left, the model stops
+                frames.close()  # the reader left: the model stops
                 record_request(event, response, services, settings, noted)
 
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def api_handlers(
             response["body"] = b"".join(frames).decode()
         return response
 
-    def stream_handler(event: dict[str, Any], context: LambdaContext) -> Iterator[bytes]:
+    def stream_handler(event: dict[str, Any], context: LambdaContext) -> Generator[bytes, None, None]:
         response, frames = responded(event, context)
         return http_stream(response, frames)
 

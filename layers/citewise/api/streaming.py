@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +71,9 @@ def payload(item: QueryEvent) -> tuple[str, dict[str, Any]]:
     return "answer", item.answer.model_dump(mode="json")
 
 
-def sse_frames(events: Iterator[QueryEvent], request_id: str, ended: StreamEnd) -> Iterator[bytes]:
+def sse_frames(
+    events: Generator[QueryEvent, None, None], request_id: str, ended: StreamEnd
+) -> Generator[bytes, None, None]:
     """The events of an answer as server-sent events; `ended` is called once, however the stream ends.
 
     A failure is an `error` event; a reader that leaves (the iterator closed) closes `events`, which stops
@@ -91,11 +93,11 @@ def sse_frames(events: Iterator[QueryEvent], request_id: str, ended: StreamEnd) 
             logger.warning("backend failure", extra={"code": exc.code, "error_message": exc.message})
         yield event("error", error_body(exc, request_id)[1])
     finally:
-        events.close()  # type: ignore[attr-defined]  # a generator: closing it closes the model call
+        events.close()  # closing it closes the model call
         ended(final)
 
 
-def http_stream(response: dict[str, Any], body: Iterator[bytes] | None) -> Iterator[bytes]:
+def http_stream(response: dict[str, Any], body: Iterator[bytes] | None) -> Generator[bytes, None, None]:
     """A proxy `response` (status and headers), then `body` (or the response's own body) in the streamed
     response format: the metadata's JSON, `DELIMITER`, the body's bytes as they come."""
     metadata = {"statusCode": response.get("statusCode", 200), "headers": response.get("headers") or {}}

@@ -13,7 +13,7 @@ and the prompt is that module's too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -102,7 +102,7 @@ class BedrockSynthesizer:
 
     def stream(
         self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
-    ) -> Iterator[AnswerEvent]:
+    ) -> Generator[AnswerEvent, None, None]:
         """`answer` as the model writes it, over `ConverseStream` (the same request, the same stop reasons);
         closing the stream closes the response's connection, which ends the generation on Bedrock's side."""
         if not hits:

@@ -32,7 +32,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 
 from citewise.domain.models import Answer, Citation, Notice, SearchHit
@@ -312,7 +312,7 @@ class ExtractiveSynthesizer:
 
     def stream(
         self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
-    ) -> Iterator[AnswerEvent]:
+    ) -> Generator[AnswerEvent, None, None]:
         """`answer`, one quoted passage at a time: its text with its marker, then its citation."""
         passages = candidates(hits)
         scores = self.probabilities(question, hits, passages)

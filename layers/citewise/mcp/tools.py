@@ -79,7 +79,7 @@ class Tool:
     description: str
     arguments: type[Frozen]
     result: type[Frozen]
-    run: Callable[[Caller, Any], tuple[Frozen, str]]
+    run: Callable[..., tuple[Frozen, str]]
     """(structured result, readable text) for validated arguments."""
     argument_defaults: Mapping[str, object] = field(default_factory=dict)
     """Defaults shown in the input schema that the arguments model leaves as None (a profile's own)."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 
 from citewise.domain.models import Answer, Citation, SearchHit
 from citewise.domain.textutil import (
@@ -122,7 +122,7 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
     return "\n\n".join(blocks) + f"\n\nQuestion: {question}"
 
 
-def blocked(usage: dict[str, int] | None, *, started: bool) -> Iterator[AnswerEvent]:
+def blocked(usage: dict[str, int] | None, *, started: bool) -> Generator[AnswerEvent, None, None]:
     """The events of an answer a guardrail or content filter stopped: `BLOCKED_ANSWER`, withdrawing what was
     sent if the stream had `started`, as the non-streamed call answers it."""
     answer = Answer(answer=BLOCKED_ANSWER, citations=[], sources=[], grounded=False, usage=usage)

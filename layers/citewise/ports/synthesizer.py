@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,7 +75,7 @@ class Synthesizer(Protocol):
 
     def stream(
         self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
-    ) -> Iterator[AnswerEvent]:
+    ) -> Generator[AnswerEvent, None, None]:
         """The same answer as `answer`, as it is written: `TextDelta`s, `CitationDelta`s, then `AnswerDone`.
 
         The texts of the deltas (from the last `reset` on) join to `AnswerDone.answer.answer`; every
@@ -90,7 +90,7 @@ def unanswered() -> Answer:
     return Answer(answer=NO_ANSWER, citations=[], sources=[], grounded=False)
 
 
-def replayed(answer: Answer) -> Iterator[AnswerEvent]:
+def replayed(answer: Answer) -> Generator[AnswerEvent, None, None]:
     """A finished `answer` as the events of a stream: its text in one delta, its citations, `AnswerDone`.
 
     For an answer made whole at once (`unanswered()`, a blocked one), so a stream has one shape

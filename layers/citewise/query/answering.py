@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -66,7 +66,7 @@ def stream_question(
     *,
     stage: Stage = _untimed,
     instructions: str | None = None,
-) -> Iterator[QueryEvent]:
+) -> Generator[QueryEvent, None, None]:
     """`answer_question` as it is written: `SourcesFound`, then the synthesizer's stream, whose `AnswerDone`
     holds exactly what `answer_question` returns. Closing it closes the synthesizer's stream."""
     with stage("retrieval"):

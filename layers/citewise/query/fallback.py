@@ -9,7 +9,7 @@ way; the log line (the error code only) tells the operator which one was given.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 
 from citewise.domain.errors import GenerationError, ThrottledError
 from citewise.domain.models import Answer, SearchHit
@@ -38,7 +38,7 @@ class FallbackSynthesizer:
 
     def stream(
         self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
-    ) -> Iterator[AnswerEvent]:
+    ) -> Generator[AnswerEvent, None, None]:
         """The primary's stream; the fallback's if the primary fails before sending anything. A failure after
         text was sent propagates: the reader has seen part of one answer and cannot be given another."""
         events = self.primary.stream(question, hits, instructions=instructions)
