@@ -301,3 +301,17 @@ def test_the_answering_functions_may_only_add_to_the_usage_counters(synth: Synth
         "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
     }
     assert not set(COUNTERS) & {"body", "path", "owner", "visibility", "status", "settings", "version"}
+
+
+def test_only_the_query_function_may_stream_from_the_generation_model(synth: Synth) -> None:
+    # ConverseStream (a streamed answer) needs InvokeModelWithResponseStream; the MCP function answers whole.
+    def streamed(key: FunctionKey) -> set[str]:
+        return {
+            r
+            for s in statements(synth, key)
+            if "bedrock:InvokeModelWithResponseStream" in s.actions
+            for r in s.resources
+        }
+
+    assert streamed("query") and streamed("query") <= bedrock_resources(synth, "query")
+    assert not streamed("mcp") and not streamed("ingest")
