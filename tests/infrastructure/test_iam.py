@@ -63,7 +63,11 @@ def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Syn
         if model is not None:
             allowed |= {f"/{model}", f"/{split_profile(model)[1]}"}
     assert all(r.endswith(tuple(allowed)) for r in resources), resources
-    assert {a for a in granted if a.startswith("bedrock:")} <= {"bedrock:InvokeModel", "bedrock:ApplyGuardrail"}
+    assert {a for a in granted if a.startswith("bedrock:")} <= {
+        "bedrock:InvokeModel",
+        "bedrock:InvokeModelWithResponseStream",  # ConverseStream: a streamed answer
+        "bedrock:ApplyGuardrail",
+    }
 
 
 def test_a_profile_model_is_allowed_in_every_region_only_through_the_profile(dev: Synth) -> None:
