@@ -280,7 +280,7 @@ class Api(Construct):
             key: apigw.LambdaIntegration(fn.function, allow_test_invoke=False) for key, fn in functions.items()
         }
         # A route that may answer with events: API Gateway passes them on as the function writes them
-        # (InvokeWithResponseStream; the function's runtime loop streams, citewise.runtime.streaming_runtime).
+        # (InvokeWithResponseStream; the function's runtime loop streams, citewise.api.streaming_runtime).
         streamed = {
             key: apigw.LambdaIntegration(
                 fn.function,

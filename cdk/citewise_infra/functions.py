@@ -428,7 +428,7 @@ class FunctionsFactory(Construct):
             self._identity_files(),
         )
         self._grant_answering(fn)
-        # Its runtime loop is citewise's, which can stream `POST /v1/query` (citewise.runtime.streaming_runtime).
+        # Its runtime loop is citewise's, which can stream `POST /v1/query` (citewise.api.streaming_runtime).
         fn.function.add_environment("AWS_LAMBDA_EXEC_WRAPPER", STREAM_RUNTIME)
         return fn
 

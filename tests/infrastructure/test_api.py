@@ -348,4 +348,4 @@ def test_the_query_function_runs_the_streaming_runtime_loop(synth: Synth) -> Non
     assert function["Environment"]["Variables"]["AWS_LAMBDA_EXEC_WRAPPER"] == STREAM_RUNTIME
     wrapper = FUNCTIONS_DIR / "query" / Path(STREAM_RUNTIME).name
     assert wrapper.is_file() and os.access(wrapper, os.X_OK)
-    assert "citewise.runtime.streaming_runtime" in wrapper.read_text()
+    assert "citewise.api.streaming_runtime" in wrapper.read_text()

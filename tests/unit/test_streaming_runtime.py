@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from citewise.api.streaming import DELIMITER
-from citewise.runtime.streaming_runtime import STREAMED_TYPE, RuntimeApi, invoke_once
+from citewise.api.streaming_runtime import STREAMED_TYPE, RuntimeApi, invoke_once
 
 QUERY = {"httpMethod": "POST", "resource": "/v1/query", "body": "{}"}
 SEARCH = {"httpMethod": "POST", "resource": "/v1/search", "body": "{}"}
