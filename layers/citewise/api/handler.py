@@ -88,6 +88,9 @@ def api_handlers(
             finally:
                 frames.close()  # the reader left: the model stops
                 record_request(event, response, services, settings, noted)
+                # The handler's metrics were flushed when it returned the status and headers; what the
+                # answer added since (tokens, reranking) goes out now, with this invocation.
+                metrics.flush_metrics()
 
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         response, frames = responded(event, context)
