@@ -380,15 +380,16 @@ def test_the_inspector_accepts_every_error_and_the_agent_reads_its_code(
     assert body["code"] == error and body["message"] and body["request_id"]
 
 
-def test_rag_query_reports_progress_when_the_client_asks(server: Api) -> None:
-    # Given a stdio session (the SDK client sends a progress token with a progress callback)
+def test_rag_query_reports_progress_when_the_client_asks(as_user: Callable[[str, str], Session]) -> None:
+    # Given a session (the SDK client sends a progress token with a progress callback); on stdio the
+    # notifications come as the answer is written, over HTTP in the event stream before the result
     heard: list[tuple[float, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         heard.append((progress, message))
 
     async def scenario() -> tuple[types.CallToolResult, types.CallToolResult]:
-        async with stdio_session(server, "acme", "alice")() as session:
+        async with as_user("acme", "alice")() as session:
             question = {"query": "How many days of paid vacation do employees get?"}
             reported = await session.call_tool("rag_query", question, progress_callback=on_progress)
             plain = await session.call_tool("rag_query", question)
