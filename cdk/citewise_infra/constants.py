@@ -30,6 +30,11 @@ CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap", "erasure"]
 FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "mcp", "bootstrap", "erasure")
 HANDLER: Final = "handler.lambda_handler"
+STREAM_RUNTIME: Final = "/var/task/stream_runtime.sh"
+"""The query function's `AWS_LAMBDA_EXEC_WRAPPER`: citewise's runtime loop, which streams (docs/aws.md)."""
+STREAMED_TIMEOUT_S: Final = 300
+"""The integration timeout of a streamed route: API Gateway allows up to 15 minutes once it streams; a
+streamed answer ends well within the query function's own timeout, which is what bounds it."""
 API_FUNCTIONS: Final[tuple[FunctionKey, ...]] = ("query", "documents", "mcp")
 API_GATEWAY_TIMEOUT_S: Final = 29
 """API Gateway's integration timeout (REST APIs' default and, without a quota increase, its maximum)."""

@@ -62,6 +62,7 @@ from citewise_infra.constants import (
     LIBRARY_DIR,
     METRICS_NAMESPACE,
     SERVICE_NAMES,
+    STREAM_RUNTIME,
     FunctionKey,
 )
 from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash
@@ -326,8 +327,8 @@ class FunctionsFactory(Construct):
             files=files,
         )
 
-    def _grant_model(self, fn: CitewiseFunction, model_id: str) -> None:
-        fn.add(*bedrock.invoke_statements(model_id))
+    def _grant_model(self, fn: CitewiseFunction, model_id: str, *, streamed: bool = False) -> None:
+        fn.add(*bedrock.invoke_statements(model_id, streamed=streamed))
         prefix, foundation_id = bedrock.split_profile(model_id)
         if prefix is not None:
             acknowledge(
@@ -397,7 +398,8 @@ class FunctionsFactory(Construct):
         if self._config.auth.mode == "cognito":  # programs' credentials exist with Cognito only
             self._storage.grant_read_credentials(fn.role)
         self._grant_model(fn, models.embedding_model_id)
-        self._grant_model(fn, models.generation_model_id)
+        # A streamed answer (POST /v1/query with events) is written through ConverseStream.
+        self._grant_model(fn, models.generation_model_id, streamed=fn.key == "query")
         if models.routing_model_id not in (None, models.generation_model_id):
             self._grant_model(fn, models.routing_model_id)
         if models.guardrail_id is not None:
@@ -427,6 +429,8 @@ class FunctionsFactory(Construct):
             self._identity_files(),
         )
         self._grant_answering(fn)
+        # Its runtime loop is citewise's, which can stream `POST /v1/query` (citewise.api.streaming_runtime).
+        fn.function.add_environment("AWS_LAMBDA_EXEC_WRAPPER", STREAM_RUNTIME)
         return fn
 
     def _build_mcp(self) -> CitewiseFunction:

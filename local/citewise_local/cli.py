@@ -28,6 +28,7 @@ import pydantic
 
 from citewise import __version__
 from citewise.api.credentials import CredentialRequest, create_credential, withdraw_credential
+from citewise.api.streaming import payload
 from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP, may_modify
 from citewise.domain.credentials import CredentialScope
 from citewise.domain.errors import CitewiseError, GenerationError, NotFoundError, ThrottledError, ValidationError
@@ -53,8 +54,9 @@ from citewise.ingest.requeue import requeue_refused
 from citewise.ports.audit import AuditQuery
 from citewise.ports.erasure import Erasure, ErasureStatus, start_erasure
 from citewise.ports.quotas import quota_status, save_quotas
+from citewise.ports.synthesizer import AnswerDone, TextDelta
 from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
-from citewise.query.answering import answer_question
+from citewise.query.answering import answer_question, stream_question
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
@@ -71,6 +73,7 @@ from citewise_local.render import (
     render_answer,
     render_answers,
     render_audit_record,
+    render_citations,
     render_documents,
     render_erasure,
     render_evaluation,
@@ -236,6 +239,12 @@ def _parser() -> argparse.ArgumentParser:
             "--no-route", action="store_true", help="search the whole text: no dates, sources or ids taken as filters"
         )
         _json_flag(sub, "the response")
+        if name == "query":
+            sub.add_argument(
+                "--stream",
+                action="store_true",
+                help="print the answer as it is written, then its citations (with --json: one event per line)",
+            )
         sub.set_defaults(run=run)
 
     docs = _choices(_command(commands, "docs", "list, show or delete documents"), "ACTION")
@@ -871,10 +880,33 @@ def _all_documents(
 
 def _query(args: argparse.Namespace, services: Services) -> int:
     _require_model(services)
+    if args.stream:
+        return _query_stream(args, services)
     answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
     routed = render_routing(answer.routing) if answer.routing else ""
     shown = answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)]))
     print(escape_terminal_controls(shown))
+    return _noted(answer.notice)
+
+
+def _query_stream(args: argparse.Namespace, services: Services) -> int:
+    """`citewise query --stream`: the answer's text as it is written, then its citations; with `--json`,
+    one JSON object per event (the REST stream's events and data, `docs/api.md`)."""
+    events = stream_question(services.retriever, services.synthesizer, _caller(args), _request(args))
+    answer: Answer | None = None
+    for event in events:
+        if args.json:
+            name, data = payload(event)
+            print(json.dumps({"event": name, "data": data}), flush=True)
+        elif isinstance(event, TextDelta):
+            # A reset (a content filter stopped the model) starts the answer again on a line of its own.
+            print(("\n  " if event.reset else "") + escape_terminal_controls(event.text), end="", flush=True)
+        if isinstance(event, AnswerDone):
+            answer = event.answer
+    if answer is None:
+        return EXIT_FAILED
+    if not args.json:
+        print("\n" + escape_terminal_controls(render_citations(answer.citations)) if answer.citations else "")
     return _noted(answer.notice)
 
 

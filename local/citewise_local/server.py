@@ -47,6 +47,7 @@ import base64
 import functools
 import hashlib
 import importlib.resources
+import itertools
 import json
 import os
 import socket
@@ -55,7 +56,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,6 +66,7 @@ from urllib.parse import parse_qs, unquote_plus, urlsplit
 from xml.sax.saxutils import escape
 
 from citewise.api.routes import ROUTES, Route, allowed_methods, match_route
+from citewise.api.streaming import DELIMITER, wants_stream
 from citewise.domain.errors import (
     CitewiseError,
     ConflictError,
@@ -105,7 +107,7 @@ from citewise_local.emulator import (
     sqs_event,
     sqs_record,
 )
-from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool, Output
+from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool, HandlerError, Output
 from citewise_local.registry import LocalRegistry
 from citewise_local.servelog import LogFormat, ServeLog
 
@@ -466,6 +468,14 @@ class LocalServer(ThreadingHTTPServer):
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), timeout)
         return self.pools[function].invoke(event, context, caller=tenant_id)
 
+    def invoke_stream(
+        self, function: str, event: dict[str, Any], tenant_id: Hashable = None
+    ) -> Generator[bytes, None, None]:
+        """`invoke` of the function's streamed handler: its bytes as they come (`citewise.api.streaming`);
+        closing it stops the handler."""
+        context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), self.api_timeout)
+        return self.pools[function].invoke_stream(event, context, caller=tenant_id)
+
     def notify(self, record: dict[str, Any]) -> None:
         """Queue an SQS message holding one S3 notification record for the ingest handler, as S3 does."""
         tenant_id, _ = key_to_location(record["s3"]["object"]["key"])
@@ -787,11 +797,58 @@ class _RequestHandler(BaseHTTPRequestHandler):
             received=datetime.now(UTC),
             domain_name=urlsplit(self.server.url).hostname or "localhost",
         )
+        if route.streams and wants_stream(self.headers.get("Accept"), _asks_for_stream(body)):
+            return self._send_stream(
+                self.server.invoke_stream(route.function, event, _fairness_key(claims)), request_id
+            )
         try:
             response = self.server.invoke(route.function, event, _fairness_key(claims))
         except FunctionTimeoutError as exc:  # as API Gateway answers once its integration timeout passes
             return self._send_error(exc, request_id)
         return self._send_proxy_response(response, request_id)
+
+    def _send_stream(self, chunks: Generator[bytes, None, None], request_id: str) -> int:
+        """A streamed Lambda proxy response, as API Gateway sends one with `ResponseTransferMode.STREAM`: the
+        status and headers once they have come, then each piece of the body as it comes (chunked). A client
+        that leaves closes `chunks`, which stops the handler and, with it, the model call."""
+        try:
+            head = b""
+            while DELIMITER not in head:
+                head += next(chunks)
+            metadata, _, rest = head.partition(DELIMITER)
+            prelude = http_response(json.loads(metadata))
+            status, headers = prelude.status, prelude.headers
+        except (StopIteration, ValueError):
+            chunks.close()
+            self.server.log(f"malformed streamed Lambda response (request {request_id})")
+            return self._send_json(502, error_body(Exception(), request_id)[1], request_id)
+        except FunctionTimeoutError as exc:
+            return self._send_error(exc, request_id)
+        except HandlerError:
+            return self._send_json(502, error_body(Exception(), request_id)[1], request_id)
+        self.send_response_only(status)
+        self.send_header("Date", self.date_time_string())
+        for name, value in headers:
+            if name.lower() not in _HOP_BY_HOP:
+                self.send_header(name, value)
+        self.send_header("x-amzn-RequestId", request_id)
+        self.send_header("Transfer-Encoding", "chunked")
+        self._log_request(status, request_id)
+        try:
+            self.end_headers()
+            for piece in itertools.chain([rest] if rest else [], chunks):
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except ConnectionError:
+            self.close_connection = True
+            self.server.log(f"request {request_id}: the client left a streamed answer; its generation was stopped")
+        except (FunctionTimeoutError, HandlerError):
+            self.close_connection = True  # the body stops mid-way, as API Gateway's does
+            self.server.log(f"request {request_id}: the streamed answer ended early")
+        finally:
+            chunks.close()
+        return status
 
     def _claims(self, route: Route) -> dict[str, str]:
         """The claims of the request's token, checked as API Gateway's Cognito authorizer checks them on
@@ -1017,6 +1074,15 @@ def _client_authentication(authorization: str, fields: dict[str, str]) -> tuple[
         client_id, _, secret = decoded.partition(":")
         return unquote_plus(client_id), unquote_plus(secret)
     return fields.get("client_id", ""), fields.get("client_secret", "")
+
+
+def _asks_for_stream(body: bytes) -> bool:
+    """Whether a JSON request body holds `"stream": true` (anything else is the handler's to judge)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("stream") is True
 
 
 def _fairness_key(claims: dict[str, str] | None) -> Hashable:

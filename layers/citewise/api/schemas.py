@@ -6,7 +6,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from citewise.domain.models import Answer, Frozen, Notice, Reranking, Routing, SearchHit
+from citewise.domain.models import Answer, Frozen, Notice, Reranking, Routing, SearchHit, SearchRequest
+
+
+class QueryRequest(SearchRequest):
+    """A question: the search request, and whether to answer with server-sent events."""
+
+    stream: bool = Field(
+        default=False,
+        description="Answer with server-sent events (as `Accept: text/event-stream` asks): sources, text as "
+        "it is written, citations once verified, then the answer this call returns otherwise (docs/api.md).",
+    )
 
 
 class QueryResponse(Answer):

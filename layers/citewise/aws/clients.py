@@ -39,6 +39,9 @@ THROTTLING_CODES = frozenset(
         "RequestThrottled",  # SQS
         # Bedrock's 503 "try again later": capacity, not a fault of the request.
         "ServiceUnavailableException",
+        # The same two as error events of a ConverseStream response, named as its event stream names them.
+        "throttlingException",
+        "serviceUnavailableException",
     }
 )
 _LAST_FAILURE = "citewise_last_failure"

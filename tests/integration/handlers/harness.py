@@ -27,6 +27,7 @@ import requests
 from opensearchpy import OpenSearch
 
 from citewise.api.routes import match_route
+from citewise.api.streaming import DELIMITER
 from citewise.domain.errors import CitewiseError
 from citewise.ports.blobstore import parse_key
 from citewise.runtime.settings import load_settings
@@ -47,15 +48,16 @@ def event_file(name: str) -> dict[str, Any]:
     return event
 
 
-def load_handler(function: str) -> Handler:
-    """Import `functions/<function>/handler.py` as a new module: a cold start with today's environment."""
+def load_handler(function: str, name: str = "lambda_handler") -> Handler:
+    """Import `functions/<function>/handler.py` as a new module: a cold start with today's environment;
+    its `name` (`stream_handler`: the streamed one)."""
     spec = importlib.util.spec_from_file_location(
         f"handler_{function}_{uuid.uuid4().hex}", ROOT / "functions" / function / "handler.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    handler: Handler = module.lambda_handler
+    handler: Handler = getattr(module, name)
     return handler
 
 
@@ -242,6 +244,16 @@ class Stack:
         function = matched[0].function if matched is not None else "documents"
         response = http_response(self.handler(function)(api_event(method, path, **kwargs), LambdaContext()))
         return response.status, response.json()
+
+    def stream(self, path: str, **kwargs: Any) -> tuple[dict[str, Any], bytes]:
+        """POST `path` to the query function's streamed handler, as API Gateway's STREAM integration invokes
+        it: (the metadata before the delimiter, the body's bytes)."""
+        with self._as("query"):
+            streamer = load_handler("query", "stream_handler")
+            raw = b"".join(streamer(api_event("POST", path, **kwargs), LambdaContext()))
+        metadata, delimiter, body = raw.partition(DELIMITER)
+        assert delimiter, "no delimiter after the metadata"
+        return json.loads(metadata), body
 
     def put_upload(self, upload: dict[str, Any], data: bytes) -> None:
         """PUT `data` to a presigned upload as a client would (to moto's S3, or to the local store)."""
