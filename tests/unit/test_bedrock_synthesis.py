@@ -263,10 +263,18 @@ def test_throttling_surfaces_as_throttled(client: Any, stub: Stubber) -> None:
     assert raised.value.details == {"aws_error": "ThrottlingException", "action": "bedrock:Converse"}
 
 
-def test_a_validation_error_is_a_generation_error(client: Any, stub: Stubber) -> None:
-    stub.add_client_error("converse", service_error_code="ValidationException", service_message="model not supported")
-    with pytest.raises(GenerationError, match="ValidationException: model not supported"):
+def test_a_validation_error_is_a_generation_error_whose_aws_message_is_only_logged(
+    client: Any, stub: Stubber, caplog: pytest.LogCaptureFixture
+) -> None:
+    # AWS's message may name the account and the role: the operator reads it in the log, the caller never
+    denied = "User: arn:aws:sts::123456789012:assumed-role/citewise-dev-query/x is not authorized"
+    stub.add_client_error("converse", service_error_code="ValidationException", service_message=denied)
+    with caplog.at_level("WARNING"), pytest.raises(GenerationError) as raised:
         BedrockSynthesizer(MODEL, client=client).answer("q", HITS)
+    assert raised.value.message == "bedrock:Converse failed: ValidationException"
+    assert "123456789012" not in str(raised.value.to_dict())
+    [logged] = [record for record in caplog.records if record.getMessage() == "AWS call failed"]
+    assert logged.aws_message == denied and logged.action == "bedrock:Converse"  # type: ignore[attr-defined]
 
 
 def test_a_read_timeout_is_a_generation_error(monkeypatch: pytest.MonkeyPatch) -> None:

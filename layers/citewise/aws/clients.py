@@ -16,6 +16,7 @@ slow or throttled Bedrock call inside the query function's 24 s ends as `THROTTL
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.domain import deadline
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
+
+logger = logging.getLogger(__name__)
 
 THROTTLING_CODES = frozenset(
     {
@@ -130,7 +133,11 @@ def error_code(exc: ClientError) -> str:
 
 def translate(exc: ClientError | BotoCoreError, backend: type[CitewiseError], action: str) -> CitewiseError:
     """The CitewiseError for a failed AWS call: ThrottledError for throttling (also when the budget ran
-    out after a throttled attempt), else `backend`."""
+    out after a throttled attempt), else `backend`.
+
+    The error names the action and AWS's error code; AWS's own message goes to the log only. It can name
+    the account, the function's role and its resources (`User: arn:aws:sts::123456789012:assumed-role/...
+    is not authorized`), an endpoint's host, or a value of the request: nothing a caller may learn."""
     if isinstance(exc, DeadlineExceeded):
         last = str(exc.kwargs["last"])
         details = {"aws_error": last, "action": action}
@@ -140,11 +147,13 @@ def translate(exc: ClientError | BotoCoreError, backend: type[CitewiseError], ac
     if isinstance(exc, ClientError):
         code = error_code(exc)
         message = exc.response.get("Error", {}).get("Message", "") or str(exc)
+        logger.warning("AWS call failed", extra={"action": action, "aws_error": code, "aws_message": message})
         details = {"aws_error": code, "action": action}
         if code in THROTTLING_CODES:
-            return ThrottledError(f"{action} was throttled: {message}", details=details)
-        return backend(f"{action} failed: {code}: {message}", details=details)
-    return backend(f"{action} failed: {type(exc).__name__}: {exc}", details={"action": action})
+            return ThrottledError(f"{action} was throttled ({code})", details=details)
+        return backend(f"{action} failed: {code}", details=details)
+    logger.warning("AWS call failed", extra={"action": action, "aws_error": type(exc).__name__, "aws_message": str(exc)})
+    return backend(f"{action} failed: {type(exc).__name__}", details={"action": action})
 
 
 def call(action: str, operation: Callable[[], Any]) -> dict[str, Any]:
