@@ -133,10 +133,13 @@ class Services:
     @cached_property
     def index(self) -> VectorIndex:
         index = self._backend.index()
-        if self.settings.backend != "aws":
+        settings = self.settings
+        if settings.backend != "aws" or (settings.vector_bucket and settings.ensures_vector_space):
             # Cheap on an embedded index, and it makes a query against an index of another embedder fail
             # loudly instead of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns
-            # this check.
+            # this check for OpenSearch; an S3 Vectors bucket has no bootstrap, so its one writer of new
+            # vectors (the ingest function) checks the bucket's tags at its first write, and the other
+            # functions take the dimension of each tenant's index from the index itself.
             index.ensure(self.embedder.name, self.embedder.dimension)
         return index
 
@@ -530,16 +533,22 @@ def _plugin(group: str, name: str, variable: str) -> object:
 
 
 class AwsBackend:
-    """The managed services: OpenSearch, DynamoDB and S3, from the settings of a deployed function."""
+    """The managed services: OpenSearch (or S3 Vectors), DynamoDB and S3, from the settings of a deployed
+    function."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
     def index(self) -> VectorIndex:
         from citewise.aws import clients as aws
-        from citewise.aws.opensearch import OpenSearchIndex, connect
 
         settings = self._settings
+        if settings.vector_bucket is not None:
+            from citewise.aws.s3vectors import S3VectorsIndex
+
+            return S3VectorsIndex(aws.client("s3vectors", region=settings.aws_region), settings.vector_bucket)
+        from citewise.aws.opensearch import OpenSearchIndex, connect
+
         endpoint = _required(settings.opensearch_endpoint)
         client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
         sweeps = None
