@@ -7,13 +7,15 @@ sent over TLS.
 
 Each function's role is granted the S3 Vectors actions its code calls (`VectorAccess`), on the indexes
 of tenants only (`<bucket ARN>/index/t-*`, the names `s3vectors_requests.index_name` makes), plus the
-bucket itself for the ingest function's bucket-level calls (the embedder tags of `ensure`):
+bucket itself for the bucket-level calls of `ensure` (the embedder's tags, which the pipeline checks
+before its first write or delete):
 
 | capability | actions | who |
 | WRITE   | PutVectors, DeleteVectors, CreateIndex, GetIndex, QueryVectors + GetVectors (the replace loop and the vectors reused by content hash), ListVectors | ingest |
 | DELETE  | DeleteVectors, GetIndex, QueryVectors + GetVectors (a document's vectors are found by a filtered query) | documents |
 | ERASE   | ListVectors, DeleteVectors, DeleteIndex, GetIndex | erasure |
-| VECTOR_SPACE | GetVectorBucket, ListTagsForResource, TagResource on the bucket | ingest |
+| VECTOR_SPACE | GetVectorBucket, ListTagsForResource on the bucket (`ensure` reads the embedder tags) | ingest, documents |
+| TAG_SPACE | TagResource on the bucket (`ensure` tags a bucket without them, on the first document) | ingest |
 
 A QueryVectors with a filter or metadata also needs GetVectors (the S3 Vectors permissions reference),
 so both go together. The functions that read (query, MCP) get nothing here: their reads are fenced per
@@ -43,6 +45,7 @@ class VectorAccess(enum.Enum):
     DELETE = "delete"
     ERASE = "erase"
     VECTOR_SPACE = "vector-space"
+    TAG_SPACE = "tag-space"
 
 
 _INDEX_ACTIONS: dict[VectorAccess, tuple[str, ...]] = {
@@ -67,14 +70,10 @@ _INDEX_ACTIONS: dict[VectorAccess, tuple[str, ...]] = {
         "s3vectors:DeleteIndex",
         "s3vectors:GetIndex",
     ),
-    VectorAccess.VECTOR_SPACE: (),
 }
 _BUCKET_ACTIONS: dict[VectorAccess, tuple[str, ...]] = {
-    VectorAccess.VECTOR_SPACE: (
-        "s3vectors:GetVectorBucket",
-        "s3vectors:ListTagsForResource",
-        "s3vectors:TagResource",
-    ),
+    VectorAccess.VECTOR_SPACE: ("s3vectors:GetVectorBucket", "s3vectors:ListTagsForResource"),
+    VectorAccess.TAG_SPACE: ("s3vectors:TagResource",),
 }
 
 
@@ -141,7 +140,7 @@ class VectorStore(Construct):
 
     def grant(self, key: FunctionKey, role: iam.IRole, *access: VectorAccess) -> None:
         """Allow `role` (function `key`) `access` to the tenants' indexes (and the bucket, for its tags)."""
-        index_actions = sorted({action for capability in access for action in _INDEX_ACTIONS[capability]})
+        index_actions = sorted({action for capability in access for action in _INDEX_ACTIONS.get(capability, ())})
         bucket_actions = sorted({action for capability in access for action in _BUCKET_ACTIONS.get(capability, ())})
         if index_actions:
             role.add_to_principal_policy(iam.PolicyStatement(actions=index_actions, resources=[self.index_arns]))

@@ -236,7 +236,7 @@ def test_search_mode_s3vectors_needs_a_vector_bucket_instead_of_an_opensearch_en
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     # When its services are built and its index asked for
     settings = load_settings(kind)
-    index = Services(settings).index if kind is not IngestSettings else factory.AwsBackend(settings).index()
+    index = Services(settings).index
     # Then the index is the S3 Vectors adapter of that bucket, built without a call
     assert isinstance(index, S3VectorsIndex) and index._bucket == "citewise-dev-vectors"
 

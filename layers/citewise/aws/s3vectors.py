@@ -102,10 +102,6 @@ class S3VectorsIndex:
     def _remember(self, name: str, answer: dict[str, Any]) -> None:
         self._existing.add(name)
         try:
-            # A function that never writes new vectors is not `ensure`d (it may not tag the bucket): its
-            # probes (the deletes' queries) take the dimension the index was created with.
-            if self._dimension is None:
-                self._dimension = int(answer["index"]["dimension"])
             configurations = answer["index"]["metadataConfiguration"]["textSearchConfigurations"]
             active = any(c["metadataKey"] == r.TEXT_KEY and c.get("status") == "ACTIVE" for c in configurations)
         except (LookupError, TypeError) as exc:

@@ -133,13 +133,10 @@ class Services:
     @cached_property
     def index(self) -> VectorIndex:
         index = self._backend.index()
-        settings = self.settings
-        if settings.backend != "aws" or (settings.vector_bucket and settings.ensures_vector_space):
+        if self.settings.backend != "aws":
             # Cheap on an embedded index, and it makes a query against an index of another embedder fail
             # loudly instead of ranking by meaningless similarities. On AWS the deploy-time bootstrap owns
-            # this check for OpenSearch; an S3 Vectors bucket has no bootstrap, so its one writer of new
-            # vectors (the ingest function) checks the bucket's tags at its first write, and the other
-            # functions take the dimension of each tenant's index from the index itself.
+            # this check.
             index.ensure(self.embedder.name, self.embedder.dimension)
         return index
 

@@ -50,9 +50,6 @@ class Settings(BaseSettings):
     aws_requires: ClassVar[tuple[str, ...]] = (SEARCH_INDEX, "registry_table", "documents_bucket")
     """The resources (by field) this program cannot run without on the AWS backend; `SEARCH_INDEX` is
     the chunk index, an OpenSearch endpoint or an S3 Vectors bucket."""
-    ensures_vector_space: ClassVar[bool] = False
-    """Whether this program checks (and on first use records) the embedder of an S3 Vectors bucket: the
-    ingest function, the one writer of new vectors (`citewise.aws.s3vectors.S3VectorsIndex.ensure`)."""
 
     backend: Backend = Field(default="local", description="`local` (embedded files) or `aws` (managed services).")
     home: Path = Field(default=Path("~/.citewise"), description="Where the local index and registry live.")
@@ -470,8 +467,6 @@ class McpSettings(ApiSettings):
 
 class IngestSettings(Settings):
     """The ingest function: the bucket it reads, the registry, the index and the embedder."""
-
-    ensures_vector_space: ClassVar[bool] = True
 
 
 class ErasureSettings(Settings):
