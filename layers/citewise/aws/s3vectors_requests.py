@@ -16,7 +16,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from citewise.domain.errors import ValidationError
+from citewise.domain.errors import UnsupportedFilterError, ValidationError
 from citewise.domain.matching import metadata_view
 from citewise.domain.models import Caller, Chunk, Comparison, Filter, Visibility
 from citewise.domain.textutil import keyword_text
@@ -196,9 +196,9 @@ def translate_filter(flt: Filter) -> Body:
     raise unsupported(operator, key, "S3 Vectors has no substring operator")
 
 
-def unsupported(operator: str, key: str, why: str) -> ValidationError:
+def unsupported(operator: str, key: str, why: str) -> UnsupportedFilterError:
     """The 400 for a filter this mode cannot evaluate exactly: never dropped, never approximated."""
-    return ValidationError(
+    return UnsupportedFilterError(
         f"{operator} on '{key}' is not supported in search mode {MODE}: {why}",
         details={"operator": operator, "key": key, "mode": MODE},
     )
