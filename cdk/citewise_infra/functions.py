@@ -489,7 +489,9 @@ class FunctionsFactory(Construct):
         )
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
-        self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.DELETE, VectorAccess.VECTOR_SPACE))
+        self._grant_search(
+            fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.DELETE, VectorAccess.VECTOR_SPACE)
+        )
         self._audit.grant_write(fn.role)
         self._audit.grant_read(fn.role)
         return fn

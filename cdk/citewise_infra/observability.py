@@ -297,7 +297,9 @@ class Observability(Construct):
     def _all_functions(self) -> Sequence[CitewiseFunction]:
         return self._functions.all()
 
-    def _build_dashboard(self, ingestion: Ingestion, api: Api, search: SearchBackend | VectorStore) -> cloudwatch.Dashboard:
+    def _build_dashboard(
+        self, ingestion: Ingestion, api: Api, search: SearchBackend | VectorStore
+    ) -> cloudwatch.Dashboard:
         stage = api.rest_api.deployment_stage
         query_service, ingest_service = SERVICE_NAMES["query"], SERVICE_NAMES["ingest"]
         fns = self._all_functions()

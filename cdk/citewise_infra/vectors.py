@@ -10,12 +10,14 @@ of tenants only (`<bucket ARN>/index/t-*`, the names `s3vectors_requests.index_n
 bucket itself for the bucket-level calls of `ensure` (the embedder's tags, which the pipeline checks
 before its first write or delete):
 
-| capability | actions | who |
-| WRITE   | PutVectors, DeleteVectors, CreateIndex, GetIndex, QueryVectors + GetVectors (the replace loop and the vectors reused by content hash), ListVectors | ingest |
-| DELETE  | DeleteVectors, GetIndex, QueryVectors + GetVectors (a document's vectors are found by a filtered query) | documents |
-| ERASE   | ListVectors, DeleteVectors, DeleteIndex, GetIndex | erasure |
-| VECTOR_SPACE | GetVectorBucket, ListTagsForResource on the bucket (`ensure` reads the embedder tags) | ingest, documents |
-| TAG_SPACE | TagResource on the bucket (`ensure` tags a bucket without them, on the first document) | ingest |
+- WRITE (ingest): PutVectors, DeleteVectors, CreateIndex, GetIndex, QueryVectors + GetVectors (the
+  replace loop, the vectors reused by content hash), ListVectors;
+- DELETE (documents): DeleteVectors, GetIndex, QueryVectors + GetVectors (a document's vectors are found
+  by a filtered query);
+- ERASE (erasure): ListVectors, DeleteVectors, DeleteIndex, GetIndex;
+- VECTOR_SPACE (ingest, documents): GetVectorBucket, ListTagsForResource on the bucket (`ensure` reads
+  the embedder's tags); TAG_SPACE (ingest): TagResource on the bucket (`ensure` tags a bucket without
+  them, at the first document).
 
 A QueryVectors with a filter or metadata also needs GetVectors (the S3 Vectors permissions reference),
 so both go together. The functions that read (query, MCP) get nothing here: their reads are fenced per

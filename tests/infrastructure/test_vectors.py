@@ -37,7 +37,9 @@ INDEX_ACTIONS: dict[str, set[str]] = {
 
 def vector_statements(synth: Synth, key: str) -> list[Statement]:
     role = getattr(synth.stack.functions, key).role
-    return [s for s in role_statements(synth, synth.logical_id(role)) if any(a.startswith("s3vectors:") for a in s.actions)]
+    return [
+        s for s in role_statements(synth, synth.logical_id(role)) if any(a.startswith("s3vectors:") for a in s.actions)
+    ]
 
 
 def test_the_vector_bucket_is_encrypted_with_the_stacks_key_and_refuses_requests_without_tls(s3vectors: Synth) -> None:

@@ -4,9 +4,9 @@ The events come from the Lambda emulator `citewise serve` uses (`citewise_local.
 drive the handlers exactly as the local server does; identities (claims) and the notifications replayed
 as recorded come from tests/events. The AWS stack is S3 and DynamoDB under moto, OpenSearch on the real
 node (a fresh index per test; the HTTP double where a test injects a fault or needs Serverless's
-behaviour; in search mode s3vectors the S3 Vectors double), and the hashing embedder with the extractive synthesizer (moto has no Bedrock that answers; the
-Bedrock adapters have their own Stubber tests). Every handler module is loaded fresh after the
-environment is set, as a cold start would.
+behaviour; in search mode s3vectors the S3 Vectors double), and the hashing embedder with the extractive
+synthesizer (moto has no Bedrock that answers; the Bedrock adapters have their own Stubber tests). Every
+handler module is loaded fresh after the environment is set, as a cold start would.
 """
 
 from __future__ import annotations

@@ -402,7 +402,9 @@ def _s3vectors(operation: str, params: dict[str, Any], deploy: Deployment) -> li
 
 
 TENANT_READER_FUNCTIONS = frozenset({"query", "mcp"})
-TENANT_READS = frozenset({"s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:ListVectors", "s3vectors:GetIndex"})
+TENANT_READS = frozenset(
+    {"s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:ListVectors", "s3vectors:GetIndex"}
+)
 """Search mode s3vectors: the functions that answer questions read a tenant's index with credentials of a
 tenant-reader role whose session policy names that one index (issue 28, section 3; branch s3v-iam), not
 with their own role, which the stack grants no S3 Vectors action. Those reads are not held to the
