@@ -122,7 +122,7 @@ class VectorStore(Construct):
                 ],
             },
         )
-        self.policy.add_dependency(self.bucket)
+        self.policy.node.add_dependency(self.bucket)  # it names the bucket, not a reference to it
 
     def _allow_indexing(self, key: kms.IKey) -> None:
         """S3 Vectors' background indexing reads the vectors with the bucket's key as its own service
