@@ -355,7 +355,7 @@ class FunctionsFactory(Construct):
         """Grant `access` to the OpenSearch index, or `vectors` to the tenants' S3 Vectors indexes."""
         if isinstance(self._search, VectorStore):
             if vectors:
-                self._search.grant(fn.key, fn.role, *vectors)
+                self._search.grant(fn.role, *vectors)
             return
         carrier = self._search.grant(fn.key, fn.role, *access)
         if carrier is not None:

@@ -11,7 +11,7 @@ bucket itself for the bucket-level calls of `ensure` (the embedder's tags, which
 before its first write or delete):
 
 - WRITE (ingest): PutVectors, DeleteVectors, CreateIndex, GetIndex, QueryVectors + GetVectors (the
-  replace loop, the vectors reused by content hash), ListVectors;
+  replace loop, the vectors reused by content hash);
 - DELETE (documents): DeleteVectors, GetIndex, QueryVectors + GetVectors (a document's vectors are found
   by a filtered query);
 - ERASE (erasure): ListVectors, DeleteVectors, DeleteIndex, GetIndex;
@@ -36,7 +36,6 @@ from constructs import Construct
 
 from citewise.aws.s3vectors_requests import INDEX_PREFIX
 from citewise_infra.config import EnvironmentConfig
-from citewise_infra.constants import FunctionKey
 from citewise_infra.nag import acknowledge
 
 
@@ -58,7 +57,6 @@ _INDEX_ACTIONS: dict[VectorAccess, tuple[str, ...]] = {
         "s3vectors:GetIndex",
         "s3vectors:QueryVectors",
         "s3vectors:GetVectors",
-        "s3vectors:ListVectors",
     ),
     VectorAccess.DELETE: (
         "s3vectors:DeleteVectors",
@@ -140,8 +138,8 @@ class VectorStore(Construct):
             )
         )
 
-    def grant(self, key: FunctionKey, role: iam.IRole, *access: VectorAccess) -> None:
-        """Allow `role` (function `key`) `access` to the tenants' indexes (and the bucket, for its tags)."""
+    def grant(self, role: iam.IRole, *access: VectorAccess) -> None:
+        """Allow `role` `access` to the tenants' indexes (and the bucket, for its tags)."""
         index_actions = sorted({action for capability in access for action in _INDEX_ACTIONS.get(capability, ())})
         bucket_actions = sorted({action for capability in access for action in _BUCKET_ACTIONS.get(capability, ())})
         if index_actions:

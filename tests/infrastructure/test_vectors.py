@@ -25,7 +25,6 @@ INDEX_ACTIONS: dict[str, set[str]] = {
         "s3vectors:GetIndex",
         "s3vectors:QueryVectors",
         "s3vectors:GetVectors",
-        "s3vectors:ListVectors",
     },
     "documents": {"s3vectors:DeleteVectors", "s3vectors:GetIndex", "s3vectors:QueryVectors", "s3vectors:GetVectors"},
     "erasure": {"s3vectors:ListVectors", "s3vectors:DeleteVectors", "s3vectors:DeleteIndex", "s3vectors:GetIndex"},
