@@ -23,6 +23,7 @@ CDK_JSON: Final = REPO_ROOT / "cdk.json"
 CONTEXT_ENV: Final = "env"  # `cdk synth -c env=dev`
 CONTEXT_ENVIRONMENTS: Final = "citewise:environments"  # the per-environment blocks in cdk.json
 CONTEXT_ALARM_EMAIL: Final = "alarm_email"  # `-c alarm_email=ops@example.com`: overrides alarms.email
+CONTEXT_SEARCH_MODE: Final = "search_mode"  # `-c search_mode=s3vectors`: overrides search.mode
 # CDK's own key: stacks whose assets are bundled (`[]` skips bundling: the tests synthesize that way).
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
@@ -66,6 +67,7 @@ QUERY_METRICS: Final = ("QueryLatency", "RetrievalLatency", "SynthesisLatency", 
 # --- construct ids ---------------------------------------------------------------------------------------
 STORAGE_ID: Final = "Storage"
 SEARCH_ID: Final = "Search"
+VECTORS_ID: Final = "Vectors"
 FUNCTIONS_ID: Final = "Functions"
 INGESTION_ID: Final = "Ingestion"
 API_ID: Final = "Api"
@@ -91,6 +93,7 @@ class Outputs:
     DOCUMENTS_BUCKET: Final = "DocumentsBucketName"
     REGISTRY_TABLE: Final = "RegistryTableName"
     SEARCH_ENDPOINT: Final = "SearchEndpoint"
+    VECTOR_BUCKET: Final = "VectorBucketName"  # search mode s3vectors, instead of the endpoint
     INGEST_QUEUE_URL: Final = "IngestQueueUrl"
     DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
     ERASURE_QUEUE_URL: Final = "ErasureQueueUrl"

@@ -26,6 +26,9 @@ What each function calls (and so what its role may do):
   object version under `tenants/` (list and delete versions), the index (search, bulk deletes). It and
   the documents function may send to the erasure queue (`citewise_infra.erasure`). No Bedrock.
 Every function also writes its own log group and X-Ray segments.
+In search mode `s3vectors` the index grants are S3 Vectors actions on the tenants' indexes instead
+(`citewise_infra.vectors`): ingest writes, documents deletes, erasure erases; query and MCP get none of
+their own, and there is no bootstrap.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash
 from citewise_infra.nag import acknowledge
 from citewise_infra.search import SearchAccess, SearchBackend
 from citewise_infra.storage import Storage
+from citewise_infra.vectors import VectorAccess, VectorStore
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Graviton: cheaper per GB-second than x86; the layer is bundled for the same architecture.
@@ -94,14 +98,20 @@ def settings_environment(settings: type[Settings], values: Mapping[str, str]) ->
 
 @dataclass(frozen=True)
 class Functions:
-    """The six functions, by key."""
+    """The six functions, by key; no bootstrap in search mode `s3vectors` (no index to create at deploy
+    time: each tenant's is created by its first write)."""
 
     ingest: CitewiseFunction
     query: CitewiseFunction
     documents: CitewiseFunction
     mcp: CitewiseFunction
-    bootstrap: CitewiseFunction
+    bootstrap: CitewiseFunction | None
     erasure: CitewiseFunction
+
+    def all(self) -> list[CitewiseFunction]:
+        """Every function the stack has."""
+        candidates = (self.ingest, self.query, self.documents, self.mcp, self.bootstrap, self.erasure)
+        return [fn for fn in candidates if fn is not None]
 
 
 class CitewiseFunction(Construct):
@@ -209,7 +219,7 @@ class FunctionsFactory(Construct):
         *,
         config: EnvironmentConfig,
         storage: Storage,
-        search: SearchBackend,
+        search: SearchBackend | VectorStore,
         audit: AuditTrail,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -256,13 +266,15 @@ class FunctionsFactory(Construct):
     def _search_values(self) -> dict[str, str]:
         """Where the index is and which embedder fills it: what every function needs."""
         config = self._config
+        embedder = {"embedder": config.models.embedder, "embedding_dimension": str(config.models.embedding_dimension)}
+        if isinstance(self._search, VectorStore):
+            return {"backend": "aws", "vector_bucket": self._search.bucket_name, **embedder}
         values = {
             "backend": "aws",
             "opensearch_endpoint": self._search.endpoint,
             "opensearch_service": self._search.service,
             "index_name": config.search.index_name,
-            "embedder": config.models.embedder,
-            "embedding_dimension": str(config.models.embedding_dimension),
+            **embedder,
         }
         if self._search.service == "es":
             # A replica needs a node other than its primary's: on one data node it would never be
@@ -339,7 +351,14 @@ class FunctionsFactory(Construct):
                 "(bedrock:InferenceProfileArn condition).",
             )
 
-    def _grant_search(self, fn: CitewiseFunction, *access: SearchAccess) -> None:
+    def _grant_search(
+        self, fn: CitewiseFunction, access: tuple[SearchAccess, ...], vectors: tuple[VectorAccess, ...]
+    ) -> None:
+        """Grant `access` to the OpenSearch index, or `vectors` to the tenants' S3 Vectors indexes."""
+        if isinstance(self._search, VectorStore):
+            if vectors:
+                self._search.grant(fn.role, *vectors)
+            return
         carrier = self._search.grant(fn.key, fn.role, *access)
         if carrier is not None:
             self.search_access[fn.key] = carrier
@@ -353,7 +372,11 @@ class FunctionsFactory(Construct):
         self._storage.grant_read_documents(fn.role)
         self._storage.grant_restore_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
-        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE)
+        self._grant_search(
+            fn,
+            (SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE),
+            (VectorAccess.WRITE, VectorAccess.VECTOR_SPACE, VectorAccess.TAG_SPACE),
+        )
         self._grant_model(fn, self._config.models.embedding_model_id)
         return fn
 
@@ -391,7 +414,8 @@ class FunctionsFactory(Construct):
         """Search the index (read only), read the tenant's settings, count the tenant's usage, embed the
         question, route it, generate the answer (through the guardrail)."""
         models = self._config.models
-        self._grant_search(fn, SearchAccess.READ)
+        # S3 Vectors: no grant of the function's own; it reads through the tenant-reader role (issue 28, §3).
+        self._grant_search(fn, (SearchAccess.READ,), ())
         self._storage.grant_read_tenant_settings(fn.role)
         self._storage.grant_count_usage(fn.role)
         self._storage.grant_check_quotas(fn.role)
@@ -470,7 +494,9 @@ class FunctionsFactory(Construct):
         )
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
-        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
+        self._grant_search(
+            fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.DELETE, VectorAccess.VECTOR_SPACE)
+        )
         self._audit.grant_write(fn.role)
         self._audit.grant_read(fn.role)
         return fn
@@ -484,10 +510,12 @@ class FunctionsFactory(Construct):
             "tenant erasure, resumed through its own queue",
         )
         self._storage.grant_erase_tenants(fn.role)
-        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
+        self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE,))
         return fn
 
-    def _build_bootstrap(self) -> CitewiseFunction:
+    def _build_bootstrap(self) -> CitewiseFunction | None:
+        if isinstance(self._search, VectorStore):
+            return None
         fn = self._function(
             "bootstrap",
             self._config.bootstrap,
@@ -495,5 +523,5 @@ class FunctionsFactory(Construct):
             self._search_values(),
             "deploy-time creation of the search index",
         )
-        self._grant_search(fn, SearchAccess.DESCRIBE, SearchAccess.CREATE)
+        self._grant_search(fn, (SearchAccess.DESCRIBE, SearchAccess.CREATE), ())
         return fn

@@ -530,16 +530,22 @@ def _plugin(group: str, name: str, variable: str) -> object:
 
 
 class AwsBackend:
-    """The managed services: OpenSearch, DynamoDB and S3, from the settings of a deployed function."""
+    """The managed services: OpenSearch (or S3 Vectors), DynamoDB and S3, from the settings of a deployed
+    function."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
     def index(self) -> VectorIndex:
         from citewise.aws import clients as aws
-        from citewise.aws.opensearch import OpenSearchIndex, connect
 
         settings = self._settings
+        if settings.vector_bucket is not None:
+            from citewise.aws.s3vectors import S3VectorsIndex
+
+            return S3VectorsIndex(aws.client("s3vectors", region=settings.aws_region), settings.vector_bucket)
+        from citewise.aws.opensearch import OpenSearchIndex, connect
+
         endpoint = _required(settings.opensearch_endpoint)
         client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
         sweeps = None

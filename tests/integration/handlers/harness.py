@@ -4,9 +4,9 @@ The events come from the Lambda emulator `citewise serve` uses (`citewise_local.
 drive the handlers exactly as the local server does; identities (claims) and the notifications replayed
 as recorded come from tests/events. The AWS stack is S3 and DynamoDB under moto, OpenSearch on the real
 node (a fresh index per test; the HTTP double where a test injects a fault or needs Serverless's
-behaviour), and the hashing embedder with the extractive synthesizer (moto has no Bedrock that answers; the
-Bedrock adapters have their own Stubber tests). Every handler module is loaded fresh after the
-environment is set, as a cold start would.
+behaviour; in search mode s3vectors the S3 Vectors double), and the hashing embedder with the extractive
+synthesizer (moto has no Bedrock that answers; the Bedrock adapters have their own Stubber tests). Every
+handler module is loaded fresh after the environment is set, as a cold start would.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from citewise_local import emulator
 from citewise_local.backend import local_blob_store
 from citewise_local.emulator import LambdaContext, http_response
 from tests.doubles.opensearch_server import FakeOpenSearch
+from tests.doubles.s3vectors import FakeS3Vectors
 from tests.integration.handlers.iam import RoleCheck
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -208,15 +209,25 @@ class Stack:
     kind: str
     s3: Any = None
     opensearch: FakeOpenSearch | None = None  # the double, when the stack runs on it
+    vectors: FakeS3Vectors | None = None  # the S3 Vectors double, in search mode s3vectors
     search_index: tuple[OpenSearch, str] | None = None  # the real node's client and the stack's index
     roles: RoleCheck | None = None
     """On the AWS stack: holds every AWS call of a handler (its cold start too) to its function's role."""
     handlers: dict[str, Handler] = field(default_factory=dict)
 
     def indexed_doc_ids(self) -> set[str]:
-        """The doc ids of every chunk the AWS stack's OpenSearch holds (the double's or the node's index)."""
+        """The doc ids of every chunk the AWS stack's index holds (OpenSearch's, the double's or the node's; or
+        every tenant's S3 Vectors index)."""
         if self.opensearch is not None:
             return {source["doc_id"] for index in self.opensearch.indices.values() for source in index.live.values()}
+        if self.vectors is not None:
+            return {
+                str(metadata["doc_id"])
+                for bucket in self.vectors.buckets.values()
+                for index in bucket.indexes.values()
+                for _, metadata in index.vectors.values()
+                if metadata.get("#kind") == "chunk"
+            }
         assert self.search_index is not None, "the local stack has no OpenSearch"
         client, name = self.search_index
         client.indices.refresh(index=name)

@@ -17,7 +17,8 @@ satisfied, and tests/infrastructure/test_iam.py asserts those conditions' exact 
 
 A call no statement allows fails the invocation that made it, naming the function, action and resource.
 OpenSearch requests are not AWS SDK calls: tests/infrastructure/test_opensearch_access.py holds them to
-the same roles.
+the same roles. S3 Vectors calls are (`s3vectors:<Operation>` on the index's ARN, or the bucket's); the
+reads of the functions that answer questions are the exception (`TENANT_READS`).
 """
 
 from __future__ import annotations
@@ -181,6 +182,7 @@ class Environment:
     """Which synthesized environment a function's configuration corresponds to."""
 
     serverless: bool = False
+    s3vectors: bool = False
     rerank_region: str | None = None  # reranking on (in this region), or off
 
     @classmethod
@@ -191,6 +193,7 @@ class Environment:
         reranking = variables.get("CITEWISE_RERANKER") == "bedrock"
         return cls(
             serverless=variables.get("CITEWISE_OPENSEARCH_SERVICE") == "aoss",
+            s3vectors="CITEWISE_VECTOR_BUCKET" in variables,
             rerank_region=variables.get("CITEWISE_RERANK_REGION", REGION) if reranking else None,
         )
 
@@ -198,9 +201,11 @@ class Environment:
 @functools.cache
 def deployment(environment: Environment, names: Names) -> Deployment:
     """`environment` synthesized offline (once per session) from the real CDK app, with `names`."""
-    from tests.infrastructure.conftest import SERVERLESS_IAM, synthesize
+    from tests.infrastructure.conftest import S3VECTORS, SERVERLESS_IAM, synthesize
 
     overrides = dict(SERVERLESS_IAM) if environment.serverless else {}
+    if environment.s3vectors:
+        overrides.update(S3VECTORS)
     if environment.rerank_region is not None:
         overrides["rerank"] = {"enabled": True, "region": environment.rerank_region}
     account = os.environ.pop("CDK_DEFAULT_ACCOUNT", None)  # an account-agnostic template, as in the tests
@@ -222,7 +227,8 @@ def deployment(environment: Environment, names: Names) -> Deployment:
         "audit_log_group": synth.logical_id(stack.audit.log_group),
     }
     functions = stack.functions
-    role_ids = {f.name: synth.logical_id(getattr(functions, f.name).role) for f in dataclasses.fields(functions)}
+    built = {f.name: getattr(functions, f.name) for f in dataclasses.fields(functions)}
+    role_ids = {name: synth.logical_id(fn.role) for name, fn in built.items() if fn is not None}
     return Deployment(template=synth.template, role_ids=role_ids, physical=_physical(names, ids))
 
 
@@ -375,6 +381,36 @@ def _cognito_idp(operation: str, params: dict[str, Any], deploy: Deployment) -> 
     return [Request(f"cognito-idp:{operation}", arn)]
 
 
+def _s3vectors(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    """`s3vectors:<Operation>` on the index (or the bucket, or the tagged resource). A query that filters or
+    returns metadata, and a listing that returns data or metadata, need GetVectors too (the S3 Vectors
+    permissions reference; docs/aws.md lists it to confirm on an account)."""
+    if "resourceArn" in params:
+        resource = str(params["resourceArn"])
+    else:
+        resource = _arn("s3vectors", f"bucket/{params['vectorBucketName']}")
+        if "indexName" in params:
+            resource += f"/index/{params['indexName']}"
+    requests = [Request(f"s3vectors:{operation}", resource)]
+    reads_metadata = {
+        "QueryVectors": params.get("filter") is not None or params.get("returnMetadata", False),
+        "ListVectors": params.get("returnMetadata", False) or params.get("returnData", False),
+    }
+    if reads_metadata.get(operation):
+        requests.append(Request("s3vectors:GetVectors", resource))
+    return requests
+
+
+TENANT_READER_FUNCTIONS = frozenset({"query", "mcp"})
+TENANT_READS = frozenset(
+    {"s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:ListVectors", "s3vectors:GetIndex"}
+)
+"""Search mode s3vectors: the functions that answer questions read a tenant's index with credentials of a
+tenant-reader role whose session policy names that one index (issue 28, section 3; branch s3v-iam), not
+with their own role, which the stack grants no S3 Vectors action. Those reads are not held to the
+function's role here: `RoleCheck.tenant_reads` keeps them, and the tests assert that each read the
+caller's own index. Where the tenant-reader session exists, its session policy is what they are held to."""
+
 REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request]]] = {
     "s3": _s3,
     "dynamodb": _dynamodb,
@@ -382,6 +418,7 @@ REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request
     "logs": _logs,
     "bedrock-agent-runtime": _bedrock_agent_runtime,
     "cognito-idp": _cognito_idp,
+    "s3vectors": _s3vectors,
 }
 
 
@@ -412,6 +449,8 @@ class RoleCheck:
 
     names: Names
     calls: list[Call] = field(default_factory=list)
+    tenant_reads: list[tuple[Call, Request]] = field(default_factory=list)
+    """The `TENANT_READS` of the `TENANT_READER_FUNCTIONS`, not held to their roles (see there)."""
     _running: str | None = None
 
     def attach(self, events: Any) -> None:
@@ -433,17 +472,23 @@ class RoleCheck:
             yield
         finally:
             self._running = None
-            denied = denied_calls(deploy, self.calls[first:])
+            denied = denied_calls(deploy, self.calls[first:], self.tenant_reads)
             if denied:
                 raise AssertionError(f"the role in the template does not allow: {'; '.join(denied)}")
 
 
-def denied_calls(deploy: Deployment, calls: list[Call]) -> list[str]:
-    """One line per request of `calls` that the caller's role in `deploy` does not allow."""
-    return [
-        f"{call.function} function: {request} (for {call.service} {call.operation})"
-        for call in calls
-        if call.function in deploy.role_ids
-        for request in requirements(call.service, call.operation, call.params, deploy)
-        if not deploy.allows(call.function, request)
-    ]
+def denied_calls(
+    deploy: Deployment, calls: list[Call], tenant_reads: list[tuple[Call, Request]] | None = None
+) -> list[str]:
+    """One line per request of `calls` that the caller's role in `deploy` does not allow; the `TENANT_READS`
+    of the `TENANT_READER_FUNCTIONS` go to `tenant_reads` instead (refused when it is None)."""
+    denied = []
+    for call in calls:
+        if call.function not in deploy.role_ids:
+            continue
+        for request in requirements(call.service, call.operation, call.params, deploy):
+            if tenant_reads is not None and call.function in TENANT_READER_FUNCTIONS and request.action in TENANT_READS:
+                tenant_reads.append((call, request))
+            elif not deploy.allows(call.function, request):
+                denied.append(f"{call.function} function: {request} (for {call.service} {call.operation})")
+    return denied
