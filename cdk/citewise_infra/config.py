@@ -90,9 +90,10 @@ class _Block(BaseModel):
 
 
 class SearchConfig(_Block):
-    """The OpenSearch backend: a managed domain (default) or a Serverless vector collection."""
+    """The OpenSearch backend: a managed domain (default) or a Serverless vector collection; or Amazon S3
+    Vectors (`s3vectors`: a vector bucket, an index per tenant)."""
 
-    mode: Literal["managed", "serverless"] = "managed"
+    mode: Literal["managed", "serverless", "s3vectors"] = "managed"
     index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
     # Managed domain only.
     engine_version: str = Field(default="2.19", pattern=r"^\d+\.\d+$")

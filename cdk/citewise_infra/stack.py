@@ -20,6 +20,8 @@ from citewise_infra.constants import (
     OBSERVABILITY_ID,
     SEARCH_ID,
     STORAGE_ID,
+    TENANT_READER_ID,
+    VECTORS_ID,
     Outputs,
 )
 from citewise_infra.erasure import Erasure
@@ -29,6 +31,8 @@ from citewise_infra.ingestion import Ingestion
 from citewise_infra.observability import Observability
 from citewise_infra.search import build_search
 from citewise_infra.storage import Storage
+from citewise_infra.tenant_reader import TenantReader
+from citewise_infra.vectors import VectorBucket
 
 
 class CitewiseStack(Stack):
@@ -56,6 +60,16 @@ class CitewiseStack(Stack):
         )
         self.functions = factory.functions
         self.layer = factory.layer
+        if config.search.mode == "s3vectors":
+            self.vectors = VectorBucket(self, VECTORS_ID, config=config, key=self.storage.key)
+            self.tenant_reader = TenantReader(
+                self,
+                TENANT_READER_ID,
+                config=config,
+                bucket_arn=self.vectors.bucket_arn,
+                key=self.vectors.key,
+                readers=[self.functions.query, self.functions.mcp],
+            )
         # The bootstrap's permission outside its role (a Serverless data access policy), if any.
         bootstrap_access = factory.search_access.get("bootstrap")
         self.index_bootstrap = IndexBootstrap(

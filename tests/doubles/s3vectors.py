@@ -1,11 +1,11 @@
 """An in-memory Amazon S3 Vectors behind a real boto3 client, for what moto 5.2 does not do (QueryVectors).
 
-`FakeS3Vectors().client()` is a boto3 `s3vectors` client whose requests never leave the process: botocore
-builds and validates each one against the service model it ships (parameter validation is botocore's
-own, so a request the real service's model refuses fails here too), then the double answers it at
-`before-call`, and its answer is validated against the operation's output shape before botocore hands
-it back, as botocore's Stubber does. Errors come back as the service's modelled exceptions
-(`ValidationException`, `NotFoundException`, `ConflictException`, ...).
+`FakeS3Vectors().client()` (or any `s3vectors` client given to `serve`) is a boto3 client whose requests
+never leave the process: botocore builds and validates each one against the service model it ships
+(parameter validation is botocore's own, so a request the real service's model refuses fails here too),
+then the double answers it at `before-call`, and its answer is validated against the operation's output
+shape before botocore hands it back, as botocore's Stubber does. Errors come back as the service's
+modelled exceptions (`ValidationException`, `NotFoundException`, `ConflictException`, ...).
 
 Semantics held to the S3 User Guide ("Metadata filtering", "Limitations and restrictions"):
 - filters: `$eq`, `$ne`, `$gt`/`$gte`/`$lt`/`$lte` (numbers only), `$in`, `$nin`, `$exists`, `$and`, `$or`;
@@ -103,9 +103,13 @@ class FakeS3Vectors:
             aws_secret_access_key="testing",  # noqa: S106 - never a real credential
             config=Config(retries={"total_max_attempts": 1}, parameter_validation=True),
         )
-        made.meta.events.register("before-parameter-build.s3vectors.*", self._keep_params)
-        made.meta.events.register("before-call.s3vectors.*", self._answer)
-        return made
+        return self.serve(made)
+
+    def serve(self, client: Any) -> Any:
+        """Answer `client`'s requests (an `s3vectors` client made elsewhere, on any credentials) here."""
+        client.meta.events.register("before-parameter-build.s3vectors.*", self._keep_params)
+        client.meta.events.register("before-call.s3vectors.*", self._answer)
+        return client
 
     def create_bucket(self, name: str) -> Bucket:
         bucket = Bucket(name, f"arn:aws:s3vectors:{REGION}:{ACCOUNT}:bucket/{name}")

@@ -16,7 +16,7 @@ slow or throttled Bedrock call inside the query function's 24 s ends as `THROTTL
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import boto3
@@ -68,6 +68,21 @@ def client(service: str, *, region: str | None = None, **config: int) -> Any:
     """A boto3 client with `client_config`, following the invocation's time budget; `region` None means
     the environment's region."""
     made = boto3.client(service, region_name=region, config=client_config(**config))
+    follow_deadline(made)
+    return made
+
+
+def session_client(service: str, credentials: Mapping[str, Any], *, region: str | None = None) -> Any:
+    """`client(service)`, signing with `credentials` (STS's `Credentials`: AccessKeyId, SecretAccessKey,
+    SessionToken) instead of the environment's: a tenant's read session (`citewise.aws.tenant_sessions`)."""
+    made = boto3.client(
+        service,
+        region_name=region,
+        config=client_config(),
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
     follow_deadline(made)
     return made
 

@@ -24,6 +24,7 @@ from citewise.domain.textutil import keyword_text
 Body = dict[str, Any]
 
 MODE = "s3vectors"
+INDEX_PREFIX = "t-"  # every tenant index's name starts so: what the tenant-reader role may read
 TEXT_KEY = "#text"  # non-filterable, full-text searchable (`en`): `textutil.keyword_text`
 CHUNK_KEY = "#chunk"  # non-filterable: the whole Chunk as JSON
 KIND_KEY = "#kind"
@@ -59,7 +60,7 @@ def index_name(tenant_id: str) -> str:
     SHA-256 prefix of the exact id is what keeps `Acme` and `acme` apart."""
     slug = _SLUG_RE.sub("-", tenant_id.lower()).strip("-")[:24].strip("-")
     digest = hashlib.sha256(tenant_id.encode()).hexdigest()[:24]
-    return f"t-{slug}-{digest}" if slug else f"t-{digest}"
+    return f"{INDEX_PREFIX}{slug}-{digest}" if slug else f"{INDEX_PREFIX}{digest}"
 
 
 def chunk_key(chunk_id: str) -> str:

@@ -660,6 +660,27 @@ class AwsBackend:
         """The AWS clients hold nothing that needs closing."""
 
 
+def s3vectors_reader(settings: Settings, bucket: str) -> Callable[[str], Any] | None:
+    """The seam of search mode s3vectors' reads (`S3VectorsIndex(client, bucket, reader=...)`): clients on
+    per-tenant session credentials of the tenant-reader role when the stack gives the function that role
+    (the query and MCP functions, `citewise.aws.tenant_sessions`); None elsewhere (the writing functions
+    and local runs read with their own client)."""
+    if settings.tenant_reader_role_arn is None:
+        return None
+    from citewise.aws import clients as aws
+    from citewise.aws.tenant_sessions import TenantSessions
+
+    region = settings.aws_region or aws.region()
+    sessions = TenantSessions(
+        aws.client("sts", region=region),
+        settings.tenant_reader_role_arn,
+        bucket,
+        region=region,
+        make_client=lambda credentials: aws.session_client("s3vectors", credentials, region=region),
+    )
+    return sessions.client
+
+
 def _required(value: str | None) -> str:
     if value is None:  # the settings validator refuses this already
         raise ValidationError("CITEWISE_BACKEND=aws needs the endpoint, table and bucket settings")
