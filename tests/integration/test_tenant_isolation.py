@@ -138,7 +138,8 @@ def test_a_session_may_not_read_an_index_of_the_same_name_in_another_bucket(temp
 
 def test_a_session_decrypts_with_the_buckets_key_only_through_s3_vectors(template: Template) -> None:
     assert template.allows("acme", Request("kms:Decrypt", KEY_ARN, VIA_S3VECTORS))
-    assert not template.allows("acme", Request("kms:Decrypt", KEY_ARN, {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}))
+    via_s3 = {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}
+    assert not template.allows("acme", Request("kms:Decrypt", KEY_ARN, via_s3))
     other_key = KEY_ARN.replace("11111111", "99999999")
     assert not template.allows("acme", Request("kms:Decrypt", other_key, VIA_S3VECTORS))
 
