@@ -13,7 +13,8 @@ are refused on tenant B's index by IAM, whatever the code that holds them asks (
 kept, per tenant, until `REFRESH_MARGIN` before its credentials expire, so a warm process calls
 `sts:AssumeRole` once per tenant per `SESSION_SECONDS` (less the margin); at most `capacity` tenants are
 kept (least recently used first out). One lock guards the cache and the call: the retriever's two
-concurrent searches of a cold tenant make one AssumeRole, not two. A failed AssumeRole is the search
+concurrent searches of a cold tenant make one AssumeRole, not two (a Lambda execution environment serves
+one request at a time, so holding the lock across the call delays no other tenant there). A failed AssumeRole is the search
 backend's error (throttling: ThrottledError, a 429), never a 500.
 """
 
