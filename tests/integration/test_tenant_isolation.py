@@ -200,51 +200,54 @@ class Enforcing:
 
 
 @dataclass
-class Stack:
-    own: S3VectorsIndex  # the writing functions' adapter, on their own role
+class Deployed:
+    """The double holding both tenants' chunks, written on a writer's own client; the reading sessions."""
+
+    own_client: Any  # a writing function's client, on its own role
     sessions: TenantSessions
     enforcing: Enforcing
 
 
 @pytest.fixture
-def stack(template: Template, aws_credentials: None) -> Iterator[Stack]:
+def deployed(template: Template, aws_credentials: None) -> Iterator[Deployed]:
     assert ACCOUNT == DEFAULT_ACCOUNT_ID  # moto's STS issues the sessions in its default account
     with mock_aws():
         fake = FakeS3Vectors()
         fake.create_bucket(BUCKET)
-        own = S3VectorsIndex(fake.client(), BUCKET)
+        own_client = fake.client()
+        own = S3VectorsIndex(own_client, BUCKET)
         own.ensure(EMBEDDER.name, DIMENSION)
         put(own, make_chunk("acme", "plan", 0, "the walnut harvest plan of acme"))
         put(own, make_chunk("globex", "plan", 0, "the walnut harvest plan of globex"))
         enforcing = Enforcing(fake, template.reader, [])
         sts = boto3.client("sts", region_name=REGION)
         sessions = TenantSessions(sts, READER_ARN, BUCKET, region=REGION, make_client=enforcing.make_client)
-        yield Stack(own, sessions, enforcing)
+        yield Deployed(own_client, sessions, enforcing)
 
 
 ALICE = Caller(tenant_id="acme", user_id="alice")
 BOB = Caller(tenant_id="globex", user_id="bob")
 
 
-def test_each_tenant_reads_its_own_index_through_its_session(stack: Stack) -> None:
-    index = S3VectorsIndex(stack.own._client, BUCKET, reader=stack.sessions.client)  # noqa: SLF001
+def test_each_tenant_reads_its_own_index_through_its_session(deployed: Deployed) -> None:
+    index = S3VectorsIndex(deployed.own_client, BUCKET, reader=deployed.sessions.client)
     for caller in (ALICE, BOB):
         found = index.keyword_search(caller, "walnut harvest", None, 10)
         assert [hit.chunk.document.tenant_id for hit in found] == [caller.tenant_id]
         vectors = index.vector_search(caller, EMBEDDER.embed_query("walnut harvest"), None, 10)
         assert {hit.chunk.document.tenant_id for hit in vectors} == {caller.tenant_id}
-    assert stack.enforcing.refused == []
+    assert deployed.enforcing.refused == []
 
 
-def test_code_asking_for_tenant_bs_index_with_tenant_as_session_is_refused(stack: Stack) -> None:
+def test_code_asking_for_tenant_bs_index_with_tenant_as_session_is_refused(deployed: Deployed) -> None:
     # Given code that hands every tenant's reads tenant A's client (the bug the filter alone could not stop)
-    wrong = S3VectorsIndex(stack.own._client, BUCKET, reader=lambda _tenant_id: stack.sessions.client("acme"))  # noqa: SLF001
+    wrong = S3VectorsIndex(deployed.own_client, BUCKET, reader=lambda _tenant_id: deployed.sessions.client("acme"))
     # When it reads as a caller of tenant B
     with pytest.raises(SearchBackendError) as raised:
         wrong.keyword_search(BOB, "walnut harvest", None, 10)
     # Then IAM refused it, on B's index, and nothing of B's was read
     assert raised.value.details["aws_error"] == "AccessDeniedException"
-    assert {request.resource for request in stack.enforcing.refused} == {index_arn("globex")}
+    assert {request.resource for request in deployed.enforcing.refused} == {index_arn("globex")}
 
 
 @pytest.mark.parametrize(
@@ -257,17 +260,17 @@ def test_code_asking_for_tenant_bs_index_with_tenant_as_session_is_refused(stack
     ],
 )
 def test_tenant_as_client_is_refused_every_read_of_tenant_bs_index(
-    stack: Stack, operation: str, params: dict[str, Any]
+    deployed: Deployed, operation: str, params: dict[str, Any]
 ) -> None:
-    client = stack.sessions.client("acme")
+    client = deployed.sessions.client("acme")
     with pytest.raises(ClientError) as raised:
         getattr(client, operation)(vectorBucketName=BUCKET, indexName=index_name("globex"), **params)
     assert raised.value.response["Error"]["Code"] == "AccessDeniedException"
     getattr(client, operation)(vectorBucketName=BUCKET, indexName=index_name("acme"), **params)  # its own: allowed
 
 
-def test_a_tenants_session_cannot_write_even_its_own_index(stack: Stack) -> None:
-    client = stack.sessions.client("acme")
+def test_a_tenants_session_cannot_write_even_its_own_index(deployed: Deployed) -> None:
+    client = deployed.sessions.client("acme")
     with pytest.raises(ClientError) as raised:
         client.delete_vectors(vectorBucketName=BUCKET, indexName=index_name("acme"), keys=["c:acme-plan-00000"])
     assert raised.value.response["Error"]["Code"] == "AccessDeniedException"
