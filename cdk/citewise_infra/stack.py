@@ -67,7 +67,7 @@ class CitewiseStack(Stack):
                 TENANT_READER_ID,
                 config=config,
                 bucket_arn=self.vectors.bucket_arn,
-                key=self.vectors.key,
+                key=self.storage.key,
                 readers=[self.functions.query, self.functions.mcp],
             )
         # The bootstrap's permission outside its role (a Serverless data access policy), if any.

@@ -65,7 +65,7 @@ class TenantReader(Construct):
             )
         acknowledge(
             self.role,
-            f"AwsSolutions-IAM5[Resource::{_nag_name(self, bucket_arn)}/index/{INDEX_PREFIX}*]",
+            f"AwsSolutions-IAM5[Resource::{_nag_name(Stack.of(self).resolve(self.indexes))}]",
             "One index per tenant, created on its first write: the role must reach every tenant index of this "
             "one bucket, and each session of it is limited to one tenant's index by its session policy.",
         )
@@ -75,13 +75,15 @@ class TenantReader(Construct):
                 fn.function.add_environment(name, value)
 
 
-def _nag_name(scope: Construct, arn: str) -> str:
-    """How cdk-nag names `arn` in a finding: `<LogicalId.Attribute>` for a `Fn::GetAtt`, `<LogicalId>` for a
-    `Ref`, the string itself otherwise."""
-    resolved = Stack.of(scope).resolve(arn)
-    if isinstance(resolved, dict) and "Fn::GetAtt" in resolved:
-        logical_id, attribute = resolved["Fn::GetAtt"]
+def _nag_name(value: object) -> str:
+    """A resolved ARN as cdk-nag names it in a finding: `Fn::Join` concatenated, a `Fn::GetAtt` as
+    `<LogicalId.Attribute>`, a `Ref` as `<LogicalId>` (a bucket ARN of either kind works here)."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_nag_name(part) for part in parts)
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        logical_id, attribute = value["Fn::GetAtt"]
         return f"<{logical_id}.{attribute}>"
-    if isinstance(resolved, dict) and "Ref" in resolved:
-        return f"<{resolved['Ref']}>"
-    return str(resolved)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    return str(value)

@@ -19,7 +19,6 @@ class VectorBucket(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, key: kms.IKey) -> None:
         super().__init__(scope, construct_id)
-        self.key = key
         self.bucket = s3vectors.CfnVectorBucket(
             self,
             "Bucket",
