@@ -75,6 +75,7 @@ INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
 ERASURE_ID: Final = "Erasure"
 AUDIT_ID: Final = "Audit"
+TENANT_READER_ID: Final = "TenantReader"
 LAYER_ID: Final = "CitewiseLayer"
 
 INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"

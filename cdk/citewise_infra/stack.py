@@ -20,6 +20,7 @@ from citewise_infra.constants import (
     OBSERVABILITY_ID,
     SEARCH_ID,
     STORAGE_ID,
+    TENANT_READER_ID,
     VECTORS_ID,
     Outputs,
 )
@@ -30,6 +31,7 @@ from citewise_infra.ingestion import Ingestion
 from citewise_infra.observability import Observability
 from citewise_infra.search import SearchBackend, build_search
 from citewise_infra.storage import Storage
+from citewise_infra.tenant_reader import TenantReader
 from citewise_infra.vectors import VectorStore
 
 
@@ -74,6 +76,16 @@ class CitewiseStack(Stack):
                 function=self.functions.bootstrap,
                 # The bootstrap's permission outside its role (a Serverless data access policy), if any.
                 access=factory.search_access.get("bootstrap"),
+            )
+        if isinstance(self.search, VectorStore):
+            # Query and MCP read a tenant's index only through this role, with a session policy naming it.
+            self.tenant_reader = TenantReader(
+                self,
+                TENANT_READER_ID,
+                config=config,
+                bucket_arn=self.search.bucket_arn,
+                key=self.storage.key,
+                readers=[self.functions.query, self.functions.mcp],
             )
         self.ingestion = Ingestion(
             self, INGESTION_ID, config=config, storage=self.storage, function=self.functions.ingest

@@ -1,11 +1,11 @@
 """An in-memory Amazon S3 Vectors behind a real boto3 client, for what moto 5.2 does not do (QueryVectors).
 
-`FakeS3Vectors().client()` is a boto3 `s3vectors` client whose requests never leave the process: botocore
-builds and validates each one against the service model it ships (parameter validation is botocore's
-own, so a request the real service's model refuses fails here too), then the double answers it at
-`before-call`, and its answer is validated against the operation's output shape before botocore hands
-it back, as botocore's Stubber does. Errors come back as the service's modelled exceptions
-(`ValidationException`, `NotFoundException`, `ConflictException`, ...).
+`FakeS3Vectors().client()` (or any `s3vectors` client given to `serve`) is a boto3 client whose requests
+never leave the process: botocore builds and validates each one against the service model it ships
+(parameter validation is botocore's own, so a request the real service's model refuses fails here too),
+then the double answers it at `before-call`, and its answer is validated against the operation's output
+shape before botocore hands it back, as botocore's Stubber does. Errors come back as the service's
+modelled exceptions (`ValidationException`, `NotFoundException`, `ConflictException`, ...).
 
 Semantics held to the S3 User Guide ("Metadata filtering", "Limitations and restrictions"):
 - filters: `$eq`, `$ne`, `$gt`/`$gte`/`$lt`/`$lte` (numbers only), `$in`, `$nin`, `$exists`, `$and`, `$or`;

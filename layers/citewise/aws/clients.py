@@ -17,7 +17,7 @@ slow or throttled Bedrock call inside the query function's 24 s ends as `THROTTL
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import boto3
@@ -74,6 +74,21 @@ def client(service: str, *, region: str | None = None, **config: int) -> Any:
     """A boto3 client with `client_config`, following the invocation's time budget; `region` None means
     the environment's region."""
     made = boto3.client(service, region_name=region, config=client_config(**config))
+    follow_deadline(made)
+    return made
+
+
+def session_client(service: str, credentials: Mapping[str, Any], *, region: str | None = None) -> Any:
+    """`client(service)`, signing with `credentials` (STS's `Credentials`: AccessKeyId, SecretAccessKey,
+    SessionToken) instead of the environment's: a tenant's read session (`citewise.aws.tenant_sessions`)."""
+    made = boto3.client(
+        service,
+        region_name=region,
+        config=client_config(),
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
     follow_deadline(made)
     return made
 
@@ -152,8 +167,9 @@ def translate(exc: ClientError | BotoCoreError, backend: type[CitewiseError], ac
         if code in THROTTLING_CODES:
             return ThrottledError(f"{action} was throttled ({code})", details=details)
         return backend(f"{action} failed: {code}", details=details)
-    logger.warning("AWS call failed", extra={"action": action, "aws_error": type(exc).__name__, "aws_message": str(exc)})
-    return backend(f"{action} failed: {type(exc).__name__}", details={"action": action})
+    failure = type(exc).__name__
+    logger.warning("AWS call failed", extra={"action": action, "aws_error": failure, "aws_message": str(exc)})
+    return backend(f"{action} failed: {failure}", details={"action": action})
 
 
 def call(action: str, operation: Callable[[], Any]) -> dict[str, Any]:

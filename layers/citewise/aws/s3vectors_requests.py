@@ -24,7 +24,7 @@ from citewise.domain.textutil import keyword_text
 Body = dict[str, Any]
 
 MODE = "s3vectors"
-INDEX_PREFIX = "t-"  # every tenant's index name starts with it: what the stack's grants name (`t-*`)
+INDEX_PREFIX = "t-"  # every tenant index's name starts so: what the grants and the tenant-reader role name (`t-*`)
 TEXT_KEY = "#text"  # non-filterable, full-text searchable (`en`): `textutil.keyword_text`
 CHUNK_KEY = "#chunk"  # non-filterable: the whole Chunk as JSON
 KIND_KEY = "#kind"

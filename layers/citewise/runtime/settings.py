@@ -216,6 +216,12 @@ class Settings(BaseSettings):
     )
     registry_table: str | None = None
     documents_bucket: str | None = None
+    tenant_reader_role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$",
+        description="Search mode s3vectors, the reading functions: the role each tenant's reads assume, limited by "
+        "a session policy to that tenant's index (`citewise.aws.tenant_sessions`); set by the stack.",
+    )
     erasure_batch: int = Field(
         default=ERASE_BATCH,
         ge=1,

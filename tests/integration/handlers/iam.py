@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,22 +120,8 @@ class Deployment:
         return [self.resolve(document) for document in documents]
 
     def allows(self, function: str, request: Request) -> bool:
-        """Whether a statement of `function`'s role allows `request`, by moto's policy engine.
-
-        Statement by statement: moto answers DENIED for an Allow statement whose condition does not hold,
-        where IAM would skip it (so one policy holding the S3 and the DynamoDB `kms:ViaService` grants
-        would deny both). The roles have no Deny statement, which this would have to weigh first.
-        """
-        statements = [s for document in self.policies(function) for s in _as_list(document["Statement"])]
-        if any(statement["Effect"] != "Allow" for statement in statements):
-            raise NotImplementedError(f"the {function} role has a Deny statement: weigh it in Deployment.allows")
-        return any(
-            IAMPolicyStatement(statement).is_action_permitted(
-                request.action, request.resource, incoming_condition_values=request.conditions
-            )
-            == PermissionResult.PERMITTED
-            for statement in statements
-        )
+        """Whether a statement of `function`'s role allows `request`, by moto's policy engine."""
+        return policies_allow(self.policies(function), request)
 
     def key_of(self, resource_type: str, name: str, key_property: tuple[str, ...]) -> str | None:
         """The KMS key ARN that encrypts the `resource_type` resource named `name`, if a customer key does."""
@@ -149,6 +135,32 @@ class Deployment:
                     return None
             return str(self.resolve(value))
         return None
+
+
+def policies_allow(documents: Sequence[dict[str, Any]], request: Request) -> bool:
+    """Whether a statement of the policy `documents` allows `request`, by moto's policy engine.
+
+    Statement by statement: moto answers DENIED for an Allow statement whose condition does not hold,
+    where IAM would skip it (so one policy holding the S3 and the DynamoDB `kms:ViaService` grants
+    would deny both). The policies have no Deny statement, which this would have to weigh first.
+    """
+    statements = [s for document in documents for s in _as_list(document["Statement"])]
+    if any(statement["Effect"] != "Allow" for statement in statements):
+        raise NotImplementedError("a policy has a Deny statement: weigh it in policies_allow")
+    return any(
+        IAMPolicyStatement(statement).is_action_permitted(
+            request.action, request.resource, incoming_condition_values=request.conditions
+        )
+        == PermissionResult.PERMITTED
+        for statement in statements
+    )
+
+
+def session_allows(role_policies: Sequence[dict[str, Any]], session_policy: dict[str, Any], request: Request) -> bool:
+    """Whether a role session with an inline session policy may make `request`: IAM allows a session what
+    both the role's identity policies and the session policy allow (IAM User Guide, "Session policies";
+    no resource policy here grants the session itself anything)."""
+    return policies_allow(role_policies, request) and policies_allow([session_policy], request)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -370,6 +382,40 @@ def _logs(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Re
     raise NotImplementedError(f"no IAM mapping for CloudWatch Logs {operation}: add it")
 
 
+def s3vectors_requests(operation: str, params: dict[str, Any], deploy: Deployment | None = None) -> list[Request]:
+    """What an S3 Vectors call needs, on the Service Authorization Reference's ARNs (`bucket/<name>` and
+    `bucket/<name>/index/<index>`). QueryVectors with a text query, a filter or metadata, and ListVectors
+    with data or metadata, also need `s3vectors:GetVectors` (the "Permissions" of each operation in
+    botocore's s3vectors model). Decryption with a customer managed key happens in the
+    service, with conditions the roles' grants name; docs/aws.md lists it as unverified."""
+    bucket = params.get("vectorBucketName")
+    if "indexArn" in params:
+        index = str(params["indexArn"])
+    else:
+        index = _arn("s3vectors", f"bucket/{bucket}/index/{params.get('indexName')}")
+    needs_get = {
+        "QueryVectors": any(params.get(k) for k in ("queryTexts", "filter", "returnMetadata")),
+        "ListVectors": bool(params.get("returnData") or params.get("returnMetadata")),
+    }
+    match operation:
+        case "QueryVectors" | "ListVectors":
+            extra = [Request("s3vectors:GetVectors", index)] if needs_get[operation] else []
+            return [Request(f"s3vectors:{operation}", index), *extra]
+        case "GetIndex" | "GetVectors" | "PutVectors" | "DeleteVectors" | "CreateIndex" | "DeleteIndex":
+            return [Request(f"s3vectors:{operation}", index)]
+        case "GetVectorBucket" | "ListIndexes":
+            return [Request(f"s3vectors:{operation}", _arn("s3vectors", f"bucket/{bucket}"))]
+        case "ListTagsForResource" | "TagResource":
+            return [Request(f"s3vectors:{operation}", str(params["resourceArn"]))]
+    raise NotImplementedError(f"no IAM mapping for S3 Vectors {operation}: add it")
+
+
+def _sts(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    if operation != "AssumeRole":
+        raise NotImplementedError(f"no IAM mapping for STS {operation}: add it")
+    return [Request("sts:AssumeRole", str(params["RoleArn"]))]
+
+
 def _cognito_idp(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
     """An app client's creation or deletion, on its user pool. moto makes up a pool's id, so the stack's
     pool (the one the functions are configured with, `CITEWISE_USER_POOL_ID`) resolves to a stand-in ARN
@@ -381,35 +427,16 @@ def _cognito_idp(operation: str, params: dict[str, Any], deploy: Deployment) -> 
     return [Request(f"cognito-idp:{operation}", arn)]
 
 
-def _s3vectors(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
-    """`s3vectors:<Operation>` on the index (or the bucket, or the tagged resource). A query that filters or
-    returns metadata, and a listing that returns data or metadata, need GetVectors too (the S3 Vectors
-    permissions reference; docs/aws.md lists it to confirm on an account)."""
-    if "resourceArn" in params:
-        resource = str(params["resourceArn"])
-    else:
-        resource = _arn("s3vectors", f"bucket/{params['vectorBucketName']}")
-        if "indexName" in params:
-            resource += f"/index/{params['indexName']}"
-    requests = [Request(f"s3vectors:{operation}", resource)]
-    reads_metadata = {
-        "QueryVectors": params.get("filter") is not None or params.get("returnMetadata", False),
-        "ListVectors": params.get("returnMetadata", False) or params.get("returnData", False),
-    }
-    if reads_metadata.get(operation):
-        requests.append(Request("s3vectors:GetVectors", resource))
-    return requests
-
-
 TENANT_READER_FUNCTIONS = frozenset({"query", "mcp"})
 TENANT_READS = frozenset(
     {"s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:ListVectors", "s3vectors:GetIndex"}
 )
-"""Search mode s3vectors: the functions that answer questions read a tenant's index with credentials of a
-tenant-reader role whose session policy names that one index (issue 28, section 3; branch s3v-iam), not
-with their own role, which the stack grants no S3 Vectors action. Those reads are not held to the
-function's role here: `RoleCheck.tenant_reads` keeps them, and the tests assert that each read the
-caller's own index. Where the tenant-reader session exists, its session policy is what they are held to."""
+"""Search mode s3vectors: the functions that answer questions read a tenant's index with credentials of the
+tenant-reader role whose session policy names that one index (`citewise.aws.tenant_sessions`), not with
+their own role, which the stack grants no S3 Vectors action. Those reads are not held to the function's
+role here: `RoleCheck.tenant_reads` keeps them, and the tests assert that each read the caller's own
+index; tests/integration/test_tenant_isolation.py holds the sessions to the reader role and the session
+policy (`session_allows`)."""
 
 REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request]]] = {
     "s3": _s3,
@@ -418,7 +445,8 @@ REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request
     "logs": _logs,
     "bedrock-agent-runtime": _bedrock_agent_runtime,
     "cognito-idp": _cognito_idp,
-    "s3vectors": _s3vectors,
+    "s3vectors": s3vectors_requests,
+    "sts": _sts,
 }
 
 
