@@ -338,3 +338,24 @@ def test_sources_past_one_querys_100_markers_are_all_found(opened: Opened) -> No
     assert opened.index.sources(ALICE) == ["arxiv", "blog", "news"]
     queries = opened.calls("QueryVectors")
     assert len(queries) == 2 and queries[1]["filter"]["$and"][-1] == {"source": {"$nin": ["arxiv"]}}
+
+
+def test_the_doubles_hybrid_query_fuses_both_searches_by_reciprocal_rank(opened: Opened) -> None:
+    # Given chunks that the words match, that the vector is near, or both
+    put(opened.index, make_chunk("acme", "both", 0, "walnut bread recipe"))
+    put(opened.index, make_chunk("acme", "words", 0, "walnut"))
+    put(opened.index, make_chunk("acme", "near", 0, "bread recipe"))
+    client, at = opened.fake.client(), {"vectorBucketName": BUCKET, "indexName": index_name("acme")}
+    hybrid = {"queryTexts": [{"metadataKey": "#text", "text": "walnut"}], "topK": 2, "returnScores": True}
+    vector = {"float32": EMBEDDER.embed_query("walnut bread recipe")}
+
+    # When a hybrid query asks for the best 2
+    hits = client.query_vectors(**at, **hybrid, queryVector=vector, filter={"#kind": {"$eq": "chunk"}})["vectors"]
+
+    # Then each search ranked 2 deep (BM25: the shorter "walnut" first; vectors: "both" first), RRF ranked
+    # their union, and each hit says what matched it
+    assert [hit["key"] for hit in hits] == ["c:acme-both-00000", "c:acme-words-00000"]
+    both, words = (hit["scores"] for hit in hits)
+    assert both["fused"] == pytest.approx(1 / 61 + 1 / 62) and both["vectorDistance"] < 0.01 and both["bm25Scores"]
+    assert words["fused"] == pytest.approx(1 / 61) and "vectorDistance" not in words
+    assert all("distance" not in hit for hit in hits)
