@@ -1,7 +1,7 @@
 """S3 Vectors: the two queries citewise's fusion reads, or the service's one hybrid query (issue 28).
 
 Usage: python -m benchmarks.s3vectors_hybrid [--dataset ../shared/datasets/scifact-train] [--queries 300]
-       [--embedder minilm|hashing] [--json PATH]
+       [--embedder minilm|hashing] [--only beir|squad] [--json PATH]
 
 Both ways run through the `S3VectorsIndex` adapter's own requests against the query-semantics double
 (`tests/doubles/s3vectors.py`, whose hybrid query is the documented one: each search `topK` deep, fused
@@ -219,6 +219,7 @@ def main() -> int:
     parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact-train"))
     parser.add_argument("--queries", type=int, default=300, help="judged queries per dataset (sorted by id)")
     parser.add_argument("--embedder", default="minilm", choices=["minilm", "hashing"])
+    parser.add_argument("--only", choices=["beir", "squad"], help="one dataset only")
     parser.add_argument("--json", type=Path, help="write the figures as JSON too")
     args = parser.parse_args()
     embedder = build_embedder(Settings(embedder=args.embedder))
@@ -226,7 +227,8 @@ def main() -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    datasets = [evaluation.load_beir(args.dataset), squad_dataset()]
+    datasets = [evaluation.load_beir(args.dataset)] if args.only != "squad" else []
+    datasets += [squad_dataset()] if args.only != "beir" else []
     rows = [measure(embedder, dataset, args.queries, log) for dataset in datasets]
     print(markdown(rows, embedder.name))
     if args.json:
