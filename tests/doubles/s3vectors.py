@@ -17,6 +17,12 @@ Semantics held to the S3 User Guide ("Metadata filtering", "Limitations and rest
   the `en` analyzer, with per-key `bm25Scores` when `returnScores`; only in `ENHANCED` mode (the only mode
   of a bucket created now);
 - vector search: exact, cosine distance `1 - cos` (`returnDistance`), filters applied before the search;
+- hybrid search (both `queryVector` and `queryTexts`): the full-text and the vector search each rank the
+  filtered vectors `topK` deep, Reciprocal Rank Fusion (`1 / (RRF_CONSTANT + rank)` summed over the two
+  lists) ranks their union and the best `topK` are returned; with `returnScores` each result has `fused`,
+  the `bm25Scores` of the keys its text matched and the `vectorDistance` when the vector search found it
+  (the API reference's `QueryScores`). The constant and the depth of each search are not documented:
+  60 is the usual constant, and docs/aws.md lists both as what a real account must confirm;
 - vectors: the index's dimension, finite values, no zero vector under `cosine` (the API reference's
   PutInputVector), stored as float32;
 - limits: `topK` at most 100, 50 metadata keys, 2 KB filterable and 40 KB in all per vector, 20 MiB per
@@ -53,6 +59,7 @@ MAX_KEYS = 50
 MAX_FILTERABLE_BYTES = 2048
 MAX_METADATA_BYTES = 40 * 1024
 MAX_PAYLOAD_BYTES = 20 * 1024 * 1024
+RRF_CONSTANT = 60
 Json = dict[str, Any]
 
 
@@ -74,6 +81,20 @@ class Index:
     tags: dict[str, str]
     building: bool = False
     vectors: dict[str, tuple[list[float], Json]] = field(default_factory=dict)
+    terms: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)  # (vector, metadata key): analysed
+
+    def analysed(self, key: str, metadata_key: str) -> Counter[str] | None:
+        """The analysed terms of a vector's searchable text, cached until the vector is written again."""
+        metadata = self.vectors[key][1]
+        if metadata_key not in metadata:
+            return None
+        if (key, metadata_key) not in self.terms:
+            self.terms[(key, metadata_key)] = Counter(keyword_terms(str(metadata[metadata_key])))
+        return self.terms[(key, metadata_key)]
+
+    def forget(self, key: str) -> None:
+        for metadata_key in self.text_keys:
+            self.terms.pop((key, metadata_key), None)
 
 
 @dataclass
@@ -255,6 +276,8 @@ class FakeS3Vectors:
             _check_metadata(index, metadata)
             staged[vector["key"]] = ([_float32(x) for x in data], metadata)
         index.vectors.update(staged)  # all or nothing
+        for key in staged:
+            index.forget(key)
         return {}
 
     def _op_GetVectors(self, params: Json) -> Json:  # noqa: N802
@@ -269,6 +292,7 @@ class FakeS3Vectors:
         index = self._index(params)
         for key in params["keys"]:
             index.vectors.pop(key, None)
+            index.forget(key)
         return {}
 
     def _op_ListVectors(self, params: Json) -> Json:  # noqa: N802
@@ -304,62 +328,21 @@ class FakeS3Vectors:
         if flt is not None:
             _check_filter(index, flt)
         applies = flt is not None and not self.ignore_filters
-        candidates = [(key, stored) for key, stored in index.vectors.items() if not applies or _matches(flt, stored[1])]
-        if texts is not None and query_vector is not None:
-            raise ServiceError("ValidationException", "the double does not implement hybrid queries")
-        if query_vector is not None:
-            if len(query_vector) != index.dimension:
-                raise ServiceError("ValidationException", "query vector dimension does not match the index")
-            ranked = sorted(
-                ((key, stored, _cosine_distance(query_vector, stored[0])) for key, stored in candidates),
-                key=lambda hit: (hit[2], hit[0]),
-            )[:top_k]
-            return {
-                "distanceMetric": index.metric,
-                "vectors": [
-                    {
-                        "key": key,
-                        **({"distance": distance} if params.get("returnDistance") else {}),
-                        **({"metadata": stored[1]} if params.get("returnMetadata") else {}),
-                    }
-                    for key, stored, distance in ranked
-                ],
-            }
-        return self._full_text(index, texts or [], candidates, top_k, params)
-
-    def _full_text(self, index: Index, texts: list[Json], candidates: list[Any], top_k: int, params: Json) -> Json:
-        seen = set()
-        for entry in texts:
-            if entry["metadataKey"] not in index.text_keys:
-                raise ServiceError("ValidationException", f"metadata key {entry['metadataKey']} is not searchable")
-            if entry["metadataKey"] in seen:
-                raise ServiceError("ValidationException", "each query text must target a distinct metadata key")
-            seen.add(entry["metadataKey"])
-        if index.building:
-            raise ServiceError("ValidationException", "the text search analyzer is BUILDING")
-        scored: list[tuple[float, str, Json, list[Json]]] = []
-        for entry in texts:
-            key_scores = _bm25(entry["text"], entry["metadataKey"], [stored[1] for _, stored in index.vectors.items()])
-            for key, stored in candidates:
-                score = key_scores.get(id(stored[1]), 0.0)
-                if score > 0:
-                    scored.append((score, key, stored[1], [{"metadataKey": entry["metadataKey"], "score": score}]))
-        totals: dict[str, tuple[float, Json, list[Json]]] = {}
-        for score, key, metadata, parts in scored:
-            total, _, before = totals.get(key, (0.0, metadata, []))
-            totals[key] = (total + score, metadata, before + parts)
-        ranked = sorted(totals.items(), key=lambda item: (-item[1][0], item[0]))[:top_k]
-        return {
-            "distanceMetric": index.metric,
-            "vectors": [
-                {
-                    "key": key,
-                    **({"scores": {"bm25Scores": parts}} if params.get("returnScores") else {}),
-                    **({"metadata": metadata} if params.get("returnMetadata") else {}),
-                }
-                for key, (_, metadata, parts) in ranked
-            ],
-        }
+        candidates = [key for key, stored in index.vectors.items() if not applies or _matches(flt, stored[1])]
+        if query_vector is not None and len(query_vector) != index.dimension:
+            raise ServiceError("ValidationException", "query vector dimension does not match the index")
+        if texts is None:
+            nearest = _nearest(index, query_vector, candidates, top_k)
+            distance = params.get("returnDistance")
+            hits = [{"key": key, **({"distance": d} if distance else {})} for key, d in nearest]
+        elif query_vector is None:
+            matched = _full_text(index, texts, candidates, top_k)
+            hits = [{"key": key, **_scores(params, bm25=parts)} for key, parts in matched]
+        else:
+            hits = _hybrid(index, query_vector, texts, candidates, top_k, params)
+        if params.get("returnMetadata"):
+            hits = [{**hit, "metadata": index.vectors[hit["key"]][1]} for hit in hits]
+        return {"distanceMetric": index.metric, "vectors": hits}
 
 
 class ServiceQuotaExceeded(ServiceError):
@@ -479,28 +462,85 @@ def _holds(operator: str, operand: Any, key: str, metadata: Json) -> bool:
 _ORDER: dict[str, Any] = {"$gt": gt, "$gte": ge, "$lt": lt, "$lte": le}
 
 
-def _cosine_distance(a: list[float], b: list[float]) -> float:
+def _nearest(index: Index, query: list[float], candidates: list[str], top_k: int) -> list[tuple[str, float]]:
+    """The `top_k` candidates nearest to `query`, with their cosine distance (exact search)."""
+    norm = math.sqrt(sum(x * x for x in query))
+    distances = [(key, _cosine_distance(query, norm, index.vectors[key][0])) for key in candidates]
+    return sorted(distances, key=lambda hit: (hit[1], hit[0]))[:top_k]
+
+
+def _full_text(index: Index, texts: list[Json], candidates: list[str], top_k: int) -> list[tuple[str, list[Json]]]:
+    """The `top_k` candidates by BM25 summed over the query texts, each with its per-key scores."""
+    seen = set()
+    for entry in texts:
+        if entry["metadataKey"] not in index.text_keys:
+            raise ServiceError("ValidationException", f"metadata key {entry['metadataKey']} is not searchable")
+        if entry["metadataKey"] in seen:
+            raise ServiceError("ValidationException", "each query text must target a distinct metadata key")
+        seen.add(entry["metadataKey"])
+    if index.building:
+        raise ServiceError("ValidationException", "the text search analyzer is BUILDING")
+    parts: dict[str, list[Json]] = {}
+    for entry in texts:
+        scores = _bm25(index, entry["text"], entry["metadataKey"])
+        for key in candidates:
+            if (score := scores.get(key, 0.0)) > 0:
+                parts.setdefault(key, []).append({"metadataKey": entry["metadataKey"], "score": score})
+    totals = {key: sum(part["score"] for part in found) for key, found in parts.items()}
+    return [(key, parts[key]) for key in sorted(totals, key=lambda key: (-totals[key], key))[:top_k]]
+
+
+def _hybrid(
+    index: Index, query: list[float], texts: list[Json], candidates: list[str], top_k: int, params: Json
+) -> list[Json]:
+    """Both searches `top_k` deep, fused by Reciprocal Rank Fusion; the best `top_k` of their union."""
+    matched = dict(_full_text(index, texts, candidates, top_k))
+    nearest = dict(_nearest(index, query, candidates, top_k))
+    fused: dict[str, float] = {}
+    for ranking in (list(matched), list(nearest)):
+        for rank, key in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_CONSTANT + rank)
+    best = sorted(fused, key=lambda key: (-fused[key], key))[:top_k]
+    return [
+        {"key": key, **_scores(params, bm25=matched.get(key), fused=fused[key], distance=nearest.get(key))}
+        for key in best
+    ]
+
+
+def _scores(
+    params: Json, *, bm25: list[Json] | None, fused: float | None = None, distance: float | None = None
+) -> Json:
+    """A result's `scores` (`QueryScores`) when `returnScores` is asked: what it has of the three."""
+    if not params.get("returnScores"):
+        return {}
+    scores: Json = {"bm25Scores": bm25} if bm25 else {}
+    if fused is not None:
+        scores["fused"] = fused
+    if distance is not None:
+        scores["vectorDistance"] = distance
+    return {"scores": scores}
+
+
+def _cosine_distance(a: list[float], a_norm: float, b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    norms = a_norm * math.sqrt(sum(y * y for y in b))
     return _float32(1.0 - dot / norms) if norms else 1.0
 
 
-def _bm25(text: str, key: str, documents: list[Json], k1: float = 1.2, b: float = 0.75) -> dict[int, float]:
-    """BM25 of every document holding `key` (by `id` of its metadata), statistics over the whole index."""
-    analysed = [(id(doc), Counter(keyword_terms(str(doc[key])))) for doc in documents if key in doc]
+def _bm25(index: Index, text: str, metadata_key: str, k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
+    """BM25 of every vector holding `metadata_key`, by vector key, statistics over the whole index."""
+    analysed = [(key, terms) for key in index.vectors if (terms := index.analysed(key, metadata_key)) is not None]
     if not analysed:
         return {}
-    average = sum(sum(terms.values()) for _, terms in analysed) / len(analysed)
-    query = set(keyword_terms(text))
-    scores: dict[int, float] = {}
-    for term in query:
-        having = sum(1 for _, terms in analysed if term in terms)
+    lengths = {key: sum(terms.values()) for key, terms in analysed}
+    average = sum(lengths.values()) / len(analysed)
+    scores: dict[str, float] = {}
+    for term in set(keyword_terms(text)):
+        having = [(key, terms[term]) for key, terms in analysed if term in terms]
         if not having:
             continue
-        idf = math.log(1 + (len(analysed) - having + 0.5) / (having + 0.5))
-        for doc_id, terms in analysed:
-            if term in terms:
-                tf, length = terms[term], sum(terms.values())
-                saturation = tf + k1 * (1 - b + b * length / average)
-                scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / saturation
+        idf = math.log(1 + (len(analysed) - len(having) + 0.5) / (len(having) + 0.5))
+        for key, tf in having:
+            saturation = tf + k1 * (1 - b + b * lengths[key] / average)
+            scores[key] = scores.get(key, 0.0) + idf * tf * (k1 + 1) / saturation
     return scores

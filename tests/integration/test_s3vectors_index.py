@@ -17,8 +17,9 @@ from citewise.aws.s3vectors import S3VectorsIndex
 from citewise.aws.s3vectors_requests import index_name, index_request
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
-from citewise.domain.models import Caller, SearchRequest, Visibility
-from citewise.query.retrieval import Retriever
+from citewise.domain.models import Caller, Chunk, SearchRequest, Visibility
+from citewise.query.retrieval import Retriever, RoutingOptions
+from citewise.query.routing import DeterministicRouter
 from tests.contract.test_index_contract import make_chunk, put
 from tests.doubles.s3vectors import FakeS3Vectors
 
@@ -36,8 +37,10 @@ class Opened:
     def calls(self, operation: str) -> list[dict[str, Any]]:
         return [params for name, params in self.fake.requests if name == operation]
 
-    def stored(self, tenant_id: str = "acme") -> list[str]:
-        return sorted(self.fake.buckets[BUCKET].indexes[index_name(tenant_id)].vectors)
+    def stored(self, tenant_id: str = "acme", *, markers: bool = False) -> list[str]:
+        """The keys in the tenant's index: its chunks and staged vectors, and its source markers if asked."""
+        keys = self.fake.buckets[BUCKET].indexes[index_name(tenant_id)].vectors
+        return sorted(key for key in keys if markers or not key.startswith("m:"))
 
 
 @pytest.fixture
@@ -99,15 +102,15 @@ def test_a_full_bucket_is_a_backend_error_not_throttling() -> None:
 
 
 def test_a_replace_removes_more_stale_chunks_than_one_query_returns_and_batches_its_writes(opened: Opened) -> None:
-    # Given a document of 620 chunks (two PutVectors of at most 500)
+    # Given a document of 620 chunks (two PutVectors of at most 500, the first with the source marker)
     put(opened.index, *(make_chunk("acme", "big", n, f"walnut part {n}") for n in range(620)))
-    assert [len(call["vectors"]) for call in opened.calls("PutVectors")] == [500, 120]
+    assert [len(call["vectors"]) for call in opened.calls("PutVectors")] == [500, 121]
 
     # When it is replaced by three chunks
     put(opened.index, *(make_chunk("acme", "big", n, f"pecan part {n}") for n in range(3)))
 
     # Then the 617 others are gone, found 100 at a time
-    assert opened.stored() == [f"c:acme-big-{n:05d}" for n in range(3)]
+    assert opened.stored(markers=True) == [*(f"c:acme-big-{n:05d}" for n in range(3)), "m:big"]
     assert opened.index.count_tenant("acme") == 3
 
 
@@ -266,3 +269,93 @@ def test_the_double_refuses_a_zero_vector_under_cosine_as_the_api_reference_says
     client.create_index(**at, **index_request(3))
     with pytest.raises(client.exceptions.ValidationException, match="zero vectors"):
         client.put_vectors(**at, vectors=[{"key": "k", "data": {"float32": [0.0, 0.0, 0.0]}}])
+
+
+# --- sources: the router's vocabulary, from one source marker per document -----------------------------
+
+
+def _from(s: str, *chunks: Chunk) -> list[Chunk]:
+    """The chunks, of a document whose source is `s`."""
+    return [chunk.model_copy(update={"document": chunk.document.model_copy(update={"source": s})}) for chunk in chunks]
+
+
+def test_a_routed_query_reads_the_sources_in_one_call_whatever_the_tenants_size(opened: Opened) -> None:
+    # Given a tenant of 1,200 chunks in three documents of two sources (two ListVectors pages of 1,000)
+    for doc, source in (("a", "wiki"), ("b", "jira"), ("c", "wiki")):
+        put(opened.index, *_from(source, *(make_chunk("acme", doc, n, f"walnut part {n}") for n in range(400))))
+    opened.index.keyword_search(ALICE, "walnut", None, 5)  # this process knows the analyzer is ACTIVE
+    opened.fake.requests.clear()
+
+    # When a routed hybrid query runs
+    routing = RoutingOptions(router=DeterministicRouter())
+    retrieval = Retriever(opened.index, EMBEDDER, routing=routing).retrieve(ALICE, SearchRequest(query="walnut part"))
+
+    # Then it asked three QueryVectors (the sources, BM25, vector) and listed nothing
+    assert retrieval.hits
+    assert sorted(name for name, _ in opened.fake.requests) == ["QueryVectors"] * 3
+    assert opened.index.sources(ALICE) == ["jira", "wiki"]
+
+
+def test_sources_follow_access_replaces_deletes_and_erasure(opened: Opened) -> None:
+    bob = Caller(tenant_id="acme", user_id="bob")
+    # Given a shared document, a private one of alice's and one of bob's, each of its own source
+    put(opened.index, *_from("wiki", make_chunk("acme", "shared", 0, "walnut")))
+    put(opened.index, *_from("diary", make_chunk("acme", "mine", 0, "walnut", visibility=Visibility.PRIVATE)))
+    his = make_chunk("acme", "his", 0, "walnut", owner="bob", visibility=Visibility.PRIVATE)
+    put(opened.index, *_from("mail", his))
+    put(opened.index, *_from("", make_chunk("acme", "nameless", 0, "walnut")))
+
+    # Then each caller sees the shared source and their own private ones only
+    assert opened.index.sources(ALICE) == ["diary", "wiki"]
+    assert opened.index.sources(bob) == ["mail", "wiki"]
+    # even from a service that (wrongly) ignored the filter
+    opened.fake.ignore_filters = True
+    assert opened.index.sources(bob) == ["mail", "wiki"]
+    opened.fake.ignore_filters = False
+
+    # When the shared document moves to another source and turns private, and alice's private one is deleted
+    put(opened.index, *_from("confluence", make_chunk("acme", "shared", 0, "walnut", visibility=Visibility.PRIVATE)))
+    assert opened.index.delete_document("acme", "mine") == 1
+    # Then the old source is gone for everyone, the new one is alice's alone, the deleted one is gone
+    assert opened.index.sources(ALICE) == ["confluence"]
+    assert opened.index.sources(bob) == ["mail"]
+
+    # And the markers are no entries of the port's, and an erasure takes them with the rest
+    assert opened.index.count_tenant("acme") == 3
+    erased = []
+    while step := opened.index.erase_tenant("acme", limit=1):
+        erased.append(step)
+    assert erased == [1, 1, 1] and opened.index.sources(ALICE) == [] and opened.index.sources(bob) == []
+
+
+def test_sources_past_one_querys_100_markers_are_all_found(opened: Opened) -> None:
+    # Given 240 documents of one source, whose markers fill the first query, and 10 of two others
+    for n in range(250):
+        source = "arxiv" if n < 240 else ("blog", "news")[n % 2]
+        put(opened.index, *_from(source, make_chunk("acme", f"d{n:03d}", 0, "walnut")))
+    opened.fake.requests.clear()
+    # When the sources are asked / Then all three are found, the second query excluding the first's source
+    assert opened.index.sources(ALICE) == ["arxiv", "blog", "news"]
+    queries = opened.calls("QueryVectors")
+    assert len(queries) == 2 and queries[1]["filter"]["$and"][-1] == {"source": {"$nin": ["arxiv"]}}
+
+
+def test_the_doubles_hybrid_query_fuses_both_searches_by_reciprocal_rank(opened: Opened) -> None:
+    # Given chunks that the words match, that the vector is near, or both
+    put(opened.index, make_chunk("acme", "both", 0, "walnut bread recipe"))
+    put(opened.index, make_chunk("acme", "words", 0, "walnut"))
+    put(opened.index, make_chunk("acme", "near", 0, "bread recipe"))
+    client, at = opened.fake.client(), {"vectorBucketName": BUCKET, "indexName": index_name("acme")}
+    hybrid = {"queryTexts": [{"metadataKey": "#text", "text": "walnut"}], "topK": 2, "returnScores": True}
+    vector = {"float32": EMBEDDER.embed_query("walnut bread recipe")}
+
+    # When a hybrid query asks for the best 2
+    hits = client.query_vectors(**at, **hybrid, queryVector=vector, filter={"#kind": {"$eq": "chunk"}})["vectors"]
+
+    # Then each search ranked 2 deep (BM25: the shorter "walnut" first; vectors: "both" first), RRF ranked
+    # their union, and each hit says what matched it
+    assert [hit["key"] for hit in hits] == ["c:acme-both-00000", "c:acme-words-00000"]
+    both, words = (hit["scores"] for hit in hits)
+    assert both["fused"] == pytest.approx(1 / 61 + 1 / 62) and both["vectorDistance"] < 0.01 and both["bm25Scores"]
+    assert words["fused"] == pytest.approx(1 / 61) and "vectorDistance" not in words
+    assert all("distance" not in hit for hit in hits)

@@ -175,7 +175,7 @@ def test_the_adapter_reads_with_the_callers_tenant_client_and_writes_with_its_ow
     index.vector_search(alice, [1.0] * DIMENSION, None, 10)
     index.sources(alice)
     assert asked == ["acme", "acme", "acme"]
-    assert set(readers["acme"]) == {"GetIndex", "QueryVectors", "ListVectors"}
+    assert set(readers["acme"]) == {"GetIndex", "QueryVectors"}
 
 
 def test_the_factory_gives_session_clients_only_to_a_function_the_stack_gave_the_reader_role(

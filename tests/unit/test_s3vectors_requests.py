@@ -101,6 +101,26 @@ def test_every_read_filters_by_kind_and_access_and_ands_the_users_filter() -> No
     }
 
 
+def test_a_source_marker_carries_the_documents_source_and_access_and_sources_are_read_inside_the_access() -> None:
+    # A document's marker: what `sources` needs, under the key only its own document writes and deletes
+    assert r.source_key("doc-1") == "m:doc-1"
+    assert r.source_metadata(_chunk().document, "g1") == {
+        "#kind": "source",
+        "#generation": "g1",
+        "doc_id": "doc-1",
+        "source": "wiki",
+        "visibility": "shared",
+        "owner": "alice",
+    }
+    # and the listing is the access filter of every read, on markers, past the sources already found
+    bob = Caller(tenant_id="acme", user_id="bob")
+    access = {"$or": [{"visibility": {"$eq": "shared"}}, {"owner": {"$eq": "bob"}}]}
+    assert r.sources_filter(bob, []) == {"$and": [{"#kind": {"$eq": "source"}}, access]}
+    assert r.sources_filter(bob, ["jira", "wiki"]) == {
+        "$and": [{"#kind": {"$eq": "source"}}, access, {"source": {"$nin": ["jira", "wiki"]}}]
+    }
+
+
 @pytest.mark.parametrize(
     ("raw", "translated"),
     [

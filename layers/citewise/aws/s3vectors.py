@@ -138,6 +138,10 @@ class S3VectorsIndex:
             raise ValueError("one vector per chunk is required")
         generation = uuid.uuid4().hex
         entries = []
+        if chunks and chunks[0].document.source:
+            # First, so a document that fits one PutVectors still takes one call.
+            marker = r.source_metadata(chunks[0].document, generation)
+            entries.append(_entry(r.source_key(doc_id), self._probe()["float32"], marker))
         for chunk, vector in zip(chunks, vectors, strict=True):
             if chunk.document.tenant_id != tenant_id or chunk.document.doc_id != doc_id:
                 raise ValueError("every chunk must belong to the document being replaced")
@@ -153,10 +157,12 @@ class S3VectorsIndex:
         index = self._tenant_index(tenant_id, create=False)
         if index is None:
             return 0
-        chunks = self._delete_matching(index, {"$and": [{"doc_id": {"$eq": doc_id}}, {r.KIND_KEY: {"$eq": "chunk"}}]})
+        # The source marker goes with the chunks (kept staged vectors are no document yet).
+        kinds = {r.KIND_KEY: {"$in": ["chunk", r.SOURCE_KIND]}}
+        deleted = self._delete_matching(index, {"$and": [{"doc_id": {"$eq": doc_id}}, kinds]})
         if not keep_staged:
             self._delete_matching(index, {"$and": [{"doc_id": {"$eq": doc_id}}, {r.KIND_KEY: {"$eq": "staged"}}]})
-        return chunks
+        return sum(1 for key in deleted if not _is_marker(key))
 
     def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
         for content_hash, vector in vectors.items():
@@ -189,9 +195,9 @@ class S3VectorsIndex:
         self._existing.discard(index)
         self._searchable.discard(index)
 
-    def _delete_matching(self, index: str, flt: dict[str, Any]) -> int:
+    def _delete_matching(self, index: str, flt: dict[str, Any]) -> set[str]:
         """Delete every vector matching `flt`, a query of `MAX_TOP_K` at a time (filters apply before the
-        search, and a deleted vector is gone from the next query); how many were deleted. A query that
+        search, and a deleted vector is gone from the next query); the keys deleted. A query that
         finds only vectors already deleted ends the loop: a delete not yet visible never loops forever."""
         deleted: set[str] = set()
         while True:
@@ -200,26 +206,30 @@ class S3VectorsIndex:
             self._delete_keys(index, keys)
             deleted.update(keys)
             if len(found) < r.MAX_TOP_K or not keys:
-                return len(deleted)
+                return deleted
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        """Delete the next `limit` of the tenant's vectors; once none is left, drop its index (0)."""
+        """Delete the next `limit` of the tenant's vectors; once none is left, drop its index (0). Source
+        markers are deleted on the way but not counted (they are no entry of the port's): a page of
+        markers only is followed by the next."""
         index = self._tenant_index(tenant_id, create=False)
         if index is None:
             return 0
-        page = self._call(
-            "list a tenant's vectors",
-            self._client.list_vectors,
-            **self._at(index),
-            maxResults=max(1, min(limit, _LIST_PAGE)),
-        )
-        keys = [str(vector["key"]) for vector in page["vectors"]][:limit]
-        if not keys:
-            self._call("drop a tenant's index", self._client.delete_index, **self._at(index))
-            self._forget(index)
-            return 0
-        self._delete_keys(index, keys)
-        return len(keys)
+        while True:
+            page = self._call(
+                "list a tenant's vectors",
+                self._client.list_vectors,
+                **self._at(index),
+                maxResults=max(1, min(limit, _LIST_PAGE)),
+            )
+            keys = [str(vector["key"]) for vector in page["vectors"]][:limit]
+            if not keys:
+                self._call("drop a tenant's index", self._client.delete_index, **self._at(index))
+                self._forget(index)
+                return 0
+            self._delete_keys(index, keys)
+            if erased := sum(1 for key in keys if not _is_marker(key)):
+                return erased
 
     def _delete_keys(self, index: str, keys: list[str]) -> None:
         for start in range(0, len(keys), r.MAX_DELETE_VECTORS):
@@ -228,7 +238,9 @@ class S3VectorsIndex:
 
     def count_tenant(self, tenant_id: str) -> int:
         index = self._tenant_index(tenant_id, create=False)
-        return 0 if index is None else sum(1 for _ in self._listed(index, metadata=False))
+        if index is None:
+            return 0
+        return sum(1 for vector in self._listed(index, metadata=False) if not _is_marker(str(vector["key"])))
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -316,16 +328,25 @@ class S3VectorsIndex:
         return results
 
     def sources(self, caller: Caller) -> list[str]:
+        """The sources of the documents the caller may read, from their source markers (one per document,
+        written and deleted with it): one query while the first 100 markers found hold every source, one
+        more per 100 markers otherwise, each excluding the sources found before."""
         client = self._reader(caller.tenant_id)
         index = self._tenant_index(caller.tenant_id, create=False, client=client)
         if index is None:
             return []
-        found = set()
-        for vector in self._listed(index, metadata=True, client=client):
-            metadata = vector.get("metadata", {})
-            if _readable(caller, metadata) and metadata.get("source"):
-                found.add(str(metadata["source"]))
-        return sorted(found)
+        found: set[str] = set()
+        while True:
+            request = {"queryVector": self._probe(), "filter": r.sources_filter(caller, sorted(found))}
+            hits = self._query(index, request, r.MAX_TOP_K, metadata=True, client=client)
+            new = {
+                str(hit["metadata"]["source"])
+                for hit in hits
+                if _readable(caller, hit.get("metadata", {}), kind=r.SOURCE_KIND) and hit["metadata"].get("source")
+            } - found
+            found |= new
+            if len(hits) < r.MAX_TOP_K or not new:
+                return sorted(found)
 
     # --- plumbing --------------------------------------------------------------------------------
 
@@ -349,13 +370,13 @@ class S3VectorsIndex:
         hits: list[dict[str, Any]] = answer["vectors"]
         return hits
 
-    def _listed(self, index: str, *, metadata: bool, client: Any = None) -> Iterator[dict[str, Any]]:
+    def _listed(self, index: str, *, metadata: bool) -> Iterator[dict[str, Any]]:
         token: str | None = None
         while True:
             paging = {"nextToken": token} if token else {}
             page = self._call(
                 "list vectors",
-                (client or self._client).list_vectors,
+                self._client.list_vectors,
                 **self._at(index),
                 maxResults=_LIST_PAGE,
                 returnMetadata=metadata,
@@ -401,11 +422,15 @@ class S3VectorsIndex:
             raise translate(exc, SearchBackendError, f"S3 Vectors: {action}") from exc
 
 
-def _readable(caller: Caller, metadata: dict[str, Any]) -> bool:
-    """Whether an entry is a chunk the caller may read, by its metadata (`domain.access.may_read`'s rule;
-    the tenant is the index)."""
+def _readable(caller: Caller, metadata: dict[str, Any], *, kind: str = "chunk") -> bool:
+    """Whether an entry is one of `kind` (a chunk, a source marker) that the caller may read, by its
+    metadata (`domain.access.may_read`'s rule; the tenant is the index)."""
     shared = metadata.get("visibility") == Visibility.SHARED.value
-    return metadata.get(r.KIND_KEY) == "chunk" and (shared or metadata.get("owner") == caller.user_id)
+    return metadata.get(r.KIND_KEY) == kind and (shared or metadata.get("owner") == caller.user_id)
+
+
+def _is_marker(key: str) -> bool:
+    return key.startswith(r.source_key(""))
 
 
 def _missing(error: SearchBackendError) -> bool:

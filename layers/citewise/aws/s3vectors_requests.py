@@ -18,7 +18,7 @@ from typing import Any
 
 from citewise.domain.errors import UnsupportedFilterError, ValidationError
 from citewise.domain.matching import metadata_view
-from citewise.domain.models import Caller, Chunk, Comparison, Filter, Visibility
+from citewise.domain.models import Caller, Chunk, Comparison, DocumentMetadata, Filter, Visibility
 from citewise.domain.textutil import keyword_text
 
 Body = dict[str, Any]
@@ -28,6 +28,7 @@ INDEX_PREFIX = "t-"  # every tenant index's name starts so: what the grants and 
 TEXT_KEY = "#text"  # non-filterable, full-text searchable (`en`): `textutil.keyword_text`
 CHUNK_KEY = "#chunk"  # non-filterable: the whole Chunk as JSON
 KIND_KEY = "#kind"
+SOURCE_KIND = "source"  # the `#kind` of a document's source marker (`chunk` and `staged` are the others)
 GENERATION_KEY = "#generation"
 HASH_KEY = "#hash"
 PATH_PREFIXES_KEY = "#path_prefixes"
@@ -69,6 +70,12 @@ def chunk_key(chunk_id: str) -> str:
 
 def staged_key(doc_id: str, content_hash: str) -> str:
     return f"s:{doc_id}:{content_hash}"
+
+
+def source_key(doc_id: str) -> str:
+    """The key of a document's source marker: one per document, so a write or a delete of the document
+    keeps it without counting references across documents."""
+    return f"m:{doc_id}"
 
 
 def index_request(dimension: int) -> Body:
@@ -116,6 +123,18 @@ def staged_metadata(doc_id: str, content_hash: str) -> Body:
     return {KIND_KEY: "staged", "doc_id": doc_id, HASH_KEY: content_hash}
 
 
+def source_metadata(document: DocumentMetadata, generation: str) -> Body:
+    """A document's source marker: its source and access fields, nothing to search (`sources` reads it)."""
+    return {
+        KIND_KEY: SOURCE_KIND,
+        GENERATION_KEY: generation,
+        "doc_id": document.doc_id,
+        "source": document.source,
+        "visibility": document.visibility.value,
+        "owner": document.owner,
+    }
+
+
 def path_prefixes(path: str) -> list[str]:
     """The directory prefixes of a path, each ending in `/`: what `startsWith` on `path` matches."""
     parts = path.split("/")[:-1]
@@ -160,13 +179,23 @@ def _metadata_error(chunk_id: str, limit: str, keys: list[str]) -> ValidationErr
 
 def read_filter(caller: Caller, filters: Filter | None) -> Body:
     """The filter of every read: the caller's access (the tenant is the index), and the user's filter."""
-    access: Body = {
-        "$or": [{"visibility": {"$eq": Visibility.SHARED.value}}, {"owner": {"$eq": caller.user_id}}],
-    }
-    clauses = [{KIND_KEY: {"$eq": "chunk"}}, access]
+    clauses = [{KIND_KEY: {"$eq": "chunk"}}, access_filter(caller)]
     if filters is not None:
         clauses.append(translate_filter(filters))
     return {"$and": clauses}
+
+
+def sources_filter(caller: Caller, known: list[str]) -> Body:
+    """The source markers the caller may read whose source is not among `known` (already found)."""
+    clauses = [{KIND_KEY: {"$eq": SOURCE_KIND}}, access_filter(caller)]
+    if known:
+        clauses.append({"source": {"$nin": known}})
+    return {"$and": clauses}
+
+
+def access_filter(caller: Caller) -> Body:
+    """`visibility = shared OR owner = caller`: `domain.access.may_read` inside the tenant's index."""
+    return {"$or": [{"visibility": {"$eq": Visibility.SHARED.value}}, {"owner": {"$eq": caller.user_id}}]}
 
 
 def translate_filter(flt: Filter) -> Body:

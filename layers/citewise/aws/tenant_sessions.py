@@ -34,10 +34,10 @@ from citewise.aws.clients import translate
 from citewise.aws.s3vectors_requests import index_name
 from citewise.domain.errors import SearchBackendError
 
-# What the read path of `S3VectorsIndex` calls (GetIndex, QueryVectors, ListVectors) and what they need
-# besides: QueryVectors with a filter or metadata, and ListVectors with metadata, also need GetVectors
-# (the QueryVectors and ListVectors pages of the S3 API reference, "Permissions").
-READ_ACTIONS = ("s3vectors:GetIndex", "s3vectors:GetVectors", "s3vectors:ListVectors", "s3vectors:QueryVectors")
+# What the read path of `S3VectorsIndex` calls (GetIndex, QueryVectors: searches and the sources markers)
+# and what it needs besides: QueryVectors with a filter or metadata also needs GetVectors (the QueryVectors
+# page of the S3 API reference, "Permissions"). No listing: only the erasure lists an index.
+READ_ACTIONS = ("s3vectors:GetIndex", "s3vectors:GetVectors", "s3vectors:QueryVectors")
 SESSION_SECONDS = 3600
 """The credentials' lifetime: the most a role session may last when it is assumed from a role session, as
 a Lambda function's credentials are (role chaining), and the reader role's maximum."""
