@@ -48,6 +48,7 @@ class S3VectorsIndex:
         self._reader: Callable[[str], Any] = reader or (lambda _tenant_id: client)
         self._bucket = bucket
         self._dimension: int | None = None
+        self._dimensions: dict[str, int] = {}  # the dimension of each index described here
         self._existing: set[str] = set()  # tenant indexes known to exist
         self._searchable: set[str] = set()  # ... and whose text analyzer is ACTIVE
 
@@ -107,6 +108,8 @@ class S3VectorsIndex:
     def _remember(self, name: str, answer: dict[str, Any]) -> None:
         self._existing.add(name)
         try:
+            # A reader never ensures the bucket (it may not read its tags): its probes take the index's size.
+            self._dimensions[name] = int(answer["index"]["dimension"])
             configurations = answer["index"]["metadataConfiguration"]["textSearchConfigurations"]
             active = any(c["metadataKey"] == r.TEXT_KEY and c.get("status") == "ACTIVE" for c in configurations)
         except (LookupError, TypeError) as exc:
@@ -337,7 +340,7 @@ class S3VectorsIndex:
             return []
         found: set[str] = set()
         while True:
-            request = {"queryVector": self._probe(), "filter": r.sources_filter(caller, sorted(found))}
+            request = {"queryVector": self._probe(index), "filter": r.sources_filter(caller, sorted(found))}
             hits = self._query(index, request, r.MAX_TOP_K, metadata=True, client=client)
             new = {
                 str(hit["metadata"]["source"])
@@ -390,11 +393,13 @@ class S3VectorsIndex:
     def _at(self, index: str) -> dict[str, str]:
         return {"vectorBucketName": self._bucket, "indexName": index}
 
-    def _probe(self) -> dict[str, list[float]]:
-        """A unit query vector for queries that only list what a filter matches (the order is unused)."""
-        if self._dimension is None:
+    def _probe(self, index: str | None = None) -> dict[str, list[float]]:
+        """A unit query vector for queries that only list what a filter matches (the order is unused), of
+        the ensured dimension, or else of `index` as described by GetIndex."""
+        dimension = self._dimension if self._dimension is not None else self._dimensions.get(index or "")
+        if dimension is None:
             raise SearchBackendError("the S3 Vectors index was not ensured before use")
-        return {"float32": [1.0] + [0.0] * (self._dimension - 1)}
+        return {"float32": [1.0] + [0.0] * (dimension - 1)}
 
     def _check_vector(self, vector: Vector, what: str) -> None:
         """What S3 Vectors refuses in a stored vector, refused before the call: another dimension,

@@ -213,9 +213,9 @@ class Environment:
 @functools.cache
 def deployment(environment: Environment, names: Names) -> Deployment:
     """`environment` synthesized offline (once per session) from the real CDK app, with `names`."""
-    from tests.infrastructure.conftest import S3VECTORS, SERVERLESS_IAM, synthesize
+    from tests.infrastructure.conftest import MANAGED, S3VECTORS, SERVERLESS_IAM, synthesize
 
-    overrides = dict(SERVERLESS_IAM) if environment.serverless else {}
+    overrides = dict(SERVERLESS_IAM) if environment.serverless else dict(MANAGED)
     if environment.s3vectors:
         overrides.update(S3VECTORS)
     if environment.rerank_region is not None:
