@@ -15,7 +15,7 @@ from citewise_infra import nag
 from citewise_infra.config import ConfigError, load_environment
 from citewise_infra.constants import CDK_JSON, CONTEXT_ENVIRONMENTS, Outputs, stack_name
 
-from .conftest import Synth, cdk_context
+from .conftest import MANAGED, Synth, cdk_context
 
 
 def environments() -> dict[str, Any]:
@@ -29,8 +29,9 @@ def test_cdk_json_defines_dev_and_prod_and_both_are_valid() -> None:
     blocks = environments()
     assert {"dev", "prod"} <= set(blocks)
     dev, prod = load_environment(blocks, "dev"), load_environment(blocks, "prod", "ops@example.com")
-    # dev is the small, disposable one; prod keeps its data and spreads over zones
-    assert (dev.search.mode, dev.search.data_nodes, dev.destroy_on_delete) == ("managed", 1, True)
+    # dev is the disposable one, on the cheapest mode that works (docs/deploy.md); prod keeps its data and
+    # spreads over zones
+    assert (dev.search.mode, dev.destroy_on_delete) == ("s3vectors", True)
     assert prod.destroy_on_delete is False
     assert prod.search.availability_zones >= 2 and prod.search.master_nodes == 3
     assert prod.auth.mfa == "required"
@@ -174,12 +175,17 @@ def test_every_synth_passed_cdk_nag_and_every_acknowledgement_has_a_reason(synth
         assert len(reason) >= nag.MIN_REASON_LENGTH, (path, rule, reason)
 
 
+@pytest.mark.parametrize(("fixture", "overrides"), [("s3vectors", {}), ("dev", MANAGED)], ids=["s3vectors", "managed"])
 def test_without_acknowledgements_dev_fails_exactly_on_the_acknowledged_findings(
-    dev: Synth, tmp_path_factory: pytest.TempPathFactory
+    fixture: str,
+    overrides: dict[str, dict[str, Any]],
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    # Given the dev app synthesized with every acknowledgement switched off
+    # Given the dev app (cdk.json's, and on a domain) synthesized with every acknowledgement switched off
+    dev: Synth = request.getfixturevalue(fixture)
     outdir = tmp_path_factory.mktemp("cdk-dev-raw")
-    context = {**cdk_context("dev"), nag.CONTEXT_ACKNOWLEDGE: "false"}
+    context = {**cdk_context("dev", overrides), nag.CONTEXT_ACKNOWLEDGE: "false"}
     app = App(context=context, outdir=str(outdir))
     from citewise_infra.app import build
 

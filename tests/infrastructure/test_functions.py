@@ -34,7 +34,7 @@ from citewise.runtime.settings import (
 )
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 
-from .conftest import OPERATOR_ROLE, SERVERLESS_IAM, Synth, synthesize
+from .conftest import MANAGED, OPERATOR_ROLE, SERVERLESS_IAM, Synth, synthesize
 from .templates import flat
 
 SETTINGS: dict[FunctionKey, type[Settings]] = {
@@ -267,8 +267,9 @@ def test_the_index_has_no_replica_on_a_one_node_domain_and_one_on_more(
 def test_the_quota_defaults_of_cdk_json_reach_every_function_that_checks_them(
     tmp_path: Path, _no_default_account: None
 ) -> None:
-    # Given an environment whose tenants may store 10,000 documents and send 600 queries a minute
-    synth = synthesize(tmp_path, "dev", {"quotas": {"max_documents": 10_000, "queries_per_minute": 600}})
+    # Given an environment whose tenants may store 10,000 documents and send 600 queries a minute (on a
+    # domain, so that the index bootstrap exists to be told nothing)
+    synth = synthesize(tmp_path, "dev", {**MANAGED, "quotas": {"max_documents": 10_000, "queries_per_minute": 600}})
     for key in ("ingest", "documents", "query", "mcp"):
         # Then each function that checks quotas is told them, and only the limits that are set
         quota_variables = {name: value for name, value in variables(synth, key).items() if "QUOTA" in name}

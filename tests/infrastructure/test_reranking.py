@@ -18,7 +18,7 @@ from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
 
 from citewise.runtime.settings import QuerySettings
 
-from .conftest import Synth, synthesize
+from .conftest import MANAGED, Synth, synthesize
 from .templates import all_actions, flat, role_statements
 
 RERANK_ON = {"rerank": {"enabled": True, "model_id": "amazon.rerank-v1:0", "region": "us-west-2", "candidates": 40}}
@@ -28,7 +28,7 @@ XRAY = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 
 @pytest.fixture(scope="module")
 def reranking(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) -> Synth:
-    return synthesize(tmp_path_factory.mktemp("cdk-rerank"), "dev", RERANK_ON)
+    return synthesize(tmp_path_factory.mktemp("cdk-rerank"), "dev", {**MANAGED, **RERANK_ON})
 
 
 def _statements(synth: Synth, key: FunctionKey) -> list[Any]:
