@@ -7,11 +7,15 @@ from typing import Any, Literal
 from pydantic import Field
 
 from citewise.domain.models import Answer, Frozen, Notice, Reranking, Routing, SearchHit
+from citewise.query.conversations import TurnContext
 
 
 class QueryResponse(Answer):
-    """An answer with its citations, plus the id that ties it to the logs."""
+    """An answer with its citations, its place in a conversation, and the id that ties it to the logs."""
 
+    conversation: TurnContext | None = Field(
+        default=None, description="The conversation this answer is a turn of, and the question retrieval used."
+    )
     request_id: str
 
 
