@@ -47,7 +47,7 @@ def add_conversation_routes(app: APIGatewayRestResolver) -> None:
         return services.conversations.page(caller, limit=limit, cursor=cursor)
 
     @app.get(
-        "/v1/conversations/{id}",
+        "/v1/conversations/<id>",
         operation_id="getConversation",
         summary="A conversation with its turns",
         description="Every turn, oldest first: the question, the standalone question retrieval used, the answer "
@@ -62,7 +62,7 @@ def add_conversation_routes(app: APIGatewayRestResolver) -> None:
         return services.conversations.get(caller, id)
 
     @app.delete(
-        "/v1/conversations/{id}",
+        "/v1/conversations/<id>",
         operation_id="deleteConversation",
         summary="Delete a conversation",
         description="Deletes the conversation and all its turns.",
