@@ -39,6 +39,7 @@ from citewise.domain.models import (
     Filter,
     Notice,
     Operator,
+    QueryRequest,
     SearchRequest,
     Visibility,
 )
@@ -55,6 +56,7 @@ from citewise.ports.erasure import Erasure, ErasureStatus, start_erasure
 from citewise.ports.quotas import quota_status, save_quotas
 from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
 from citewise.query.answering import answer_question
+from citewise.query.conversations import answer_in_conversation
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
@@ -71,6 +73,7 @@ from citewise_local.render import (
     render_answer,
     render_answers,
     render_audit_record,
+    render_conversation,
     render_documents,
     render_erasure,
     render_evaluation,
@@ -79,6 +82,7 @@ from citewise_local.render import (
     render_routing,
     render_summary,
     render_tenants_usage,
+    render_turn,
     render_usage,
 )
 from citewise_local.servelog import LOG_FORMATS
@@ -235,8 +239,49 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--no-route", action="store_true", help="search the whole text: no dates, sources or ids taken as filters"
         )
+        if name == "query":
+            sub.add_argument(
+                "--conversation",
+                metavar="ID|new",
+                help="ask in this conversation of yours (`new` starts one): a follow-up is rewritten into a "
+                "standalone question first, and the turn is kept (citewise conversations show ID)",
+            )
         _json_flag(sub, "the response")
         sub.set_defaults(run=run)
+
+    conversations = _choices(_command(commands, "conversations", "list, show or delete your conversations"), "ACTION")
+    listing_conversations = _command(
+        conversations,
+        "list",
+        "your conversations, newest first",
+        "citewise conversations list --tenant acme --user alice",
+    )
+    _identity(listing_conversations)
+    listing_conversations.add_argument(
+        "--limit", metavar="N", type=_within(int, 1, 100), default=20, help="conversations per page, 1-100 (default 20)"
+    )
+    listing_conversations.add_argument("--cursor", help="the next page: the cursor the previous page printed")
+    _json_flag(listing_conversations, "the page")
+    listing_conversations.set_defaults(run=_conversations_list)
+    showing_conversation = _command(
+        conversations,
+        "show",
+        "one conversation with its turns",
+        "citewise conversations show ID --tenant acme --user alice",
+    )
+    showing_conversation.add_argument("conversation_id", metavar="ID", help="the conversation's id")
+    _identity(showing_conversation)
+    _json_flag(showing_conversation, "the conversation")
+    showing_conversation.set_defaults(run=_conversations_show)
+    deleting_conversation = _command(
+        conversations,
+        "delete",
+        "delete a conversation and its turns",
+        "citewise conversations delete ID --tenant acme --user alice",
+    )
+    deleting_conversation.add_argument("conversation_id", metavar="ID", help="the conversation's id")
+    _identity(deleting_conversation)
+    deleting_conversation.set_defaults(run=_conversations_delete)
 
     docs = _choices(_command(commands, "docs", "list, show or delete documents"), "ACTION")
     listing = _command(
@@ -871,11 +916,54 @@ def _all_documents(
 
 def _query(args: argparse.Namespace, services: Services) -> int:
     _require_model(services)
-    answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
+    if args.conversation is None:
+        answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
+        turn = None
+    else:
+        conversation_id = None if args.conversation == NEW_CONVERSATION else args.conversation
+        request = QueryRequest(**_request(args).model_dump(exclude_unset=True), conversation_id=conversation_id)
+        answer, turn = answer_in_conversation(
+            services.conversations, services.retriever, services.synthesizer, _caller(args), request
+        )
     routed = render_routing(answer.routing) if answer.routing else ""
-    shown = answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)]))
+    if args.json:
+        shown = json.dumps(
+            answer.model_dump(mode="json") | ({"conversation": turn.model_dump()} if turn else {}), indent=2
+        )
+    else:
+        shown = "\n".join(filter(None, [routed, render_answer(answer), render_turn(turn) if turn else ""]))
     print(escape_terminal_controls(shown))
     return _noted(answer.notice)
+
+
+NEW_CONVERSATION = "new"
+"""`citewise query --conversation new`: start a conversation."""
+
+
+def _conversations_list(args: argparse.Namespace, services: Services) -> int:
+    page = services.conversations.page(_caller(args), limit=args.limit, cursor=args.cursor)
+    if args.json:
+        print(escape_terminal_controls(page.model_dump_json(indent=2)))
+        return 0
+    for item in page.conversations:
+        line = f"{item.conversation_id}  {item.updated_at:%Y-%m-%d %H:%M}  {item.turns:>3} turns  {item.title}"
+        print(escape_terminal_controls(line))
+    if page.next_cursor:
+        print(escape_terminal_controls(f"next page: --cursor {page.next_cursor}"))
+    return 0
+
+
+def _conversations_show(args: argparse.Namespace, services: Services) -> int:
+    conversation = services.conversations.get(_caller(args), args.conversation_id)
+    shown = conversation.model_dump_json(indent=2) if args.json else render_conversation(conversation)
+    print(escape_terminal_controls(shown))
+    return 0
+
+
+def _conversations_delete(args: argparse.Namespace, services: Services) -> int:
+    services.conversations.delete(_caller(args), args.conversation_id)
+    print(escape_terminal_controls(f"deleted {args.conversation_id}"))
+    return 0
 
 
 def _search(args: argparse.Namespace, services: Services) -> int:

@@ -16,7 +16,7 @@ from citewise.api.conversations import add_conversation_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
 from citewise.domain.models import QueryRequest, SearchRequest
-from citewise.query.answering import answer_question
+from citewise.query.conversations import answer_in_conversation
 from citewise.query.metering import query_usage, search_usage
 from citewise.query.notices import no_hits_notice
 from citewise.runtime.observability import count_reranking, metrics, timed
@@ -48,25 +48,23 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         services, caller = request_scope(app)
         services.quotas.admit_query(caller.tenant_id, generative=True)
         with timed("QueryLatency"):
-            with timed("RewriteLatency"):
-                draft = services.conversations.begin(caller, request.conversation_id, request.query)
-            answer = answer_question(
+            answer, turn = answer_in_conversation(
+                services.conversations,
                 services.retriever,
                 services.synthesizer,
                 caller,
-                standalone(request, draft.standalone_question),
+                request,
                 stage=lambda name: timed(f"{name.title()}Latency"),
             )
-        services.conversations.record(draft, answer)
         count_reranking(answer.reranking)
         services.meter.record(caller.tenant_id, query_usage(answer, "rest"))
         documents = [hit.chunk.document.doc_id for hit in answer.sources]
-        note(app, question=request.query, resources=[draft.context.conversation_id, *documents])
+        note(app, question=request.query, resources=[turn.conversation_id, *documents])
         for key, metric in (("input_tokens", "InputTokens"), ("output_tokens", "OutputTokens")):
             if answer.usage and key in answer.usage:
                 metrics.add_metric(name=metric, unit=MetricUnit.Count, value=answer.usage[key])
         return QueryResponse.model_validate(
-            {**answer.model_dump(), "conversation": draft.context, "request_id": request_id(app)}
+            {**answer.model_dump(), "conversation": turn, "request_id": request_id(app)}
         )
 
     @app.post(
@@ -99,10 +97,3 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         )
 
     add_conversation_routes(app)
-
-
-def standalone(request: QueryRequest, question: str) -> SearchRequest:
-    """The search request a turn retrieves with: the caller's, with the standalone question."""
-    return SearchRequest.model_validate(
-        request.model_dump(exclude={"conversation_id"}, exclude_unset=True) | {"query": question}
-    )

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from citewise.domain.models import Answer, Frozen, Notice, Reranking, Routing, SearchHit
-from citewise.query.conversations import TurnContext
+from citewise.ports.conversations import TurnContext
 
 
 class QueryResponse(Answer):

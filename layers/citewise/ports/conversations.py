@@ -83,6 +83,28 @@ class ConversationPage(Frozen):
     next_cursor: str | None = None
 
 
+AS_ASKED = "none"
+"""`TurnContext.rewriter` when the question went to retrieval as asked."""
+
+
+class TurnContext(Frozen):
+    """Where an answer sits in its conversation, and what retrieval was asked."""
+
+    conversation_id: str = Field(description="Pass it back as `conversation_id` to ask a follow-up.")
+    turn: int = Field(ge=1, description="This turn's number in the conversation (1: its first question).")
+    standalone_question: str = Field(description="The question retrieval and the answer used.")
+    rewriter: str = Field(
+        description="What made the follow-up standalone (`deterministic`, `bedrock`, `openai`); `none` when the "
+        "question was used as asked (a first question, or a failed rewrite: see `rewrite_notice`)."
+    )
+    rewrite_notice: str | None = Field(
+        default=None, description="Why the rewrite failed and the question was used as asked; null otherwise."
+    )
+    dropped_turns: int = Field(
+        default=0, ge=0, description="Older turns left out of the rewrite's history to stay within its budget."
+    )
+
+
 class ConversationStore(Protocol):
     """Where conversations live: the registry table on AWS, a SQLite file locally."""
 

@@ -13,7 +13,8 @@ from citewise.query.retrieval import Retriever
 Stage = Callable[[str], AbstractContextManager[object]]
 
 
-def _untimed(_: str) -> AbstractContextManager[object]:
+def untimed(_: str) -> AbstractContextManager[object]:
+    """A stage that times nothing."""
     return nullcontext()
 
 
@@ -23,7 +24,7 @@ def answer_question(
     caller: Caller,
     request: SearchRequest,
     *,
-    stage: Stage = _untimed,
+    stage: Stage = untimed,
     instructions: str | None = None,
 ) -> Answer:
     """An answer citing only chunks the caller may read; with nothing above `min_score`, says so.

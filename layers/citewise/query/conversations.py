@@ -22,16 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from pydantic import Field
-
 from citewise.domain.errors import ConflictError
-from citewise.domain.models import Answer, Caller, Frozen
+from citewise.domain.models import Answer, Caller, QueryRequest, SearchRequest
 from citewise.ports.conversations import (
+    AS_ASKED,
     Conversation,
     ConversationPage,
     ConversationStore,
     Owner,
     Turn,
+    TurnContext,
     TurnStatus,
     check_conversation_id,
     check_page_limit,
@@ -40,30 +40,13 @@ from citewise.ports.conversations import (
     title_of,
 )
 from citewise.ports.rewriter import Exchange, HistoryBudget, Rewriter
+from citewise.ports.synthesizer import Synthesizer
+from citewise.query.answering import Stage, answer_question, untimed
+from citewise.query.retrieval import Retriever
 
 logger = logging.getLogger(__name__)
 
-AS_ASKED = "none"
-"""`TurnContext.rewriter` when the question went to retrieval as asked."""
 _APPEND_ATTEMPTS = 3
-
-
-class TurnContext(Frozen):
-    """Where an answer sits in its conversation, and what retrieval was asked."""
-
-    conversation_id: str = Field(description="Pass it back as `conversation_id` to ask a follow-up.")
-    turn: int = Field(ge=1, description="This turn's number in the conversation (1: its first question).")
-    standalone_question: str = Field(description="The question retrieval and the answer used.")
-    rewriter: str = Field(
-        description="What made the follow-up standalone (`deterministic`, `bedrock`, `openai`); `none` when the "
-        "question was used as asked (a first question, or a failed rewrite: see `rewrite_notice`)."
-    )
-    rewrite_notice: str | None = Field(
-        default=None, description="Why the rewrite failed and the question was used as asked; null otherwise."
-    )
-    dropped_turns: int = Field(
-        default=0, ge=0, description="Older turns left out of the rewrite's history to stay within its budget."
-    )
 
 
 @dataclass(frozen=True)
@@ -189,6 +172,40 @@ class Conversations:
                 if summary is None or attempts == _APPEND_ATTEMPTS:
                     raise
                 index = summary.turns + 1
+
+
+def answer_in_conversation(
+    conversations: Conversations,
+    retriever: Retriever,
+    synthesizer: Synthesizer,
+    caller: Caller,
+    request: QueryRequest,
+    *,
+    stage: Stage = untimed,
+    instructions: str | None = None,
+) -> tuple[Answer, TurnContext]:
+    """Answer `request` as a turn of the caller's conversation (a new one without `conversation_id`), and
+    record the turn: what the REST route, the CLI and the MCP tool share. `stage("rewrite")` wraps the
+    history's read and the rewrite, as `answer_question`'s stages wrap retrieval and synthesis."""
+    with stage("rewrite"):
+        draft = conversations.begin(caller, request.conversation_id, request.query)
+    answer = answer_question(
+        retriever,
+        synthesizer,
+        caller,
+        standalone(request, draft.standalone_question),
+        stage=stage,
+        instructions=instructions,
+    )
+    conversations.record(draft, answer)
+    return answer, draft.context
+
+
+def standalone(request: QueryRequest, question: str) -> SearchRequest:
+    """The search request a turn retrieves with: the caller's, with the standalone question."""
+    return SearchRequest.model_validate(
+        request.model_dump(exclude={"conversation_id"}, exclude_unset=True) | {"query": question}
+    )
 
 
 def owner_of(caller: Caller) -> Owner:
