@@ -29,11 +29,12 @@ from typing import Any
 import pydantic
 
 from citewise.domain.errors import CitewiseError, NotFoundError, ValidationError, error_body
-from citewise.domain.models import Answer, Caller, Filter, Frozen, SearchRequest
+from citewise.domain.models import Answer, Caller, Filter, Frozen, QueryRequest, SearchRequest
 from citewise.ingest.chunking import chunk_id
 from citewise.ingest.documents import visible_document
 from citewise.mcp.profiles import ToolProfile
 from citewise.mcp.schemas import (
+    NEW_CONVERSATION,
     DocumentDetail,
     DocumentInfo,
     DocumentPageResult,
@@ -48,7 +49,9 @@ from citewise.mcp.schemas import (
     tool_schema,
 )
 from citewise.ports.audit import OK
+from citewise.ports.conversations import TurnContext
 from citewise.query.answering import answer_question
+from citewise.query.conversations import answer_in_conversation
 from citewise.query.metering import query_usage, search_usage
 from citewise.runtime.observability import count_reranking
 from citewise.runtime.services import Services
@@ -234,7 +237,7 @@ class Toolbox:
             min_score=max(floor, self._min_score(arguments.min_relevance_score)),
             filters=within(profile.scope if profile else None, arguments.filters),
         )
-        answer = self._answer(caller, request, profile)
+        answer, turn = self._answer(caller, request, profile, arguments.conversation_id)
         result = RagQueryResult(
             answer=answer.answer,
             grounded=answer.grounded,
@@ -242,19 +245,39 @@ class Toolbox:
             tool=profile.name if profile else "rag_query",
             routing=answer.routing,
             reranking=answer.reranking,
+            conversation=turn,
         )
         return result, render_answer(result)
 
-    def _answer(self, caller: Caller, request: SearchRequest, profile: ToolProfile | None) -> Answer:
-        """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer."""
+    def _answer(
+        self, caller: Caller, request: SearchRequest, profile: ToolProfile | None, conversation_id: str | None
+    ) -> tuple[Answer, TurnContext | None]:
+        """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer; with a
+        `conversation_id` (`new` starts one) the question is a turn of the caller's conversation."""
         instructions = profile.system_prompt if profile else None
-        self.services.quotas.admit_query(caller.tenant_id, generative=True)
-        answer = answer_question(
-            self.services.retriever, self.services.synthesizer, caller, request, instructions=instructions
-        )
+        services = self.services
+        services.quotas.admit_query(caller.tenant_id, generative=True)
+        turn = None
+        if conversation_id is None:
+            answer = answer_question(
+                services.retriever, services.synthesizer, caller, request, instructions=instructions
+            )
+        else:
+            asked = QueryRequest(
+                **request.model_dump(exclude_unset=True),
+                conversation_id=None if conversation_id == NEW_CONVERSATION else conversation_id,
+            )
+            answer, turn = answer_in_conversation(
+                services.conversations,
+                services.retriever,
+                services.synthesizer,
+                caller,
+                asked,
+                instructions=instructions,
+            )
         count_reranking(answer.reranking)
-        self.services.meter.record(caller.tenant_id, query_usage(answer, "mcp"))
-        return answer
+        services.meter.record(caller.tenant_id, query_usage(answer, "mcp"))
+        return answer, turn
 
     def _sources(self, caller: Caller, answer: Answer) -> list[Source]:
         registry = self.services.registry
@@ -381,9 +404,16 @@ def render_error(error: CitewiseError, request_id: str) -> str:
 
 
 def render_answer(result: RagQueryResult) -> str:
-    """The answer, then its sources: `[n] path (title), page p, section s - relevance r`."""
+    """The answer, then its sources: `[n] path (title), page p, section s - relevance r`; then the
+    conversation to continue, when it is a turn of one."""
+    turn = result.conversation
+    where = (
+        f"\n\nConversation: {turn.conversation_id} (turn {turn.turn}; searched as: {turn.standalone_question})"
+        if turn
+        else ""
+    )
     if not result.sources:
-        return result.answer
+        return result.answer + where
     lines = [result.answer, "", "Sources:"]
     for source in result.sources:
         lines.append(
@@ -391,7 +421,7 @@ def render_answer(result: RagQueryResult) -> str:
             f" - relevance {source.relevance_score:.2f}"
         )
         lines.extend(f'    "{quote}"' for quote in source.quotes)
-    return "\n".join(lines)
+    return "\n".join(lines) + where
 
 
 def render_hits(result: SearchResult) -> str:
