@@ -59,6 +59,9 @@ class LocalConversations:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        # A commit is not fsynced (WAL with synchronous=NORMAL, as the usage counters): a power cut may
+        # lose the last turns, never corrupt the file, and a query does not wait for a disk flush.
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             self._conn.execute(statement)
         self._lock = threading.Lock()  # one connection: threads take turns on it
