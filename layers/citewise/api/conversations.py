@@ -15,11 +15,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from citewise.api.app import SECURED, responses
 from citewise.api.identity import request_scope
 from citewise.domain.access import require_write
+from citewise.domain.models import CONVERSATION_ID_PATTERN
 from citewise.ports.conversations import PAGE_LIMIT, Conversation, ConversationPage
 from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 
 ConversationId = Annotated[
-    str, Path(max_length=64, description="The conversation's id (`conversation_id` of an answer).")
+    str, Path(pattern=CONVERSATION_ID_PATTERN, description="The conversation's id (`conversation_id` of an answer).")
 ]
 
 
@@ -55,7 +56,7 @@ def add_conversation_routes(app: APIGatewayRestResolver) -> None:
         "was whole; such a turn keeps no answer).",
         tags=["conversations"],
         security=SECURED,
-        responses=responses(401, 403, 404, 409, 502),
+        responses=responses(400, 401, 403, 404, 409, 502),
     )
     def get_conversation(id: ConversationId) -> Conversation:  # noqa: A002 - the path parameter's name
         services, caller = request_scope(app)
@@ -69,7 +70,7 @@ def add_conversation_routes(app: APIGatewayRestResolver) -> None:
         tags=["conversations"],
         security=SECURED,
         status_code=204,
-        responses=responses(401, 403, 404, 409, 502, success=204, described="Deleted."),
+        responses=responses(400, 401, 403, 404, 409, 502, success=204, described="Deleted."),
     )
     def delete_conversation(id: ConversationId) -> Response[str]:  # noqa: A002
         services, caller = request_scope(app)

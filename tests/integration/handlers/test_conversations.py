@@ -88,10 +88,10 @@ def test_a_bad_conversation_id_is_refused_and_a_deleted_conversation_is_gone(sta
     # Given alice's conversation
     stack.upload_and_ingest(ALICE, "dlq.md", DLQ)
     conversation_id = ask(stack, "How does the dead-letter queue work?")[1]["conversation"]["conversation_id"]
-    # Then an id that cannot be one is a validation error in a body, and not found in a path
+    # Then an id that cannot be one is a validation error, in a body and in a path
     status, body = ask(stack, "And the cost?", conversation_id="../../#credentials")
     assert (status, body["error"]["code"]) == (400, "VALIDATION_ERROR")
-    assert stack.api("GET", "/v1/conversations/not-an-id", identity=ALICE)[0] == 404
+    assert stack.api("GET", "/v1/conversations/not-an-id", identity=ALICE)[0] == 400
     # When she deletes it, it is gone: no turn can be added, nothing is listed
     assert stack.api("DELETE", f"/v1/conversations/{conversation_id}", identity=ALICE)[0] == 204
     assert stack.api("GET", f"/v1/conversations/{conversation_id}", identity=ALICE)[0] == 404
