@@ -110,6 +110,10 @@ ALARM_EMAIL ?=
 # Commands that build the app without deploying it (synth, bootstrap, destroy) need some address for
 # prod's template to build at all; only `deploy` insists on a real one.
 SYNTH_ALARM_EMAIL ?= $(or $(ALARM_EMAIL),alarms@example.invalid)
+# Another search mode than cdk.json's for every target below: `make synth SEARCH_MODE=s3vectors`
+# (managed, serverless or s3vectors; docs/deploy.md).
+SEARCH_MODE ?=
+MODE_CONTEXT := $(if $(SEARCH_MODE),-c search_mode=$(SEARCH_MODE))
 
 .PHONY: synth deploy destroy
 
@@ -120,14 +124,14 @@ $(CDK_STAMP): cdk/package.json cdk/package-lock.json
 synth: $(STAMP) $(CDK_STAMP) ## Synthesize every environment offline (layer bundled, cdk-nag, cfn-lint) into cdk.out/
 	@for env in $(ENVS); do \
 		echo "synth $$env"; \
-		AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c env=$$env -c alarm_email=$(SYNTH_ALARM_EMAIL) \
+		AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet -c env=$$env -c alarm_email=$(SYNTH_ALARM_EMAIL) $(MODE_CONTEXT) \
 			--output cdk.out/$$env || exit 1; \
 	done
 	$(BIN)/cfn-lint --ignore-checks W3005 -- $(foreach env,$(ENVS),cdk.out/$(env)/citewise-$(env).template.json)
 
 deploy: $(STAMP) $(CDK_STAMP) ## Deploy one environment to AWS: make deploy ENV=dev (bootstraps the account once)
-	$(CDK) bootstrap -c env=$(ENV) -c alarm_email=$(SYNTH_ALARM_EMAIL) --output cdk.out/$(ENV)
-	$(CDK) deploy -c env=$(ENV) $(if $(ALARM_EMAIL),-c alarm_email=$(ALARM_EMAIL)) --output cdk.out/$(ENV) --outputs-file cdk.out/$(ENV)-outputs.json citewise-$(ENV)
+	$(CDK) bootstrap -c env=$(ENV) -c alarm_email=$(SYNTH_ALARM_EMAIL) $(MODE_CONTEXT) --output cdk.out/$(ENV)
+	$(CDK) deploy -c env=$(ENV) $(if $(ALARM_EMAIL),-c alarm_email=$(ALARM_EMAIL)) $(MODE_CONTEXT) --output cdk.out/$(ENV) --outputs-file cdk.out/$(ENV)-outputs.json citewise-$(ENV)
 
 destroy: $(STAMP) $(CDK_STAMP) ## Delete one environment's stack: make destroy ENV=dev (asks first)
-	$(CDK) destroy -c env=$(ENV) -c alarm_email=$(SYNTH_ALARM_EMAIL) --output cdk.out/$(ENV) citewise-$(ENV)
+	$(CDK) destroy -c env=$(ENV) -c alarm_email=$(SYNTH_ALARM_EMAIL) $(MODE_CONTEXT) --output cdk.out/$(ENV) citewise-$(ENV)

@@ -44,7 +44,7 @@ from citewise.domain.errors import (
 from citewise.runtime.cors import ALLOWED_HEADERS, MAX_AGE_S
 from citewise.runtime.resource_metadata import challenge
 from citewise_infra.config import EnvironmentConfig
-from citewise_infra.constants import COGNITO_TENANT_ATTRIBUTE
+from citewise_infra.constants import COGNITO_TENANT_ATTRIBUTE, STREAMED_TIMEOUT_S
 from citewise_infra.functions import CitewiseFunction
 from citewise_infra.nag import acknowledge
 
@@ -279,6 +279,18 @@ class Api(Construct):
         integrations = {
             key: apigw.LambdaIntegration(fn.function, allow_test_invoke=False) for key, fn in functions.items()
         }
+        # A route that may answer with events: API Gateway passes them on as the function writes them
+        # (InvokeWithResponseStream; the function's runtime loop streams, citewise.api.streaming_runtime).
+        streamed = {
+            key: apigw.LambdaIntegration(
+                fn.function,
+                allow_test_invoke=False,
+                response_transfer_mode=apigw.ResponseTransferMode.STREAM,
+                timeout=Duration.seconds(STREAMED_TIMEOUT_S),
+            )
+            for key, fn in functions.items()
+            if any(route.streams and route.function == key for route in ROUTES)
+        }
         for route in ROUTES:
             resource = api.root.resource_for_path(route.path.lstrip("/"))
             parameters = {
@@ -289,7 +301,7 @@ class Api(Construct):
             authorization_type, authorizer = self._auth(route)
             method = resource.add_method(
                 route.method,
-                integrations[route.function],
+                (streamed if route.streams else integrations)[route.function],
                 request_validator=validator,
                 request_models={"application/json": json_object} if route.method in ("POST", "PUT") else None,
                 request_parameters=parameters or None,

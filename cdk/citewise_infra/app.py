@@ -8,7 +8,13 @@ from aws_cdk import App, Environment
 
 from citewise_infra import nag
 from citewise_infra.config import load_environment
-from citewise_infra.constants import CONTEXT_ALARM_EMAIL, CONTEXT_ENV, CONTEXT_ENVIRONMENTS, stack_name
+from citewise_infra.constants import (
+    CONTEXT_ALARM_EMAIL,
+    CONTEXT_ENV,
+    CONTEXT_ENVIRONMENTS,
+    CONTEXT_SEARCH_MODE,
+    stack_name,
+)
 from citewise_infra.stack import CitewiseStack
 
 
@@ -18,6 +24,7 @@ def build(app: App) -> CitewiseStack:
         app.node.try_get_context(CONTEXT_ENVIRONMENTS),
         app.node.try_get_context(CONTEXT_ENV),
         app.node.try_get_context(CONTEXT_ALARM_EMAIL),
+        app.node.try_get_context(CONTEXT_SEARCH_MODE),
     )
     # No account in cdk.json: the one of the CLI's credentials at deploy time; none at all offline,
     # which synthesizes an account-agnostic template (nothing here needs the account number).

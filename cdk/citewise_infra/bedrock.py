@@ -15,8 +15,9 @@ from aws_cdk import aws_iam as iam
 
 # Prefixes of system-defined cross-region inference profiles (geography or global routing).
 PROFILE_PREFIXES = frozenset({"us", "us-gov", "eu", "apac", "jp", "au", "ca", "global"})
-# Converse and ConverseStream are authorised by the InvokeModel actions.
+# Converse is authorised by InvokeModel, ConverseStream by InvokeModelWithResponseStream.
 INVOKE = "bedrock:InvokeModel"
+INVOKE_STREAM = "bedrock:InvokeModelWithResponseStream"
 
 
 def split_profile(model_id: str) -> tuple[str | None, str]:
@@ -38,16 +39,18 @@ def inference_profile_arn(profile_id: str) -> str:
     return f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{profile_id}"
 
 
-def invoke_statements(model_id: str) -> list[iam.PolicyStatement]:
-    """Statements allowing InvokeModel (and so Converse) on `model_id` only."""
+def invoke_statements(model_id: str, *, streamed: bool = False) -> list[iam.PolicyStatement]:
+    """Statements allowing InvokeModel (and so Converse) on `model_id` only; `streamed`: also
+    InvokeModelWithResponseStream (ConverseStream, a streamed answer)."""
+    actions = [INVOKE, INVOKE_STREAM] if streamed else [INVOKE]
     prefix, foundation_id = split_profile(model_id)
     if prefix is None:
-        return [iam.PolicyStatement(actions=[INVOKE], resources=[foundation_model_arn(model_id)])]
+        return [iam.PolicyStatement(actions=actions, resources=[foundation_model_arn(model_id)])]
     profile = inference_profile_arn(model_id)
     return [
-        iam.PolicyStatement(actions=[INVOKE], resources=[profile]),
+        iam.PolicyStatement(actions=actions, resources=[profile]),
         iam.PolicyStatement(
-            actions=[INVOKE],
+            actions=actions,
             resources=[foundation_model_arn(foundation_id, region="*")],
             conditions={"StringEquals": {"bedrock:InferenceProfileArn": profile}},
         ),

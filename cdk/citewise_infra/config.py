@@ -90,9 +90,11 @@ class _Block(BaseModel):
 
 
 class SearchConfig(_Block):
-    """The OpenSearch backend: a managed domain (default) or a Serverless vector collection."""
+    """The chunk index: an OpenSearch managed domain (default), an OpenSearch Serverless vector collection,
+    or Amazon S3 Vectors (`s3vectors`: a vector bucket, an index per tenant, nothing billed while idle;
+    `citewise_infra.vectors`). The sizes below apply to a domain only."""
 
-    mode: Literal["managed", "serverless"] = "managed"
+    mode: Literal["managed", "serverless", "s3vectors"] = "managed"
     index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
     # Managed domain only.
     engine_version: str = Field(default="2.19", pattern=r"^\d+\.\d+$")
@@ -373,10 +375,14 @@ class EnvironmentConfig(_Block):
 
 
 def load_environment(
-    environments: Mapping[str, Any] | None, name: str | None, alarm_email: str | None = None
+    environments: Mapping[str, Any] | None,
+    name: str | None,
+    alarm_email: str | None = None,
+    search_mode: str | None = None,
 ) -> EnvironmentConfig:
     """The validated block `name` of `environments` (the `citewise:environments` context); `alarm_email`
-    (`-c alarm_email=...`) overrides the block's `alarms.email`, so an address need not be committed."""
+    (`-c alarm_email=...`) overrides the block's `alarms.email`, so an address need not be committed;
+    `search_mode` (`-c search_mode=s3vectors`) its `search.mode`, to build an environment in another mode."""
     available = sorted(environments or {})
     if not name:
         raise ConfigError(f"choose an environment with -c env=NAME (one of: {', '.join(available) or 'none'})")
@@ -387,6 +393,8 @@ def load_environment(
         raise ConfigError(f"environment {name!r} must be a JSON object")
     if alarm_email:
         block = {**block, "alarms": {**block.get("alarms", {}), "email": alarm_email}}
+    if search_mode:
+        block = {**block, "search": {**block.get("search", {}), "mode": search_mode}}
     try:
         return EnvironmentConfig.model_validate({**block, "name": name})
     except ValidationError as exc:

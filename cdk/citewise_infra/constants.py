@@ -23,6 +23,7 @@ CDK_JSON: Final = REPO_ROOT / "cdk.json"
 CONTEXT_ENV: Final = "env"  # `cdk synth -c env=dev`
 CONTEXT_ENVIRONMENTS: Final = "citewise:environments"  # the per-environment blocks in cdk.json
 CONTEXT_ALARM_EMAIL: Final = "alarm_email"  # `-c alarm_email=ops@example.com`: overrides alarms.email
+CONTEXT_SEARCH_MODE: Final = "search_mode"  # `-c search_mode=s3vectors`: overrides search.mode
 # CDK's own key: stacks whose assets are bundled (`[]` skips bundling: the tests synthesize that way).
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
@@ -30,6 +31,11 @@ CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap", "erasure"]
 FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "mcp", "bootstrap", "erasure")
 HANDLER: Final = "handler.lambda_handler"
+STREAM_RUNTIME: Final = "/var/task/stream_runtime.sh"
+"""The query function's `AWS_LAMBDA_EXEC_WRAPPER`: citewise's runtime loop, which streams (docs/aws.md)."""
+STREAMED_TIMEOUT_S: Final = 300
+"""The integration timeout of a streamed route: API Gateway allows up to 15 minutes once it streams; a
+streamed answer ends well within the query function's own timeout, which is what bounds it."""
 API_FUNCTIONS: Final[tuple[FunctionKey, ...]] = ("query", "documents", "mcp")
 API_GATEWAY_TIMEOUT_S: Final = 29
 """API Gateway's integration timeout (REST APIs' default and, without a quota increase, its maximum)."""
@@ -61,6 +67,7 @@ QUERY_METRICS: Final = ("QueryLatency", "RetrievalLatency", "SynthesisLatency", 
 # --- construct ids ---------------------------------------------------------------------------------------
 STORAGE_ID: Final = "Storage"
 SEARCH_ID: Final = "Search"
+VECTORS_ID: Final = "Vectors"
 FUNCTIONS_ID: Final = "Functions"
 INGESTION_ID: Final = "Ingestion"
 API_ID: Final = "Api"
@@ -68,6 +75,7 @@ INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
 ERASURE_ID: Final = "Erasure"
 AUDIT_ID: Final = "Audit"
+TENANT_READER_ID: Final = "TenantReader"
 LAYER_ID: Final = "CitewiseLayer"
 
 INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"
@@ -86,6 +94,7 @@ class Outputs:
     DOCUMENTS_BUCKET: Final = "DocumentsBucketName"
     REGISTRY_TABLE: Final = "RegistryTableName"
     SEARCH_ENDPOINT: Final = "SearchEndpoint"
+    VECTOR_BUCKET: Final = "VectorBucketName"  # search mode s3vectors, instead of the endpoint
     INGEST_QUEUE_URL: Final = "IngestQueueUrl"
     DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
     ERASURE_QUEUE_URL: Final = "ErasureQueueUrl"

@@ -13,7 +13,8 @@ What each function calls (and so what its role may do):
   conversation partitions (`#conversations#<tenant>`) only. No S3, no other DynamoDB action, no index
   writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
-  DeleteObject, HeadObject/GetObject and ListBucket under `tenants/`; the index (search, bulk deletes,
+  DeleteObject, HeadObject/GetObject(+Version: presigned downloads of the indexed version) and ListBucket
+  under `tenants/`; the index (search, bulk deletes,
   refresh); SQS SendMessage on the ingest queue (the operator's re-queue of quota-refused documents).
   No Bedrock. The audit trail's log group: append and FilterLogEvents (the operator's export).
 - mcp: read only, but for the usage counters, the rate bucket and the conversations (as the query function). The index's
@@ -27,6 +28,9 @@ What each function calls (and so what its role may do):
   object version under `tenants/` (list and delete versions), the index (search, bulk deletes). It and
   the documents function may send to the erasure queue (`citewise_infra.erasure`). No Bedrock.
 Every function also writes its own log group and X-Ray segments.
+In search mode `s3vectors` the index grants are S3 Vectors actions on the tenants' indexes instead
+(`citewise_infra.vectors`): ingest writes, documents deletes, erasure erases; query and MCP get none of
+their own, and there is no bootstrap.
 """
 
 from __future__ import annotations
@@ -63,12 +67,14 @@ from citewise_infra.constants import (
     LIBRARY_DIR,
     METRICS_NAMESPACE,
     SERVICE_NAMES,
+    STREAM_RUNTIME,
     FunctionKey,
 )
 from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash
 from citewise_infra.nag import acknowledge
 from citewise_infra.search import SearchAccess, SearchBackend
 from citewise_infra.storage import Storage
+from citewise_infra.vectors import VectorAccess, VectorStore
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Graviton: cheaper per GB-second than x86; the layer is bundled for the same architecture.
@@ -94,14 +100,20 @@ def settings_environment(settings: type[Settings], values: Mapping[str, str]) ->
 
 @dataclass(frozen=True)
 class Functions:
-    """The six functions, by key."""
+    """The six functions, by key; no bootstrap in search mode `s3vectors` (no index to create at deploy
+    time: each tenant's is created by its first write)."""
 
     ingest: CitewiseFunction
     query: CitewiseFunction
     documents: CitewiseFunction
     mcp: CitewiseFunction
-    bootstrap: CitewiseFunction
+    bootstrap: CitewiseFunction | None
     erasure: CitewiseFunction
+
+    def all(self) -> list[CitewiseFunction]:
+        """Every function the stack has."""
+        candidates = (self.ingest, self.query, self.documents, self.mcp, self.bootstrap, self.erasure)
+        return [fn for fn in candidates if fn is not None]
 
 
 class CitewiseFunction(Construct):
@@ -209,7 +221,7 @@ class FunctionsFactory(Construct):
         *,
         config: EnvironmentConfig,
         storage: Storage,
-        search: SearchBackend,
+        search: SearchBackend | VectorStore,
         audit: AuditTrail,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -256,13 +268,15 @@ class FunctionsFactory(Construct):
     def _search_values(self) -> dict[str, str]:
         """Where the index is and which embedder fills it: what every function needs."""
         config = self._config
+        embedder = {"embedder": config.models.embedder, "embedding_dimension": str(config.models.embedding_dimension)}
+        if isinstance(self._search, VectorStore):
+            return {"backend": "aws", "vector_bucket": self._search.bucket_name, **embedder}
         values = {
             "backend": "aws",
             "opensearch_endpoint": self._search.endpoint,
             "opensearch_service": self._search.service,
             "index_name": config.search.index_name,
-            "embedder": config.models.embedder,
-            "embedding_dimension": str(config.models.embedding_dimension),
+            **embedder,
         }
         if self._search.service == "es":
             # A replica needs a node other than its primary's: on one data node it would never be
@@ -327,8 +341,8 @@ class FunctionsFactory(Construct):
             files=files,
         )
 
-    def _grant_model(self, fn: CitewiseFunction, model_id: str) -> None:
-        fn.add(*bedrock.invoke_statements(model_id))
+    def _grant_model(self, fn: CitewiseFunction, model_id: str, *, streamed: bool = False) -> None:
+        fn.add(*bedrock.invoke_statements(model_id, streamed=streamed))
         prefix, foundation_id = bedrock.split_profile(model_id)
         if prefix is not None:
             acknowledge(
@@ -339,7 +353,14 @@ class FunctionsFactory(Construct):
                 "(bedrock:InferenceProfileArn condition).",
             )
 
-    def _grant_search(self, fn: CitewiseFunction, *access: SearchAccess) -> None:
+    def _grant_search(
+        self, fn: CitewiseFunction, access: tuple[SearchAccess, ...], vectors: tuple[VectorAccess, ...]
+    ) -> None:
+        """Grant `access` to the OpenSearch index, or `vectors` to the tenants' S3 Vectors indexes."""
+        if isinstance(self._search, VectorStore):
+            if vectors:
+                self._search.grant(fn.role, *vectors)
+            return
         carrier = self._search.grant(fn.key, fn.role, *access)
         if carrier is not None:
             self.search_access[fn.key] = carrier
@@ -353,7 +374,11 @@ class FunctionsFactory(Construct):
         self._storage.grant_read_documents(fn.role)
         self._storage.grant_restore_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
-        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE)
+        self._grant_search(
+            fn,
+            (SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE),
+            (VectorAccess.WRITE, VectorAccess.VECTOR_SPACE, VectorAccess.TAG_SPACE),
+        )
         self._grant_model(fn, self._config.models.embedding_model_id)
         return fn
 
@@ -393,7 +418,8 @@ class FunctionsFactory(Construct):
         """Search the index (read only), read the tenant's settings, count the tenant's usage, embed the
         question, route it, generate the answer (through the guardrail)."""
         models = self._config.models
-        self._grant_search(fn, SearchAccess.READ)
+        # S3 Vectors: no grant of the function's own; it reads through the tenant-reader role (issue 28, §3).
+        self._grant_search(fn, (SearchAccess.READ,), ())
         self._storage.grant_read_tenant_settings(fn.role)
         self._storage.grant_count_usage(fn.role)
         self._storage.grant_check_quotas(fn.role)
@@ -401,7 +427,8 @@ class FunctionsFactory(Construct):
         if self._config.auth.mode == "cognito":  # programs' credentials exist with Cognito only
             self._storage.grant_read_credentials(fn.role)
         self._grant_model(fn, models.embedding_model_id)
-        self._grant_model(fn, models.generation_model_id)
+        # A streamed answer (POST /v1/query with events) is written through ConverseStream.
+        self._grant_model(fn, models.generation_model_id, streamed=fn.key == "query")
         if models.routing_model_id not in (None, models.generation_model_id):
             self._grant_model(fn, models.routing_model_id)
         if models.guardrail_id is not None:
@@ -431,6 +458,8 @@ class FunctionsFactory(Construct):
             self._identity_files(),
         )
         self._grant_answering(fn)
+        # Its runtime loop is citewise's, which can stream `POST /v1/query` (citewise.api.streaming_runtime).
+        fn.function.add_environment("AWS_LAMBDA_EXEC_WRAPPER", STREAM_RUNTIME)
         return fn
 
     def _build_mcp(self) -> CitewiseFunction:
@@ -470,7 +499,9 @@ class FunctionsFactory(Construct):
         )
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
-        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
+        self._grant_search(
+            fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.DELETE, VectorAccess.VECTOR_SPACE)
+        )
         self._audit.grant_write(fn.role)
         self._audit.grant_read(fn.role)
         return fn
@@ -484,10 +515,12 @@ class FunctionsFactory(Construct):
             "tenant erasure, resumed through its own queue",
         )
         self._storage.grant_erase_tenants(fn.role)
-        self._grant_search(fn, SearchAccess.READ, SearchAccess.WRITE)
+        self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE,))
         return fn
 
-    def _build_bootstrap(self) -> CitewiseFunction:
+    def _build_bootstrap(self) -> CitewiseFunction | None:
+        if isinstance(self._search, VectorStore):
+            return None
         fn = self._function(
             "bootstrap",
             self._config.bootstrap,
@@ -495,5 +528,5 @@ class FunctionsFactory(Construct):
             self._search_values(),
             "deploy-time creation of the search index",
         )
-        self._grant_search(fn, SearchAccess.DESCRIBE, SearchAccess.CREATE)
+        self._grant_search(fn, (SearchAccess.DESCRIBE, SearchAccess.CREATE), ())
         return fn

@@ -47,6 +47,7 @@ from citewise_infra.erasure import Erasure
 from citewise_infra.functions import CitewiseFunction, Functions
 from citewise_infra.ingestion import Ingestion
 from citewise_infra.search import ManagedSearch, SearchBackend
+from citewise_infra.vectors import VectorStore
 
 PERIOD = Duration.minutes(5)
 
@@ -76,7 +77,7 @@ class Observability(Construct):
         ingestion: Ingestion,
         erasure: Erasure,
         api: Api,
-        search: SearchBackend,
+        search: SearchBackend | VectorStore,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
@@ -294,10 +295,11 @@ class Observability(Construct):
             construct.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
 
     def _all_functions(self) -> Sequence[CitewiseFunction]:
-        f = self._functions
-        return (f.ingest, f.query, f.documents, f.mcp, f.bootstrap, f.erasure)
+        return self._functions.all()
 
-    def _build_dashboard(self, ingestion: Ingestion, api: Api, search: SearchBackend) -> cloudwatch.Dashboard:
+    def _build_dashboard(
+        self, ingestion: Ingestion, api: Api, search: SearchBackend | VectorStore
+    ) -> cloudwatch.Dashboard:
         stage = api.rest_api.deployment_stage
         query_service, ingest_service = SERVICE_NAMES["query"], SERVICE_NAMES["ingest"]
         fns = self._all_functions()

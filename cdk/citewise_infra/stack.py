@@ -20,6 +20,8 @@ from citewise_infra.constants import (
     OBSERVABILITY_ID,
     SEARCH_ID,
     STORAGE_ID,
+    TENANT_READER_ID,
+    VECTORS_ID,
     Outputs,
 )
 from citewise_infra.erasure import Erasure
@@ -27,12 +29,15 @@ from citewise_infra.functions import FunctionsFactory
 from citewise_infra.index_bootstrap import IndexBootstrap
 from citewise_infra.ingestion import Ingestion
 from citewise_infra.observability import Observability
-from citewise_infra.search import build_search
+from citewise_infra.search import SearchBackend, build_search
 from citewise_infra.storage import Storage
+from citewise_infra.tenant_reader import TenantReader
+from citewise_infra.vectors import VectorStore
 
 
 class CitewiseStack(Stack):
-    """Storage, search, functions, ingestion, index bootstrap, API and observability of one environment."""
+    """Storage, search (OpenSearch, or an S3 Vectors bucket), functions, ingestion, index bootstrap (OpenSearch
+    only), API and observability of one environment."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, env: Environment, **kwargs: Any
@@ -49,29 +54,46 @@ class CitewiseStack(Stack):
         Tags.of(self).add("environment", config.name)
         self.config = config
         self.storage = Storage(self, STORAGE_ID, config=config)
-        self.search = build_search(self, SEARCH_ID, config=config, key=self.storage.key)
+        self.search: SearchBackend | VectorStore = (
+            VectorStore(self, VECTORS_ID, config=config, key=self.storage.key)
+            if config.search.mode == "s3vectors"
+            else build_search(self, SEARCH_ID, config=config, key=self.storage.key)
+        )
         self.audit = AuditTrail(self, AUDIT_ID, config=config)
         factory = FunctionsFactory(
             self, FUNCTIONS_ID, config=config, storage=self.storage, search=self.search, audit=self.audit
         )
         self.functions = factory.functions
         self.layer = factory.layer
-        # The bootstrap's permission outside its role (a Serverless data access policy), if any.
-        bootstrap_access = factory.search_access.get("bootstrap")
-        self.index_bootstrap = IndexBootstrap(
-            self,
-            INDEX_BOOTSTRAP_ID,
-            config=config,
-            search=self.search,
-            function=self.functions.bootstrap,
-            access=bootstrap_access,
-        )
+        # No bootstrap in search mode s3vectors: each tenant's index is created by its first write.
+        self.index_bootstrap: IndexBootstrap | None = None
+        if not isinstance(self.search, VectorStore) and self.functions.bootstrap is not None:
+            self.index_bootstrap = IndexBootstrap(
+                self,
+                INDEX_BOOTSTRAP_ID,
+                config=config,
+                search=self.search,
+                function=self.functions.bootstrap,
+                # The bootstrap's permission outside its role (a Serverless data access policy), if any.
+                access=factory.search_access.get("bootstrap"),
+            )
+        if isinstance(self.search, VectorStore):
+            # Query and MCP read a tenant's index only through this role, with a session policy naming it.
+            self.tenant_reader = TenantReader(
+                self,
+                TENANT_READER_ID,
+                config=config,
+                bucket_arn=self.search.bucket_arn,
+                key=self.storage.key,
+                readers=[self.functions.query, self.functions.mcp],
+            )
         self.ingestion = Ingestion(
             self, INGESTION_ID, config=config, storage=self.storage, function=self.functions.ingest
         )
         self.ingestion.accept_requeues(self.functions.documents)
-        # Ingest only once the index exists: the ingest role may not create it.
-        self.ingestion.event_source_mapping.node.add_dependency(self.index_bootstrap.resource)
+        if self.index_bootstrap is not None:
+            # Ingest only once the index exists: the ingest role may not create it.
+            self.ingestion.event_source_mapping.node.add_dependency(self.index_bootstrap.resource)
         self.erasure = Erasure(
             self,
             ERASURE_ID,
@@ -109,7 +131,6 @@ class CitewiseStack(Stack):
             Outputs.API_URL: self.api.rest_api.url,
             Outputs.DOCUMENTS_BUCKET: self.storage.bucket.bucket_name,
             Outputs.REGISTRY_TABLE: self.storage.table.table_name,
-            Outputs.SEARCH_ENDPOINT: self.search.endpoint,
             Outputs.INGEST_QUEUE_URL: self.ingestion.queue.queue_url,
             Outputs.DEAD_LETTER_QUEUE_URL: self.ingestion.dead_letter_queue.queue_url,
             Outputs.ERASURE_QUEUE_URL: self.erasure.queue.queue_url,
@@ -117,6 +138,10 @@ class CitewiseStack(Stack):
             Outputs.DASHBOARD_NAME: self.observability.dashboard.dashboard_name,
             Outputs.AUDIT_LOG_GROUP: self.audit.log_group.log_group_name,
         }
+        if isinstance(self.search, VectorStore):
+            values[Outputs.VECTOR_BUCKET] = self.search.bucket_name
+        else:
+            values[Outputs.SEARCH_ENDPOINT] = self.search.endpoint
         if self.api.user_pool is not None and self.api.user_pool_client is not None:
             values[Outputs.USER_POOL_ID] = self.api.user_pool.user_pool_id
             values[Outputs.USER_POOL_CLIENT_ID] = self.api.user_pool_client.user_pool_client_id

@@ -199,8 +199,9 @@ class Storage(Construct):
         self._grant_key(role, "s3", "kms:GenerateDataKey")
 
     def grant_manage_documents(self, role: iam.IRole) -> None:
-        """Put (presigned uploads), head, get and delete objects under `tenants/`; encrypt and decrypt."""
-        actions = ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"]
+        """Put (presigned uploads), head, get (any version: presigned downloads of the indexed one) and delete
+        objects under `tenants/`; encrypt and decrypt."""
+        actions = ["s3:PutObject", "s3:GetObject", "s3:GetObjectVersion", "s3:DeleteObject"]
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[self._object_arn()]))
         role.add_to_principal_policy(self._list_bucket())
         self._grant_key(role, "s3", "kms:Decrypt", "kms:GenerateDataKey")

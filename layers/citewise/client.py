@@ -32,7 +32,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.client import HTTPMessage
 from pathlib import Path
@@ -44,7 +44,8 @@ from citewise.api.schemas import Health, QueryResponse, SearchResponse
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Document, DocumentStatus, Filter
 from citewise.domain.tenant_settings import TenantSettings
-from citewise.ports.blobstore import PresignedUpload
+from citewise.ingest.layout import DocumentText
+from citewise.ports.blobstore import PresignedDownload, PresignedUpload
 from citewise.ports.conversations import Conversation, ConversationPage
 from citewise.ports.registry import DocumentPage
 
@@ -134,6 +135,41 @@ class CitewiseClient:
             body["conversation_id"] = conversation_id
         return self._call("POST", "/v1/query", QueryResponse, body=body)
 
+    def query_stream(
+        self,
+        question: str,
+        *,
+        top_k: int | None = None,
+        filters: Filter | Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        max_sources: int | None = None,
+        route: bool | None = None,
+    ) -> Iterator[StreamEvent]:
+        """The answer as it is written (POST /v1/query with `Accept: text/event-stream`): `sources`, `text`,
+        `citation` events, then `answer`, whose `answer()` is what `query` returns. An `error` event is raised
+        as `CitewiseClientError`. Leaving the loop (or closing the iterator) closes the connection, which
+        stops the answer's generation on the server."""
+        body = json.dumps(_search_body(question, top_k, filters, min_score, max_sources, route)).encode()
+        headers = {
+            "Accept": "text/event-stream",
+            "Content-Type": "application/json",
+            _AUTHORIZATION: f"Bearer {self._token}",
+        }
+        url = self.base_url + "/v1/query"
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only
+        try:
+            response = self._opener.open(request, timeout=self.timeout)
+        except urllib.error.HTTPError as exc:
+            raise _api_error(exc.code, exc.read(), exc.headers.get("Content-Type", "")) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            raise CitewiseClientError("CONNECTION_ERROR", f"cannot reach {_host(url)}: {reason}") from exc
+        with response:
+            for event in _server_sent_events(response):
+                if event.event == "error":
+                    raise _api_error(500, json.dumps(event.data).encode(), "application/json")
+                yield event
+
     def search(
         self,
         query: str,
@@ -182,6 +218,17 @@ class CitewiseClient:
     def get_document(self, document_id: str) -> Document:
         """One document: status, version, counts, attributes, last error."""
         return self._call("GET", f"/v1/documents/{_segment(document_id)}", Document)
+
+    def document_text(self, document_id: str, *, offset: int = 0, limit: int | None = None) -> DocumentText:
+        """A window of the document's parsed text with its pages, sections and chunk spans: where a
+        citation's `chunk_id` and `quote` are (follow `next_offset` for the next window)."""
+        params = {"offset": offset} | ({"limit": limit} if limit is not None else {})
+        query = urllib.parse.urlencode(params)
+        return self._call("GET", f"/v1/documents/{_segment(document_id)}/text?{query}", DocumentText)
+
+    def document_content(self, document_id: str) -> PresignedDownload:
+        """A short-lived URL of the document's original file, at the version that was indexed."""
+        return self._call("GET", f"/v1/documents/{_segment(document_id)}/content", PresignedDownload)
 
     def delete_document(self, document_id: str) -> None:
         """Remove a document: its stored object, its chunks and its record (owner or tenant admin)."""
@@ -342,6 +389,40 @@ class CitewiseClient:
         if keep_body:
             answer["body"] = body.decode("utf-8")
         return answer
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One event of a streamed answer (docs/api.md): `event` is `sources`, `text`, `citation` or `answer`,
+    `data` its JSON object."""
+
+    event: str
+    data: dict[str, Any]
+
+    def answer(self) -> QueryResponse:
+        """The `answer` event's data: exactly the body `CitewiseClient.query` reads."""
+        if self.event != "answer":
+            raise ValueError(f"a {self.event} event holds no answer")
+        return QueryResponse.model_validate(self.data)
+
+
+def _server_sent_events(response: IO[bytes]) -> Iterator[StreamEvent]:
+    """The events of a `text/event-stream` body as its lines arrive (`event:` and `data:` fields; a blank
+    line ends an event)."""
+    name, data = "message", []
+    for raw in response:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if line:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+            continue
+        if data:
+            yield StreamEvent(name, json.loads("\n".join(data)))
+        name, data = "message", []
 
 
 class _OriginBoundRedirects(urllib.request.HTTPRedirectHandler):

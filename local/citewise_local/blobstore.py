@@ -13,7 +13,9 @@ Uploads: `presign_put` returns `{base_url}/local-upload/{token}`, where the toke
 with an HMAC-SHA256 signature. The local server hands the request to `redeem`, which checks it the way S3
 checks a presigned PUT: the signature, the expiry, the exact headers, the exact body length and the
 precondition (the path still free, or still holding the object the URL may replace), the last two under
-one lock with the write. The default secret is random per store, so URLs die with the process that
+one lock with the write. Downloads (`presign_get`) are `{base_url}/local-download/{token}`, a grant of one
+version of one path until its expiry, signed the same way for another purpose; the server answers them
+with `download`. The default secret is random per store, so URLs die with the process that
 issued them.
 """
 
@@ -34,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import pydantic
 
@@ -51,12 +53,17 @@ from citewise.domain.objects import SourceObject
 from citewise.domain.tenancy import validate_document_name, validate_path, validate_tenant_id
 from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
+    DOWNLOAD_SECONDS,
     META_HEADER_PREFIX,
+    PresignedDownload,
     PresignedUpload,
+    Served,
     Sidecar,
+    changed_since_indexed,
     check_upload_size,
     is_sidecar,
     object_metadata,
+    served,
     stored_object,
     upload_document_id,
     upload_headers,
@@ -66,6 +73,7 @@ from citewise.ports.erasure import ERASE_BATCH
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 UPLOAD_ROUTE = "/local-upload/"
+DOWNLOAD_ROUTE = "/local-download/"
 _THREADS = threading.RLock()
 # The longest file name ext4, XFS and APFS hold, in bytes (`tenancy.MAX_SEGMENT_BYTES` stays below it).
 _FILE_NAME_BYTES = 255
@@ -109,6 +117,18 @@ class UploadGrant(Frozen):
     size: int
     replaces: str | None  # the ETag the upload may replace; None: the path must be free
     expires: int  # seconds since the epoch
+
+
+class DownloadGrant(Frozen):
+    """What a local download token allows: reading one version of one object, until `expires`."""
+
+    tenant_id: str
+    path: str
+    version: str
+    expires: int  # seconds since the epoch
+
+
+_Grant = TypeVar("_Grant", UploadGrant, DownloadGrant)
 
 
 class LocalBlobStore:
@@ -318,24 +338,57 @@ class LocalBlobStore:
 
     def verify(self, token: str) -> UploadGrant:
         """The grant a token carries, or ForbiddenError if its signature is wrong or it has expired."""
+        return self._verified(token, UploadGrant, "upload")
+
+    def presign_get(self, tenant_id: str, path: str, *, version: str) -> PresignedDownload:
+        current = self.head(tenant_id, validate_document_name(path))
+        if current is None:
+            raise NotFoundError("the document's file is no longer stored", details={"path": path})
+        if current.version != version:
+            raise changed_since_indexed(path)
+        how = served(path, current.content_type)
+        expires_at = self._clock() + timedelta(seconds=DOWNLOAD_SECONDS)
+        grant = DownloadGrant(tenant_id=tenant_id, path=path, version=version, expires=int(expires_at.timestamp()))
+        return PresignedDownload(
+            document_id=upload_document_id(tenant_id, path),
+            url=f"{self.base_url}{DOWNLOAD_ROUTE}{self._sign(grant)}",
+            content_type=how.content_type,
+            filename=how.filename,
+            disposition=how.disposition,
+            expires_at=expires_at,
+        )
+
+    def download(self, token: str) -> tuple[bytes, Served]:
+        """The bytes and headers a local download token grants, as S3 answers a presigned GET of a version:
+        ForbiddenError for a forged or expired token, NotFoundError when that version is no longer stored
+        (locally only the current one is kept for reading)."""
+        grant = self._verified(token, DownloadGrant, "download")
+        current = self.head(grant.tenant_id, grant.path)
+        if current is None or current.version != grant.version:
+            raise NotFoundError("that version of the document is no longer stored", details={"path": grant.path})
+        return current.load(), served(grant.path, current.content_type)
+
+    def _verified(self, token: str, kind: type[_Grant], purpose: str) -> _Grant:
         payload, _, signature = token.partition(".")
         try:
-            valid = hmac.compare_digest(_b64decode(signature), self._mac(payload))
-            grant = UploadGrant.model_validate_json(_b64decode(payload)) if valid else None
+            valid = hmac.compare_digest(_b64decode(signature), self._mac(payload, purpose))
+            grant = kind.model_validate_json(_b64decode(payload)) if valid else None
         except (ValueError, binascii.Error, pydantic.ValidationError):
             grant = None
         if grant is None:
-            raise ForbiddenError("invalid upload token")
+            raise ForbiddenError(f"invalid {purpose} token")
         if self._clock().timestamp() >= grant.expires:
-            raise ForbiddenError("the upload URL has expired")
+            raise ForbiddenError(f"the {purpose} URL has expired")
         return grant
 
-    def _sign(self, grant: UploadGrant) -> str:
+    def _sign(self, grant: UploadGrant | DownloadGrant) -> str:
         payload = _b64encode(grant.model_dump_json().encode())
-        return f"{payload}.{_b64encode(self._mac(payload))}"
+        purpose = "upload" if isinstance(grant, UploadGrant) else "download"
+        return f"{payload}.{_b64encode(self._mac(payload, purpose))}"
 
-    def _mac(self, payload: str) -> bytes:
-        return hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
+    def _mac(self, payload: str, purpose: str) -> bytes:
+        # The purpose is signed too: an upload token can never be redeemed as a download, nor the reverse.
+        return hmac.new(self._secret, f"{purpose}:{payload}".encode(), hashlib.sha256).digest()
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete up to `limit` files of the tenant (objects, their kept metadata and previous versions),

@@ -28,6 +28,7 @@ import pydantic
 
 from citewise import __version__
 from citewise.api.credentials import CredentialRequest, create_credential, withdraw_credential
+from citewise.api.streaming import payload
 from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP, may_modify
 from citewise.domain.credentials import CredentialScope
 from citewise.domain.errors import CitewiseError, GenerationError, NotFoundError, ThrottledError, ValidationError
@@ -54,8 +55,9 @@ from citewise.ingest.requeue import requeue_refused
 from citewise.ports.audit import AuditQuery
 from citewise.ports.erasure import Erasure, ErasureStatus, start_erasure
 from citewise.ports.quotas import quota_status, save_quotas
+from citewise.ports.synthesizer import AnswerDone, TextDelta
 from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
-from citewise.query.answering import answer_question
+from citewise.query.answering import answer_question, stream_question
 from citewise.query.conversations import answer_in_conversation
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
@@ -73,6 +75,7 @@ from citewise_local.render import (
     render_answer,
     render_answers,
     render_audit_record,
+    render_citations,
     render_conversation,
     render_documents,
     render_erasure,
@@ -247,6 +250,12 @@ def _parser() -> argparse.ArgumentParser:
                 "standalone question first, and the turn is kept (citewise conversations show ID)",
             )
         _json_flag(sub, "the response")
+        if name == "query":
+            sub.add_argument(
+                "--stream",
+                action="store_true",
+                help="print the answer as it is written, then its citations (with --json: one event per line)",
+            )
         sub.set_defaults(run=run)
 
     conversations = _choices(_command(commands, "conversations", "list, show or delete your conversations"), "ACTION")
@@ -916,6 +925,8 @@ def _all_documents(
 
 def _query(args: argparse.Namespace, services: Services) -> int:
     _require_model(services)
+    if args.stream:
+        return _query_stream(args, services)
     if args.conversation is None:
         answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
         turn = None
@@ -964,6 +975,42 @@ def _conversations_delete(args: argparse.Namespace, services: Services) -> int:
     services.conversations.delete(_caller(args), args.conversation_id)
     print(escape_terminal_controls(f"deleted {args.conversation_id}"))
     return 0
+
+
+def _query_stream(args: argparse.Namespace, services: Services) -> int:
+    """`citewise query --stream`: the answer's text as it is written, then its citations; with `--json`,
+    one JSON object per event (the REST stream's events and data, `docs/api.md`)."""
+    caller, request = _caller(args), _request(args)
+    draft = None
+    if args.conversation is not None:
+        asked = None if args.conversation == NEW_CONVERSATION else args.conversation
+        draft = services.conversations.begin(caller, asked, request.query)
+        request = request.model_copy(update={"query": draft.standalone_question})
+    events = stream_question(services.retriever, services.synthesizer, caller, request)
+    answer: Answer | None = None
+    try:
+        for event in events:
+            if args.json:
+                name, data = payload(event)
+                print(json.dumps({"event": name, "data": data}), flush=True)
+            elif isinstance(event, TextDelta):
+                # A reset (a content filter stopped the model) starts the answer again on a line of its own.
+                print(("\n  " if event.reset else "") + escape_terminal_controls(event.text), end="", flush=True)
+            if isinstance(event, AnswerDone):
+                answer = event.answer
+    finally:
+        # The turn is kept whole, or as interrupted (Ctrl-C, a failure part-way): never half-written.
+        if draft is not None and answer is not None:
+            services.conversations.record(draft, answer)
+        elif draft is not None:
+            services.conversations.interrupt(draft)
+    if answer is None:
+        return EXIT_FAILED
+    if not args.json:
+        print("\n" + escape_terminal_controls(render_citations(answer.citations)) if answer.citations else "")
+        if draft is not None:
+            print(escape_terminal_controls(render_turn(draft.context)))
+    return _noted(answer.notice)
 
 
 def _search(args: argparse.Namespace, services: Services) -> int:

@@ -41,7 +41,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -51,6 +51,7 @@ from citewise.domain.errors import CitewiseError, FunctionTimeoutError
 from citewise_local.emulator import LambdaContext
 
 Handler = Callable[[dict[str, Any], Any], Any]
+StreamHandler = Callable[[dict[str, Any], Any], Generator[bytes, None, None]]
 
 _CLOSE_TIMEOUT_S = 10
 
@@ -63,9 +64,9 @@ class EnvironmentLostError(CitewiseError):
     """An environment's process exited while loading or running a handler."""
 
 
-def load_handler(functions_dir: Path, name: str) -> Handler:
+def load_handler(functions_dir: Path, name: str) -> tuple[Handler, StreamHandler | None]:
     """`lambda_handler` of `functions_dir/name/handler.py`, loaded by file under a module name of its own
-    (every function's file is called handler.py)."""
+    (every function's file is called handler.py), and its `stream_handler` if it streams."""
     file = functions_dir / name / "handler.py"
     if not file.is_file():
         raise CitewiseError(
@@ -86,7 +87,8 @@ def load_handler(functions_dir: Path, name: str) -> Handler:
     handler = getattr(module, "lambda_handler", None)
     if not callable(handler):
         raise CitewiseError(f"{file} defines no lambda_handler(event, context)")
-    return handler  # type: ignore[no-any-return]
+    streamer = getattr(module, "stream_handler", None)
+    return handler, streamer if callable(streamer) else None
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str, ou
     try:
         if output is not None:
             _route_output(output)
-        handler = load_handler(Path(functions_dir), name)
+        handler, streamer = load_handler(Path(functions_dir), name)
     except BaseException as exc:  # noqa: BLE001 - the server reports any failed cold start
         _answer(connection, ("failed", str(exc) if isinstance(exc, CitewiseError) else traceback.format_exc()))
         return
@@ -182,9 +184,16 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str, ou
         return
     while True:
         try:
-            event, context = connection.recv()
+            message = connection.recv()
         except EOFError:
             return
+        if message == ("cancel",):  # a client left just as its stream ended: nothing left to stop
+            continue
+        event, context, streamed = message
+        if streamed and streamer is not None:
+            if not _stream(connection, streamer, event, context):
+                return
+            continue
         try:
             reply: tuple[Any, ...] = ("returned", handler(event, context))
         except Exception:  # noqa: BLE001 - Lambda reports a raising handler and keeps the environment
@@ -195,6 +204,29 @@ def _serve_invocations(connection: Connection, functions_dir: str, name: str, ou
         peak_mb = _peak_memory_mb()
         if not _answer(connection, (*reply, peak_mb)):
             return
+
+
+def _stream(connection: Connection, streamer: StreamHandler, event: dict[str, Any], context: Any) -> bool:
+    """Run one streamed invocation: each chunk to the server as it comes, then how it ended. A `cancel`
+    from the server (its client left) closes the handler's stream, as Lambda ends a streamed invocation
+    whose reader is gone; False if the server is gone."""
+    outcome: tuple[Any, ...] = ("returned", None)
+    chunks = None
+    try:
+        chunks = streamer(event, context)
+        for chunk in chunks:
+            if not _answer(connection, ("chunk", chunk)):
+                return False
+            if connection.poll() and connection.recv() == ("cancel",):
+                break
+    except Exception:  # noqa: BLE001 - reported as a raising handler is
+        outcome = ("raised", traceback.format_exc())
+    finally:
+        if chunks is not None:
+            chunks.close()  # what it holds (a model call) closes
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return _answer(connection, (*outcome, _peak_memory_mb()))
 
 
 def _peak_memory_mb() -> int:
@@ -254,10 +286,43 @@ class ExecutionEnvironment:
     def invoke(self, event: dict[str, Any], context: LambdaContext) -> Any:
         """The handler's return value; HandlerError if it raised, EnvironmentLostError if the process died,
         FunctionTimeoutError (and the process killed) if no answer came by the context's deadline."""
+        self._send((event, context, False))
+        outcome, value, self.peak_memory_mb = self._next(context)
+        if outcome == "raised":
+            raise HandlerError(value)
+        return value
+
+    def invoke_stream(self, event: dict[str, Any], context: LambdaContext) -> Generator[bytes, None, None]:
+        """The streamed handler's chunks as they come (errors as `invoke`'s). Closed before its end (the
+        client left), it tells the handler to stop and waits for it to have stopped."""
+        self._send((event, context, True))
+        ended = False
         try:
-            self._connection.send((event, context))
+            while True:
+                message = self._next(context)
+                if message[0] == "chunk":
+                    yield message[1]
+                    continue
+                ended = True
+                outcome, value, self.peak_memory_mb = message
+                if outcome == "raised":
+                    raise HandlerError(value)
+                return
+        finally:
+            if not ended:
+                self._send(("cancel",))
+                while (message := self._next(context))[0] == "chunk":
+                    pass
+                self.peak_memory_mb = message[2]
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        try:
+            self._connection.send(message)
         except OSError as exc:  # it died while idle
             raise self._lost() from exc
+
+    def _next(self, context: LambdaContext) -> tuple[Any, ...]:
+        """The environment's next message, within the invocation's time left."""
         if not self._connection.poll(context.get_remaining_time_in_millis() / 1000):
             # As Lambda ends a timed-out invocation: the environment goes, whatever the handler was doing.
             self._process.kill()
@@ -266,10 +331,7 @@ class ExecutionEnvironment:
                 f"the {self.name} function did not answer within its {context.timeout_s:g} s timeout",
                 details={"timeout_s": context.timeout_s},
             )
-        outcome, value, self.peak_memory_mb = self._receive()
-        if outcome == "raised":
-            raise HandlerError(value)
-        return value
+        return self._receive()
 
     def close(self) -> None:
         """End the process: closing the pipe ends its loop; one that does not end in time is terminated."""
@@ -330,6 +392,26 @@ class FunctionPool:
             self._count += 1
             self._idle.append(environment)
             self._changed.notify_all()
+
+    def invoke_stream(
+        self, event: dict[str, Any], context: LambdaContext, *, caller: Hashable = None
+    ) -> Generator[bytes, None, None]:
+        """`invoke`, streamed (`ExecutionEnvironment.invoke_stream`): the environment is held until the
+        stream ends or is closed."""
+        environment = self._acquire(context, caller)
+        usable = False
+        try:
+            yield from environment.invoke_stream(event, context)
+            usable = True
+        except HandlerError:
+            usable = True
+            raise
+        except GeneratorExit:
+            usable = True  # the client left; the environment stopped the handler and is free again
+            raise
+        finally:
+            usable = usable and environment.peak_memory_mb <= context.memory_limit_in_mb
+            self._release(environment, usable=usable, caller=caller)
 
     def invoke(self, event: dict[str, Any], context: LambdaContext, *, caller: Hashable = None) -> Any:
         """Run one invocation in a free environment, for `caller` (see the class docstring)."""

@@ -5,7 +5,9 @@ The identity is fixed when the process starts (`--tenant`, `--user`, `--group`),
 command: the client launching the process is the user, and no tool argument can change who that is.
 The tools are the library's `citewise.mcp.tools.Toolbox`, the same as behind `/mcp` on `citewise serve`
 and on AWS; only the transport differs. Each call runs on a worker thread (retrieval and synthesis
-block) with a fresh correlation id in its log lines, which go to stderr: stdout is the protocol's.
+block) with a fresh correlation id in its log lines, which go to stderr: stdout is the protocol's. A call
+that carries a progress token (`_meta.progressToken`) gets progress notifications: what an answer tool
+retrieved, then its answer's text as it is written.
 """
 
 from __future__ import annotations
@@ -36,11 +38,22 @@ def stdio_app(toolbox: Toolbox, caller: Caller) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         request_id = f"stdio-{uuid.uuid4()}"
+        token = (ctx.meta or {}).get("progress_token")
+        sent = 0
+
+        def progress(message: str) -> None:
+            """One progress notification, sent from the worker thread through the event loop."""
+            nonlocal sent
+            sent += 1
+            if token is not None:
+                anyio.from_thread.run(ctx.session.send_progress_notification, token, sent, None, message)
 
         def run() -> dict[str, Any]:
             logger.set_correlation_id(request_id)
             logger.append_keys(tenant_id=caller.tenant_id)
-            return toolbox.call(caller, params.name, params.arguments, request_id)
+            return toolbox.call(
+                caller, params.name, params.arguments, request_id, progress=progress if token is not None else None
+            )
 
         return types.CallToolResult.model_validate(await anyio.to_thread.run_sync(run))
 

@@ -33,7 +33,14 @@ class OpenAIRewriter(OpenAIChatSynthesizer):
             "temperature": 0.0,
             "stream": False,
         }
-        reply = self._complete(json.dumps(body).encode())
+        pieces: list[str] = []
+        reading = self._complete(json.dumps(body).encode())  # the text as read, then how it ended
+        while True:
+            try:
+                pieces.append(next(reading))
+            except StopIteration as ended:
+                reply = ended.value
+                break
         if reply.finish_reason not in (None, "stop"):
             raise UnusableRewrite(f"the model stopped with {reply.finish_reason}")
-        return checked_rewrite(reply.text)
+        return checked_rewrite("".join(pieces))

@@ -25,12 +25,11 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import re
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +39,8 @@ from pydantic import SecretStr
 
 from citewise.domain.errors import GenerationError, ThrottledError
 from citewise.domain.models import Answer, SearchHit
-from citewise.ports.grounding import BLOCKED_ANSWER, ground, system_prompt, user_message
-from citewise.ports.synthesizer import unanswered
+from citewise.ports.grounding import Grounder, blocked, system_prompt, user_message
+from citewise.ports.synthesizer import AnswerDone, AnswerEvent, collected, replayed, unanswered
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ CONNECT_TIMEOUT = 5.0
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """A bound on what is read: an answer of `max_tokens` tokens is far smaller, a runaway body is not."""
 MAX_ERROR_MESSAGE = 200
-_THINKING_RE = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
 class _Unusable(Exception):
@@ -60,9 +59,8 @@ class _Unusable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Reply:
-    """What the endpoint answered: the text, why it stopped, the token counts (for metrics)."""
+    """How the endpoint's answer ended: why it stopped, the token counts (for metrics)."""
 
-    text: str
     finish_reason: str | None
     usage: dict[str, int] | None
 
@@ -112,19 +110,47 @@ class OpenAIChatSynthesizer:
 
         `instructions` (an operator's) follow the fixed rules in the system prompt.
         """
+        return collected(self.stream(question, hits, instructions=instructions))
+
+    def stream(
+        self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
+    ) -> Generator[AnswerEvent, None, None]:
+        """`answer` as the model writes it, token by token through `Grounder`; closing the stream closes the
+        connection to the endpoint, which stops the generation there."""
         if not hits:
-            return unanswered()
-        reply = self._complete(self._body(question, hits, instructions))
+            yield from replayed(unanswered())
+            return
+        grounder, unthink = Grounder(hits), _Unthinker()
+        blank = True
+        completion = self._complete(self._body(question, hits, instructions))
+        try:
+            while True:
+                try:
+                    piece = next(completion)
+                except StopIteration as done:
+                    reply: _Reply = done.value
+                    break
+                # Reasoning models write their thinking inline before the answer; it is not the answer.
+                text = unthink.feed(piece)
+                blank = blank and not text.strip()
+                yield from grounder.feed(text)
+        finally:
+            completion.close()
+        text = unthink.finish()
+        blank = blank and not text.strip()
+        events = grounder.feed(text)
         if reply.finish_reason == "content_filter":
             logger.info("the answer was blocked (finish_reason content_filter)")
-            return Answer(answer=BLOCKED_ANSWER, citations=[], sources=[], grounded=False, usage=reply.usage)
-        # Reasoning models write their thinking inline before the answer; it is not the answer.
-        text = _THINKING_RE.sub("", reply.text)
-        if not text.strip():
+            yield from blocked(reply.usage, started=grounder.started)
+            return
+        if blank:
             raise self._unusable("the answer has no text")
         if reply.finish_reason == "length":
             logger.warning("the answer was cut at max_tokens=%d", self._max_tokens)
-        return ground(text, hits).model_copy(update={"usage": reply.usage})
+        yield from events
+        rest, answer = grounder.finish()
+        yield from rest
+        yield AnswerDone(answer.model_copy(update={"usage": reply.usage}))
 
     def _body(self, question: str, hits: Sequence[SearchHit], instructions: str | None) -> bytes:
         return json.dumps(
@@ -150,8 +176,9 @@ class OpenAIChatSynthesizer:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
 
-    def _complete(self, body: bytes) -> _Reply:
-        """POST the request and read the reply, all within the deadline."""
+    def _complete(self, body: bytes) -> Generator[str, None, _Reply]:
+        """POST the request and yield the answer's text as it is read, all within the deadline; closing the
+        generator closes the connection."""
         deadline = _Deadline(self._timeout)
         connection = self._connection(deadline)
         started = time.monotonic()
@@ -166,9 +193,9 @@ class OpenAIChatSynthesizer:
                 if response.status >= 400:
                     raise self._http_error(response, _read_all(response, deadline))
                 if "text/event-stream" in (response.getheader("Content-Type") or ""):
-                    reply = self._from_events(_events(response, deadline))
+                    reply = yield from self._from_events(_events(response, deadline))
                 else:
-                    reply = self._from_completion(_json(_read_all(response, deadline)))
+                    reply = yield from self._from_completion(_json(_read_all(response, deadline)))
         except _Unusable as exc:
             raise self._unusable(str(exc)) from exc
         except (OSError, http.client.HTTPException) as exc:
@@ -199,18 +226,18 @@ class OpenAIChatSynthesizer:
             )
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
-    def _from_completion(self, body: Any) -> _Reply:
+    def _from_completion(self, body: Any) -> Generator[str, None, _Reply]:
         """A plain chat completion: `choices[0].message.content`, `finish_reason`, `usage`."""
         choice = self._choice(body)
         message = choice.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             raise self._unusable("the completion has no message content")
-        return _Reply(content, _finish_reason(choice), _usage(body.get("usage")))
+        yield content
+        return _Reply(_finish_reason(choice), _usage(body.get("usage")))
 
-    def _from_events(self, events: Iterator[Any]) -> _Reply:
-        """A stream of chat completion chunks: the `delta.content` pieces joined, until `[DONE]`."""
-        pieces: list[str] = []
+    def _from_events(self, events: Iterator[Any]) -> Generator[str, None, _Reply]:
+        """A stream of chat completion chunks: each `delta.content` piece as it comes, until `[DONE]`."""
         finish_reason: str | None = None
         usage: dict[str, int] | None = None
         for chunk in events:
@@ -224,13 +251,13 @@ class OpenAIChatSynthesizer:
             choice = self._choice(chunk)
             delta = choice.get("delta")
             content = delta.get("content") if isinstance(delta, dict) else None
-            if isinstance(content, str):
-                pieces.append(content)
+            if isinstance(content, str) and content:
+                yield content
             finish_reason = _finish_reason(choice) or finish_reason
         else:
             if finish_reason is None:
                 raise self._unusable("the stream ended before the answer did")
-        return _Reply("".join(pieces), finish_reason, usage)
+        return _Reply(finish_reason, usage)
 
     def _choice(self, body: Any) -> dict[str, Any]:
         """`choices[0]` of a completion or chunk; an `error` object in a 200 body is the server's failure."""
@@ -270,6 +297,42 @@ class OpenAIChatSynthesizer:
 
     def _details(self, **extra: object) -> dict[str, object]:
         return {"action": ACTION, "endpoint": self.endpoint, "model": self.model, **extra}
+
+
+class _Unthinker:
+    """A reasoning model's inline thinking (`<think>` to `</think>`, or to the end) left out of its text as
+    it streams: text that may be the start of a tag is held until the next piece tells."""
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._thinking = False
+
+    def feed(self, text: str) -> str:
+        """The answer text of `text` that is certain now."""
+        self._held += text
+        out: list[str] = []
+        while True:
+            if self._thinking:
+                end = self._held.find(THINK_CLOSE)
+                if end < 0:
+                    self._held = self._held[-(len(THINK_CLOSE) - 1) :]
+                    return "".join(out)
+                self._held, self._thinking = self._held[end + len(THINK_CLOSE) :], False
+                continue
+            start = self._held.find(THINK_OPEN)
+            if start < 0:
+                keep = next((n for n in range(len(THINK_OPEN) - 1, 0, -1) if self._held.endswith(THINK_OPEN[:n])), 0)
+                cut = len(self._held) - keep
+                out.append(self._held[:cut])
+                self._held = self._held[cut:]
+                return "".join(out)
+            out.append(self._held[:start])
+            self._held, self._thinking = self._held[start + len(THINK_OPEN) :], True
+
+    def finish(self) -> str:
+        """What was held back: text, unless it is unfinished thinking."""
+        rest, self._held = ("" if self._thinking else self._held), ""
+        return rest
 
 
 class _Deadline:

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from citewise.domain.models import Answer, Chunk, Document, Routing, SearchHit
+from citewise.domain.models import Answer, Chunk, Citation, Document, Routing, SearchHit
 from citewise.domain.textutil import BIDI_CONTROLS
 from citewise.ports.audit import AuditRecord
 from citewise.ports.conversations import AS_ASKED, Conversation, TurnContext, TurnStatus
@@ -55,11 +55,15 @@ def location(chunk_path: str, page: int | None, section: str | None) -> str:
 
 def render_answer(answer: Answer) -> str:
     """The answer wrapped to the terminal, then each cited source once with the spans quoted from it."""
-    lines = [textwrap.fill(answer.answer, WIDTH, initial_indent="  ", subsequent_indent="  ")]
-    if answer.citations:
-        lines.append("  Citations:")
-    for source in dict.fromkeys(c.source for c in answer.citations):
-        quotes = [c for c in answer.citations if c.source == source]
+    text = textwrap.fill(answer.answer, WIDTH, initial_indent="  ", subsequent_indent="  ")
+    return "\n".join(filter(None, [text, render_citations(answer.citations)]))
+
+
+def render_citations(citations: Sequence[Citation]) -> str:
+    """Each cited source once with the spans quoted from it ('' without citations)."""
+    lines = ["  Citations:"] if citations else []
+    for source in dict.fromkeys(c.source for c in citations):
+        quotes = [c for c in citations if c.source == source]
         first = quotes[0]
         lines.append(f"    [{source}] {location(first.path, first.page, first.section)} (score {first.score:.2f})")
         lines += [

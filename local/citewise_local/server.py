@@ -47,6 +47,7 @@ import base64
 import functools
 import hashlib
 import importlib.resources
+import itertools
 import json
 import os
 import socket
@@ -55,7 +56,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,6 +66,7 @@ from urllib.parse import parse_qs, unquote_plus, urlsplit
 from xml.sax.saxutils import escape
 
 from citewise.api.routes import ROUTES, Route, allowed_methods, match_route
+from citewise.api.streaming import DELIMITER, wants_stream
 from citewise.domain.errors import (
     CitewiseError,
     ConflictError,
@@ -89,7 +91,7 @@ from citewise.runtime.settings import Settings
 from citewise_local import packaged
 from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, mint_access_token, verify_token
 from citewise_local.backend import TOKEN_PATH, LocalBackend, local_blob_store, local_token_url
-from citewise_local.blobstore import UPLOAD_ROUTE, ListedObject
+from citewise_local.blobstore import DOWNLOAD_ROUTE, UPLOAD_ROUTE, ListedObject
 from citewise_local.credentials import LocalCredentials
 from citewise_local.emulator import (
     API_TIMEOUT_S,
@@ -105,7 +107,7 @@ from citewise_local.emulator import (
     sqs_event,
     sqs_record,
 )
-from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool, Output
+from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool, HandlerError, Output
 from citewise_local.registry import LocalRegistry
 from citewise_local.servelog import LogFormat, ServeLog
 
@@ -466,6 +468,14 @@ class LocalServer(ThreadingHTTPServer):
         context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), timeout)
         return self.pools[function].invoke(event, context, caller=tenant_id)
 
+    def invoke_stream(
+        self, function: str, event: dict[str, Any], tenant_id: Hashable = None
+    ) -> Generator[bytes, None, None]:
+        """`invoke` of the function's streamed handler: its bytes as they come (`citewise.api.streaming`);
+        closing it stops the handler."""
+        context = LambdaContext(f"citewise-{function}", str(uuid.uuid4()), self.api_timeout)
+        return self.pools[function].invoke_stream(event, context, caller=tenant_id)
+
     def notify(self, record: dict[str, Any]) -> None:
         """Queue an SQS message holding one S3 notification record for the ingest handler, as S3 does."""
         tenant_id, _ = key_to_location(record["s3"]["object"]["key"])
@@ -680,6 +690,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             if self._is_upload(raw_path):
                 status = self._upload(raw_path, request_id)
+            elif self._is_download(raw_path):
+                status = self._download(raw_path, request_id)
             elif self.command == "POST" and raw_path == TOKEN_PATH:
                 status = self._token(request_id)
             else:
@@ -701,6 +713,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _is_upload(self, raw_path: str) -> bool:
         return self.command == "PUT" and raw_path.startswith(UPLOAD_ROUTE)
 
+    def _is_download(self, raw_path: str) -> bool:
+        return self.command == "GET" and raw_path.startswith(DOWNLOAD_ROUTE)
+
     def _log_request(self, status: int | None, request_id: str) -> None:
         """The request's one log line, once. `_send` writes it before the response, so a client that has its
         answer can already read the line (tests do); `_handle` writes it if nothing was sent."""
@@ -710,7 +725,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         method = path = None  # what could not be parsed is not shown: it may be huge, or hold an upload token
         if self._parsed:
             raw_path = urlsplit(self.path).path
-            method, path = self.command, UPLOAD_ROUTE + "..." if self._is_upload(raw_path) else raw_path
+            method, path = self.command, _without_token(raw_path)
         elapsed = (time.perf_counter() - self._started) * 1000
         self.server.serve_log.request(method, path, status, elapsed, request_id, disconnected=self._disconnected)
 
@@ -782,11 +797,58 @@ class _RequestHandler(BaseHTTPRequestHandler):
             received=datetime.now(UTC),
             domain_name=urlsplit(self.server.url).hostname or "localhost",
         )
+        if route.streams and wants_stream(self.headers.get("Accept"), _asks_for_stream(body)):
+            return self._send_stream(
+                self.server.invoke_stream(route.function, event, _fairness_key(claims)), request_id
+            )
         try:
             response = self.server.invoke(route.function, event, _fairness_key(claims))
         except FunctionTimeoutError as exc:  # as API Gateway answers once its integration timeout passes
             return self._send_error(exc, request_id)
         return self._send_proxy_response(response, request_id)
+
+    def _send_stream(self, chunks: Generator[bytes, None, None], request_id: str) -> int:
+        """A streamed Lambda proxy response, as API Gateway sends one with `ResponseTransferMode.STREAM`: the
+        status and headers once they have come, then each piece of the body as it comes (chunked). A client
+        that leaves closes `chunks`, which stops the handler and, with it, the model call."""
+        try:
+            head = b""
+            while DELIMITER not in head:
+                head += next(chunks)
+            metadata, _, rest = head.partition(DELIMITER)
+            prelude = http_response(json.loads(metadata))
+            status, headers = prelude.status, prelude.headers
+        except (StopIteration, ValueError):
+            chunks.close()
+            self.server.log(f"malformed streamed Lambda response (request {request_id})")
+            return self._send_json(502, error_body(Exception(), request_id)[1], request_id)
+        except FunctionTimeoutError as exc:
+            return self._send_error(exc, request_id)
+        except HandlerError:
+            return self._send_json(502, error_body(Exception(), request_id)[1], request_id)
+        self.send_response_only(status)
+        self.send_header("Date", self.date_time_string())
+        for name, value in headers:
+            if name.lower() not in _HOP_BY_HOP:
+                self.send_header(name, value)
+        self.send_header("x-amzn-RequestId", request_id)
+        self.send_header("Transfer-Encoding", "chunked")
+        self._log_request(status, request_id)
+        try:
+            self.end_headers()
+            for piece in itertools.chain([rest] if rest else [], chunks):
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except ConnectionError:
+            self.close_connection = True
+            self.server.log(f"request {request_id}: the client left a streamed answer; its generation was stopped")
+        except (FunctionTimeoutError, HandlerError):
+            self.close_connection = True  # the body stops mid-way, as API Gateway's does
+            self.server.log(f"request {request_id}: the streamed answer ended early")
+        finally:
+            chunks.close()
+        return status
 
     def _claims(self, route: Route) -> dict[str, str]:
         """The claims of the request's token, checked as API Gateway's Cognito authorizer checks them on
@@ -873,6 +935,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
         # S3 names the version written on a versioned bucket (the stack's is): what ingestion records.
         headers = [("ETag", f'"{etag}"'), ("x-amz-version-id", version), ("x-amz-request-id", request_id)]
         return self._send(200, b"", headers, request_id)
+
+    def _download(self, raw_path: str, request_id: str) -> int:
+        """A presigned-GET stand-in: the granted version's bytes, served so no stored page can run here."""
+        try:
+            data, how = self.server.blobs.download(raw_path[len(DOWNLOAD_ROUTE) :])
+        except CitewiseError as exc:
+            return self._send_s3_error(exc, request_id, close=False)
+        headers = [
+            ("Content-Type", how.content_type),
+            ("Content-Disposition", how.content_disposition),
+            ("Cache-Control", "private, no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            # This origin also serves the API: a stored page must never run as one of its pages.
+            ("Content-Security-Policy", "sandbox; default-src 'none'; style-src 'unsafe-inline'"),
+        ]
+        return self._send(200, data, headers, request_id)
 
     def _send_s3_error(self, error: CitewiseError, request_id: str, *, close: bool) -> int:
         code = next((code for kind, code in _S3_CODES if isinstance(error, kind)), "InternalError")
@@ -965,10 +1043,19 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 _S3_CODES: tuple[tuple[type[CitewiseError], str], ...] = (
     (ForbiddenError, "AccessDenied"),
+    (NotFoundError, "NoSuchVersion"),
     (PayloadTooLargeError, "EntityTooLarge"),
     (PreconditionFailedError, "PreconditionFailed"),
     (ValidationError, "InvalidArgument"),
 )
+
+
+def _without_token(raw_path: str) -> str:
+    """The path as logged: an upload or download URL's token is a credential, never written to a log."""
+    for route in (UPLOAD_ROUTE, DOWNLOAD_ROUTE):
+        if raw_path.startswith(route):
+            return route + "..."
+    return raw_path
 
 
 def _json(value: Any) -> str:
@@ -987,6 +1074,15 @@ def _client_authentication(authorization: str, fields: dict[str, str]) -> tuple[
         client_id, _, secret = decoded.partition(":")
         return unquote_plus(client_id), unquote_plus(secret)
     return fields.get("client_id", ""), fields.get("client_secret", "")
+
+
+def _asks_for_stream(body: bytes) -> bool:
+    """Whether a JSON request body holds `"stream": true` (anything else is the handler's to judge)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("stream") is True
 
 
 def _fairness_key(claims: dict[str, str] | None) -> Hashable:

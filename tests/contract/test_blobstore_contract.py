@@ -24,6 +24,7 @@ from moto import mock_aws
 
 from citewise.aws.s3 import S3BlobStore, s3_client
 from citewise.domain.errors import (
+    ConflictError,
     ForbiddenError,
     NotFoundError,
     PayloadTooLargeError,
@@ -34,8 +35,8 @@ from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Visibility
 from citewise.domain.objects import SourceObject
 from citewise.domain.tenancy import MAX_SEGMENT_BYTES, document_id
-from citewise.ports.blobstore import BlobStore, PresignedUpload
-from citewise_local.blobstore import UPLOAD_ROUTE, LocalBlobStore
+from citewise.ports.blobstore import DOWNLOAD_SECONDS, BlobStore, PresignedDownload, PresignedUpload
+from citewise_local.blobstore import DOWNLOAD_ROUTE, UPLOAD_ROUTE, LocalBlobStore
 
 BUCKET = "citewise-documents"
 MAX_BYTES = 1024
@@ -49,6 +50,7 @@ class Adapter:
     downloads: Callable[[], int]
     upload: Callable[[PresignedUpload, bytes, dict[str, str]], None]
     assert_scoped: Callable[[PresignedUpload, str, str], None]  # (upload, tenant_id, path)
+    download: Callable[[PresignedDownload], tuple[bytes, dict[str, str]]]  # a browser's GET: body, headers
 
 
 @pytest.fixture
@@ -82,12 +84,18 @@ def local_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Adapter:
         grant = store.verify(presigned.url.rsplit("/", 1)[-1])
         assert (grant.tenant_id, grant.path) == (tenant_id, path)
 
+    def download(presigned: PresignedDownload) -> tuple[bytes, dict[str, str]]:
+        assert presigned.url.startswith("http://127.0.0.1:8080" + DOWNLOAD_ROUTE)
+        data, how = store.download(presigned.url.rsplit("/", 1)[-1])
+        return data, {"content-type": how.content_type, "content-disposition": how.content_disposition}
+
     return Adapter(
         store,
         write_raw,
         lambda: sum(1 for path in reads if (root / "tenants") in path.parents),
         upload,
         assert_scoped,
+        download,
     )
 
 
@@ -119,9 +127,16 @@ def s3_store(aws_credentials: None) -> Iterator[Adapter]:
             expected = {"content-type", "content-length", "if-none-match", "x-amz-meta-owner", "x-amz-meta-visibility"}
             assert expected <= signed
 
+        def download(presigned: PresignedDownload) -> tuple[bytes, dict[str, str]]:
+            response = requests.get(presigned.url, timeout=10)
+            if response.status_code == 404:
+                raise NotFoundError(response.text)
+            assert response.status_code == 200, (response.status_code, response.text)
+            return response.content, {name.lower(): value for name, value in response.headers.items()}
+
         # Downloads of documents: `get` asks for a sidecar with every read, which is metadata, not content.
         downloads = lambda: sum(1 for path in gets if not path.endswith(SIDECAR_SUFFIX))  # noqa: E731
-        yield Adapter(store, write_raw, downloads, upload, assert_scoped)
+        yield Adapter(store, write_raw, downloads, upload, assert_scoped, download)
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -428,6 +443,70 @@ def test_presigned_upload_is_scoped_and_carries_its_metadata(adapter: Adapter) -
     assert stored.load() == data
     assert (stored.content_type, stored.owner, stored.visibility) == ("application/pdf", "alice", Visibility.PRIVATE)
     assert stored.attributes == {"team": "finance"}
+
+
+def test_a_download_reads_the_indexed_version_pdfs_inline_and_anything_else_as_an_attachment(
+    adapter: Adapter,
+) -> None:
+    store = adapter.store
+    pdf_version = store.put("acme", "reports/Q1 é.pdf", b"%PDF-1.7 q1", content_type="application/pdf")
+    page_version = store.put("acme", "pages/x.html", b"<script>alert(1)</script>", content_type="text/html")
+    # When a reader asks for the PDF at the version that was indexed
+    presigned = store.presign_get("acme", "reports/Q1 é.pdf", version=pdf_version)
+    assert (presigned.document_id, presigned.filename) == (document_id("acme", "reports/Q1 é.pdf"), "Q1 é.pdf")
+    assert (presigned.content_type, presigned.disposition) == ("application/pdf", "inline")
+    assert presigned.expires_at == NOW + timedelta(seconds=DOWNLOAD_SECONDS)
+    # Then a browser gets those bytes, to render in place, under their own name
+    data, headers = adapter.download(presigned)
+    assert data == b"%PDF-1.7 q1"
+    assert headers["content-type"] == "application/pdf"
+    assert headers["content-disposition"] == "inline; filename=\"Q1 _.pdf\"; filename*=UTF-8''Q1%20%C3%A9.pdf"
+    # And a stored HTML page is only ever a download: it never runs as a page of the origin serving it
+    page = store.presign_get("acme", "pages/x.html", version=page_version)
+    assert (page.content_type, page.disposition) == ("text/html", "attachment")
+    assert adapter.download(page)[1]["content-disposition"].startswith("attachment;")
+
+
+def test_a_download_of_a_changed_or_missing_file_is_refused(adapter: Adapter) -> None:
+    store = adapter.store
+    indexed = store.put("acme", "a.txt", b"one", content_type="text/plain")
+    issued = store.presign_get("acme", "a.txt", version=indexed)
+    # When the file is replaced after the version the caller asks for was indexed
+    store.put("acme", "a.txt", b"two", content_type="text/plain")
+    # Then no URL is issued for that version (its new version is being ingested)
+    with pytest.raises(ConflictError, match="changed since it was indexed"):
+        store.presign_get("acme", "a.txt", version=indexed)
+    # And one issued before reads the indexed bytes (S3 keeps the version) or nothing (locally): never the new
+    try:
+        assert adapter.download(issued)[0] == b"one"
+    except NotFoundError:
+        pass
+    # And a file that is gone is not found, as is another tenant's path
+    store.delete("acme", "a.txt")
+    with pytest.raises(NotFoundError):
+        store.presign_get("acme", "a.txt", version=indexed)
+    with pytest.raises(NotFoundError):
+        store.presign_get("beta", "a.txt", version=indexed)
+
+
+def test_local_download_tokens_are_not_upload_tokens_and_expire(tmp_path: Path) -> None:
+    clock = [NOW]
+    store = LocalBlobStore(tmp_path, secret=b"k" * 32, clock=lambda: clock[0])
+    version = store.put("acme", "a.txt", b"one", content_type="text/plain")
+    download = store.presign_get("acme", "a.txt", version=version).url.rsplit("/", 1)[-1]
+    upload = store.presign_put("acme", "a.txt", owner="alice", content_type="text/plain", size=3, replaces=version)
+    # An upload token is no download token, nor the reverse: the purpose is signed
+    with pytest.raises(ForbiddenError, match="invalid download token"):
+        store.download(upload.url.rsplit("/", 1)[-1])
+    with pytest.raises(ForbiddenError, match="invalid upload token"):
+        store.redeem(download, b"two", {"Content-Type": "text/plain"})
+    # A tampered token is refused, and a good one stops working when it expires
+    with pytest.raises(ForbiddenError):
+        store.download(download[:-2] + ("A" if download[-2] != "A" else "B") + download[-1])
+    assert store.download(download)[0] == b"one"
+    clock[0] = NOW + timedelta(seconds=DOWNLOAD_SECONDS)
+    with pytest.raises(ForbiddenError, match="expired"):
+        store.download(download)
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from citewise.aws.bedrock_synthesis import BedrockSynthesizer
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.ports.grounding import SYSTEM_PROMPT, user_message
-from citewise.ports.synthesizer import NO_ANSWER, Synthesizer
+from citewise.ports.synthesizer import NO_ANSWER, AnswerDone, CitationDelta, Synthesizer, TextDelta
 from citewise_local.openai_synthesis import OpenAIChatSynthesizer
 from tests.contract.synthesis_rules import DISPLAY_CONTROLS_RE, assert_keeps_the_contract
 from tests.doubles.chat_server import chat_server
@@ -254,3 +254,36 @@ def test_any_answer_keeps_the_contract(
     model.reply = text
     # When answered, then the promises hold
     assert_keeps_the_contract(synthesizer.answer(" ".join(question) + "?", hits), hits)
+
+
+# --- streaming ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Rotate the signing key every ninety days [2]. Keys live in KMS [2].",
+        "Alarms fire on a non-empty dead-letter queue [1][7]. Uploads use presigned URLs [Source 3].",
+        "Keys are rotated every ninety days.",
+    ],
+)
+def test_the_stream_adds_up_to_the_answer(pair: tuple[Synthesizer, ScriptedModel], reply: str) -> None:
+    # Given any adapter and a model reply
+    synthesizer, model = pair
+    model.reply = reply
+    # When the same question is answered whole and streamed
+    answer = synthesizer.answer(ROTATION, HITS)
+    events = list(synthesizer.stream(ROTATION, HITS))
+    # Then the stream ends with that very answer, its text deltas join to its text, and its citations are
+    # sent once each, in order, each after the text of its marker
+    *streamed, done = events
+    assert isinstance(done, AnswerDone) and done.answer == answer
+    assert "".join(e.text for e in streamed if isinstance(e, TextDelta)) == answer.answer
+    assert [e.citation for e in streamed if isinstance(e, CitationDelta)] == answer.citations
+    sent = ""
+    for event in streamed:
+        if isinstance(event, TextDelta):
+            sent += event.text
+        elif isinstance(event, CitationDelta):
+            assert f"[{event.citation.source}]" in sent
+            assert event.span is None or sent[event.span[0] : event.span[1]].strip()

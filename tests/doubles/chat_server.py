@@ -8,6 +8,9 @@ encoding, one `chat.completion.chunk` per few words, a final chunk with `finish_
 and `data: [DONE]` (as Ollama and vLLM do); otherwise, or when `ignores_stream` is set (as some servers
 do), one `chat.completion` JSON body.
 
+A model writing at a readable speed: `pace` (seconds between the chunks of every streamed answer);
+`abandoned` is set when a client leaves a streamed answer before its end.
+
 Faults on demand, each for the next request: `fail_next` (a recorded error body: 4xx, 429 with
 Retry-After, 5xx), `respond_next` (any status, type and bytes: malformed JSON, an HTML page),
 `stall_next` (no answer at all, or headers and one chunk and then nothing), `trickle_next` (a byte at a
@@ -51,6 +54,11 @@ class ChatServer:
     def __init__(self, model: ScriptedModel | None = None) -> None:
         self.model = model or ScriptedModel()
         self.ignores_stream = False
+        self.pace = 0.0
+        """Seconds between the chunks of a streamed answer (a model writing at a human-visible pace)."""
+        self.abandoned = threading.Event()
+        """Set when a client left a streamed answer before its end: the write to it failed."""
+        self.chunks_sent = 0
         self.requests: list[Received] = []
         self._faults: list[Fault] = []
         self._released = threading.Event()
@@ -136,7 +144,12 @@ class ChatServer:
         if request.get("stream") and not self.ignores_stream:
             handler.start_stream()
             for piece in _pieces(text):
-                handler.send_event(self._chunk(piece))
+                if not handler.send_event(self._chunk(piece)):
+                    self.abandoned.set()
+                    return
+                self.chunks_sent += 1
+                if self.pace and self._released.wait(self.pace):
+                    return
             last = copy.deepcopy(SHAPES["last_chunk"])
             handler.send_event(last)
             handler.send_event(SHAPES["usage_chunk"])
@@ -212,8 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
-    def send_event(self, body: Any) -> None:
-        self.send_chunk(f"data: {json.dumps(body)}\n\n".encode())
+    def send_event(self, body: Any) -> bool:
+        return self.send_chunk(f"data: {json.dumps(body)}\n\n".encode())
 
     def send_chunk(self, data: bytes) -> bool:
         """Send one chunk of the chunked body (an empty one ends it); False if the client has gone."""

@@ -43,6 +43,50 @@ def converse_response(
 
 
 _CONVERSE = botocore.session.get_session().get_service_model("bedrock-runtime").operation_model("Converse")
+_CONVERSE_STREAM = botocore.session.get_session().get_service_model("bedrock-runtime").operation_model("ConverseStream")
+
+
+def converse_stream_events(
+    text: str, *, stop_reason: str = "end_turn", usage: tuple[int, int] = (1200, 80), words: int = 3
+) -> list[dict[str, Any]]:
+    """The events of a ConverseStream response as botocore parses them, `text` a few words per delta, each
+    event checked against the API model's event stream shape."""
+    parts = text.split(" ")
+    pieces = [("" if i == 0 else " ") + " ".join(parts[i : i + words]) for i in range(0, len(parts), words)]
+    events: list[dict[str, Any]] = [
+        {"messageStart": {"role": "assistant"}},
+        *({"contentBlockDelta": {"delta": {"text": piece}, "contentBlockIndex": 0}} for piece in pieces),
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {"messageStop": {"stopReason": stop_reason}},
+        {
+            "metadata": {
+                "usage": {"inputTokens": usage[0], "outputTokens": usage[1], "totalTokens": sum(usage)},
+                "metrics": {"latencyMs": 850},
+            }
+        },
+    ]
+    for event in events:
+        validate_parameters(event, _CONVERSE_STREAM.output_shape.members["stream"])
+    return events
+
+
+class FakeEventStream:
+    """botocore's `EventStream` over given events: iterable once, `close()` records that it was closed."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self._events = iter(events)
+        self.closed = False
+        self.read = 0
+
+    def __iter__(self) -> Any:
+        for event in self._events:
+            if self.closed:
+                return
+            self.read += 1
+            yield event
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class FakeConverse:
@@ -57,3 +101,11 @@ class FakeConverse:
         (message,) = request["messages"]
         user = "".join(block["text"] for block in message["content"])
         return converse_response(self.model(system, user))
+
+    def converse_stream(self, **request: Any) -> dict[str, Any]:
+        validate_parameters(request, _CONVERSE_STREAM.input_shape)
+        system = "".join(block["text"] for block in request.get("system", []))
+        (message,) = request["messages"]
+        user = "".join(block["text"] for block in message["content"])
+        self.stream = FakeEventStream(converse_stream_events(self.model(system, user)))
+        return {"stream": self.stream}

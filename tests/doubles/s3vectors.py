@@ -1,11 +1,11 @@
 """An in-memory Amazon S3 Vectors behind a real boto3 client, for what moto 5.2 does not do (QueryVectors).
 
-`FakeS3Vectors().client()` is a boto3 `s3vectors` client whose requests never leave the process: botocore
-builds and validates each one against the service model it ships (parameter validation is botocore's
-own, so a request the real service's model refuses fails here too), then the double answers it at
-`before-call`, and its answer is validated against the operation's output shape before botocore hands
-it back, as botocore's Stubber does. Errors come back as the service's modelled exceptions
-(`ValidationException`, `NotFoundException`, `ConflictException`, ...).
+`FakeS3Vectors().client()` (or any `s3vectors` client given to `serve`) is a boto3 client whose requests
+never leave the process: botocore builds and validates each one against the service model it ships
+(parameter validation is botocore's own, so a request the real service's model refuses fails here too),
+then the double answers it at `before-call`, and its answer is validated against the operation's output
+shape before botocore hands it back, as botocore's Stubber does. Errors come back as the service's
+modelled exceptions (`ValidationException`, `NotFoundException`, `ConflictException`, ...).
 
 Semantics held to the S3 User Guide ("Metadata filtering", "Limitations and restrictions"):
 - filters: `$eq`, `$ne`, `$gt`/`$gte`/`$lt`/`$lte` (numbers only), `$in`, `$nin`, `$exists`, `$and`, `$or`;
@@ -87,7 +87,8 @@ class Bucket:
 class FakeS3Vectors:
     """The service's state (buckets, indexes, vectors) and its answers; `requests` records each call."""
 
-    def __init__(self, *, max_indexes: int = 10_000) -> None:
+    def __init__(self, *, max_indexes: int = 10_000, region: str = REGION) -> None:
+        self.region = region
         self.buckets: dict[str, Bucket] = {}
         self.max_indexes = max_indexes
         self.requests: list[tuple[str, Json]] = []
@@ -98,17 +99,22 @@ class FakeS3Vectors:
         """A boto3 client answered by this double (parameter validation on, no retries, no network)."""
         made = boto3.client(
             "s3vectors",
-            region_name=REGION,
+            region_name=self.region,
             aws_access_key_id="testing",
             aws_secret_access_key="testing",  # noqa: S106 - never a real credential
             config=Config(retries={"total_max_attempts": 1}, parameter_validation=True),
         )
-        made.meta.events.register("before-parameter-build.s3vectors.*", self._keep_params)
-        made.meta.events.register("before-call.s3vectors.*", self._answer)
+        self.attach(made.meta.events)
         return made
 
+    def attach(self, events: Any) -> None:
+        """Answer the `s3vectors` calls of every client whose events are `events` (a client's, or a boto3
+        session's: then the clients the code under test makes itself, with its own configuration)."""
+        events.register("before-parameter-build.s3vectors.*", self._keep_params)
+        events.register("before-call.s3vectors.*", self._answer)
+
     def create_bucket(self, name: str) -> Bucket:
-        bucket = Bucket(name, f"arn:aws:s3vectors:{REGION}:{ACCOUNT}:bucket/{name}")
+        bucket = Bucket(name, f"arn:aws:s3vectors:{self.region}:{ACCOUNT}:bucket/{name}")
         self.buckets[name] = bucket
         return bucket
 

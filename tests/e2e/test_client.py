@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,13 @@ def test_an_uploaded_file_is_indexed_answered_listed_and_deleted(client: Citewis
     page = client.list_documents(status=DocumentStatus.INDEXED, path_prefix="ops/")
     assert [d.doc_id for d in page.items] == [document.doc_id] and page.next_cursor is None
     assert client.get_document(document.doc_id) == document
+    # And the citation opens at its passage: its chunk's span of the parsed text holds the quote, and the
+    # original downloads as the bytes that were indexed
+    text = client.document_text(document.doc_id)
+    [cited] = [chunk for chunk in text.chunks if chunk.chunk_id == answer.citations[0].chunk_id]
+    assert answer.citations[0].quote in text.text[cited.start : cited.end]
+    with urllib.request.urlopen(client.document_content(document.doc_id).url, timeout=10) as original:
+        assert original.read() == RUNBOOK
     # When deleted, then it is gone: a NOT_FOUND error with the API's code, status and request id
     client.delete_document(document.doc_id)
     with pytest.raises(CitewiseClientError) as gone:

@@ -378,3 +378,26 @@ def test_the_inspector_accepts_every_error_and_the_agent_reads_its_code(
     assert text.startswith(f"{error}: ") and "request_id: " in text
     body = json.loads(text.splitlines()[-1])["error"]
     assert body["code"] == error and body["message"] and body["request_id"]
+
+
+def test_rag_query_reports_progress_when_the_client_asks(as_user: Callable[[str, str], Session]) -> None:
+    # Given a session (the SDK client sends a progress token with a progress callback); on stdio the
+    # notifications come as the answer is written, over HTTP in the event stream before the result
+    heard: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, message))
+
+    async def scenario() -> tuple[types.CallToolResult, types.CallToolResult]:
+        async with as_user("acme", "alice")() as session:
+            question = {"query": "How many days of paid vacation do employees get?"}
+            reported = await session.call_tool("rag_query", question, progress_callback=on_progress)
+            plain = await session.call_tool("rag_query", question)
+            return reported, plain  # type: ignore[return-value]
+
+    reported, plain = run(scenario)
+    # Then it heard what was retrieved, then the answer's text as it was written, in order; the result is
+    # the one a call without progress gets
+    assert heard and heard[0][1] is not None and heard[0][1].startswith("Retrieved")
+    assert [p for p, _ in heard] == sorted(p for p, _ in heard)
+    assert "".join(m or "" for _, m in heard[1:]) == body(plain)["answer"] == body(reported)["answer"]

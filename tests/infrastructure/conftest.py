@@ -50,6 +50,9 @@ SERVERLESS_IAM = {
 }
 
 
+S3VECTORS = {"search": {"mode": "s3vectors"}}
+"""Search mode s3vectors: a vector bucket, an index per tenant, no OpenSearch (`citewise_infra.vectors`)."""
+
 PROD_ALARM_EMAIL = "ops@example.com"
 
 
@@ -133,6 +136,12 @@ def prod(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) ->
 @pytest.fixture(scope="session")
 def serverless_iam(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) -> Synth:
     return synthesize(tmp_path_factory.mktemp("cdk-serverless-iam"), "dev", SERVERLESS_IAM)
+
+
+@pytest.fixture(scope="session")
+def s3vectors(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) -> Synth:
+    """dev in search mode s3vectors (`make synth SEARCH_MODE=s3vectors`)."""
+    return synthesize(tmp_path_factory.mktemp("cdk-s3vectors"), "dev", S3VECTORS)
 
 
 @pytest.fixture(scope="session", params=["dev", "prod", "serverless_iam"])

@@ -4,12 +4,14 @@ API Gateway's own rejections, a throttled and logged stage, and the Cognito pool
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from citewise_infra.api import CHALLENGED, GATEWAY_ERRORS
-from citewise_infra.constants import API_FUNCTIONS
+from citewise_infra.constants import API_FUNCTIONS, FUNCTIONS_DIR, STREAM_RUNTIME, STREAMED_TIMEOUT_S
 
 from citewise.api.routes import HUMAN_ROUTES, MACHINE_PREFIX, ROUTES
 from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP
@@ -321,3 +323,29 @@ def test_the_operators_routes_are_behind_the_same_authorizer_as_every_route(dev:
         method = routed_methods(dev)[(route.method, route.path)]
         assert (method["AuthorizationType"], method["AuthorizerId"]) == ("COGNITO_USER_POOLS", {"Ref": authorizer_id})
         assert routed_methods(serverless_iam)[(route.method, route.path)]["AuthorizationType"] == "AWS_IAM"
+
+
+def test_only_the_streamed_routes_stream_with_the_same_function_and_authorizer(synth: Synth) -> None:
+    # The streamed routes (POST /v1/query and its /m2m twin) are invoked with InvokeWithResponseStream and
+    # may run past 29 s; every other route stays buffered. Their function and auth are asserted above.
+    methods = routed_methods(synth)
+    assert {route.path for route in ROUTES if route.streams} == {"/v1/query", MACHINE_PREFIX + "/v1/query"}
+    for route in ROUTES:
+        integration = methods[(route.method, route.path)]["Integration"]
+        uri = json.dumps(integration["Uri"])
+        if route.streams:
+            assert integration["ResponseTransferMode"] == "STREAM", route
+            assert (
+                "response-streaming-invocations" in uri and integration["TimeoutInMillis"] == STREAMED_TIMEOUT_S * 1000
+            )
+        else:
+            assert integration.get("ResponseTransferMode", "BUFFERED") == "BUFFERED", route
+            assert "response-streaming-invocations" not in uri, route
+
+
+def test_the_query_function_runs_the_streaming_runtime_loop(synth: Synth) -> None:
+    function = synth.resources[synth.logical_id(synth.stack.functions.query.function)]["Properties"]
+    assert function["Environment"]["Variables"]["AWS_LAMBDA_EXEC_WRAPPER"] == STREAM_RUNTIME
+    wrapper = FUNCTIONS_DIR / "query" / Path(STREAM_RUNTIME).name
+    assert wrapper.is_file() and os.access(wrapper, os.X_OK)
+    assert "citewise.api.streaming_runtime" in wrapper.read_text()

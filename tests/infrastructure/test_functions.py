@@ -139,7 +139,9 @@ def test_an_api_function_times_out_with_a_margin_under_the_gateway(synth: Synth,
     assert function_properties(synth, key)["Timeout"] <= API_GATEWAY_TIMEOUT_S - COLD_START_MARGIN_S == 24
     methods = [method["Properties"] for method in synth.of_type("AWS::ApiGateway::Method").values()]
     integrations = [m["Integration"] for m in methods if m["Integration"].get("Type") == "AWS_PROXY"]
-    assert integrations and all(i.get("TimeoutInMillis", 29_000) == API_GATEWAY_TIMEOUT_S * 1000 for i in integrations)
+    # A streamed integration (POST /v1/query, docs/aws.md) is not held to the 29 s: its function's own timeout is
+    buffered = [i for i in integrations if i.get("ResponseTransferMode") != "STREAM"]
+    assert buffered and all(i.get("TimeoutInMillis", 29_000) == API_GATEWAY_TIMEOUT_S * 1000 for i in buffered)
 
 
 def code_directory(synth: Synth, key: FunctionKey) -> Path:

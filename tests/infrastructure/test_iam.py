@@ -66,7 +66,11 @@ def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Syn
         if model is not None:
             allowed |= {f"/{model}", f"/{split_profile(model)[1]}"}
     assert all(r.endswith(tuple(allowed)) for r in resources), resources
-    assert {a for a in granted if a.startswith("bedrock:")} <= {"bedrock:InvokeModel", "bedrock:ApplyGuardrail"}
+    assert {a for a in granted if a.startswith("bedrock:")} <= {
+        "bedrock:InvokeModel",
+        "bedrock:InvokeModelWithResponseStream",  # ConverseStream: a streamed answer
+        "bedrock:ApplyGuardrail",
+    }
 
 
 def test_a_profile_model_is_allowed_in_every_region_only_through_the_profile(dev: Synth) -> None:
@@ -129,7 +133,9 @@ def test_documents_manages_objects_under_tenants_and_calls_no_model(dev: Synth) 
     documents = statements(dev, "documents")
     # The operator's listing of tenants is a Query of the catalogue partition: no Scan of the table
     assert "dynamodb:Query" in all_actions(documents) and "dynamodb:Scan" not in all_actions(documents)
-    assert actions_on(documents, "/tenants/*") == {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}
+    # GetObjectVersion: the presigned download of a citation's document reads the version that was indexed
+    managed = {"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion", "s3:DeleteObject"}
+    assert actions_on(documents, "/tenants/*") == managed
     assert not {a for a in all_actions(documents) if a.startswith("bedrock:")}
     assert "es:ESHttpDelete" not in all_actions(documents)
 
@@ -339,3 +345,17 @@ def test_the_answering_functions_may_only_add_to_the_usage_counters(synth: Synth
         "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
     }
     assert not set(COUNTERS) & {"body", "path", "owner", "visibility", "status", "settings", "version"}
+
+
+def test_only_the_query_function_may_stream_from_the_generation_model(synth: Synth) -> None:
+    # ConverseStream (a streamed answer) needs InvokeModelWithResponseStream; the MCP function answers whole.
+    def streamed(key: FunctionKey) -> set[str]:
+        return {
+            r
+            for s in statements(synth, key)
+            if "bedrock:InvokeModelWithResponseStream" in s.actions
+            for r in s.resources
+        }
+
+    assert streamed("query") and streamed("query") <= bedrock_resources(synth, "query")
+    assert not streamed("mcp") and not streamed("ingest")

@@ -396,8 +396,8 @@ def test_demo_command_prints_three_cited_answers(cli: Any, monkeypatch: pytest.M
         (
             "CITEWISE_BACKEND",
             "aws",
-            "CITEWISE_BACKEND=aws needs CITEWISE_OPENSEARCH_ENDPOINT, CITEWISE_REGISTRY_TABLE, "
-            "CITEWISE_DOCUMENTS_BUCKET",
+            "CITEWISE_BACKEND=aws needs CITEWISE_OPENSEARCH_ENDPOINT (or CITEWISE_VECTOR_BUCKET), "
+            "CITEWISE_REGISTRY_TABLE, CITEWISE_DOCUMENTS_BUCKET",
         ),
         ("CITEWISE_CHUNK_OVERLAP", "500", "CITEWISE_CHUNK_OVERLAP must be smaller than CITEWISE_CHUNK_TOKENS"),
         ("CITEWISE_MAX_PAGES", "lots", "CITEWISE_MAX_PAGES: Input should be a valid integer"),

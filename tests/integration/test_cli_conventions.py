@@ -275,3 +275,20 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(corpus: Pa
     # Then citewise stops with 141 (128 + SIGPIPE) and no traceback
     assert run.stderr == "", run.stderr
     assert run.stdout.split()[-1] == "141", run.stdout
+
+
+def test_query_stream_prints_the_answer_then_its_citations_and_one_event_per_line_in_json(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the plain answer
+    assert main(["query", "who ships anvils?", "--tenant", "acme", "--home", str(corpus), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    # When streamed as text, then as JSON events
+    assert main(["query", "who ships anvils?", "--tenant", "acme", "--home", str(corpus), "--stream"]) == 0
+    text = capsys.readouterr().out
+    assert main(["query", "who ships anvils?", "--tenant", "acme", "--home", str(corpus), "--stream", "--json"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    # Then the text is the answer's, followed by its citations; the JSON events end with the same answer
+    assert text.startswith(plain["answer"]) and "Citations:" in text and "note.md" in text
+    assert [e["event"] for e in events][0] == "sources" and events[-1] == {"event": "answer", "data": plain}
+    assert "".join(e["data"]["text"] for e in events if e["event"] == "text") == plain["answer"]

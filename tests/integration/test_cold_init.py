@@ -87,3 +87,20 @@ def test_handler_init_loads_nothing_its_requests_do_not_need(name: str) -> None:
     assert report["collected"] == 0
     assert report["frozen"] > 50_000
     assert report["collector_on"]
+
+
+@pytest.mark.parametrize("name", [name for name in HANDLERS if name != "bootstrap"])  # no bootstrap there
+def test_search_mode_s3vectors_loads_no_index_adapter_at_init(name: str) -> None:
+    # Given a function's environment in search mode s3vectors (a vector bucket instead of an endpoint)
+    environment = lambda_environment(name)
+    del environment["CITEWISE_OPENSEARCH_ENDPOINT"]
+    environment["CITEWISE_VECTOR_BUCKET"] = "citewise-dev-vectors"
+    code = _INIT.format(path=str(FUNCTIONS / name / "handler.py"))
+    # When a fresh interpreter loads its handler
+    completed = subprocess.run(  # noqa: S603 - our own interpreter and code
+        [sys.executable, "-I", "-c", code], env=environment, capture_output=True, text=True, timeout=120
+    )
+    # Then its settings load, and neither index adapter is imported before a request needs one
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    loaded = set(json.loads(completed.stdout.splitlines()[-1])["modules"])
+    assert not loaded & {"citewise.aws.s3vectors", "citewise.aws.opensearch", "opensearchpy"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import EntryPoints
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from citewise.aws.bedrock_synthesis import BedrockSynthesizer
 from citewise.aws.dynamodb import DynamoRegistry
 from citewise.aws.opensearch import OpenSearchIndex
 from citewise.aws.s3 import S3BlobStore
+from citewise.aws.s3vectors import S3VectorsIndex
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.domain.errors import ValidationError
 from citewise.runtime import services as factory
@@ -21,7 +23,9 @@ from citewise.runtime.services import Services, build_embedder, build_services
 from citewise.runtime.settings import (
     BootstrapSettings,
     DocumentsSettings,
+    ErasureSettings,
     IngestSettings,
+    McpSettings,
     QuerySettings,
     Settings,
     load_settings,
@@ -41,6 +45,8 @@ AWS_ENV = {
     "CITEWISE_SYNTHESIZER": "bedrock",
     "CITEWISE_GENERATION_MODEL_ID": "anthropic.claude-3-haiku-20240307-v1:0",
 }
+SEARCH_INDEX_NAMED = "CITEWISE_OPENSEARCH_ENDPOINT (or CITEWISE_VECTOR_BUCKET)"
+"""How a function that reads the index names a missing one: either backend's setting serves."""
 
 
 def test_the_aws_backend_is_wired_from_environment_variables_without_a_network_call(
@@ -162,7 +168,7 @@ def test_without_the_local_package_a_local_adapter_fails_the_cold_start(
 @pytest.mark.parametrize(
     ("missing", "named"),
     [
-        ("CITEWISE_OPENSEARCH_ENDPOINT", "CITEWISE_OPENSEARCH_ENDPOINT"),
+        ("CITEWISE_OPENSEARCH_ENDPOINT", SEARCH_INDEX_NAMED),
         ("CITEWISE_REGISTRY_TABLE", "CITEWISE_REGISTRY_TABLE"),
         ("CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_DOCUMENTS_BUCKET"),
     ],
@@ -171,7 +177,7 @@ def test_a_missing_aws_setting_is_named(monkeypatch: pytest.MonkeyPatch, missing
     for name, value in AWS_ENV.items():
         if name != missing:
             monkeypatch.setenv(name, value)
-    with pytest.raises(ValidationError, match=f"CITEWISE_BACKEND=aws needs {named}$"):
+    with pytest.raises(ValidationError, match=f"CITEWISE_BACKEND=aws needs {re.escape(named)}$"):
         load_settings()
 
 
@@ -199,7 +205,8 @@ def test_each_function_needs_only_its_own_resources(
     # And without any one of them, its cold start fails naming it
     for name in needs:
         monkeypatch.delenv(name)
-        with pytest.raises(ValidationError, match=f"CITEWISE_BACKEND=aws needs {name}$"):
+        named = SEARCH_INDEX_NAMED if name == "CITEWISE_OPENSEARCH_ENDPOINT" and kind is not BootstrapSettings else name
+        with pytest.raises(ValidationError, match=f"CITEWISE_BACKEND=aws needs {re.escape(named)}$"):
             load_settings(kind)
         monkeypatch.setenv(name, AWS_ENV[name])
 
@@ -207,4 +214,42 @@ def test_each_function_needs_only_its_own_resources(
 def test_a_half_configured_guardrail_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CITEWISE_GUARDRAIL_ID", "gr-1")
     with pytest.raises(ValidationError, match="CITEWISE_GUARDRAIL_ID and CITEWISE_GUARDRAIL_VERSION go together"):
+        load_settings()
+
+
+S3VECTORS_ENV = {
+    **{name: value for name, value in AWS_ENV.items() if name != "CITEWISE_OPENSEARCH_ENDPOINT"},
+    "CITEWISE_VECTOR_BUCKET": "citewise-dev-vectors",
+}
+
+
+@pytest.mark.parametrize(
+    "kind", [QuerySettings, McpSettings, DocumentsSettings, IngestSettings, ErasureSettings], ids=lambda k: k.__name__
+)
+def test_search_mode_s3vectors_needs_a_vector_bucket_instead_of_an_opensearch_endpoint(
+    monkeypatch: pytest.MonkeyPatch, kind: type[Settings]
+) -> None:
+    # Given a function's variables in search mode s3vectors (a vector bucket, no OpenSearch endpoint)
+    for name, value in {**S3VECTORS_ENV, "CITEWISE_ERASURE_QUEUE_URL": "https://sqs.example/erasure"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # When its services are built and its index asked for
+    settings = load_settings(kind)
+    index = Services(settings).index
+    # Then the index is the S3 Vectors adapter of that bucket, built without a call
+    assert isinstance(index, S3VectorsIndex) and index._bucket == "citewise-dev-vectors"
+
+
+def test_the_bootstrap_still_needs_an_opensearch_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in S3VECTORS_ENV.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match="needs CITEWISE_OPENSEARCH_ENDPOINT$"):
+        load_settings(BootstrapSettings)
+
+
+def test_two_chunk_indexes_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {**AWS_ENV, **S3VECTORS_ENV, "CITEWISE_OPENSEARCH_ENDPOINT": "https://x.example"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match="CITEWISE_OPENSEARCH_ENDPOINT or CITEWISE_VECTOR_BUCKET"):
         load_settings()

@@ -609,6 +609,27 @@ def test_an_upload_is_stored_and_reaches_the_ingest_handler_as_an_s3_notificatio
     assert urlsplit(url).path.rsplit("/", 1)[1] not in api.log.getvalue()
 
 
+def test_a_download_serves_the_granted_version_so_that_no_stored_page_runs_on_this_origin(api: Running) -> None:
+    blobs = local_blob_store(load_settings())
+    version = blobs.put("acme", "pages/x.html", b"<script>alert(1)</script>", content_type="text/html")
+    url = blobs.presign_get("acme", "pages/x.html", version=version).url
+    assert url.startswith(api.url + "/local-download/")
+    response = call(api.url, "GET", urlsplit(url).path)
+    assert (response.status, response.body) == (200, b"<script>alert(1)</script>")
+    assert response.headers["Content-Disposition"].startswith('attachment; filename="x.html"')
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Content-Security-Policy"].startswith("sandbox;")
+    assert response.headers["Cache-Control"] == "private, no-store"
+    # A replaced file's old URL reads nothing (as S3 answers a version it no longer has), a forged one is 403
+    blobs.put("acme", "pages/x.html", b"new", content_type="text/html")
+    gone = call(api.url, "GET", urlsplit(url).path)
+    assert gone.status == 404 and "<Code>NoSuchVersion</Code>" in gone.body.decode()
+    assert call(api.url, "GET", urlsplit(url).path[:-3] + "abc").status == 403
+    # And the log never shows a token
+    assert re.search(r"^GET /local-download/\.\.\. 200 ", api.log.getvalue(), re.MULTILINE)
+    assert urlsplit(url).path.rsplit("/", 1)[1] not in api.log.getvalue()
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

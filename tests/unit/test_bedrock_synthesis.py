@@ -13,15 +13,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
+from botocore.exceptions import EventStreamError, ReadTimeoutError
 from botocore.stub import ANY, Stubber
 
 from citewise.aws import clients as aws
 from citewise.aws.bedrock_synthesis import BedrockSynthesizer
 from citewise.domain.errors import GenerationError, ThrottledError
 from citewise.ports.grounding import BLOCKED_ANSWER, SYSTEM_PROMPT, system_prompt, user_message
-from citewise.ports.synthesizer import NO_ANSWER
-from tests.doubles.models import converse_response
+from citewise.ports.synthesizer import NO_ANSWER, AnswerDone, TextDelta
+from tests.doubles.models import FakeEventStream, converse_response, converse_stream_events
 from tests.factories import hit
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
@@ -263,10 +263,18 @@ def test_throttling_surfaces_as_throttled(client: Any, stub: Stubber) -> None:
     assert raised.value.details == {"aws_error": "ThrottlingException", "action": "bedrock:Converse"}
 
 
-def test_a_validation_error_is_a_generation_error(client: Any, stub: Stubber) -> None:
-    stub.add_client_error("converse", service_error_code="ValidationException", service_message="model not supported")
-    with pytest.raises(GenerationError, match="ValidationException: model not supported"):
+def test_a_validation_error_is_a_generation_error_whose_aws_message_is_only_logged(
+    client: Any, stub: Stubber, caplog: pytest.LogCaptureFixture
+) -> None:
+    # AWS's message may name the account and the role: the operator reads it in the log, the caller never
+    denied = "User: arn:aws:sts::123456789012:assumed-role/citewise-dev-query/x is not authorized"
+    stub.add_client_error("converse", service_error_code="ValidationException", service_message=denied)
+    with caplog.at_level("WARNING"), pytest.raises(GenerationError) as raised:
         BedrockSynthesizer(MODEL, client=client).answer("q", HITS)
+    assert raised.value.message == "bedrock:Converse failed: ValidationException"
+    assert "123456789012" not in str(raised.value.to_dict())
+    [logged] = [record for record in caplog.records if record.getMessage() == "AWS call failed"]
+    assert logged.aws_message == denied and logged.action == "bedrock:Converse"  # type: ignore[attr-defined]
 
 
 def test_a_read_timeout_is_a_generation_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -319,3 +327,66 @@ def test_only_text_blocks_make_the_answer(client: Any, stub: Stubber) -> None:
     stub.add_response("converse", response)
     answer = BedrockSynthesizer(MODEL, client=client).answer("q", HITS)
     assert answer.answer == "Every tenant has its own prefix [1]."
+
+
+# --- ConverseStream ---------------------------------------------------------------------------------
+
+
+class StreamingClient:
+    """`converse_stream` of a bedrock-runtime client answering `events` (checked against the API model)."""
+
+    def __init__(self, events: list[dict[str, Any]], failure: Exception | None = None) -> None:
+        self.stream = FakeEventStream(events)
+        self.failure = failure
+
+    def converse_stream(self, **request: Any) -> dict[str, Any]:
+        if self.failure is None:
+            return {"stream": self.stream}
+        failure, stream = self.failure, self.stream
+
+        class Failing(FakeEventStream):
+            def __iter__(self) -> Any:
+                yield from stream
+                raise failure
+
+        return {"stream": Failing([])}
+
+
+REPLY = " ".join(["Tenants are isolated by a mandatory filter on tenant_id [2]."] * 20)
+
+
+def test_leaving_a_stream_closes_the_converse_stream() -> None:
+    client = StreamingClient(converse_stream_events(REPLY))
+    stream = BedrockSynthesizer(MODEL, client=client).stream("How are tenants isolated?", HITS)
+    first = next(e for e in stream if isinstance(e, TextDelta))
+    stream.close()
+    assert first.text.startswith("Tenants are isolated") and client.stream.closed
+    assert client.stream.read < len(converse_stream_events(REPLY))
+
+
+def test_a_stream_ends_with_the_answer_converse_gives() -> None:
+    client = StreamingClient(converse_stream_events(REPLY))
+    events = list(BedrockSynthesizer(MODEL, client=client).stream("How are tenants isolated?", HITS))
+    assert isinstance(events[-1], AnswerDone) and events[-1].answer.usage == {
+        "input_tokens": 1200,
+        "output_tokens": 80,
+        "total_tokens": 1280,
+    }
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == events[-1].answer.answer
+
+
+def test_a_guardrail_stopping_the_stream_withdraws_what_was_sent() -> None:
+    events = converse_stream_events("Tenants are isolated by a filter [2]. Then", stop_reason="guardrail_intervened")
+    answer = list(BedrockSynthesizer(MODEL, client=StreamingClient(events)).stream("q", HITS))
+    texts = [e for e in answer if isinstance(e, TextDelta)]
+    assert texts[0].text.startswith("Tenants") and texts[-1] == TextDelta(BLOCKED_ANSWER, reset=True)
+
+
+@pytest.mark.parametrize(
+    ("code", "error"), [("throttlingException", ThrottledError), ("modelStreamErrorException", GenerationError)]
+)
+def test_an_error_event_mid_stream_is_the_usual_error(code: str, error: type[Exception]) -> None:
+    failure = EventStreamError({"Error": {"Code": code, "Message": "stopped"}}, "ConverseStream")
+    client = StreamingClient(converse_stream_events(REPLY)[:3], failure)
+    with pytest.raises(error):
+        list(BedrockSynthesizer(MODEL, client=client).stream("q", HITS))

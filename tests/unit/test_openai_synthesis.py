@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -19,7 +20,7 @@ from pydantic import SecretStr
 
 from citewise.domain.errors import GenerationError, ThrottledError
 from citewise.ports.grounding import BLOCKED_ANSWER, system_prompt, user_message
-from citewise.ports.synthesizer import NO_ANSWER
+from citewise.ports.synthesizer import NO_ANSWER, AnswerDone, TextDelta
 from citewise_local import openai_synthesis
 from citewise_local.openai_synthesis import OpenAIChatSynthesizer
 from tests.doubles.chat_server import ChatServer, chat_server
@@ -304,3 +305,48 @@ def test_the_key_is_never_logged_nor_shown(server: ChatServer, caplog: pytest.Lo
     # Then the key went to the server, and nowhere else
     assert server.requests[-1].headers["Authorization"] == f"Bearer {KEY}"
     assert KEY not in caplog.text and KEY not in str(raised.value.to_dict()) and KEY not in repr(vars(chat))
+
+
+# --- streaming ----------------------------------------------------------------------------------------
+
+
+def test_leaving_a_stream_closes_the_model_call_and_leaves_no_thread(server: ChatServer) -> None:
+    # Given a model writing a long cited answer at a readable pace
+    server.model.reply = " ".join(["Rotate the signing key every ninety days [2]."] * 40)
+    server.pace = 0.05
+    timers = {t for t in threading.enumerate() if isinstance(t, threading.Timer)}
+    stream = synthesizer(server, timeout=30.0).stream(QUESTION, HITS)
+    # When the reader takes the first text and leaves
+    first = next(e for e in stream if isinstance(e, TextDelta))
+    stream.close()
+    # Then the endpoint sees its client gone long before the answer's end, and no deadline thread is left
+    assert first.text.startswith("Rotate the signing key")
+    assert server.abandoned.wait(5.0)
+    assert server.chunks_sent < 60
+    assert {t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()} <= timers
+
+
+def test_thinking_split_across_tokens_is_not_streamed(server: ChatServer) -> None:
+    # Given a reasoning model whose thinking tags arrive cut into pieces
+    server.model.reply = "<think>Source 1 is about alarms [1]. </think> Rotate the signing key every ninety days [2]."
+    # When streamed
+    events = list(synthesizer(server).stream(QUESTION, HITS))
+    # Then none of the thinking is sent
+    assert (
+        "".join(e.text for e in events if isinstance(e, TextDelta)) == "Rotate the signing key every ninety days [1]."
+    )
+
+
+def test_a_filter_stopping_a_stream_after_cited_text_withdraws_it(server: ChatServer) -> None:
+    # Given a content filter that stops the model after a cited sentence
+    server.respond_next(
+        200,
+        "text/event-stream",
+        sse(chunk("Rotate the signing key every ninety days [2]. "), chunk("And then", "content_filter")),
+    )
+    # When streamed
+    events = list(synthesizer(server).stream(QUESTION, HITS))
+    # Then the cited text was sent, then withdrawn by the blocked answer, which the stream ends with
+    texts = [e for e in events if isinstance(e, TextDelta)]
+    assert texts[0].text.startswith("Rotate") and texts[-1] == TextDelta(BLOCKED_ANSWER, reset=True)
+    assert isinstance(events[-1], AnswerDone) and events[-1].answer.answer == BLOCKED_ANSWER

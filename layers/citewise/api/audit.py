@@ -45,6 +45,8 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/conversations/{id}"): "conversation.delete",
     ("GET", "/v1/documents"): "document.list",
     ("GET", "/v1/documents/{id}"): "document.get",
+    ("GET", "/v1/documents/{id}/content"): "document.content",
+    ("GET", "/v1/documents/{id}/text"): "document.text",
     ("DELETE", "/v1/documents/{id}"): "document.delete",
     ("POST", "/v1/uploads"): "upload.create",
     ("GET", "/v1/settings"): "settings.get",

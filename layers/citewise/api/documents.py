@@ -20,9 +20,23 @@ from citewise.api.usage import add_usage_routes
 from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
 from citewise.domain.models import Document, DocumentStatus
 from citewise.domain.tenancy import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
-from citewise.ingest.documents import UploadRequest, delete_document, request_upload, visible_document
+from citewise.ingest.documents import (
+    UploadRequest,
+    delete_document,
+    document_download,
+    readable_text,
+    request_upload,
+    visible_document,
+)
+from citewise.ingest.layout import MAX_TEXT_CHARS, DocumentText
 from citewise.ingest.parsing import SUPPORTED_CONTENT_TYPES, SUPPORTED_EXTENSIONS
-from citewise.ports.blobstore import CONTENT_TYPE_RE, MAX_USER_METADATA_BYTES, PresignedUpload
+from citewise.ports.blobstore import (
+    CONTENT_TYPE_RE,
+    DOWNLOAD_SECONDS,
+    MAX_USER_METADATA_BYTES,
+    PresignedDownload,
+    PresignedUpload,
+)
 from citewise.ports.cursors import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from citewise.ports.registry import DocumentPage
 from citewise.runtime.settings import Settings
@@ -155,6 +169,49 @@ def add_document_routes(app: APIGatewayRestResolver) -> None:
     def get_document(id: DocumentId) -> Document:  # noqa: A002 - the path parameter's name
         services, caller = request_scope(app)
         return visible_document(services.registry, caller, id)
+
+    @app.get(
+        "/v1/documents/<id>/content",
+        operation_id="getDocumentContent",
+        summary="A short-lived URL of the document's original file, at its indexed version",
+        description=(
+            f"GET `url` before `expires_at` (within {DOWNLOAD_SECONDS // 60} minutes): the bytes that were indexed, so "
+            "every citation's quote is in them. PDFs are served inline (to render at a cited page), every other "
+            "type as an attachment. 409 when the file changed since it was indexed (the new version is being "
+            "ingested); 404 when it is no longer stored."
+        ),
+        tags=["documents"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 404, 409, 429, 502),
+    )
+    def get_content(id: DocumentId) -> PresignedDownload:  # noqa: A002
+        services, caller = request_scope(app)
+        return document_download(services.registry, services.blobs, caller, id)
+
+    @app.get(
+        "/v1/documents/<id>/text",
+        operation_id="getDocumentText",
+        summary="The document's parsed text, with its pages, sections and the spans of its chunks",
+        description=(
+            "What a citation points into: a citation's `chunk_id` is one of `chunks`, whose span "
+            "`text[start - offset:end - offset]` holds the citation's `quote` verbatim. Offsets count characters "
+            "of the whole parsed text; a response holds a window of it (`offset`, `limit`) and the spans that "
+            "overlap it: follow `next_offset` for the rest. 409 until the document is INDEXED, or when its file "
+            "changed since."
+        ),
+        tags=["documents"],
+        security=SECURED,
+        responses=responses(400, 401, 403, 404, 409, 413, 429, 502),
+    )
+    def get_text(
+        id: DocumentId,  # noqa: A002
+        offset: Annotated[int, Query(ge=0, description="The first character of the window.")] = 0,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_TEXT_CHARS, description="Characters of text in the window.")
+        ] = MAX_TEXT_CHARS,
+    ) -> DocumentText:
+        services, caller = request_scope(app)
+        return readable_text(services.ingestor, services.blobs, caller, id, offset, limit)
 
     @app.delete(
         "/v1/documents/<id>",

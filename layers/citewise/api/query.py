@@ -2,27 +2,86 @@
 
 A query is a turn of a conversation (`citewise.query.conversations`): begun before retrieval (the
 caller's conversation or a new one; a follow-up rewritten into a standalone question, which retrieval
-and the answer use), recorded once the answer is whole. A failed answer records nothing.
-"""
+and the answer use), recorded once the answer is whole, returned or streamed; a streamed answer the
+reader left is recorded as interrupted. A failed answer records nothing."""
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.metrics import MetricUnit
 
 from citewise.api.app import SECURED, request_id, responses
-from citewise.api.audit import note
+from citewise.api.audit import AuditNote, note
 from citewise.api.conversations import add_conversation_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
-from citewise.domain.models import QueryRequest, SearchRequest
-from citewise.query.conversations import answer_in_conversation
+from citewise.api.streaming import EVENT_STREAM, STREAM_HEADERS, StreamSlot, sse_frames, wants_stream
+from citewise.domain.models import Answer, Caller, QueryRequest, SearchRequest
+from citewise.query.answering import stream_question
+from citewise.query.conversations import TurnDraft, answer_in_conversation, standalone
 from citewise.query.metering import query_usage, search_usage
 from citewise.query.notices import no_hits_notice
-from citewise.runtime.observability import count_reranking, metrics, timed
+from citewise.runtime.observability import count_reranking, logger, metrics, timed
+from citewise.runtime.services import Services
 
 _RESPONSES = responses(400, 401, 403, 409, 415, 429, 502)
-_QUERY_RESPONSES = responses(400, 401, 403, 404, 409, 415, 429, 502)
+_QUERY_RESPONSES = responses(400, 401, 403, 404, 409, 415, 429, 502) | {
+    200: {
+        "description": 'The answer; with `Accept: text/event-stream` or `"stream": true`, server-sent events '
+        "(`sources`, `text`, `citation`, then `answer` holding this same object, or `error`; docs/api.md).",
+        "content": {"application/json": {"model": QueryResponse}, EVENT_STREAM: {"schema": {"type": "string"}}},
+    }
+}
+
+
+def streamed_answer_ended(services: Services, draft: TurnDraft, answer: Answer | None) -> None:
+    """The one place a streamed answer ends: `answer` when it was sent whole, None when the reader left or
+    it failed part-way (the text sent so far is then no answer): the conversation records its turn,
+    whole or interrupted."""
+    if answer is None:
+        logger.info("streamed answer interrupted")
+        services.conversations.interrupt(draft)
+    else:
+        services.conversations.record(draft, answer)
+
+
+def _account(services: Services, caller: Caller, answer: Answer, audit: AuditNote | None) -> None:
+    """What every answer given leaves: reranking and token metrics, the tenant's usage, the audited ids."""
+    count_reranking(answer.reranking)
+    services.meter.record(caller.tenant_id, query_usage(answer, "rest"))
+    if audit is not None:
+        audit.resources.extend(hit.chunk.document.doc_id for hit in answer.sources)
+    for key, metric in (("input_tokens", "InputTokens"), ("output_tokens", "OutputTokens")):
+        if answer.usage and key in answer.usage:
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=answer.usage[key])
+
+
+def _streamed(app: APIGatewayRestResolver, services: Services, caller: Caller, request: QueryRequest) -> Response[str]:
+    """The status and headers of a streamed answer; its events go in the invocation's `StreamSlot`."""
+    slot: StreamSlot = app.context["stream"]
+    audit: AuditNote | None = app.context.get("audit")
+    with timed("RewriteLatency"):
+        draft = services.conversations.begin(caller, request.conversation_id, request.query)
+    if audit is not None:
+        audit.resources.append(draft.context.conversation_id)
+    events = stream_question(
+        services.retriever,
+        services.synthesizer,
+        caller,
+        standalone(request, draft.standalone_question),
+        stage=lambda name: timed(f"{name.title()}Latency"),
+    )
+
+    def ended(answer: Answer | None) -> None:
+        if answer is not None:
+            _account(services, caller, answer, audit)
+        streamed_answer_ended(services, draft, answer)
+
+    final = {"conversation": draft.context.model_dump(mode="json"), "request_id": request_id(app)}
+    slot.frames = sse_frames(events, final, ended)
+    return Response(status_code=200, content_type=STREAM_HEADERS["Content-Type"], body="", headers=STREAM_HEADERS)
 
 
 def add_query_routes(app: APIGatewayRestResolver) -> None:
@@ -44,9 +103,12 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         security=SECURED,
         responses=_QUERY_RESPONSES,
     )
-    def query(request: QueryRequest) -> QueryResponse:
+    def query(request: QueryRequest) -> Response[Any]:
         services, caller = request_scope(app)
         services.quotas.admit_query(caller.tenant_id, generative=True)
+        note(app, question=request.query)
+        if wants_stream(app.current_event.headers.get("accept"), request.stream):
+            return _streamed(app, services, caller, request)
         with timed("QueryLatency"):
             answer, turn = answer_in_conversation(
                 services.conversations,
@@ -56,16 +118,12 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
                 request,
                 stage=lambda name: timed(f"{name.title()}Latency"),
             )
-        count_reranking(answer.reranking)
-        services.meter.record(caller.tenant_id, query_usage(answer, "rest"))
-        documents = [hit.chunk.document.doc_id for hit in answer.sources]
-        note(app, question=request.query, resources=[turn.conversation_id, *documents])
-        for key, metric in (("input_tokens", "InputTokens"), ("output_tokens", "OutputTokens")):
-            if answer.usage and key in answer.usage:
-                metrics.add_metric(name=metric, unit=MetricUnit.Count, value=answer.usage[key])
-        return QueryResponse.model_validate(
+        note(app, resources=[turn.conversation_id])
+        _account(services, caller, answer, app.context.get("audit"))
+        body = QueryResponse.model_validate(
             {**answer.model_dump(), "conversation": turn, "request_id": request_id(app)}
         )
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
 
     @app.post(
         "/v1/search",

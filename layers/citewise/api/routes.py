@@ -39,6 +39,9 @@ class Route:
     programs: CredentialScope | None = None
     """The least scope a program's credential needs here (`read` for reads, `full` for writes), which
     gives the route a twin under MACHINE_PREFIX; None: no credential may call it."""
+    streams: bool = False
+    """Whether the route may answer with a stream (server-sent events, `citewise.api.streaming`): its
+    integration transfers the response as it is written (`ResponseTransferMode.STREAM` on AWS)."""
     scopes: tuple[str, ...] = ()
     """The OAuth scopes API Gateway requires (any one of them): a twin's; such a method takes access
     tokens only, and a method without takes ID tokens only."""
@@ -47,7 +50,7 @@ class Route:
 READ, FULL = CredentialScope.READ, CredentialScope.FULL
 
 HUMAN_ROUTES: tuple[Route, ...] = (
-    Route("POST", "/v1/query", "query", programs=READ),
+    Route("POST", "/v1/query", "query", programs=READ, streams=True),
     Route("POST", "/v1/search", "query", programs=READ),
     # A user's conversations (`citewise.api.conversations`): a program's service user has its own.
     Route("GET", "/v1/conversations", "query", programs=READ),
@@ -55,6 +58,8 @@ HUMAN_ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/conversations/{id}", "query", programs=FULL),
     Route("GET", "/v1/documents", "documents", programs=READ),
     Route("GET", "/v1/documents/{id}", "documents", programs=READ),
+    Route("GET", "/v1/documents/{id}/content", "documents", programs=READ),
+    Route("GET", "/v1/documents/{id}/text", "documents", programs=READ),
     Route("DELETE", "/v1/documents/{id}", "documents", programs=FULL),
     Route("POST", "/v1/uploads", "documents", programs=FULL),
     Route("GET", "/v1/settings", "documents", programs=READ),
@@ -98,6 +103,7 @@ def machine_routes(routes: Sequence[Route]) -> tuple[Route, ...]:
             route.function,
             openapi=False,
             programs=route.programs,
+            streams=route.streams,
             scopes=tuple(scope.oauth_scope for scope in CredentialScope),
         )
         for route in routes

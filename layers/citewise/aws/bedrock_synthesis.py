@@ -13,7 +13,7 @@ and the prompt is that module's too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -21,12 +21,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise.aws import clients as aws
 from citewise.domain.errors import GenerationError
 from citewise.domain.models import Answer, SearchHit
-from citewise.ports.grounding import BLOCKED_ANSWER, ground, system_prompt, user_message
-from citewise.ports.synthesizer import unanswered
+from citewise.ports.grounding import Grounder, blocked, ground, system_prompt, user_message
+from citewise.ports.synthesizer import AnswerDone, AnswerEvent, collected, replayed, unanswered
 
 logger = logging.getLogger(__name__)
 
 ACTION = "bedrock:Converse"
+STREAM_ACTION = "bedrock:ConverseStream"
 # Converse stop reasons meaning no usable answer was produced on purpose: a Bedrock guardrail, or the
 # model provider's own content filter.
 BLOCKED_STOP_REASONS = frozenset({"guardrail_intervened", "content_filtered"})
@@ -91,13 +92,60 @@ class BedrockSynthesizer:
         stop_reason = response.get("stopReason")
         if stop_reason in BLOCKED_STOP_REASONS:
             logger.info("the answer was blocked (stopReason %s)", stop_reason)
-            return Answer(answer=BLOCKED_ANSWER, citations=[], sources=[], grounded=False, usage=usage)
+            return collected(blocked(usage, started=False))
         if stop_reason == "malformed_model_output":
             raise self._malformed("the model's output was malformed", stop_reason)
         text = self._text(response, stop_reason)
         if stop_reason in CUT_STOP_REASONS:
             logger.warning("the answer was cut (stopReason %s, maxTokens %d)", stop_reason, self._max_tokens)
         return ground(text, hits).model_copy(update={"usage": usage})
+
+    def stream(
+        self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
+    ) -> Generator[AnswerEvent, None, None]:
+        """`answer` as the model writes it, over `ConverseStream` (the same request, the same stop reasons);
+        closing the stream closes the response's connection, which ends the generation on Bedrock's side."""
+        if not hits:
+            yield from replayed(unanswered())
+            return
+        grounder = Grounder(hits)
+        stop_reason: Any = None
+        usage: dict[str, int] | None = None
+        written = False
+        try:
+            response = self._runtime().converse_stream(**self._request(question, hits, instructions))
+        except (ClientError, BotoCoreError) as exc:
+            raise aws.translate(exc, GenerationError, STREAM_ACTION) from exc
+        events = response.get("stream") if isinstance(response, dict) else None
+        if events is None:
+            raise self._malformed("the response has no event stream", None)
+        try:
+            for event in events:
+                delta = event.get("contentBlockDelta", {}).get("delta", {})
+                if isinstance(delta.get("text"), str):
+                    written = written or bool(delta["text"].strip())
+                    yield from grounder.feed(delta["text"])
+                elif "messageStop" in event:
+                    stop_reason = event["messageStop"].get("stopReason")
+                elif "metadata" in event:
+                    usage = _usage(event["metadata"].get("usage"))
+        except (ClientError, BotoCoreError) as exc:
+            raise aws.translate(exc, GenerationError, STREAM_ACTION) from exc
+        finally:
+            events.close()
+        if stop_reason in BLOCKED_STOP_REASONS:
+            logger.info("the answer was blocked (stopReason %s)", stop_reason)
+            yield from blocked(usage, started=grounder.started)
+            return
+        if stop_reason == "malformed_model_output":
+            raise self._malformed("the model's output was malformed", stop_reason)
+        if not written:
+            raise self._no_text(stop_reason)
+        if stop_reason in CUT_STOP_REASONS:
+            logger.warning("the answer was cut (stopReason %s, maxTokens %d)", stop_reason, self._max_tokens)
+        rest, answer = grounder.finish()
+        yield from rest
+        yield AnswerDone(answer.model_copy(update={"usage": usage}))
 
     def _runtime(self) -> Any:
         """The injected client, or one made on first use (nothing is created at cold start)."""
@@ -127,14 +175,17 @@ class BedrockSynthesizer:
             block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)
         )
         if not text.strip():
-            if stop_reason == "model_context_window_exceeded":
-                raise self._malformed(
-                    "the question and its sources filled the model's context window before any answer; "
-                    "use a model with a larger window, or fewer or smaller chunks",
-                    stop_reason,
-                )
-            raise self._malformed("the output message has no text", stop_reason)
+            raise self._no_text(stop_reason)
         return text
+
+    def _no_text(self, stop_reason: Any) -> GenerationError:
+        if stop_reason == "model_context_window_exceeded":
+            return self._malformed(
+                "the question and its sources filled the model's context window before any answer; "
+                "use a model with a larger window, or fewer or smaller chunks",
+                stop_reason,
+            )
+        return self._malformed("the output message has no text", stop_reason)
 
     def _malformed(self, problem: str, stop_reason: Any) -> GenerationError:
         return GenerationError(

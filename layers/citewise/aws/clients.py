@@ -16,7 +16,8 @@ slow or throttled Bedrock call inside the query function's 24 s ends as `THROTTL
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import boto3
@@ -25,6 +26,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.domain import deadline
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
+
+logger = logging.getLogger(__name__)
 
 THROTTLING_CODES = frozenset(
     {
@@ -39,6 +42,9 @@ THROTTLING_CODES = frozenset(
         "RequestThrottled",  # SQS
         # Bedrock's 503 "try again later": capacity, not a fault of the request.
         "ServiceUnavailableException",
+        # The same two as error events of a ConverseStream response, named as its event stream names them.
+        "throttlingException",
+        "serviceUnavailableException",
     }
 )
 _LAST_FAILURE = "citewise_last_failure"
@@ -68,6 +74,21 @@ def client(service: str, *, region: str | None = None, **config: int) -> Any:
     """A boto3 client with `client_config`, following the invocation's time budget; `region` None means
     the environment's region."""
     made = boto3.client(service, region_name=region, config=client_config(**config))
+    follow_deadline(made)
+    return made
+
+
+def session_client(service: str, credentials: Mapping[str, Any], *, region: str | None = None) -> Any:
+    """`client(service)`, signing with `credentials` (STS's `Credentials`: AccessKeyId, SecretAccessKey,
+    SessionToken) instead of the environment's: a tenant's read session (`citewise.aws.tenant_sessions`)."""
+    made = boto3.client(
+        service,
+        region_name=region,
+        config=client_config(),
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
     follow_deadline(made)
     return made
 
@@ -127,7 +148,11 @@ def error_code(exc: ClientError) -> str:
 
 def translate(exc: ClientError | BotoCoreError, backend: type[CitewiseError], action: str) -> CitewiseError:
     """The CitewiseError for a failed AWS call: ThrottledError for throttling (also when the budget ran
-    out after a throttled attempt), else `backend`."""
+    out after a throttled attempt), else `backend`.
+
+    The error names the action and AWS's error code; AWS's own message goes to the log only. It can name
+    the account, the function's role and its resources (`User: arn:aws:sts::123456789012:assumed-role/...
+    is not authorized`), an endpoint's host, or a value of the request: nothing a caller may learn."""
     if isinstance(exc, DeadlineExceeded):
         last = str(exc.kwargs["last"])
         details = {"aws_error": last, "action": action}
@@ -137,11 +162,14 @@ def translate(exc: ClientError | BotoCoreError, backend: type[CitewiseError], ac
     if isinstance(exc, ClientError):
         code = error_code(exc)
         message = exc.response.get("Error", {}).get("Message", "") or str(exc)
+        logger.warning("AWS call failed", extra={"action": action, "aws_error": code, "aws_message": message})
         details = {"aws_error": code, "action": action}
         if code in THROTTLING_CODES:
-            return ThrottledError(f"{action} was throttled: {message}", details=details)
-        return backend(f"{action} failed: {code}: {message}", details=details)
-    return backend(f"{action} failed: {type(exc).__name__}: {exc}", details={"action": action})
+            return ThrottledError(f"{action} was throttled ({code})", details=details)
+        return backend(f"{action} failed: {code}", details=details)
+    failure = type(exc).__name__
+    logger.warning("AWS call failed", extra={"action": action, "aws_error": failure, "aws_message": str(exc)})
+    return backend(f"{action} failed: {failure}", details={"action": action})
 
 
 def call(action: str, operation: Callable[[], Any]) -> dict[str, Any]:

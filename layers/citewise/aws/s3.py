@@ -26,6 +26,9 @@ Presigned URLs are SigV4 and virtual-hosted (SigV2 is deprecated and unavailable
 URL signed with a Lambda role's temporary credentials stops working when those expire, even if its
 `url_ttl` has not passed.
 
+Downloads (`presign_get`, the original behind a citation) are presigned GETs of the indexed VersionId,
+served inline only when they are PDFs (`citewise.ports.blobstore.served`): they need `s3:GetObjectVersion`.
+
 Missing objects: S3 answers 403 rather than 404 for a missing key unless the caller may
 `s3:ListBucket` the prefix; the roles that read need that permission for NotFoundError to work.
 """
@@ -50,12 +53,16 @@ from citewise.domain.tenancy import validate_document_name, validate_tenant_id
 from citewise.ports.blobstore import (
     DEFAULT_MAX_BYTES,
     DEFAULT_PREFIX,
+    DOWNLOAD_SECONDS,
+    PresignedDownload,
     PresignedUpload,
     Sidecar,
+    changed_since_indexed,
     check_upload_size,
     is_sidecar,
     object_key,
     object_metadata,
+    served,
     stored_object,
     upload_document_id,
     upload_headers,
@@ -224,6 +231,35 @@ class S3BlobStore:
             headers=upload_headers(content_type, stored_metadata, replaces),
             size=size,
             expires_at=self._clock() + timedelta(seconds=self.url_ttl),
+        )
+
+    def presign_get(self, tenant_id: str, path: str, *, version: str) -> PresignedDownload:
+        current = self.head(tenant_id, validate_document_name(path))
+        if current is None:
+            raise NotFoundError("the document's file is no longer stored", details={"path": path})
+        if current.version != version:
+            raise changed_since_indexed(path)
+        how = served(path, current.content_type)
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": self.key(tenant_id, path),
+            "ResponseContentType": how.content_type,
+            "ResponseContentDisposition": how.content_disposition,
+            "ResponseCacheControl": "private, no-store",
+        }
+        if version != current.etag:  # a VersionId (a versioned bucket): the URL reads that version only
+            params["VersionId"] = version
+        try:
+            url = self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=DOWNLOAD_SECONDS)
+        except BotoCoreError as exc:
+            raise aws.translate(exc, CitewiseError, "S3 presign GetObject") from exc
+        return PresignedDownload(
+            document_id=upload_document_id(tenant_id, path),
+            url=url,
+            content_type=how.content_type,
+            filename=how.filename,
+            disposition=how.disposition,
+            expires_at=self._clock() + timedelta(seconds=DOWNLOAD_SECONDS),
         )
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:

@@ -38,10 +38,14 @@ _LIST_PAGE = 1000
 class S3VectorsIndex:
     """A `VectorIndex` in one S3 Vectors bucket, an index per tenant (`s3vectors_requests.index_name`).
 
-    `client` is a boto3 `s3vectors` client (`citewise.aws.clients.client("s3vectors")`)."""
+    `client` is a boto3 `s3vectors` client (`citewise.aws.clients.client("s3vectors")`): the writes, the
+    erasure and the ingest's reads use it. `reader(tenant_id)` is the client of a caller's reads (searches,
+    sources); by default `client`, and in the deployed mode a client on that tenant's session credentials
+    (`citewise.aws.tenant_sessions`), which IAM lets read that tenant's index and no other."""
 
-    def __init__(self, client: Any, bucket: str) -> None:
+    def __init__(self, client: Any, bucket: str, *, reader: Callable[[str], Any] | None = None) -> None:
         self._client = client
+        self._reader: Callable[[str], Any] = reader or (lambda _tenant_id: client)
         self._bucket = bucket
         self._dimension: int | None = None
         self._existing: set[str] = set()  # tenant indexes known to exist
@@ -67,13 +71,14 @@ class S3VectorsIndex:
             )
         self._dimension = dimension
 
-    def _tenant_index(self, tenant_id: str, *, create: bool) -> str | None:
-        """The tenant's index name; created when `create` and missing, None when missing otherwise."""
+    def _tenant_index(self, tenant_id: str, *, create: bool, client: Any = None) -> str | None:
+        """The tenant's index name; created when `create` and missing, None when missing otherwise.
+        `client` (default: the function's own) asks whether it exists."""
         name = r.index_name(tenant_id)
         if name in self._searchable or name in self._existing:
             return name
         try:
-            answer = self._client.get_index(vectorBucketName=self._bucket, indexName=name)
+            answer = (client or self._client).get_index(vectorBucketName=self._bucket, indexName=name)
         except ClientError as exc:
             if error_code(exc) != "NotFoundException":
                 raise translate(exc, SearchBackendError, "read a tenant's index") from exc
@@ -87,12 +92,12 @@ class S3VectorsIndex:
         self._remember(name, answer)
         return name
 
-    def _text_searchable(self, name: str) -> bool:
-        """Whether the index's text analyzer serves queries (not `BUILDING`); asked until it does. A
-        missing index (dropped since this process saw it) is forgotten and answers False."""
+    def _text_searchable(self, name: str, client: Any) -> bool:
+        """Whether the index's text analyzer serves queries (not `BUILDING`); asked (with `client`) until it
+        does. A missing index (dropped since this process saw it) is forgotten and answers False."""
         if name not in self._searchable:
             try:
-                self._remember(name, self._call("read a tenant's index", self._client.get_index, **self._at(name)))
+                self._remember(name, self._call("read a tenant's index", client.get_index, **self._at(name)))
             except SearchBackendError as exc:
                 if not _missing(exc):
                     raise
@@ -285,16 +290,17 @@ class S3VectorsIndex:
                 details={"limit": r.MAX_TOP_K, "asked": limit},
             )
         flt = r.read_filter(caller, filters)  # a filter this mode cannot evaluate is refused before any call
-        index = self._tenant_index(caller.tenant_id, create=False)
+        client = self._reader(caller.tenant_id)
+        index = self._tenant_index(caller.tenant_id, create=False, client=client)
         if index is None:
             return []
-        if full_text and not self._text_searchable(index):
+        if full_text and not self._text_searchable(index, client):
             # A new analyzer backfills (`BUILDING`) before it serves queries: the keyword list is empty
             # meanwhile, so a hybrid search ranks by its vector list alone instead of failing.
             if index in self._existing:
                 logger.warning("the keyword analyzer of a tenant's S3 Vectors index is still building")
             return []
-        hits = self._query(index, {**request, "filter": flt}, limit, metadata=True)
+        hits = self._query(index, {**request, "filter": flt}, limit, metadata=True, client=client)
         results: list[ScoredChunk] = []
         try:
             for hit in hits:
@@ -310,11 +316,12 @@ class S3VectorsIndex:
         return results
 
     def sources(self, caller: Caller) -> list[str]:
-        index = self._tenant_index(caller.tenant_id, create=False)
+        client = self._reader(caller.tenant_id)
+        index = self._tenant_index(caller.tenant_id, create=False, client=client)
         if index is None:
             return []
         found = set()
-        for vector in self._listed(index, metadata=True):
+        for vector in self._listed(index, metadata=True, client=client):
             metadata = vector.get("metadata", {})
             if _readable(caller, metadata) and metadata.get("source"):
                 found.add(str(metadata["source"]))
@@ -323,12 +330,12 @@ class S3VectorsIndex:
     # --- plumbing --------------------------------------------------------------------------------
 
     def _query(
-        self, index: str, request: dict[str, Any], top_k: int, *, metadata: bool = False
+        self, index: str, request: dict[str, Any], top_k: int, *, metadata: bool = False, client: Any = None
     ) -> list[dict[str, Any]]:
         try:
             answer = self._call(
                 "query vectors",
-                self._client.query_vectors,
+                (client or self._client).query_vectors,
                 **self._at(index),
                 topK=top_k,
                 returnMetadata=metadata,
@@ -342,13 +349,13 @@ class S3VectorsIndex:
         hits: list[dict[str, Any]] = answer["vectors"]
         return hits
 
-    def _listed(self, index: str, *, metadata: bool) -> Iterator[dict[str, Any]]:
+    def _listed(self, index: str, *, metadata: bool, client: Any = None) -> Iterator[dict[str, Any]]:
         token: str | None = None
         while True:
             paging = {"nextToken": token} if token else {}
             page = self._call(
                 "list vectors",
-                self._client.list_vectors,
+                (client or self._client).list_vectors,
                 **self._at(index),
                 maxResults=_LIST_PAGE,
                 returnMetadata=metadata,

@@ -16,7 +16,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from citewise.domain.errors import ValidationError
+from citewise.domain.errors import UnsupportedFilterError, ValidationError
 from citewise.domain.matching import metadata_view
 from citewise.domain.models import Caller, Chunk, Comparison, Filter, Visibility
 from citewise.domain.textutil import keyword_text
@@ -24,6 +24,7 @@ from citewise.domain.textutil import keyword_text
 Body = dict[str, Any]
 
 MODE = "s3vectors"
+INDEX_PREFIX = "t-"  # every tenant index's name starts so: what the grants and the tenant-reader role name (`t-*`)
 TEXT_KEY = "#text"  # non-filterable, full-text searchable (`en`): `textutil.keyword_text`
 CHUNK_KEY = "#chunk"  # non-filterable: the whole Chunk as JSON
 KIND_KEY = "#kind"
@@ -59,7 +60,7 @@ def index_name(tenant_id: str) -> str:
     SHA-256 prefix of the exact id is what keeps `Acme` and `acme` apart."""
     slug = _SLUG_RE.sub("-", tenant_id.lower()).strip("-")[:24].strip("-")
     digest = hashlib.sha256(tenant_id.encode()).hexdigest()[:24]
-    return f"t-{slug}-{digest}" if slug else f"t-{digest}"
+    return f"{INDEX_PREFIX}{slug}-{digest}" if slug else f"{INDEX_PREFIX}{digest}"
 
 
 def chunk_key(chunk_id: str) -> str:
@@ -195,9 +196,9 @@ def translate_filter(flt: Filter) -> Body:
     raise unsupported(operator, key, "S3 Vectors has no substring operator")
 
 
-def unsupported(operator: str, key: str, why: str) -> ValidationError:
+def unsupported(operator: str, key: str, why: str) -> UnsupportedFilterError:
     """The 400 for a filter this mode cannot evaluate exactly: never dropped, never approximated."""
-    return ValidationError(
+    return UnsupportedFilterError(
         f"{operator} on '{key}' is not supported in search mode {MODE}: {why}",
         details={"operator": operator, "key": key, "mode": MODE},
     )

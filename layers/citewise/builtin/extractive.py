@@ -32,13 +32,23 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 
 from citewise.domain.models import Answer, Citation, Notice, SearchHit
 from citewise.domain.textutil import content_terms, sentence_spans, shared_terms, stripped_span, word_prefix
 from citewise.ports.embedder import Embedder
-from citewise.ports.synthesizer import cite, quotable, unanswered
+from citewise.ports.synthesizer import (
+    AnswerDone,
+    AnswerEvent,
+    CitationDelta,
+    TextDelta,
+    cite,
+    collected,
+    quotable,
+    replayed,
+    unanswered,
+)
 
 HEADING_CREDIT = 0.5
 """What a question word found only in the passage's headings counts for, against one in the passage."""
@@ -298,11 +308,18 @@ class ExtractiveSynthesizer:
     def answer(self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None) -> Answer:
         """Quotes the passages likeliest to answer; `instructions` are ignored: there is no model to instruct,
         and quoting verbatim with a citation per passage already is the strictest reading of any."""
+        return collected(self.stream(question, hits, instructions=instructions))
+
+    def stream(
+        self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
+    ) -> Generator[AnswerEvent, None, None]:
+        """`answer`, one quoted passage at a time: its text with its marker, then its citation."""
         passages = candidates(hits)
         scores = self.probabilities(question, hits, passages)
         chosen = self._choose(passages, scores)
         if not chosen:
-            return self._refusal(hits, passages, scores)
+            yield from replayed(self._refusal(hits, passages, scores))
+            return
         # Number sources in the order the answer first cites them, so the answer reads [1], [2], ...
         order = list(dict.fromkeys(c.source for c in chosen))
         order += [n for n in range(1, len(hits) + 1) if n not in order]
@@ -312,11 +329,16 @@ class ExtractiveSynthesizer:
         for passage in chosen:
             hit = hits[passage.source - 1]
             quote = word_prefix(passage.text)
-            citations.append(cite(hit, number[passage.source], quote))
+            citation = cite(hit, number[passage.source], quote)
+            citations.append(citation)
             ellipsis = "..." if len(quote) < len(passage.text) else ""
-            parts.append(f"{quote}{ellipsis} [{number[passage.source]}]")
+            part = f"{' ' if parts else ''}{quote}{ellipsis} [{number[passage.source]}]"
+            start = sum(map(len, parts)) + (1 if parts else 0)
+            parts.append(part)
+            yield TextDelta(part)
+            yield CitationDelta(citation, (start, start + len(quote)))
         sources = [hits[original - 1] for original in order]
-        return Answer(answer=" ".join(parts), citations=citations, sources=sources, grounded=True)
+        yield AnswerDone(Answer(answer="".join(parts), citations=citations, sources=sources, grounded=True))
 
     def probabilities(self, question: str, hits: Sequence[SearchHit], passages: Sequence[Passage]) -> list[float]:
         """Each passage's estimated probability of answering the question (module docstring)."""

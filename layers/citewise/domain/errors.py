@@ -46,6 +46,12 @@ class ValidationError(CitewiseError):
     http_status = 400
 
 
+class UnsupportedFilterError(ValidationError):
+    """A filter operator the configured index cannot evaluate exactly (S3 Vectors has no substring
+    operator, for one): a 400 for a caller's filter; a filter citewise builds itself (a pinned identifier)
+    is left out instead. `details` names the operator, the key and the search mode."""
+
+
 class UnauthorizedError(CitewiseError):
     """No usable identity came with the request."""
 

@@ -456,7 +456,8 @@ CONVERSATION_ID_PATTERN = r"^c[0-9a-f]{28}$"
 
 
 class QueryRequest(SearchRequest):
-    """What a caller asks of /v1/query: a search request, optionally as a turn of a conversation."""
+    """What a caller asks of /v1/query: a search request, optionally as a turn of a conversation, and whether
+    to answer with server-sent events."""
 
     model_config = ConfigDict(
         frozen=True,
@@ -475,6 +476,11 @@ class QueryRequest(SearchRequest):
         description="Ask in this conversation of yours (the id a previous answer returned): a follow-up is "
         "rewritten into a standalone question first. Absent: a new conversation is started and its id returned. "
         "Another user's conversation, or an unknown one: 404 NOT_FOUND.",
+    )
+    stream: bool = Field(
+        default=False,
+        description="Answer with server-sent events (as `Accept: text/event-stream` asks): sources, text as "
+        "it is written, citations once verified, then the answer this call returns otherwise (docs/api.md).",
     )
 
 

@@ -1,4 +1,5 @@
-"""What a caller may do with documents: read, delete, and request an upload URL.
+"""What a caller may do with documents: read (the record, the original, the parsed text), delete, and
+request an upload URL.
 
 The rules (`citewise.domain.access`), applied here for the API and the CLI:
 - a document the caller may not read (another tenant's, or another user's private one) is NOT_FOUND,
@@ -25,13 +26,21 @@ from citewise.domain.access import Owned, may_modify, may_read, require_write
 from citewise.domain.errors import ConflictError, ForbiddenError, NotFoundError
 from citewise.domain.models import Caller, Document, Frozen, Visibility
 from citewise.domain.tenancy import document_id, validate_path
-from citewise.ports.blobstore import BlobStore, PresignedUpload, described_document, is_sidecar
+from citewise.ports.blobstore import (
+    BlobStore,
+    PresignedDownload,
+    PresignedUpload,
+    changed_since_indexed,
+    described_document,
+    is_sidecar,
+)
 from citewise.ports.quotas import UNLIMITED, QuotaGate
 from citewise.ports.registry import DocumentRegistry
 
 if TYPE_CHECKING:
     # The pipeline and the parsers are loaded by the functions that delete or upload (the documents
     # function, the CLI), not by a reader of documents: the MCP function's init skips them.
+    from citewise.ingest.layout import DocumentText
     from citewise.ingest.pipeline import Ingestor
 
 
@@ -74,6 +83,28 @@ def _check_may_modify(caller: Caller, document: Owned, doc_id: str) -> None:
         raise ConflictError("another document already uses this path", details={"id": doc_id})
     if not may_modify(caller, document):
         raise ForbiddenError("only the document's owner or a tenant admin may change it", details={"id": doc_id})
+
+
+def document_download(registry: DocumentRegistry, blobs: BlobStore, caller: Caller, doc_id: str) -> PresignedDownload:
+    """A short-lived URL of the original the caller may read, at the version its record describes (the
+    one indexed, once INDEXED): NotFoundError as `visible_document`, or when the file is gone;
+    ConflictError when the file changed since (its new version is being ingested)."""
+    document = visible_document(registry, caller, doc_id)
+    return blobs.presign_get(caller.tenant_id, document.path, version=document.version)
+
+
+def readable_text(
+    ingestor: Ingestor, blobs: BlobStore, caller: Caller, doc_id: str, offset: int, limit: int
+) -> DocumentText:
+    """A window of the parsed text of a document the caller may read, with the spans its citations point
+    into (`citewise.ingest.layout`); the errors of `document_download`, and ConflictError before INDEXED."""
+    from citewise.ingest.layout import document_text
+
+    document = visible_document(ingestor.registry, caller, doc_id)
+    stored = blobs.get(caller.tenant_id, document.path)
+    if stored.version != document.version:
+        raise changed_since_indexed(document.path)
+    return document_text(ingestor, stored, document, offset, limit)
 
 
 def delete_document(ingestor: Ingestor, blobs: BlobStore, caller: Caller, doc_id: str) -> Document:

@@ -58,6 +58,7 @@ from citewise.domain.models import (
     Document,
     DocumentMetadata,
     DocumentStatus,
+    ParsedDocument,
     Vector,
 )
 from citewise.domain.objects import SourceObject
@@ -230,6 +231,12 @@ class Ingestor:
             for work in works:
                 assert work.outcome is not None  # noqa: S101 - every path above sets it
                 yield work.obj, work.outcome
+
+    def layout(self, obj: SourceObject, metadata: DocumentMetadata) -> tuple[ParsedDocument, list[Chunk]]:
+        """`obj` parsed and chunked as indexing does it (the same parser limits and chunker): the text
+        and spans a citation points into (`citewise.ingest.layout`)."""
+        parsed = parse(obj.load(), obj.path, obj.content_type, limits=self.limits.parse)
+        return parsed, self.chunker.split(parsed, metadata, max_chunks=self.limits.max_chunks)
 
     def delete(self, tenant_id: str, doc_id: str) -> bool:
         """Remove the document's chunks and record; False if it was not registered.

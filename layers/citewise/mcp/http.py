@@ -11,6 +11,10 @@ The transport of the MCP Lambda function (and of `/mcp` on `citewise serve`, whi
   to read as 2025-03-26), gets the array of its requests' responses (202 if it held only notifications);
   `initialize` may not be batched, and a batch holds at most `MAX_BATCH` messages. A batch under
   2025-06-18 or later is 400 with a JSON-RPC Invalid Request error saying so;
+- a `tools/call` carrying a progress token (`params._meta.progressToken`) from a client that accepts
+  `text/event-stream` is answered as an event stream: its progress notifications (what an answer tool
+  retrieved, then its answer's text), then its response. The function answers whole, so they arrive
+  together at the end: progress as it happens is what `citewise mcp` (stdio) sends;
 - a body that is not JSON, an empty or oversized batch, an `Accept` without JSON, or an
   `MCP-Protocol-Version` this server does not speak: 4xx with a JSON-RPC error;
 - the identity: API Gateway's authorizer has refused a request without a valid token before it gets
@@ -23,6 +27,7 @@ The transport of the MCP Lambda function (and of `/mcp` on `citewise serve`, whi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
@@ -39,6 +44,8 @@ from citewise.mcp.protocol import (
     dispatch,
     error_response,
     message_id_of,
+    progress_notification,
+    progress_token,
 )
 from citewise.mcp.tools import Toolbox
 from citewise.ports.erasure import TenantErasingError
@@ -51,6 +58,7 @@ PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 ACCEPTED = ("application/json", "application/*", "*/*")
 BATCH_VERSIONS = ("2024-11-05", "2025-03-26")
 """The revisions whose clients may send a JSON-RPC batch (2025-06-18 removed batches)."""
+EVENT_STREAM = "text/event-stream"
 UNSTATED_VERSION = "2025-03-26"
 """The revision of a request without `MCP-Protocol-Version`, as the 2025-06-18 transport prescribes."""
 MAX_BATCH = 32
@@ -88,12 +96,18 @@ def respond(event: APIGatewayProxyEvent, toolbox: Toolbox, settings: McpSettings
         return _reply(400, error_response(None, PARSE_ERROR, f"parse error: {text}"))
     if isinstance(message, list):
         return _batch(toolbox, caller, message, request_id, headers.get(PROTOCOL_VERSION_HEADER, UNSTATED_VERSION))
+    token = progress_token(message) if EVENT_STREAM in headers.get("accept", "") else None
+    notifications: list[Message] = []
+    reported = token is not None
+    progress = _collector(token, notifications) if token is not None else None
     try:
-        response = dispatch(toolbox, caller, message, request_id)
+        response = dispatch(toolbox, caller, message, request_id, progress=progress)
     except Exception:  # a bug still answers in the protocol's shape
         logger.exception("MCP request failed")
         return _reply(500, error_response(message_id_of(message), INTERNAL_ERROR, "internal error"))
-    return _reply(202, None) if response is None else _reply(200, response)
+    if response is None:
+        return _reply(202, None)
+    return _events([*notifications, response]) if reported else _reply(200, response)
 
 
 def _batch(toolbox: Toolbox, caller: Caller, messages: list[Any], request_id: str, version: str) -> dict[str, Any]:
@@ -150,6 +164,21 @@ def _metadata(settings: McpSettings, request_id: str) -> dict[str, Any]:
         "headers": {"Content-Type": JSON_MEDIA_TYPE},
         "body": json.dumps(body, separators=(",", ":")),
     }
+
+
+def _collector(token: str | int, notifications: list[Message]) -> Callable[[str], None]:
+    """A progress sink that appends each message to `notifications` as a progress notification."""
+
+    def progress(text: str) -> None:
+        notifications.append(progress_notification(token, len(notifications) + 1, text))
+
+    return progress
+
+
+def _events(messages: list[Message]) -> dict[str, Any]:
+    """A 200 answered as an event stream: each message one `message` event, the response last."""
+    body = "".join(f"event: message\ndata: {json.dumps(m, separators=(',', ':'))}\n\n" for m in messages)
+    return {"statusCode": 200, "headers": {"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}, "body": body}
 
 
 def _reply(status: int, body: Message | list[Message] | None, **headers: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from citewise import __version__
 from citewise.domain.models import Caller
-from citewise.mcp.tools import Toolbox
+from citewise.mcp.tools import Progress, Toolbox
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 """The revisions this server negotiates, oldest first; the last is offered to a client asking another."""
@@ -59,8 +59,11 @@ def is_request(message: Any) -> bool:
     return isinstance(message, dict) and "method" in message and "id" in message
 
 
-def dispatch(toolbox: Toolbox, caller: Caller, message: Any, request_id: str) -> Message | None:
-    """The response to one JSON-RPC message from `caller`; None for a notification or a client's response."""
+def dispatch(
+    toolbox: Toolbox, caller: Caller, message: Any, request_id: str, *, progress: Progress | None = None
+) -> Message | None:
+    """The response to one JSON-RPC message from `caller`; None for a notification or a client's response.
+    `progress` receives a `tools/call`'s progress messages (when its client sent a progress token)."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return error_response(message_id_of(message), INVALID_REQUEST, "not a JSON-RPC 2.0 message")
     if not is_request(message):
@@ -74,13 +77,20 @@ def dispatch(toolbox: Toolbox, caller: Caller, message: Any, request_id: str) ->
     if not isinstance(params, dict):
         return error_response(message_id, INVALID_PARAMS, "params must be an object")
     try:
-        result = _serve(toolbox, caller, message["method"], params, request_id)
+        result = _serve(toolbox, caller, message["method"], params, request_id, progress)
     except RequestError as exc:
         return error_response(message_id, exc.code, exc.message)
     return {"jsonrpc": "2.0", "id": message_id, "result": result}
 
 
-def _serve(toolbox: Toolbox, caller: Caller, method: str, params: Mapping[str, Any], request_id: str) -> dict[str, Any]:
+def _serve(
+    toolbox: Toolbox,
+    caller: Caller,
+    method: str,
+    params: Mapping[str, Any],
+    request_id: str,
+    progress: Progress | None,
+) -> dict[str, Any]:
     if method == "initialize":
         return initialize_result(params.get("protocolVersion"))
     if method == "ping":
@@ -91,7 +101,7 @@ def _serve(toolbox: Toolbox, caller: Caller, method: str, params: Mapping[str, A
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
             raise RequestError(INVALID_PARAMS, "tools/call takes a tool `name` and an `arguments` object")
-        return toolbox.call(caller, name, arguments, request_id)
+        return toolbox.call(caller, name, arguments, request_id, progress=progress)
     raise RequestError(METHOD_NOT_FOUND, f"method not found: {method}")
 
 
@@ -104,6 +114,20 @@ def initialize_result(requested: object) -> dict[str, Any]:
         "serverInfo": {"name": SERVER_NAME, "version": __version__},
         "instructions": INSTRUCTIONS,
     }
+
+
+def progress_token(message: Any) -> str | int | None:
+    """The progress token a `tools/call` request carries in `params._meta`, if any."""
+    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+def progress_notification(token: str | int, progress: int, message: str) -> Message:
+    """A `notifications/progress` message."""
+    params = {"progressToken": token, "progress": progress, "message": message}
+    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
 
 
 def message_id_of(message: Any) -> str | int | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,7 +29,7 @@ from typing import Any
 import pydantic
 
 from citewise.domain.errors import CitewiseError, NotFoundError, ValidationError, error_body
-from citewise.domain.models import Answer, Caller, Filter, Frozen, QueryRequest, SearchRequest
+from citewise.domain.models import Answer, Caller, Filter, Frozen, SearchRequest
 from citewise.ingest.chunking import chunk_id
 from citewise.ingest.documents import visible_document
 from citewise.mcp.profiles import ToolProfile
@@ -50,8 +50,8 @@ from citewise.mcp.schemas import (
 )
 from citewise.ports.audit import OK
 from citewise.ports.conversations import TurnContext
-from citewise.query.answering import answer_question
-from citewise.query.conversations import answer_in_conversation
+from citewise.ports.synthesizer import AnswerDone, TextDelta
+from citewise.query.answering import QueryEvent, SourcesFound, answer_question, stream_question
 from citewise.query.metering import query_usage, search_usage
 from citewise.runtime.observability import count_reranking
 from citewise.runtime.services import Services
@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_SOURCES = 3
 NOTHING_FOUND = "Nothing relevant found in the documents you can read."
+Progress = Callable[[str], None]
+"""Where a tool reports how a call is going (MCP progress notifications, when the client asked for them)."""
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 """MCP tool annotations of every citewise tool: it reads your documents and changes nothing."""
 
@@ -79,10 +81,12 @@ class Tool:
     description: str
     arguments: type[Frozen]
     result: type[Frozen]
-    run: Callable[[Caller, Any], tuple[Frozen, str]]
+    run: Callable[..., tuple[Frozen, str]]
     """(structured result, readable text) for validated arguments."""
     argument_defaults: Mapping[str, object] = field(default_factory=dict)
     """Defaults shown in the input schema that the arguments model leaves as None (a profile's own)."""
+    reports_progress: bool = False
+    """Whether `run` takes a `progress` sink (the answer tools: their text as it is written)."""
 
     def definition(self) -> dict[str, Any]:
         """The tool as `tools/list` lists it (MCP `Tool`)."""
@@ -123,6 +127,7 @@ class Toolbox:
                 RagQueryResult,
                 partial(self._rag_query, profile=None),
                 {"max_sources": DEFAULT_MAX_SOURCES},
+                reports_progress=True,
             ),
             Tool(
                 "search",
@@ -166,15 +171,26 @@ class Toolbox:
                 RagQueryResult,
                 partial(self._rag_query, profile=profile),
                 {"max_sources": profile.max_sources},
+                reports_progress=True,
             )
 
     def definitions(self) -> list[dict[str, Any]]:
         """Every tool, as `tools/list` answers."""
         return [tool.definition() for tool in self.tools.values()]
 
-    def call(self, caller: Caller, name: str, arguments: Mapping[str, Any] | None, request_id: str) -> dict[str, Any]:
+    def call(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        request_id: str,
+        *,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
         """The MCP `CallToolResult` of tool `name` for `caller`: a result, or an error result, never a raise.
-        Each call leaves one audit record (`mcp.<tool>`, the ids of the documents it returned)."""
+        Each call leaves one audit record (`mcp.<tool>`, the ids of the documents it returned). With
+        `progress` (the client sent a progress token), an answer tool reports what it retrieved, then its
+        answer's text as it is written."""
         tool = self.tools.get(name)
         question: str | None = None
         resources: list[str] = []
@@ -189,7 +205,8 @@ class Toolbox:
             except pydantic.ValidationError as exc:
                 raise invalid_arguments(exc) from exc
             question = getattr(parsed, "query", None)
-            result, text = tool.run(caller, parsed)
+            run = partial(tool.run, progress=progress) if tool.reports_progress and progress else tool.run
+            result, text = run(caller, parsed)
             resources = document_ids(result)
         except CitewiseError as exc:
             outcome, reply = exc.code, self._error(name, exc, request_id)
@@ -226,7 +243,11 @@ class Toolbox:
     # --- the tools ----------------------------------------------------------------------------------------
 
     def _rag_query(
-        self, caller: Caller, arguments: RagQueryArguments, profile: ToolProfile | None
+        self,
+        caller: Caller,
+        arguments: RagQueryArguments,
+        profile: ToolProfile | None,
+        progress: Progress | None = None,
     ) -> tuple[Frozen, str]:
         floor = profile.min_relevance_score if profile else 0.0
         sources = arguments.max_sources or (profile.max_sources if profile else DEFAULT_MAX_SOURCES)
@@ -237,7 +258,7 @@ class Toolbox:
             min_score=max(floor, self._min_score(arguments.min_relevance_score)),
             filters=within(profile.scope if profile else None, arguments.filters),
         )
-        answer, turn = self._answer(caller, request, profile, arguments.conversation_id)
+        answer, turn = self._answer(caller, request, profile, progress, arguments.conversation_id)
         result = RagQueryResult(
             answer=answer.answer,
             grounded=answer.grounded,
@@ -250,34 +271,38 @@ class Toolbox:
         return result, render_answer(result)
 
     def _answer(
-        self, caller: Caller, request: SearchRequest, profile: ToolProfile | None, conversation_id: str | None
+        self,
+        caller: Caller,
+        request: SearchRequest,
+        profile: ToolProfile | None,
+        progress: Progress | None,
+        conversation_id: str | None,
     ) -> tuple[Answer, TurnContext | None]:
         """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer; with a
-        `conversation_id` (`new` starts one) the question is a turn of the caller's conversation."""
+        `conversation_id` (`new` starts one) the question is a turn of the caller's conversation, asked as
+        its standalone question and recorded once answered."""
         instructions = profile.system_prompt if profile else None
         services = self.services
         services.quotas.admit_query(caller.tenant_id, generative=True)
-        turn = None
-        if conversation_id is None:
+        draft = None
+        if conversation_id is not None:
+            asked = None if conversation_id == NEW_CONVERSATION else conversation_id
+            draft = services.conversations.begin(caller, asked, request.query)
+            request = request.model_copy(update={"query": draft.standalone_question})
+        if progress is None:
             answer = answer_question(
                 services.retriever, services.synthesizer, caller, request, instructions=instructions
             )
         else:
-            asked = QueryRequest(
-                **request.model_dump(exclude_unset=True),
-                conversation_id=None if conversation_id == NEW_CONVERSATION else conversation_id,
+            answer = _reported(
+                stream_question(services.retriever, services.synthesizer, caller, request, instructions=instructions),
+                progress,
             )
-            answer, turn = answer_in_conversation(
-                services.conversations,
-                services.retriever,
-                services.synthesizer,
-                caller,
-                asked,
-                instructions=instructions,
-            )
+        if draft is not None:
+            services.conversations.record(draft, answer)
         count_reranking(answer.reranking)
         services.meter.record(caller.tenant_id, query_usage(answer, "mcp"))
-        return answer, turn
+        return answer, draft.context if draft is not None else None
 
     def _sources(self, caller: Caller, answer: Answer) -> list[Source]:
         registry = self.services.registry
@@ -357,6 +382,18 @@ class Toolbox:
             return SearchRequest(query=query, **fields)
         except pydantic.ValidationError as exc:
             raise invalid_arguments(exc) from exc
+
+
+def _reported(events: Iterator[QueryEvent], progress: Progress) -> Answer:
+    """The answer a stream ends with, its retrieval and its text reported to `progress` on the way."""
+    for event in events:
+        if isinstance(event, SourcesFound):
+            progress(f"Retrieved {len(event.hits)} passages.")
+        elif isinstance(event, TextDelta):
+            progress(event.text)
+        elif isinstance(event, AnswerDone):
+            return event.answer
+    raise RuntimeError("the answer stream ended without its answer")
 
 
 def document_ids(result: Frozen) -> list[str]:

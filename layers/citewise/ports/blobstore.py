@@ -26,11 +26,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
-from urllib.parse import unquote_plus
+from typing import Literal, NamedTuple, Protocol
+from urllib.parse import quote, unquote_plus
 
 from citewise.domain.access import may_modify, object_writer
-from citewise.domain.errors import CitewiseError, PayloadTooLargeError, ValidationError
+from citewise.domain.errors import CitewiseError, ConflictError, PayloadTooLargeError, ValidationError
 from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, check_limits, parse_sidecar
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
@@ -76,6 +76,28 @@ class PresignedUpload(Frozen):
     method: Literal["PUT"] = "PUT"
     headers: dict[str, str]
     size: int
+    expires_at: datetime
+
+
+DOWNLOAD_SECONDS = 300
+"""How long a download URL works: enough to open a citation, short enough that a URL copied out of a
+console soon stops working for someone the document is no longer shared with."""
+INLINE_TYPES = frozenset({"application/pdf"})
+"""Media types served `inline` (the console renders PDFs at the cited page); everything else is an
+`attachment`, so no stored HTML or SVG ever runs as a page of the origin that serves it."""
+
+
+class PresignedDownload(Frozen):
+    """How a client reads one stored original without credentials: GET `url` before `expires_at`.
+
+    The URL is pinned to the version that was indexed, so the bytes are the ones the citations quote.
+    """
+
+    document_id: str
+    url: str
+    content_type: str
+    filename: str
+    disposition: Literal["inline", "attachment"]
     expires_at: datetime
 
 
@@ -145,6 +167,15 @@ class BlobStore(Protocol):
         """
         ...
 
+    def presign_get(self, tenant_id: str, path: str, *, version: str) -> PresignedDownload:
+        """A URL through which a client downloads the object at `path` as it was at `version`, for
+        `DOWNLOAD_SECONDS`, with the headers of `served`.
+
+        Raises NotFoundError if there is no object at `path`, ConflictError if its current version is
+        not `version` (it changed since it was indexed: the new version is being ingested).
+        """
+        ...
+
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete at most `limit` of what the store keeps of the tenant: every object and sidecar with
         every version and delete marker of a versioned bucket (and the local store's kept metadata and
@@ -205,6 +236,34 @@ def upload_headers(content_type: str, metadata: Mapping[str, str], replaces: str
         {"Content-Type": content_type}
         | precondition
         | {META_HEADER_PREFIX + key: value for key, value in metadata.items()}
+    )
+
+
+class Served(NamedTuple):
+    """How a stored original is served (`INLINE_TYPES`): the media type, inline or attachment, the name."""
+
+    content_type: str
+    disposition: Literal["inline", "attachment"]
+    filename: str
+
+    @property
+    def content_disposition(self) -> str:
+        """The header: the name as an ASCII fallback and as RFC 5987 UTF-8."""
+        fallback = re.sub(r'[^\x20-\x7e]|["\\]', "_", self.filename)
+        return f"{self.disposition}; filename=\"{fallback}\"; filename*=UTF-8''{quote(self.filename, safe='')}"
+
+
+def served(path: str, content_type: str | None) -> Served:
+    """How the object at `path`, stored with `content_type`, is served to a browser."""
+    media_type = (content_type or "application/octet-stream").split(";", 1)[0].strip().lower()
+    return Served(media_type, "inline" if media_type in INLINE_TYPES else "attachment", path.rsplit("/", 1)[-1])
+
+
+def changed_since_indexed(path: str) -> ConflictError:
+    """The error of a download whose object was replaced after the version the caller asked for."""
+    return ConflictError(
+        "the document changed since it was indexed; its new version is being ingested: try again shortly",
+        details={"path": path},
     )
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 from citewise.domain.models import Answer, Citation, SearchHit
 from citewise.domain.textutil import (
@@ -43,7 +43,16 @@ from citewise.domain.textutil import (
     shared_terms,
     word_prefix,
 )
-from citewise.ports.synthesizer import MARKER_PATTERN, cite, quotable, unanswered
+from citewise.ports.synthesizer import (
+    MARKER_PATTERN,
+    AnswerDone,
+    AnswerEvent,
+    CitationDelta,
+    TextDelta,
+    cite,
+    quotable,
+    unanswered,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +84,8 @@ OPERATOR_PREAMBLE = (
 
 # A run of markers with the horizontal space before each, so a dropped marker takes its space along.
 MARKER_GROUP_RE = re.compile(rf"(?:[ \t]*{MARKER_PATTERN})+", re.IGNORECASE)
+# What may still become a marker group: spaces and a `[` followed only by what a marker holds, up to the end.
+_OPEN_GROUP_RE = re.compile(r"[ \t]*(?:\[[\s\d,;source]*)?\Z", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"\d+")
 _TAG_RE = re.compile(r"<(/?)(source)", re.IGNORECASE)
 _WORD_RE = re.compile(r"[^\W_]+")
@@ -111,65 +122,163 @@ def user_message(question: str, hits: Sequence[SearchHit]) -> str:
     return "\n\n".join(blocks) + f"\n\nQuestion: {question}"
 
 
+def blocked(usage: dict[str, int] | None, *, started: bool) -> Generator[AnswerEvent, None, None]:
+    """The events of an answer a guardrail or content filter stopped: `BLOCKED_ANSWER`, withdrawing what was
+    sent if the stream had `started`, as the non-streamed call answers it."""
+    answer = Answer(answer=BLOCKED_ANSWER, citations=[], sources=[], grounded=False, usage=usage)
+    yield TextDelta(answer.answer, reset=started)
+    yield AnswerDone(answer)
+
+
 def ground(text: str, hits: Sequence[SearchHit]) -> Answer:
     """The model's `text` with only valid, renumbered markers and a verbatim quote per citation.
 
     See the module docstring for the rules; `NO_ANSWER` when no marker names a given source. The model's
-    text is shown to readers, so its bidirectional and terminal controls are neutralised first.
+    text is shown to readers, so its bidirectional and terminal controls are neutralised first. It is
+    `Grounder` fed the whole text at once: a streamed answer is grounded by the same code.
     """
-    text = neutralise_display_controls(text)
-    order: list[int] = []  # given source numbers (1-based) in order of first citation
-    claims: list[tuple[int, str]] = []  # (given source number, the citing sentence)
-    dropped: set[int] = set()
-    uncited = 0  # sentences with content words that no valid marker closes
-    parts: list[str] = []
-    cursor = 0
-    previous = ""
-    for match in MARKER_GROUP_RE.finditer(text):
-        parts.append(text[cursor : match.start()])
+    grounder = Grounder(hits)
+    grounder.feed(text)
+    return grounder.finish()[1]
+
+
+class Grounder:
+    """`ground`, applied to a model's text as it arrives: the answer's text and citations are sent as soon
+    as nothing the model writes next can change them.
+
+    What `feed` holds back: text that may still become a marker (`[2`, `[Source`, the spaces before a
+    `[`), a marker group that may still grow (`[1]` before ` [3]`), trailing whitespace (the answer is
+    stripped), and everything until the first marker naming a given source (without one, the answer is
+    `NO_ANSWER`, so no model text may have been sent). A marker is sent only renumbered, and only once it
+    names a given source: a forged or unknown one never reaches the reader, whole or in pieces. Each
+    citation follows its marker, with the span of the sentence it supports in the answer's text.
+    """
+
+    def __init__(self, hits: Sequence[SearchHit]) -> None:
+        self._hits = hits
+        self._pending = ""  # model text since the last marker group
+        self._written = 0  # how much of `_pending` is in `_answer`
+        self._segment_at = 0  # where `_pending` starts in the answer, counting leading whitespace dropped
+        self._answer = ""  # the answer so far, left-stripped
+        self._stripped = 0  # leading whitespace left out of `_answer`
+        self._sent = 0  # how much of `_answer` was sent
+        self._order: list[int] = []  # given source numbers (1-based) in order of first citation
+        self._claims: list[tuple[int, str]] = []  # (given source number, the citing sentence)
+        self._previous: tuple[str, tuple[int, int] | None] = ("", None)
+        self._unknown: set[int] = set()
+        self._uncited = 0  # sentences with content words that no valid marker closes
+        self._citations: list[Citation] = []
+        self._quoted: set[tuple[int, str]] = set()
+
+    @property
+    def started(self) -> bool:
+        """Whether any text has been sent."""
+        return self._sent > 0
+
+    def feed(self, text: str) -> list[TextDelta | CitationDelta]:
+        """Take the model's next `text`; what is now certain of the answer, in order."""
+        self._pending += neutralise_display_controls(text)
+        return self._settle(final=False)
+
+    def finish(self) -> tuple[list[TextDelta | CitationDelta], Answer]:
+        """The model has finished: the rest of the answer's events, and the `Answer` they add up to."""
+        events = self._settle(final=True)
+        self._uncited += len(_sentences(self._pending))
+        hits = self._hits
+        if self._unknown:
+            logger.warning(
+                "dropped citation markers for sources not given: %s (%d given)", sorted(self._unknown), len(hits)
+            )
+        if not self._order:
+            logger.warning("the model's answer cites no given source; answering NO_ANSWER instead")
+            answer = unanswered()
+            return [TextDelta(answer.answer)], answer
+        number = {given: new for new, given in enumerate(self._order, start=1)}
+        cited: dict[str, list[str]] = {}  # claim -> the texts of the sources it cites
+        for given, claim in self._claims:
+            cited.setdefault(claim, []).append(hits[given - 1].chunk.text)
+        sources = [hits[given - 1] for given in self._order]
+        sources += [hit for given, hit in enumerate(hits, start=1) if given not in number]
+        unsupported = sum(not supports(claim, texts) for claim, texts in cited.items())
+        grounded = self._uncited == 0 and unsupported == 0
+        if not grounded:
+            logger.info("answer not grounded: %d uncited sentences, %d unsupported", self._uncited, unsupported)
+        answer = Answer(answer=self._answer.rstrip(), citations=self._citations, sources=sources, grounded=grounded)
+        return [*events, *self._release()], answer
+
+    def _settle(self, *, final: bool) -> list[TextDelta | CitationDelta]:
+        """Ground `_pending` as far as what follows cannot change it (all of it once the text is `final`)."""
+        events: list[TextDelta | CitationDelta] = []
+        while True:
+            safe = len(self._pending) if final else _open_group_at(self._pending)
+            match = MARKER_GROUP_RE.search(self._pending, 0, safe)
+            if match is None or (match.end() == safe and not final):  # a group where held text starts may grow
+                self._write(match.start() if match else safe)
+                return [*events, *self._release()]
+            events += self._close_claim(match)
+
+    def _close_claim(self, match: re.Match[str]) -> list[TextDelta | CitationDelta]:
+        """Write the text before the marker group `match`, then the group renumbered; the new citations."""
+        self._write(match.start())
+        hits = self._hits
         numbers = [int(n) for n in _NUMBER_RE.findall(match.group())]
         valid = list(dict.fromkeys(n for n in numbers if 1 <= n <= len(hits)))
-        dropped.update(n for n in numbers if not 1 <= n <= len(hits))
+        self._unknown.update(n for n in numbers if not 1 <= n <= len(hits))
         # A marker closes the claim written since the previous marker; markers right after another
         # marker (a "[1]. [2]" run split by punctuation) share that claim.
-        written = _sentences(text[cursor : match.start()])
-        claim = written[-1] if written else previous
-        uncited += max(len(written) - 1, 0) + (1 if written and not valid else 0)
-        previous = claim
-        for n in valid:
-            if n not in order:
-                order.append(n)
-            claims.append((n, claim))
+        segment = self._pending[: match.start()]
+        written = _sentence_spans(segment)
+        if written:
+            start, end = written[-1]
+            at = self._segment_at - self._stripped
+            self._previous = (segment[start:end], (at + start, at + end))
+        claim, span = self._previous
+        self._uncited += max(len(written) - 1, 0) + (1 if written and not valid else 0)
+        new: list[Citation] = []
+        for given in valid:
+            if given not in self._order:
+                self._order.append(given)
+            self._claims.append((given, claim))
+            hit = hits[given - 1]
+            quote = _best_quote(quotable(hit.chunk.text), frozenset(content_terms(claim)))
+            if (given, quote) not in self._quoted:
+                self._quoted.add((given, quote))
+                new.append(cite(hit, self._order.index(given) + 1, quote))
         if valid:
             space = " " if match.group()[0] in " \t" else ""
-            parts.append(space + "".join(f"[{order.index(n) + 1}]" for n in valid))
-        cursor = match.end()
-    parts.append(text[cursor:])
-    uncited += len(_sentences(text[cursor:]))
-    if dropped:
-        logger.warning("dropped citation markers for sources not given: %s (%d given)", sorted(dropped), len(hits))
-    if not order:
-        logger.warning("the model's answer cites no given source; answering NO_ANSWER instead")
-        return unanswered()
-    number = {given: new for new, given in enumerate(order, start=1)}
-    citations: list[Citation] = []
-    seen: set[tuple[int, str]] = set()
-    cited: dict[str, list[str]] = {}  # claim -> the texts of the sources it cites
-    for given, claim in claims:
-        hit = hits[given - 1]
-        cited.setdefault(claim, []).append(hit.chunk.text)
-        quote = _best_quote(quotable(hit.chunk.text), frozenset(content_terms(claim)))
-        if (given, quote) in seen:
-            continue
-        seen.add((given, quote))
-        citations.append(cite(hit, number[given], quote))
-    sources = [hits[given - 1] for given in order]
-    sources += [hit for given, hit in enumerate(hits, start=1) if given not in number]
-    unsupported = sum(not supports(claim, texts) for claim, texts in cited.items())
-    grounded = uncited == 0 and unsupported == 0
-    if not grounded:
-        logger.info("answer not grounded: %d uncited sentences, %d unsupported", uncited, unsupported)
-    return Answer(answer="".join(parts).strip(), citations=citations, sources=sources, grounded=grounded)
+            self._put(space + "".join(f"[{self._order.index(n) + 1}]" for n in valid))
+        self._pending, self._written = self._pending[match.end() :], 0
+        self._segment_at = len(self._answer) + self._stripped
+        self._citations += new
+        return [*self._release(), *(CitationDelta(citation, span) for citation in new)]
+
+    def _write(self, end: int) -> None:
+        """Put the model text of `_pending` up to `end` in the answer."""
+        if end > self._written:
+            self._put(self._pending[self._written : end])
+            self._written = end
+
+    def _put(self, text: str) -> None:
+        if not self._answer:
+            kept = text.lstrip()
+            self._stripped += len(text) - len(kept)
+            text = kept
+        self._answer += text
+
+    def _release(self) -> list[TextDelta]:
+        """The answer's text not yet sent, once a valid marker is in it, trailing whitespace held back."""
+        end = len(self._answer.rstrip())
+        if not self._order or end <= self._sent:
+            return []
+        delta = TextDelta(self._answer[self._sent : end])
+        self._sent = end
+        return [delta]
+
+
+def _open_group_at(text: str) -> int:
+    """Where the end of `text` that may still become (part of) a marker group starts; `len(text)` if none."""
+    match = _OPEN_GROUP_RE.search(text)
+    return match.start() if match else len(text)
 
 
 def supports(claim: str, sources: Sequence[str]) -> bool:
@@ -214,8 +323,12 @@ def _names(sentence: str) -> list[str]:
 
 def _sentences(text: str) -> list[str]:
     """Each sentence of `text` that has content words, in order."""
-    found = (text[start:end] for start, end in sentence_spans(text))
-    return [sentence for sentence in found if content_terms(sentence)]
+    return [text[start:end] for start, end in _sentence_spans(text)]
+
+
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the sentences of `text` that have content words, in order."""
+    return [(start, end) for start, end in sentence_spans(text) if content_terms(text[start:end])]
 
 
 def _best_quote(chunk_text: str, claim: frozenset[str]) -> str:

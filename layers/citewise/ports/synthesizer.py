@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from citewise.domain.models import Answer, Citation, SearchHit
@@ -15,6 +16,42 @@ MARKER_PATTERN = r"\[\s*(?:source\s*)?\d+(?:\s*[,;]\s*(?:source\s*)?\d+)*\s*\]"
 """What reads as a citation marker (case-insensitive): `[2]`, `[2, 3]`, `[Source 2]`. The one definition,
 both of what a model's answer is parsed for (`citewise.ports.grounding`) and of what `quotable` escapes."""
 MARKER_RE = re.compile(MARKER_PATTERN, re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """The next piece of the answer's text.
+
+    `reset` is true only when the text and citations sent so far are withdrawn and `text` starts the answer
+    again: a model's content filter or guardrail stopped it after it had written cited sentences, and the
+    answer is then `BLOCKED_ANSWER` (`citewise.ports.grounding`), as the non-streamed call returns it.
+    """
+
+    text: str
+    reset: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CitationDelta:
+    """A citation, sent once its marker is in the text and its quote is verified.
+
+    `span` is the (start, end) offsets, in the final answer's text, of the sentence the citation supports
+    (on word boundaries, inside the text already sent); None when its marker follows no sentence.
+    """
+
+    citation: Citation
+    span: tuple[int, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDone:
+    """The last event: exactly the `Answer` that `Synthesizer.answer` returns for the same model text."""
+
+    answer: Answer
+
+
+AnswerEvent = TextDelta | CitationDelta | AnswerDone
+"""What `Synthesizer.stream` yields: text and citations as they are ready, then `AnswerDone`."""
 
 
 class Synthesizer(Protocol):
@@ -36,10 +73,41 @@ class Synthesizer(Protocol):
         """
         ...
 
+    def stream(
+        self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
+    ) -> Generator[AnswerEvent, None, None]:
+        """The same answer as `answer`, as it is written: `TextDelta`s, `CitationDelta`s, then `AnswerDone`.
+
+        The texts of the deltas (from the last `reset` on) join to `AnswerDone.answer.answer`; every
+        citation is sent after the marker it backs and before `AnswerDone`, in the order of
+        `answer.citations`. Closing the iterator early stops the generation: the model call is closed.
+        """
+        ...
+
 
 def unanswered() -> Answer:
     """The honest answer when nothing relevant was found: says so and cites nothing."""
     return Answer(answer=NO_ANSWER, citations=[], sources=[], grounded=False)
+
+
+def replayed(answer: Answer) -> Generator[AnswerEvent, None, None]:
+    """A finished `answer` as the events of a stream: its text in one delta, its citations, `AnswerDone`.
+
+    For an answer made whole at once (`unanswered()`, a blocked one), so a stream has one shape
+    whatever produced it.
+    """
+    yield TextDelta(answer.answer)
+    for citation in answer.citations:
+        yield CitationDelta(citation, None)
+    yield AnswerDone(answer)
+
+
+def collected(events: Iterator[AnswerEvent]) -> Answer:
+    """The `Answer` a stream ends with (`Synthesizer.answer` of a synthesizer that streams)."""
+    for event in events:
+        if isinstance(event, AnswerDone):
+            return event.answer
+    raise RuntimeError("the answer stream ended without its answer")
 
 
 def cite(hit: SearchHit, source: int, quote: str) -> Citation:

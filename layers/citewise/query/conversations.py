@@ -204,7 +204,7 @@ def answer_in_conversation(
 def standalone(request: QueryRequest, question: str) -> SearchRequest:
     """The search request a turn retrieves with: the caller's, with the standalone question."""
     return SearchRequest.model_validate(
-        request.model_dump(exclude={"conversation_id"}, exclude_unset=True) | {"query": question}
+        request.model_dump(exclude={"conversation_id", "stream"}, exclude_unset=True) | {"query": question}
     )
 
 

@@ -9,11 +9,11 @@ way; the log line (the error code only) tells the operator which one was given.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 from citewise.domain.errors import GenerationError, ThrottledError
 from citewise.domain.models import Answer, SearchHit
-from citewise.ports.synthesizer import Synthesizer
+from citewise.ports.synthesizer import AnswerEvent, Synthesizer
 
 logger = logging.getLogger(__name__)
 
@@ -35,3 +35,21 @@ class FallbackSynthesizer:
         except (GenerationError, ThrottledError) as exc:
             logger.warning("generation failed (%s); answering with the fallback synthesizer", exc.code)
             return self.fallback.answer(question, hits, instructions=instructions)
+
+    def stream(
+        self, question: str, hits: Sequence[SearchHit], *, instructions: str | None = None
+    ) -> Generator[AnswerEvent, None, None]:
+        """The primary's stream; the fallback's if the primary fails before sending anything. A failure after
+        text was sent propagates: the reader has seen part of one answer and cannot be given another."""
+        events = self.primary.stream(question, hits, instructions=instructions)
+        try:
+            try:
+                first = next(events)
+            except (GenerationError, ThrottledError) as exc:
+                logger.warning("generation failed (%s); answering with the fallback synthesizer", exc.code)
+                yield from self.fallback.stream(question, hits, instructions=instructions)
+                return
+            yield first
+            yield from events
+        finally:
+            events.close()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from citewise.domain.errors import CitewiseError, ValidationError
+from citewise.domain.errors import CitewiseError, UnsupportedFilterError, ValidationError
 from citewise.domain.models import (
     MAX_FILTER_BRANCHES,
     MAX_FILTER_STRING,
@@ -294,7 +294,14 @@ class Retriever:
             for operator, key in (("stringContains", "path"), ("stringContains", "title"), ("listContains", "tags"))
         ]
         flt = _both(request.filters, Filter.model_validate({"orAll": carries[:MAX_FILTER_BRANCHES]}))
-        found = self.index.vector_search(caller, self.embedder.embed_query(text), flt, self.candidates)
+        try:
+            found = self.index.vector_search(caller, self.embedder.embed_query(text), flt, self.candidates)
+        except UnsupportedFilterError as exc:
+            # An index without substring filters (search mode s3vectors) cannot find an id inside a path
+            # or a title: the question is answered by its ranking alone, nothing pinned. A caller's own
+            # filter that the index cannot evaluate still fails the search that follows, with its 400.
+            logger.info("identifiers not pinned: %s", exc.message)
+            return []
         relevance = relevance_scores({"vector": found})
         best: dict[str, Candidate] = {}
         for scored in found:

@@ -588,16 +588,24 @@ def _plugin(group: str, name: str, variable: str) -> object:
 
 
 class AwsBackend:
-    """The managed services: OpenSearch, DynamoDB and S3, from the settings of a deployed function."""
+    """The managed services: OpenSearch (or S3 Vectors), DynamoDB and S3, from the settings of a deployed
+    function."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
     def index(self) -> VectorIndex:
         from citewise.aws import clients as aws
-        from citewise.aws.opensearch import OpenSearchIndex, connect
 
         settings = self._settings
+        if settings.vector_bucket is not None:
+            from citewise.aws.s3vectors import S3VectorsIndex
+
+            bucket = settings.vector_bucket
+            own = aws.client("s3vectors", region=settings.aws_region)
+            return S3VectorsIndex(own, bucket, reader=s3vectors_reader(settings, bucket))
+        from citewise.aws.opensearch import OpenSearchIndex, connect
+
         endpoint = _required(settings.opensearch_endpoint)
         client = connect(endpoint, settings.aws_region or aws.region(), settings.opensearch_service)
         sweeps = None
@@ -721,6 +729,27 @@ class AwsBackend:
 
     def close(self) -> None:
         """The AWS clients hold nothing that needs closing."""
+
+
+def s3vectors_reader(settings: Settings, bucket: str) -> Callable[[str], Any] | None:
+    """The seam of search mode s3vectors' reads (`S3VectorsIndex(client, bucket, reader=...)`): clients on
+    per-tenant session credentials of the tenant-reader role when the stack gives the function that role
+    (the query and MCP functions, `citewise.aws.tenant_sessions`); None elsewhere (the writing functions
+    and local runs read with their own client)."""
+    if settings.tenant_reader_role_arn is None:
+        return None
+    from citewise.aws import clients as aws
+    from citewise.aws.tenant_sessions import TenantSessions
+
+    region = settings.aws_region or aws.region()
+    sessions = TenantSessions(
+        aws.client("sts", region=region),
+        settings.tenant_reader_role_arn,
+        bucket,
+        region=region,
+        make_client=lambda credentials: aws.session_client("s3vectors", credentials, region=region),
+    )
+    return sessions.client
 
 
 def _required(value: str | None) -> str:

@@ -40,14 +40,17 @@ RouterName = Literal["deterministic", "bedrock"]
 RerankerName = Literal["none", "bedrock"]
 RewriterName = Literal["auto", "deterministic", "bedrock", "openai"]
 AuthMode = Literal["cognito", "iam"]
+SEARCH_INDEX = "search_index"
+"""In `aws_requires`: the chunk index, either `opensearch_endpoint` or `vector_bucket`."""
 
 
 class Settings(BaseSettings):
     """Knobs of the pipeline; every field maps to `CITEWISE_<FIELD>`."""
 
     model_config = SettingsConfigDict(env_prefix="CITEWISE_", extra="ignore", frozen=True, defer_build=True)
-    aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint", "registry_table", "documents_bucket")
-    """The resources (by field) this program cannot run without on the AWS backend."""
+    aws_requires: ClassVar[tuple[str, ...]] = (SEARCH_INDEX, "registry_table", "documents_bucket")
+    """The resources (by field) this program cannot run without on the AWS backend; `SEARCH_INDEX` is
+    the chunk index, an OpenSearch endpoint or an S3 Vectors bucket."""
 
     backend: Backend = Field(default="local", description="`local` (embedded files) or `aws` (managed services).")
     home: Path = Field(default=Path("~/.citewise"), description="Where the local index and registry live.")
@@ -219,6 +222,12 @@ class Settings(BaseSettings):
     # --- AWS -------------------------------------------------------------------------------------
     aws_region: str | None = Field(default=None, description="Region of every AWS client; None: the environment's.")
     opensearch_endpoint: str | None = None
+    vector_bucket: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+        description="AWS: the S3 Vectors bucket of search mode `s3vectors` (an index per tenant), instead of "
+        "CITEWISE_OPENSEARCH_ENDPOINT.",
+    )
     opensearch_service: OpenSearchService = "es"
     index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
     index_replicas: int | None = Field(
@@ -233,6 +242,12 @@ class Settings(BaseSettings):
     )
     registry_table: str | None = None
     documents_bucket: str | None = None
+    tenant_reader_role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$",
+        description="Search mode s3vectors, the reading functions: the role each tenant's reads assume, limited by "
+        "a session policy to that tenant's index (`citewise.aws.tenant_sessions`); set by the stack.",
+    )
     erasure_batch: int = Field(
         default=ERASE_BATCH,
         ge=1,
@@ -351,14 +366,21 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _aws_backend_is_complete(self) -> Settings:
         if self.backend == "aws":
-            missing = [f"CITEWISE_{name.upper()}" for name in self.aws_requires if not getattr(self, name)]
+            missing = [_variable(name) for name in self.aws_requires if not getattr(self, name)]
             if missing:
                 raise ValueError(f"CITEWISE_BACKEND=aws needs {', '.join(missing)}")
+        if self.opensearch_endpoint and self.vector_bucket:
+            raise ValueError("set CITEWISE_OPENSEARCH_ENDPOINT or CITEWISE_VECTOR_BUCKET (the chunk index), not both")
         if self.backend == "aws" and self.audit_log_group and self.audit_hash_key is None:
             raise ValueError("CITEWISE_AUDIT_LOG_GROUP needs CITEWISE_AUDIT_HASH_KEY (the questions' hashing key)")
         if (self.guardrail_id is None) != (self.guardrail_version is None):
             raise ValueError("CITEWISE_GUARDRAIL_ID and CITEWISE_GUARDRAIL_VERSION go together")
         return self
+
+    @property
+    def search_index(self) -> str | None:
+        """Where the chunks are on AWS: the OpenSearch endpoint or the S3 Vectors bucket (`vector_bucket`)."""
+        return self.opensearch_endpoint or self.vector_bucket
 
     def default_quotas(self) -> Quotas:
         """The deployment's quotas, which a tenant's overrides replace field by field."""
@@ -368,6 +390,13 @@ class Settings(BaseSettings):
     def home_dir(self) -> Path:
         """`home` with `~` expanded."""
         return self.home.expanduser()
+
+
+def _variable(name: str) -> str:
+    """The variable(s) that set the required resource `name` of `aws_requires`."""
+    if name == SEARCH_INDEX:
+        return "CITEWISE_OPENSEARCH_ENDPOINT (or CITEWISE_VECTOR_BUCKET)"
+    return f"CITEWISE_{name.upper()}"
 
 
 def check_origin(origin: str) -> str:
@@ -440,7 +469,7 @@ class ApiSettings(Settings):
 class QuerySettings(ApiSettings):
     """The query function: the index, the embedder and the synthesizer; no registry, no bucket."""
 
-    aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint",)
+    aws_requires: ClassVar[tuple[str, ...]] = (SEARCH_INDEX,)
 
 
 class DocumentsSettings(ApiSettings):
@@ -451,7 +480,7 @@ class McpSettings(ApiSettings):
     """The MCP endpoint (`citewise mcp`, `/mcp`): read-only tools over the index, the embedder, the
     synthesizer and the registry (documents' records); no bucket."""
 
-    aws_requires: ClassVar[tuple[str, ...]] = ("opensearch_endpoint", "registry_table")
+    aws_requires: ClassVar[tuple[str, ...]] = (SEARCH_INDEX, "registry_table")
     mcp_profiles: Path | None = Field(
         default=None,
         description="A TOML file of tool profiles (`citewise.mcp.profiles`); relative to the working directory, "
@@ -476,7 +505,7 @@ class ErasureSettings(Settings):
     """The erasure function: every store an erasure empties (registry, bucket, index) and its own queue."""
 
     aws_requires: ClassVar[tuple[str, ...]] = (
-        "opensearch_endpoint",
+        SEARCH_INDEX,
         "registry_table",
         "documents_bucket",
         "erasure_queue_url",

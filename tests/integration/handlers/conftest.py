@@ -1,6 +1,8 @@
-"""The `stack` fixture: each handler test runs on the local stack and on the AWS adapters with the real
-OpenSearch node (`aws`, marked `opensearch`); `aws-double` puts the HTTP double in the node's place, for
-the tests that inject faults into OpenSearch or count its requests.
+"""The `stack` fixture: each handler test runs on the local stack, on the AWS adapters with the real
+OpenSearch node (`aws`, marked `opensearch`), and on the AWS adapters in search mode s3vectors
+(`s3vectors`: the S3 Vectors double answers every `s3vectors` client the functions make); `aws-double`
+puts the HTTP double in the node's place, for the tests that inject faults into OpenSearch or count its
+requests.
 
 On the AWS stack every AWS call a handler makes is held to its function's role in the synthesized
 template (`tests.integration.handlers.iam`): a call the role does not allow fails the test.
@@ -18,9 +20,10 @@ from moto import mock_aws
 
 from citewise.aws.dynamodb import TABLE_SCHEMA
 from tests.doubles.opensearch_server import FakeOpenSearch, running
+from tests.doubles.s3vectors import FakeS3Vectors
 from tests.integration.handlers.cognito import UserPool
 from tests.integration.handlers.harness import BUCKET, CurrentStdout, Stack
-from tests.integration.handlers.iam import Names, RoleCheck
+from tests.integration.handlers.iam import REGION, Names, RoleCheck
 from tests.opensearch_node import NODE, fresh_index_name
 
 TABLE = "citewise-registry"
@@ -30,6 +33,8 @@ ERASURE_QUEUE = "citewise-erasure"
 """The erasure function's queue: the operator's erasure starts there and the job re-queues itself there."""
 AUDIT_LOG_GROUP = "citewise-audit"
 """The audit trail's log group (`citewise.aws.cloudwatch_audit`)."""
+VECTOR_BUCKET = "citewise-dev-vectors"
+"""Search mode s3vectors: the vector bucket (the stack's name for dev, which the roles' grants name)."""
 
 
 @pytest.fixture
@@ -62,7 +67,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.opensearch)
 
 
-@pytest.fixture(params=["local", "aws"])
+@pytest.fixture(params=["local", "aws", "s3vectors"])
 def stack(
     request: pytest.FixtureRequest, powertools: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Stack]:
@@ -71,7 +76,23 @@ def stack(
         yield Stack("local")
         return
     request.getfixturevalue("aws_credentials")
+    if request.param == "s3vectors":
+        with s3vectors_stack(monkeypatch) as aws:
+            yield aws
+        return
     with aws_stack(monkeypatch, FakeOpenSearch() if request.param == "aws-double" else None) as aws:
+        yield aws
+
+
+@contextmanager
+def s3vectors_stack(monkeypatch: pytest.MonkeyPatch, **settings: str) -> Iterator[Stack]:
+    """The AWS stack under moto in search mode s3vectors, with these extra `CITEWISE_` settings: the
+    functions build their own `s3vectors` clients, which the double answers (moto 5.2 has no
+    QueryVectors); the calls are held to the roles of the s3vectors template."""
+    fake = FakeS3Vectors(region=REGION)
+    fake.create_bucket(VECTOR_BUCKET)
+    with _moto_stack(monkeypatch, {"VECTOR_BUCKET": VECTOR_BUCKET}, settings, vectors=fake) as aws:
+        aws.vectors = fake
         yield aws
 
 
@@ -82,14 +103,16 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch | None = Non
     to their roles in the template of that configuration."""
     if fake is not None:
         with running(fake) as opensearch:
-            with _moto_stack(monkeypatch, opensearch.url, "citewise-chunks", settings) as aws:
+            index = {"OPENSEARCH_ENDPOINT": opensearch.url, "INDEX_NAME": "citewise-chunks"}
+            with _moto_stack(monkeypatch, index, settings) as aws:
                 aws.opensearch = opensearch.fake
                 yield aws
         return
     client, name = NODE.client(), fresh_index_name()
     try:
         # the node is a one-node domain, as dev's: the stack tells the functions 0 replicas there
-        with _moto_stack(monkeypatch, NODE.ensure(), name, {"INDEX_REPLICAS": "0", **settings}) as aws:
+        index = {"OPENSEARCH_ENDPOINT": NODE.ensure(), "INDEX_NAME": name, "INDEX_REPLICAS": "0"}
+        with _moto_stack(monkeypatch, index, settings) as aws:
             aws.search_index = (client, name)
             yield aws
     finally:
@@ -99,14 +122,21 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenSearch | None = Non
 
 @contextmanager
 def _moto_stack(
-    monkeypatch: pytest.MonkeyPatch, endpoint: str, index: str, settings: dict[str, str]
+    monkeypatch: pytest.MonkeyPatch,
+    index: dict[str, str],
+    settings: dict[str, str],
+    vectors: FakeS3Vectors | None = None,
 ) -> Iterator[Stack]:
+    """S3, DynamoDB, SQS and CloudWatch Logs under moto, the functions' settings for them, `index` (the
+    settings of the chunk index) and `settings`; `vectors` answers the S3 Vectors calls, if given."""
     roles = RoleCheck(
         Names(table=TABLE, bucket=BUCKET, queue=QUEUE, erasure_queue=ERASURE_QUEUE, audit_log_group=AUDIT_LOG_GROUP)
     )
     with mock_aws():
         boto3.setup_default_session()  # moto starts without one; every client below is made from it
         roles.attach(boto3.DEFAULT_SESSION.events)
+        if vectors is not None:
+            vectors.attach(boto3.DEFAULT_SESSION.events)
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
@@ -115,8 +145,7 @@ def _moto_stack(
         boto3.client("logs", region_name="us-east-1").create_log_group(logGroupName=AUDIT_LOG_GROUP)
         for name, value in {
             "BACKEND": "aws",
-            "OPENSEARCH_ENDPOINT": endpoint,
-            "INDEX_NAME": index,
+            **index,
             "REGISTRY_TABLE": TABLE,
             "DOCUMENTS_BUCKET": BUCKET,
             "AUDIT_LOG_GROUP": AUDIT_LOG_GROUP,

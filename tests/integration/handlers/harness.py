@@ -4,9 +4,9 @@ The events come from the Lambda emulator `citewise serve` uses (`citewise_local.
 drive the handlers exactly as the local server does; identities (claims) and the notifications replayed
 as recorded come from tests/events. The AWS stack is S3 and DynamoDB under moto, OpenSearch on the real
 node (a fresh index per test; the HTTP double where a test injects a fault or needs Serverless's
-behaviour), and the hashing embedder with the extractive synthesizer (moto has no Bedrock that answers; the
-Bedrock adapters have their own Stubber tests). Every handler module is loaded fresh after the
-environment is set, as a cold start would.
+behaviour; in search mode s3vectors the S3 Vectors double), and the hashing embedder with the extractive
+synthesizer (moto has no Bedrock that answers; the Bedrock adapters have their own Stubber tests). Every
+handler module is loaded fresh after the environment is set, as a cold start would.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import requests
 from opensearchpy import OpenSearch
 
 from citewise.api.routes import match_route
+from citewise.api.streaming import DELIMITER
 from citewise.domain.errors import CitewiseError
 from citewise.ports.blobstore import parse_key
 from citewise.runtime.settings import load_settings
@@ -34,6 +35,7 @@ from citewise_local import emulator
 from citewise_local.backend import local_blob_store
 from citewise_local.emulator import LambdaContext, http_response
 from tests.doubles.opensearch_server import FakeOpenSearch
+from tests.doubles.s3vectors import FakeS3Vectors
 from tests.integration.handlers.iam import RoleCheck
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -47,15 +49,16 @@ def event_file(name: str) -> dict[str, Any]:
     return event
 
 
-def load_handler(function: str) -> Handler:
-    """Import `functions/<function>/handler.py` as a new module: a cold start with today's environment."""
+def load_handler(function: str, name: str = "lambda_handler") -> Handler:
+    """Import `functions/<function>/handler.py` as a new module: a cold start with today's environment;
+    its `name` (`stream_handler`: the streamed one)."""
     spec = importlib.util.spec_from_file_location(
         f"handler_{function}_{uuid.uuid4().hex}", ROOT / "functions" / function / "handler.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    handler: Handler = module.lambda_handler
+    handler: Handler = getattr(module, name)
     return handler
 
 
@@ -206,15 +209,25 @@ class Stack:
     kind: str
     s3: Any = None
     opensearch: FakeOpenSearch | None = None  # the double, when the stack runs on it
+    vectors: FakeS3Vectors | None = None  # the S3 Vectors double, in search mode s3vectors
     search_index: tuple[OpenSearch, str] | None = None  # the real node's client and the stack's index
     roles: RoleCheck | None = None
     """On the AWS stack: holds every AWS call of a handler (its cold start too) to its function's role."""
     handlers: dict[str, Handler] = field(default_factory=dict)
 
     def indexed_doc_ids(self) -> set[str]:
-        """The doc ids of every chunk the AWS stack's OpenSearch holds (the double's or the node's index)."""
+        """The doc ids of every chunk the AWS stack's index holds (OpenSearch's, the double's or the node's; or
+        every tenant's S3 Vectors index)."""
         if self.opensearch is not None:
             return {source["doc_id"] for index in self.opensearch.indices.values() for source in index.live.values()}
+        if self.vectors is not None:
+            return {
+                str(metadata["doc_id"])
+                for bucket in self.vectors.buckets.values()
+                for index in bucket.indexes.values()
+                for _, metadata in index.vectors.values()
+                if metadata.get("#kind") == "chunk"
+            }
         assert self.search_index is not None, "the local stack has no OpenSearch"
         client, name = self.search_index
         client.indices.refresh(index=name)
@@ -243,6 +256,16 @@ class Stack:
         response = http_response(self.handler(function)(api_event(method, path, **kwargs), LambdaContext()))
         return response.status, response.json()
 
+    def stream(self, path: str, **kwargs: Any) -> tuple[dict[str, Any], bytes]:
+        """POST `path` to the query function's streamed handler, as API Gateway's STREAM integration invokes
+        it: (the metadata before the delimiter, the body's bytes)."""
+        with self._as("query"):
+            streamer = load_handler("query", "stream_handler")
+            raw = b"".join(streamer(api_event("POST", path, **kwargs), LambdaContext()))
+        metadata, delimiter, body = raw.partition(DELIMITER)
+        assert delimiter, "no delimiter after the metadata"
+        return json.loads(metadata), body
+
     def put_upload(self, upload: dict[str, Any], data: bytes) -> None:
         """PUT `data` to a presigned upload as a client would (to moto's S3, or to the local store)."""
         status = self.send_upload(upload, data)
@@ -258,6 +281,17 @@ class Stack:
         except CitewiseError as exc:
             return exc.http_status
         return 200
+
+    def download(self, download: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
+        """GET a presigned download as a browser would: the status, body and (lower-cased) headers."""
+        if self.kind == "aws":
+            response = requests.get(download["url"], timeout=10)
+            return response.status_code, response.content, {k.lower(): v for k, v in response.headers.items()}
+        try:
+            data, how = local_blob_store(load_settings()).download(download["url"].rsplit("/", 1)[1])
+        except CitewiseError as exc:
+            return exc.http_status, b"", {}
+        return 200, data, {"content-type": how.content_type, "content-disposition": how.content_disposition}
 
     def put_object(
         self, key: str, data: bytes, *, content_type: str = "text/markdown", owner: str | None = None
@@ -302,4 +336,6 @@ class Stack:
 
 
 def _content_type(filename: str) -> str:
-    return {"md": "text/markdown", "txt": "text/plain", "html": "text/html"}.get(filename.rsplit(".", 1)[-1], "")
+    return {"md": "text/markdown", "txt": "text/plain", "html": "text/html", "pdf": "application/pdf"}.get(
+        filename.rsplit(".", 1)[-1], ""
+    )

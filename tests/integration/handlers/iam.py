@@ -17,7 +17,8 @@ satisfied, and tests/infrastructure/test_iam.py asserts those conditions' exact 
 
 A call no statement allows fails the invocation that made it, naming the function, action and resource.
 OpenSearch requests are not AWS SDK calls: tests/infrastructure/test_opensearch_access.py holds them to
-the same roles.
+the same roles. S3 Vectors calls are (`s3vectors:<Operation>` on the index's ARN, or the bucket's); the
+reads of the functions that answer questions are the exception (`TENANT_READS`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import dataclasses
 import functools
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,22 +120,8 @@ class Deployment:
         return [self.resolve(document) for document in documents]
 
     def allows(self, function: str, request: Request) -> bool:
-        """Whether a statement of `function`'s role allows `request`, by moto's policy engine.
-
-        Statement by statement: moto answers DENIED for an Allow statement whose condition does not hold,
-        where IAM would skip it (so one policy holding the S3 and the DynamoDB `kms:ViaService` grants
-        would deny both). The roles have no Deny statement, which this would have to weigh first.
-        """
-        statements = [s for document in self.policies(function) for s in _as_list(document["Statement"])]
-        if any(statement["Effect"] != "Allow" for statement in statements):
-            raise NotImplementedError(f"the {function} role has a Deny statement: weigh it in Deployment.allows")
-        return any(
-            IAMPolicyStatement(statement).is_action_permitted(
-                request.action, request.resource, incoming_condition_values=request.conditions
-            )
-            == PermissionResult.PERMITTED
-            for statement in statements
-        )
+        """Whether a statement of `function`'s role allows `request`, by moto's policy engine."""
+        return policies_allow(self.policies(function), request)
 
     def key_of(self, resource_type: str, name: str, key_property: tuple[str, ...]) -> str | None:
         """The KMS key ARN that encrypts the `resource_type` resource named `name`, if a customer key does."""
@@ -148,6 +135,32 @@ class Deployment:
                     return None
             return str(self.resolve(value))
         return None
+
+
+def policies_allow(documents: Sequence[dict[str, Any]], request: Request) -> bool:
+    """Whether a statement of the policy `documents` allows `request`, by moto's policy engine.
+
+    Statement by statement: moto answers DENIED for an Allow statement whose condition does not hold,
+    where IAM would skip it (so one policy holding the S3 and the DynamoDB `kms:ViaService` grants
+    would deny both). The policies have no Deny statement, which this would have to weigh first.
+    """
+    statements = [s for document in documents for s in _as_list(document["Statement"])]
+    if any(statement["Effect"] != "Allow" for statement in statements):
+        raise NotImplementedError("a policy has a Deny statement: weigh it in policies_allow")
+    return any(
+        IAMPolicyStatement(statement).is_action_permitted(
+            request.action, request.resource, incoming_condition_values=request.conditions
+        )
+        == PermissionResult.PERMITTED
+        for statement in statements
+    )
+
+
+def session_allows(role_policies: Sequence[dict[str, Any]], session_policy: dict[str, Any], request: Request) -> bool:
+    """Whether a role session with an inline session policy may make `request`: IAM allows a session what
+    both the role's identity policies and the session policy allow (IAM User Guide, "Session policies";
+    no resource policy here grants the session itself anything)."""
+    return policies_allow(role_policies, request) and policies_allow([session_policy], request)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -181,6 +194,7 @@ class Environment:
     """Which synthesized environment a function's configuration corresponds to."""
 
     serverless: bool = False
+    s3vectors: bool = False
     rerank_region: str | None = None  # reranking on (in this region), or off
 
     @classmethod
@@ -191,6 +205,7 @@ class Environment:
         reranking = variables.get("CITEWISE_RERANKER") == "bedrock"
         return cls(
             serverless=variables.get("CITEWISE_OPENSEARCH_SERVICE") == "aoss",
+            s3vectors="CITEWISE_VECTOR_BUCKET" in variables,
             rerank_region=variables.get("CITEWISE_RERANK_REGION", REGION) if reranking else None,
         )
 
@@ -198,9 +213,11 @@ class Environment:
 @functools.cache
 def deployment(environment: Environment, names: Names) -> Deployment:
     """`environment` synthesized offline (once per session) from the real CDK app, with `names`."""
-    from tests.infrastructure.conftest import SERVERLESS_IAM, synthesize
+    from tests.infrastructure.conftest import S3VECTORS, SERVERLESS_IAM, synthesize
 
     overrides = dict(SERVERLESS_IAM) if environment.serverless else {}
+    if environment.s3vectors:
+        overrides.update(S3VECTORS)
     if environment.rerank_region is not None:
         overrides["rerank"] = {"enabled": True, "region": environment.rerank_region}
     account = os.environ.pop("CDK_DEFAULT_ACCOUNT", None)  # an account-agnostic template, as in the tests
@@ -222,7 +239,8 @@ def deployment(environment: Environment, names: Names) -> Deployment:
         "audit_log_group": synth.logical_id(stack.audit.log_group),
     }
     functions = stack.functions
-    role_ids = {f.name: synth.logical_id(getattr(functions, f.name).role) for f in dataclasses.fields(functions)}
+    built = {f.name: getattr(functions, f.name) for f in dataclasses.fields(functions)}
+    role_ids = {name: synth.logical_id(fn.role) for name, fn in built.items() if fn is not None}
     return Deployment(template=synth.template, role_ids=role_ids, physical=_physical(names, ids))
 
 
@@ -364,6 +382,40 @@ def _logs(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Re
     raise NotImplementedError(f"no IAM mapping for CloudWatch Logs {operation}: add it")
 
 
+def s3vectors_requests(operation: str, params: dict[str, Any], deploy: Deployment | None = None) -> list[Request]:
+    """What an S3 Vectors call needs, on the Service Authorization Reference's ARNs (`bucket/<name>` and
+    `bucket/<name>/index/<index>`). QueryVectors with a text query, a filter or metadata, and ListVectors
+    with data or metadata, also need `s3vectors:GetVectors` (the "Permissions" of each operation in
+    botocore's s3vectors model). Decryption with a customer managed key happens in the
+    service, with conditions the roles' grants name; docs/aws.md lists it as unverified."""
+    bucket = params.get("vectorBucketName")
+    if "indexArn" in params:
+        index = str(params["indexArn"])
+    else:
+        index = _arn("s3vectors", f"bucket/{bucket}/index/{params.get('indexName')}")
+    needs_get = {
+        "QueryVectors": any(params.get(k) for k in ("queryTexts", "filter", "returnMetadata")),
+        "ListVectors": bool(params.get("returnData") or params.get("returnMetadata")),
+    }
+    match operation:
+        case "QueryVectors" | "ListVectors":
+            extra = [Request("s3vectors:GetVectors", index)] if needs_get[operation] else []
+            return [Request(f"s3vectors:{operation}", index), *extra]
+        case "GetIndex" | "GetVectors" | "PutVectors" | "DeleteVectors" | "CreateIndex" | "DeleteIndex":
+            return [Request(f"s3vectors:{operation}", index)]
+        case "GetVectorBucket" | "ListIndexes":
+            return [Request(f"s3vectors:{operation}", _arn("s3vectors", f"bucket/{bucket}"))]
+        case "ListTagsForResource" | "TagResource":
+            return [Request(f"s3vectors:{operation}", str(params["resourceArn"]))]
+    raise NotImplementedError(f"no IAM mapping for S3 Vectors {operation}: add it")
+
+
+def _sts(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    if operation != "AssumeRole":
+        raise NotImplementedError(f"no IAM mapping for STS {operation}: add it")
+    return [Request("sts:AssumeRole", str(params["RoleArn"]))]
+
+
 def _cognito_idp(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
     """An app client's creation or deletion, on its user pool. moto makes up a pool's id, so the stack's
     pool (the one the functions are configured with, `CITEWISE_USER_POOL_ID`) resolves to a stand-in ARN
@@ -375,6 +427,17 @@ def _cognito_idp(operation: str, params: dict[str, Any], deploy: Deployment) -> 
     return [Request(f"cognito-idp:{operation}", arn)]
 
 
+TENANT_READER_FUNCTIONS = frozenset({"query", "mcp"})
+TENANT_READS = frozenset(
+    {"s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:ListVectors", "s3vectors:GetIndex"}
+)
+"""Search mode s3vectors: the functions that answer questions read a tenant's index with credentials of the
+tenant-reader role whose session policy names that one index (`citewise.aws.tenant_sessions`), not with
+their own role, which the stack grants no S3 Vectors action. Those reads are not held to the function's
+role here: `RoleCheck.tenant_reads` keeps them, and the tests assert that each read the caller's own
+index; tests/integration/test_tenant_isolation.py holds the sessions to the reader role and the session
+policy (`session_allows`)."""
+
 REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request]]] = {
     "s3": _s3,
     "dynamodb": _dynamodb,
@@ -382,6 +445,8 @@ REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request
     "logs": _logs,
     "bedrock-agent-runtime": _bedrock_agent_runtime,
     "cognito-idp": _cognito_idp,
+    "s3vectors": s3vectors_requests,
+    "sts": _sts,
 }
 
 
@@ -412,6 +477,8 @@ class RoleCheck:
 
     names: Names
     calls: list[Call] = field(default_factory=list)
+    tenant_reads: list[tuple[Call, Request]] = field(default_factory=list)
+    """The `TENANT_READS` of the `TENANT_READER_FUNCTIONS`, not held to their roles (see there)."""
     _running: str | None = None
 
     def attach(self, events: Any) -> None:
@@ -433,17 +500,23 @@ class RoleCheck:
             yield
         finally:
             self._running = None
-            denied = denied_calls(deploy, self.calls[first:])
+            denied = denied_calls(deploy, self.calls[first:], self.tenant_reads)
             if denied:
                 raise AssertionError(f"the role in the template does not allow: {'; '.join(denied)}")
 
 
-def denied_calls(deploy: Deployment, calls: list[Call]) -> list[str]:
-    """One line per request of `calls` that the caller's role in `deploy` does not allow."""
-    return [
-        f"{call.function} function: {request} (for {call.service} {call.operation})"
-        for call in calls
-        if call.function in deploy.role_ids
-        for request in requirements(call.service, call.operation, call.params, deploy)
-        if not deploy.allows(call.function, request)
-    ]
+def denied_calls(
+    deploy: Deployment, calls: list[Call], tenant_reads: list[tuple[Call, Request]] | None = None
+) -> list[str]:
+    """One line per request of `calls` that the caller's role in `deploy` does not allow; the `TENANT_READS`
+    of the `TENANT_READER_FUNCTIONS` go to `tenant_reads` instead (refused when it is None)."""
+    denied = []
+    for call in calls:
+        if call.function not in deploy.role_ids:
+            continue
+        for request in requirements(call.service, call.operation, call.params, deploy):
+            if tenant_reads is not None and call.function in TENANT_READER_FUNCTIONS and request.action in TENANT_READS:
+                tenant_reads.append((call, request))
+            elif not deploy.allows(call.function, request):
+                denied.append(f"{call.function} function: {request} (for {call.service} {call.operation})")
+    return denied

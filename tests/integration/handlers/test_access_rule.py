@@ -1,8 +1,9 @@
 """One access rule, every entry point: caller x document x action, on both stacks.
 
 The expected answers are written out below, not computed from `citewise.domain.access`, so a change to the rule
-fails here first. Each case runs every entry point that reads or modifies a document: the API (GET,
-search, upload request, the upload itself through ingestion, DELETE), and on the local stack the CLI.
+fails here first. Each case runs every entry point that reads or modifies a document: the API (GET, the
+original and the parsed text, search, upload request, the upload itself through ingestion, DELETE), and on
+the local stack the CLI.
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ def test_every_entry_point_follows_the_one_rule(stack: Stack, caller: str, visib
     _ingest(stack, "acme")
     doc_id = upload["document_id"]
 
-    # Read: the record, and its chunks in search (the index's own access filter, on each backend)
-    assert stack.api("GET", f"/v1/documents/{doc_id}", identity=who)[0] == (200 if may_read else 404)
+    # Read: the record, its original and parsed text, and its chunks in search (the index's own access
+    # filter, on each backend)
+    for read in ("", "/content", "/text"):
+        assert stack.api("GET", f"/v1/documents/{doc_id}{read}", identity=who)[0] == (200 if may_read else 404)
     assert _searchable(stack, who, "heron wing") is may_read
     if stack.kind == "local":
         assert (_cli(stack, who, "docs", "show", doc_id) == 0) is may_read

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -317,3 +318,30 @@ def test_a_query_with_no_time_left_answers_a_search_backend_error_not_a_timeout(
     assert response["statusCode"] == 502, response
     assert json.loads(response["body"])["error"]["code"] == "SEARCH_BACKEND_ERROR"
     assert len(opensearch.requests) == sent
+
+
+def _events(body: bytes) -> list[tuple[str, Any]]:
+    blocks = [block.splitlines() for block in body.decode().split("\n\n") if block]
+    return [(lines[0].removeprefix("event: "), json.loads(lines[1].removeprefix("data: "))) for lines in blocks]
+
+
+def test_the_streamed_handler_answers_events_in_the_streamed_proxy_format(stack: Stack) -> None:
+    # Given an indexed runbook and the plain answer to a question about it
+    stack.upload_and_ingest(ALICE, "runbooks/keys.md", RUNBOOK)
+    question = {"query": "How often are signing keys rotated?"}
+    status, plain = stack.api("POST", "/v1/query", body=question, identity=BOB)
+    assert status == 200
+    # When the streamed handler is asked for events (as API Gateway's STREAM integration invokes it)
+    metadata, body = stack.stream("/v1/query", body={**question, "stream": True}, identity=BOB)
+    # Then the metadata is the status and the event-stream type, and the body the events, ending with the
+    # plain answer (its own request id aside)
+    headers = {
+        k.lower(): v for k, v in {**metadata.get("headers", {}), **metadata.get("multiValueHeaders", {})}.items()
+    }
+    assert metadata["statusCode"] == 200 and "text/event-stream" in str(headers["content-type"])
+    events = _events(body)
+    assert events[0][0] == "sources" and events[-1][0] == "answer"
+    assert {**events[-1][1], "request_id": ""} == {**plain, "request_id": ""}
+    # And a request refused before the stream is the usual JSON error, whole, after its status
+    metadata, body = stack.stream("/v1/query", body={"query": "", "stream": True}, identity=BOB)
+    assert metadata["statusCode"] == 400 and json.loads(body)["error"]["code"] == "VALIDATION_ERROR"

@@ -1,7 +1,8 @@
 """A tenant's erasure through the functions: the operator's route, the tenant's requests refused while it
 runs, the erasure function running the job over several invocations (re-queuing itself through SQS under
 moto), the receipt; on the local stack and on AWS (moto, the OpenSearch double), every AWS call held to
-its function's role; on the real OpenSearch node too (`aws`, marked `opensearch`).
+its function's role; on the real OpenSearch node too (`aws`, marked `opensearch`); and in search mode
+s3vectors, where the erasure drops the tenant's own index (`s3vectors`).
 
 Tenants `acme-eu` and `acme2`, whose ids share `acme`'s prefix, are proven untouched.
 """
@@ -16,11 +17,12 @@ from typing import Any
 import boto3
 import pytest
 
+from citewise.aws.s3vectors_requests import index_name
 from citewise.domain import deadline
 from citewise.runtime import erasure_handler
 from citewise.runtime import services as services_module
 from tests.integration.handlers.cognito import UserPool
-from tests.integration.handlers.conftest import ERASURE_QUEUE
+from tests.integration.handlers.conftest import ERASURE_QUEUE, VECTOR_BUCKET
 from tests.integration.handlers.harness import (
     BUCKET,
     LambdaContext,
@@ -31,7 +33,7 @@ from tests.integration.handlers.harness import (
     s3_notification,
 )
 
-pytestmark = pytest.mark.parametrize("stack", ["local", "aws", "aws-double"], indirect=True)
+pytestmark = pytest.mark.parametrize("stack", ["local", "aws", "aws-double", "s3vectors"], indirect=True)
 
 OPERATOR = claims(None, "ops-1", groups="operators")
 NOTE = b"# Vault\n\nThe vault opens at nine.\n"
@@ -170,6 +172,13 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
     if stack.kind == "aws":  # and nothing of acme is left in the bucket, the late object included
         assert stack.s3.list_object_versions(Bucket=BUCKET, Prefix="tenants/acme/").get("Versions", []) == []
         assert parts["blobs"]["deleted"] == 3
+    if stack.vectors is not None:  # S3 Vectors: acme's index itself is gone; the others keep theirs
+        indexes = stack.vectors.buckets[VECTOR_BUCKET].indexes
+        assert index_name("acme") not in indexes
+        assert {index_name(tenant) for tenant in TENANTS[1:]} <= set(indexes)
+        assert [call for call in stack.vectors.requests if call[0] == "DeleteIndex"] == [
+            ("DeleteIndex", {"vectorBucketName": VECTOR_BUCKET, "indexName": index_name("acme")})
+        ]
     # And acme's members find nothing and are served again; acme is no longer listed
     assert visible(stack, "acme") == (0, 0)
     status, listed = stack.api("GET", "/v1/admin/tenants", identity=OPERATOR)

@@ -85,8 +85,22 @@ def test_an_identifier_pins_its_document_and_the_answer_reports_routing(stack: S
         "POST", "/v1/query", body={"query": "what does PROJ-3 say about retries?"}, identity=ALICE
     )
     assert status == 200, answer
+    paths = [source["chunk"]["document"]["path"] for source in answer["sources"]]
+    if stack.vectors is not None:
+        # S3 Vectors cannot find an id inside a path (no substring filter): nothing is pinned (a 400
+        # before), and the question is answered by its ranking alone, which finds the document, not first
+        assert answer["routing"]["pinned_documents"] == []
+        assert "jira/PROJ-3.md" in paths
+        return
     assert answer["routing"]["pinned_documents"] == [ids["jira/PROJ-3.md"]]
-    assert answer["sources"][0]["chunk"]["document"]["path"] == "jira/PROJ-3.md"
+    assert paths[0] == "jira/PROJ-3.md"
+
+
+def no_pins_in_s3vectors(stack: Stack, request: pytest.FixtureRequest) -> None:
+    """Expect the test to fail in search mode s3vectors, which pins no identifier (no substring filter)."""
+    if stack.vectors is not None:
+        reason = "search mode s3vectors pins no identifier: S3 Vectors has no substring filter (stringContains)"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 # --- issue 32: routing at the filter limits, and the floor over pinned documents --------------------------
@@ -110,7 +124,10 @@ def _largest() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("own", [_deepest(), _largest()], ids=["deepest", "largest"])
-def test_a_filter_at_the_limits_is_still_routed_and_pinned(stack: Stack, own: dict[str, Any]) -> None:
+def test_a_filter_at_the_limits_is_still_routed_and_pinned(
+    stack: Stack, own: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    no_pins_in_s3vectors(stack, request)
     # Given a filter at a limit (a 500 and INTERNAL_ERROR before: the routed filter or the pins' filter
     # ANDed with it was validated as if the caller had sent it)
     parsed = Filter.model_validate(own)
@@ -133,7 +150,8 @@ def test_a_filter_at_the_limits_is_still_routed_and_pinned(stack: Stack, own: di
     assert {hit["path"] for hit in found["hits"]} == {"jira/PROJ-3.md", "jira/PROJ-7.md"}
 
 
-def test_min_score_holds_for_a_pinned_document(stack: Stack) -> None:
+def test_min_score_holds_for_a_pinned_document(stack: Stack, request: pytest.FixtureRequest) -> None:
+    no_pins_in_s3vectors(stack, request)
     # Given a pinned document and its relevance to the question
     ids = _ingest(stack)
     question = {"query": "what does PROJ-3 say about retries?"}

@@ -1,0 +1,141 @@
+"""Streamed answers over `citewise serve`: `POST /v1/query` with `Accept: text/event-stream` (or
+`"stream": true`) answers server-sent events, the last of which is exactly the non-streamed answer; errors
+before the stream are the usual JSON; a client that leaves mid-stream stops the model's generation."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from citewise.client import CitewiseClient, CitewiseClientError
+from tests.doubles.chat_server import ChatServer, chat_server
+from tests.doubles.models import ScriptedModel
+from tests.e2e.helpers import Api, new_tenant, serve, server_environment, upload, wait_for_status
+
+GUIDE = (
+    b"# Operations\n\nRotate the signing key every ninety days. Keys live in KMS.\n\n"
+    b"Alarms fire when the dead-letter queue is not empty.\n"
+)
+QUESTION = "How often is the signing key rotated?"
+
+
+def parse_events(body: bytes) -> list[tuple[str, Any]]:
+    """(name, data) of each server-sent event of `body`."""
+    events = []
+    for block in body.decode().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if fields:
+            events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+@pytest.fixture(scope="module")
+def indexed(api: Api) -> str:
+    """A token of a tenant with the guide indexed."""
+    token = api.token(new_tenant(), "ana")
+    doc_id = upload(api, token, "guide.md", GUIDE, "text/markdown")
+    assert wait_for_status(api, token, doc_id)["status"] == "INDEXED"
+    return token
+
+
+@pytest.mark.parametrize("ask", ["accept", "body"])
+def test_a_streamed_answer_ends_with_exactly_the_answer_of_the_plain_call(api: Api, indexed: str, ask: str) -> None:
+    # Given the plain answer to a question
+    plain = api.request("POST", "/v1/query", token=indexed, json_body={"query": QUESTION})
+    assert plain.status == 200, plain.body
+    # When the same question asks for a stream
+    headers, body = (
+        ({"Accept": "text/event-stream"}, {"query": QUESTION})
+        if ask == "accept"
+        else ({}, {"query": QUESTION, "stream": True})
+    )
+    streamed = api.request("POST", "/v1/query", token=indexed, json_body=body, headers=headers)
+    # Then the events are the sources, the text and its citations, then the very same answer
+    assert streamed.status == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+    events = parse_events(streamed.body)
+    names = [name for name, _ in events]
+    assert names[0] == "sources" and names[-1] == "answer" and "text" in names and "citation" in names
+    final = events[-1][1]
+    expected = plain.json()
+    assert {**final, "request_id": None} == {**expected, "request_id": None}
+    assert final["request_id"] == streamed.headers["x-amzn-requestid"]
+    assert "".join(data["text"] for name, data in events if name == "text") == final["answer"]
+    assert [data["citation"] for name, data in events if name == "citation"] == final["citations"]
+
+
+def test_errors_before_the_stream_are_the_usual_json(api: Api, indexed: str) -> None:
+    sse = {"Accept": "text/event-stream"}
+    unauthenticated = api.request("POST", "/v1/query", json_body={"query": QUESTION}, headers=sse)
+    invalid = api.request("POST", "/v1/query", token=indexed, json_body={"query": "", "stream": True})
+    for reply, code in ((unauthenticated, "UNAUTHORIZED"), (invalid, "VALIDATION_ERROR")):
+        assert reply.headers["content-type"].startswith("application/json")
+        assert reply.json()["error"]["code"] == code and reply.json()["error"]["request_id"]
+
+
+@pytest.fixture
+def paced_model(tmp_path: Path) -> Iterator[tuple[Api, ChatServer]]:
+    """A server answering with an OpenAI-compatible model that writes a long cited answer slowly."""
+    reply = " ".join(["Rotate the signing key every ninety days [1]."] * 200)
+    with chat_server(ScriptedModel(reply)) as chat:
+        chat.pace = 0.05
+        home = tmp_path / "home"
+        env = server_environment(home) | {
+            "CITEWISE_SYNTHESIZER": "openai",
+            "CITEWISE_OPENAI_BASE_URL": chat.url,
+            "CITEWISE_OPENAI_MODEL": "llama3.2",
+        }
+        server = serve(home, tmp_path / "server.log", env)
+        try:
+            yield server, chat
+        finally:
+            server.process.send_signal(signal.SIGTERM)
+            server.process.wait(timeout=30)
+
+
+def test_a_client_leaving_mid_stream_stops_the_generation(paced_model: tuple[Api, ChatServer]) -> None:
+    # Given a tenant with the guide indexed, and a model that would write for 10 s
+    api, chat = paced_model
+    token = api.token(new_tenant(), "ana")
+    doc_id = upload(api, token, "guide.md", GUIDE, "text/markdown")
+    assert wait_for_status(api, token, doc_id)["status"] == "INDEXED"
+    # When a client reads the first text of a streamed answer and leaves
+    address = urlsplit(api.url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+    connection.request(
+        "POST",
+        "/v1/query",
+        json.dumps({"query": QUESTION, "stream": True}),
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    response = connection.getresponse()
+    assert response.status == 200
+    seen = b""
+    while b"event: text" not in seen:
+        seen += response.read1(4096)
+    connection.close()
+    # Then the model call is closed long before its end, and the server says the generation stopped
+    assert chat.abandoned.wait(10.0)
+    assert chat.chunks_sent < 400
+    assert "its generation was stopped" in api.log.read_text()
+
+
+def test_the_client_streams_the_answer_it_would_return(api: Api, indexed: str) -> None:
+    client = CitewiseClient(api.url, indexed)
+    events = list(client.query_stream(QUESTION))
+    assert [e.event for e in events][0] == "sources" and events[-1].event == "answer"
+    streamed, plain = events[-1].answer(), client.query(QUESTION)
+    assert streamed.model_copy(update={"request_id": ""}) == plain.model_copy(update={"request_id": ""})
+    assert "".join(e.data["text"] for e in events if e.event == "text") == plain.answer
+
+
+def test_the_client_reads_an_error_before_the_stream_as_its_error(api: Api, indexed: str) -> None:
+    with pytest.raises(CitewiseClientError) as raised:
+        list(CitewiseClient(api.url, indexed).query_stream(""))
+    assert raised.value.code == "VALIDATION_ERROR" and raised.value.request_id
