@@ -23,7 +23,7 @@ import numpy as np
 
 from citewise.domain.models import Chunk, Document, DocumentMetadata, DocumentStatus
 from citewise.domain.tenancy import document_id
-from citewise.ports.erasure import erased_stores, run_erasure, start_erasure
+from citewise.ports.erasure import run_erasure, start_erasure
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import Settings
 
@@ -96,7 +96,7 @@ def run(documents: int = 100, chunks: int = 100, calls: int = 5000) -> dict[str,
                 services.check_not_erasing("acme")
                 timings.append(time.perf_counter() - started)
             start_erasure(services.erasures, "acme", operator="ops", known=True)
-            stores = erased_stores(registry=services.registry, index=services.index, blobs=services.blobs)
+            stores = services.erased_stores()
             started = time.perf_counter()
             receipt = run_erasure(services.erasures, "acme", stores, {"usage": services.usage})
             seconds = time.perf_counter() - started

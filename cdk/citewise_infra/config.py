@@ -270,6 +270,8 @@ class DataConfig(_Block):
     queue_retention_days: int = Field(default=14, ge=1, le=14)
     # Longer than any queue keeps a message (14 days at most), so no event a delete must refuse outlives it.
     tombstone_retention_days: int = Field(default=90, ge=15, le=3650)
+    # A conversation is deleted (the registry table's time to live) this long after its last turn.
+    conversation_ttl_days: int = Field(default=30, ge=1, le=3650)
 
     @property
     def log_retention(self) -> logs.RetentionDays:

@@ -9,20 +9,22 @@ What each function calls (and so what its role may do):
   ApplyGuardrail on the configured guardrail, DynamoDB GetItem of the tenants' settings attribute only
   (no document item's attributes), UpdateItem of the usage counters and of the rate bucket's `tat_us`,
   GetItem and Query of the quota overrides, the bucket and the usage counters; with reranking on,
-  `bedrock:Rerank` and InvokeModel on the reranker model. No S3, no other DynamoDB action, no index
+  `bedrock:Rerank` and InvokeModel on the reranker model; get, query, update and delete the items of the
+  conversation partitions (`#conversations#<tenant>`) only. No S3, no other DynamoDB action, no index
   writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject(+Version: presigned downloads of the indexed version) and ListBucket
   under `tenants/`; the index (search, bulk deletes,
   refresh); SQS SendMessage on the ingest queue (the operator's re-queue of quota-refused documents).
   No Bedrock. The audit trail's log group: append and FilterLogEvents (the operator's export).
-- mcp: read only, but for the usage counters and the rate bucket (as the query function). The index's
+- mcp: read only, but for the usage counters, the rate bucket and the conversations (as the query function). The index's
   `_search`, Bedrock InvokeModel on the embedding and generation models (and ApplyGuardrail on the
   guardrail, and the reranker's two grants when reranking is on), GetItem/Query on the registry table
   with decryption. No S3 at all, no index writes or deletes.
 - query and mcp also append to the audit trail's log group (CreateLogStream, PutLogEvents), nothing more.
 - bootstrap: create and describe the index. Nothing else.
-- erasure: a tenant's whole data: the registry table (the only role that may delete its items), every
+- erasure: a tenant's whole data: the registry table (the only role that may delete its items but for
+  the conversations, which the query and mcp functions delete on their users' request), every
   object version under `tenants/` (list and delete versions), the index (search, bulk deletes). It and
   the documents function may send to the erasure queue (`citewise_infra.erasure`). No Bedrock.
 Every function also writes its own log group and X-Ray segments.
@@ -382,15 +384,17 @@ class FunctionsFactory(Construct):
 
     def _answer_values(self) -> dict[str, str]:
         """What the functions that answer questions need: the index, the caller's identity, the model."""
-        models = self._config.models
+        config = self._config
+        models = config.models
         values = {
             **self._search_values(),
             **self._identity_values(),
             **self._cors_values(),
             "synthesizer": "bedrock",
             "generation_model_id": models.generation_model_id,
-            # the tenants' settings documents, quotas and usage counters only
+            # the tenants' settings documents, quotas, usage counters and the users' conversations only
             "registry_table": self._storage.table.table_name,
+            "conversation_ttl_days": str(config.data.conversation_ttl_days),
             **quota_environment(self._config.quotas),
             **self._audit.values(),
         }
@@ -419,6 +423,7 @@ class FunctionsFactory(Construct):
         self._storage.grant_read_tenant_settings(fn.role)
         self._storage.grant_count_usage(fn.role)
         self._storage.grant_check_quotas(fn.role)
+        self._storage.grant_conversations(fn.role)
         if self._config.auth.mode == "cognito":  # programs' credentials exist with Cognito only
             self._storage.grant_read_credentials(fn.role)
         self._grant_model(fn, models.embedding_model_id)

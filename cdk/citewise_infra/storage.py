@@ -19,6 +19,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from citewise.aws.dynamodb import QUOTAS_ATTRIBUTE, SETTINGS_ATTRIBUTE, TABLE_SCHEMA, TTL_ATTRIBUTE
+from citewise.aws.dynamodb_conversations import CONVERSATIONS_PREFIX
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
 from citewise.aws.dynamodb_erasure import STATUS_ATTRIBUTE
 from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
@@ -285,6 +286,28 @@ class Storage(Construct):
             )
         )
         self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:DescribeKey")
+
+    def grant_conversations(self, role: iam.IRole) -> None:
+        """Read, write and delete the items of the tenants' conversation partitions only
+        (`citewise.aws.dynamodb_conversations`, partition keys `#conversations#<tenant>`, by
+        `dynamodb:LeadingKeys`): the functions that answer record each turn and serve a user's
+        conversations, and reach no document, settings or credential item by this grant. The one
+        exception to "only the erasure function deletes items": deleting a conversation is its user's
+        right, and these partitions hold nothing else."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:Query",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:BatchWriteItem",
+                ],
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CONVERSATIONS_PREFIX}*"]}},
+            )
+        )
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
     def grant_count_usage(self, role: iam.IRole) -> None:
         """UpdateItem of the registry table touching only the key and the usage counters

@@ -46,6 +46,7 @@ from citewise.domain.models import Document, DocumentStatus, Filter
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.layout import DocumentText
 from citewise.ports.blobstore import PresignedDownload, PresignedUpload
+from citewise.ports.conversations import Conversation, ConversationPage
 from citewise.ports.registry import DocumentPage
 
 _Model = TypeVar("_Model", bound=pydantic.BaseModel)
@@ -125,9 +126,13 @@ class CitewiseClient:
         min_score: float | None = None,
         max_sources: int | None = None,
         route: bool | None = None,
+        conversation_id: str | None = None,
     ) -> QueryResponse:
-        """An answer with `[n]` markers and citations (POST /v1/query); unset options take the API's defaults."""
+        """An answer with `[n]` markers and citations (POST /v1/query); unset options take the API's defaults.
+        `conversation_id` (an earlier answer's `conversation.conversation_id`) asks it as a follow-up there."""
         body = _search_body(question, top_k, filters, min_score, max_sources, route)
+        if conversation_id is not None:
+            body["conversation_id"] = conversation_id
         return self._call("POST", "/v1/query", QueryResponse, body=body)
 
     def query_stream(
@@ -178,6 +183,21 @@ class CitewiseClient:
         """Ranked chunks only (POST /v1/search)."""
         body = _search_body(query, top_k, filters, min_score, max_sources, route)
         return self._call("POST", "/v1/search", SearchResponse, body=body)
+
+    # --- conversations ------------------------------------------------------------------------------
+
+    def list_conversations(self, *, limit: int | None = None, cursor: str | None = None) -> ConversationPage:
+        """One page of your conversations, newest first; pass `next_cursor` back for the next."""
+        query = urllib.parse.urlencode({k: str(v) for k, v in {"limit": limit, "cursor": cursor}.items() if v})
+        return self._call("GET", "/v1/conversations" + (f"?{query}" if query else ""), ConversationPage)
+
+    def get_conversation(self, conversation_id: str) -> Conversation:
+        """One of your conversations with its turns, oldest first."""
+        return self._call("GET", f"/v1/conversations/{_segment(conversation_id)}", Conversation)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete one of your conversations and its turns."""
+        self._request("DELETE", f"/v1/conversations/{_segment(conversation_id)}")
 
     # --- documents ----------------------------------------------------------------------------------
 

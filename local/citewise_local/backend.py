@@ -13,12 +13,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from citewise.ports.embedder import Embedder
+from citewise.ports.rewriter import Rewriter
 from citewise.ports.synthesizer import Synthesizer
 from citewise.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from citewise_local.audit import LocalAudit
     from citewise_local.blobstore import LocalBlobStore
+    from citewise_local.conversations import LocalConversations
     from citewise_local.credentials import LocalCredentials
     from citewise_local.erasure import LocalErasureLog
     from citewise_local.index import LocalIndex
@@ -104,8 +106,15 @@ class LocalBackend:
     def credential_issuer(self) -> LocalCredentials:
         return self.credentials()
 
+    def conversations(self) -> LocalConversations:
+        from citewise_local.conversations import LocalConversations
+
+        conversations = LocalConversations(self._settings.home_dir / "conversations.db")
+        self._closers.append(conversations.close)
+        return conversations
+
     def close(self) -> None:
-        """Close the index, registry, usage, rate, credentials and erasure databases built so far."""
+        """Close the index, registry, usage, rate, credentials, conversation and erasure databases built so far."""
         for close in self._closers:
             close()
 
@@ -167,4 +176,17 @@ def openai_synthesizer(settings: Settings) -> Synthesizer:
         timeout=settings.openai_timeout,
         max_tokens=settings.generation_max_tokens,
         temperature=settings.generation_temperature,
+    )
+
+
+def openai_rewriter(settings: Settings) -> Rewriter:
+    """Follow-ups rewritten by the OpenAI-compatible endpoint (`CITEWISE_REWRITER=openai`; docs/generation.md)."""
+    from citewise_local.openai_rewriter import MAX_TOKENS, OpenAIRewriter
+
+    return OpenAIRewriter(
+        settings.openai_base_url,
+        settings.openai_model,
+        api_key=settings.openai_api_key,
+        timeout=settings.rewrite_timeout,
+        max_tokens=MAX_TOKENS,
     )

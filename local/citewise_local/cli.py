@@ -40,6 +40,7 @@ from citewise.domain.models import (
     Filter,
     Notice,
     Operator,
+    QueryRequest,
     SearchRequest,
     Visibility,
 )
@@ -57,6 +58,7 @@ from citewise.ports.quotas import quota_status, save_quotas
 from citewise.ports.synthesizer import AnswerDone, TextDelta
 from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
 from citewise.query.answering import answer_question, stream_question
+from citewise.query.conversations import answer_in_conversation
 from citewise.query.notices import no_hits_notice
 from citewise.query.tenant_config import save_tenant_settings, tenant_settings_of
 from citewise.runtime.services import Services, build_services
@@ -74,6 +76,7 @@ from citewise_local.render import (
     render_answers,
     render_audit_record,
     render_citations,
+    render_conversation,
     render_documents,
     render_erasure,
     render_evaluation,
@@ -82,6 +85,7 @@ from citewise_local.render import (
     render_routing,
     render_summary,
     render_tenants_usage,
+    render_turn,
     render_usage,
 )
 from citewise_local.servelog import LOG_FORMATS
@@ -238,6 +242,13 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--no-route", action="store_true", help="search the whole text: no dates, sources or ids taken as filters"
         )
+        if name == "query":
+            sub.add_argument(
+                "--conversation",
+                metavar="ID|new",
+                help="ask in this conversation of yours (`new` starts one): a follow-up is rewritten into a "
+                "standalone question first, and the turn is kept (citewise conversations show ID)",
+            )
         _json_flag(sub, "the response")
         if name == "query":
             sub.add_argument(
@@ -246,6 +257,40 @@ def _parser() -> argparse.ArgumentParser:
                 help="print the answer as it is written, then its citations (with --json: one event per line)",
             )
         sub.set_defaults(run=run)
+
+    conversations = _choices(_command(commands, "conversations", "list, show or delete your conversations"), "ACTION")
+    listing_conversations = _command(
+        conversations,
+        "list",
+        "your conversations, newest first",
+        "citewise conversations list --tenant acme --user alice",
+    )
+    _identity(listing_conversations)
+    listing_conversations.add_argument(
+        "--limit", metavar="N", type=_within(int, 1, 100), default=20, help="conversations per page, 1-100 (default 20)"
+    )
+    listing_conversations.add_argument("--cursor", help="the next page: the cursor the previous page printed")
+    _json_flag(listing_conversations, "the page")
+    listing_conversations.set_defaults(run=_conversations_list)
+    showing_conversation = _command(
+        conversations,
+        "show",
+        "one conversation with its turns",
+        "citewise conversations show ID --tenant acme --user alice",
+    )
+    showing_conversation.add_argument("conversation_id", metavar="ID", help="the conversation's id")
+    _identity(showing_conversation)
+    _json_flag(showing_conversation, "the conversation")
+    showing_conversation.set_defaults(run=_conversations_show)
+    deleting_conversation = _command(
+        conversations,
+        "delete",
+        "delete a conversation and its turns",
+        "citewise conversations delete ID --tenant acme --user alice",
+    )
+    deleting_conversation.add_argument("conversation_id", metavar="ID", help="the conversation's id")
+    _identity(deleting_conversation)
+    deleting_conversation.set_defaults(run=_conversations_delete)
 
     docs = _choices(_command(commands, "docs", "list, show or delete documents"), "ACTION")
     listing = _command(
@@ -882,31 +927,89 @@ def _query(args: argparse.Namespace, services: Services) -> int:
     _require_model(services)
     if args.stream:
         return _query_stream(args, services)
-    answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
+    if args.conversation is None:
+        answer = answer_question(services.retriever, services.synthesizer, _caller(args), _request(args))
+        turn = None
+    else:
+        conversation_id = None if args.conversation == NEW_CONVERSATION else args.conversation
+        request = QueryRequest(**_request(args).model_dump(exclude_unset=True), conversation_id=conversation_id)
+        answer, turn = answer_in_conversation(
+            services.conversations, services.retriever, services.synthesizer, _caller(args), request
+        )
     routed = render_routing(answer.routing) if answer.routing else ""
-    shown = answer.model_dump_json(indent=2) if args.json else "\n".join(filter(None, [routed, render_answer(answer)]))
+    if args.json:
+        shown = json.dumps(
+            answer.model_dump(mode="json") | ({"conversation": turn.model_dump()} if turn else {}), indent=2
+        )
+    else:
+        shown = "\n".join(filter(None, [routed, render_answer(answer), render_turn(turn) if turn else ""]))
     print(escape_terminal_controls(shown))
     return _noted(answer.notice)
+
+
+NEW_CONVERSATION = "new"
+"""`citewise query --conversation new`: start a conversation."""
+
+
+def _conversations_list(args: argparse.Namespace, services: Services) -> int:
+    page = services.conversations.page(_caller(args), limit=args.limit, cursor=args.cursor)
+    if args.json:
+        print(escape_terminal_controls(page.model_dump_json(indent=2)))
+        return 0
+    for item in page.conversations:
+        line = f"{item.conversation_id}  {item.updated_at:%Y-%m-%d %H:%M}  {item.turns:>3} turns  {item.title}"
+        print(escape_terminal_controls(line))
+    if page.next_cursor:
+        print(escape_terminal_controls(f"next page: --cursor {page.next_cursor}"))
+    return 0
+
+
+def _conversations_show(args: argparse.Namespace, services: Services) -> int:
+    conversation = services.conversations.get(_caller(args), args.conversation_id)
+    shown = conversation.model_dump_json(indent=2) if args.json else render_conversation(conversation)
+    print(escape_terminal_controls(shown))
+    return 0
+
+
+def _conversations_delete(args: argparse.Namespace, services: Services) -> int:
+    services.conversations.delete(_caller(args), args.conversation_id)
+    print(escape_terminal_controls(f"deleted {args.conversation_id}"))
+    return 0
 
 
 def _query_stream(args: argparse.Namespace, services: Services) -> int:
     """`citewise query --stream`: the answer's text as it is written, then its citations; with `--json`,
     one JSON object per event (the REST stream's events and data, `docs/api.md`)."""
-    events = stream_question(services.retriever, services.synthesizer, _caller(args), _request(args))
+    caller, request = _caller(args), _request(args)
+    draft = None
+    if args.conversation is not None:
+        asked = None if args.conversation == NEW_CONVERSATION else args.conversation
+        draft = services.conversations.begin(caller, asked, request.query)
+        request = request.model_copy(update={"query": draft.standalone_question})
+    events = stream_question(services.retriever, services.synthesizer, caller, request)
     answer: Answer | None = None
-    for event in events:
-        if args.json:
-            name, data = payload(event)
-            print(json.dumps({"event": name, "data": data}), flush=True)
-        elif isinstance(event, TextDelta):
-            # A reset (a content filter stopped the model) starts the answer again on a line of its own.
-            print(("\n  " if event.reset else "") + escape_terminal_controls(event.text), end="", flush=True)
-        if isinstance(event, AnswerDone):
-            answer = event.answer
+    try:
+        for event in events:
+            if args.json:
+                name, data = payload(event)
+                print(json.dumps({"event": name, "data": data}), flush=True)
+            elif isinstance(event, TextDelta):
+                # A reset (a content filter stopped the model) starts the answer again on a line of its own.
+                print(("\n  " if event.reset else "") + escape_terminal_controls(event.text), end="", flush=True)
+            if isinstance(event, AnswerDone):
+                answer = event.answer
+    finally:
+        # The turn is kept whole, or as interrupted (Ctrl-C, a failure part-way): never half-written.
+        if draft is not None and answer is not None:
+            services.conversations.record(draft, answer)
+        elif draft is not None:
+            services.conversations.interrupt(draft)
     if answer is None:
         return EXIT_FAILED
     if not args.json:
         print("\n" + escape_terminal_controls(render_citations(answer.citations)) if answer.citations else "")
+        if draft is not None:
+            print(escape_terminal_controls(render_turn(draft.context)))
     return _noted(answer.notice)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from citewise.domain.models import Answer, Chunk, Citation, Document, Routing, SearchHit
 from citewise.domain.textutil import BIDI_CONTROLS
 from citewise.ports.audit import AuditRecord
+from citewise.ports.conversations import AS_ASKED, Conversation, TurnContext, TurnStatus
 from citewise.ports.erasure import Erasure
 from citewise.ports.quotas import QuotaStatus
 from citewise.ports.usage import CostEstimate, TenantUsagePage, UsageReport
@@ -250,6 +251,30 @@ ANSWER_MEASURES = (
     ("citation_precision", "(d) citation precision", "citations_with_gold", "citations"),
 )
 """The measures of `citewise eval --answers`: key, label, and the counts whose ratio it is."""
+
+
+def render_turn(turn: TurnContext) -> str:
+    """Where an answer sits in its conversation: the id to continue it, and what retrieval was asked."""
+    lines = [f"  Conversation {turn.conversation_id}, turn {turn.turn}"]
+    if turn.rewriter != AS_ASKED:
+        lines.append(f"  Asked as ({turn.rewriter}): {turn.standalone_question}")
+    if turn.rewrite_notice:
+        lines.append(f"  note: {turn.rewrite_notice}")
+    return "\n".join(lines)
+
+
+def render_conversation(conversation: Conversation) -> str:
+    """A conversation's turns, oldest first: each question, what retrieval was asked, and the answer."""
+    lines = [f"{conversation.title}  ({conversation.conversation_id}, {conversation.turns} turns)"]
+    for turn in conversation.history:
+        lines += ["", f"[{turn.index}] {turn.at:%Y-%m-%d %H:%M}  {turn.question}"]
+        if turn.standalone_question != turn.question:
+            lines.append(f"    asked as: {turn.standalone_question}")
+        if turn.status is TurnStatus.INTERRUPTED:
+            lines.append("    (interrupted: no answer was kept)")
+        else:
+            lines.append(textwrap.fill(turn.answer, WIDTH, initial_indent="    ", subsequent_indent="    "))
+    return "\n".join(lines)
 
 
 def render_answers(report: Mapping[str, Any]) -> str:

@@ -18,6 +18,7 @@ from opensearchpy import OpenSearch
 
 from citewise.aws.cognito_credentials import CognitoIssuer
 from citewise.aws.dynamodb import TABLE_SCHEMA, DynamoRegistry
+from citewise.aws.dynamodb_conversations import DynamoConversations
 from citewise.aws.dynamodb_credentials import DynamoCredentials
 from citewise.aws.dynamodb_erasure import DynamoErasureLog
 from citewise.aws.dynamodb_rates import DynamoRates
@@ -29,6 +30,7 @@ from citewise.domain.errors import NotFoundError
 from citewise.domain.models import DocumentStatus
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.blobstore import BlobStore
+from citewise.ports.conversations import ConversationStore, Owner, Turn, new_conversation_id
 from citewise.ports.credentials import CredentialIssuer, CredentialStore, TenantCredentials
 from citewise.ports.erasure import (
     Erasure,
@@ -47,6 +49,7 @@ from citewise.ports.quotas import RateLimiter
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.usage import UsageCounts, UsageMeter
 from citewise_local.blobstore import LocalBlobStore
+from citewise_local.conversations import LocalConversations
 from citewise_local.credentials import LocalCredentials
 from citewise_local.erasure import LocalErasureLog
 from citewise_local.index import LocalIndex
@@ -76,11 +79,17 @@ class Platform:
     clients: Callable[[], set[str]]
     """The ids of the identity provider's clients that can still get tokens."""
     rates: RateLimiter
+    conversations: ConversationStore
 
     def stores(self) -> dict[str, TenantStore]:
         credentials = TenantCredentials(self.credentials, lambda: self.issuer)
         return erased_stores(
-            credentials=credentials, registry=self.registry, index=self.index, blobs=self.blobs, rates=self.rates
+            credentials=credentials,
+            registry=self.registry,
+            index=self.index,
+            blobs=self.blobs,
+            rates=self.rates,
+            conversations=self.conversations,
         )
 
     def counts(self, tenant_id: str) -> dict[str, int]:
@@ -107,10 +116,21 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             return {str(row[0]) for row in local._conn.execute("SELECT client_id FROM clients")}
 
         rates = LocalRates(tmp_path / "rates.db")
+        conversations = LocalConversations(tmp_path / "conversations.db")
         yield Platform(
-            registry, index, LocalBlobStore(tmp_path / "blobs"), usage, log, local, local, local_clients, rates
+            registry,
+            index,
+            LocalBlobStore(tmp_path / "blobs"),
+            usage,
+            log,
+            local,
+            local,
+            local_clients,
+            rates,
+            conversations,
         )
         rates.close()
+        conversations.close()
         for adapter in opened:
             adapter.close()
         return
@@ -140,13 +160,14 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             issuer,
             pool_clients,
             DynamoRates(TABLE),
+            DynamoConversations(TABLE),
         )
         client.close()
 
 
 def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
-    """Documents in every store (each written twice: two versions of its object), a tombstone, settings
-    and a day of usage."""
+    """Documents in every store (each written twice: two versions of its object), a tombstone, settings,
+    a day of usage, a credential and two users' conversations."""
     for n in range(documents):
         path = f"doc{n}.md"
         for text in (b"first", b"second"):
@@ -169,6 +190,12 @@ def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
             created_by="carol",
         )
     )
+    expires = datetime.now(UTC) + timedelta(days=30)
+    for user_id in ("alice", "bob"):
+        owner, conversation_id = Owner(tenant_id, user_id), new_conversation_id()
+        platform.conversations.create(owner, conversation_id, "walnuts", T0, expires)
+        turn = Turn(index=1, question="walnuts?", standalone_question="walnuts?", answer="Walnuts [1].", at=T0)
+        platform.conversations.append(owner, conversation_id, turn, expires)
 
 
 class Crashing:
@@ -236,13 +263,21 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
     # Then the receipt shows each store's deletes, nothing remaining, the kept usage, who asked and when
     assert receipt.status is ErasureStatus.ERASED
     assert (receipt.requested_by, receipt.started_at, receipt.finished_at) == ("ops", T0, T0 + timedelta(1))
-    for name in ("credentials", "blobs", "index", "rates", "registry"):
+    for name in ("credentials", "blobs", "index", "conversations", "rates", "registry"):
         assert receipt.store(name).deleted == before["acme"][name] > 0
         assert receipt.store(name).remaining == 0
     assert receipt.store("usage").kept and receipt.store("usage").remaining == 1
     assert platform.log.get("acme") == receipt
     # And nothing of acme remains; the usage counters are kept; its requests are served again (nothing there)
-    assert platform.counts("acme") == {"credentials": 0, "blobs": 0, "index": 0, "rates": 0, "registry": 0, "usage": 1}
+    assert platform.counts("acme") == {
+        "credentials": 0,
+        "blobs": 0,
+        "index": 0,
+        "conversations": 0,
+        "rates": 0,
+        "registry": 0,
+        "usage": 1,
+    }
     # And acme's programs can get no token any more: their clients are withdrawn, the others' are not
     assert platform.clients() == clients["acme-eu"] | clients["acme2"]
     check_not_erasing(platform.log, "acme")

@@ -176,3 +176,30 @@ def test_the_upload_command_exits_2_for_a_name_the_api_refuses_not_3(api: Api, t
     # Then the refusal is permanent (2: the same command fails again), not "retry later" (3)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: VALIDATION_ERROR: invalid document path: ") and "(request " in done.stderr
+
+
+def test_a_conversation_through_the_client(api: Api, tmp_path: Path) -> None:
+    # Given an indexed runbook
+    tenant = _tenant()
+    client = CitewiseClient(api.url, api.token(tenant, "alice"))
+    client.upload_and_wait(write(tmp_path, "runbook.md", RUNBOOK), timeout=INGEST_TIMEOUT_S)
+    # When alice asks, then asks a follow-up in the answer's conversation
+    first = client.query("How often is the signing key rotated?")
+    assert first.conversation is not None and first.conversation.turn == 1
+    follow_up = client.query("Where do they live?", conversation_id=first.conversation.conversation_id)
+    # Then it is turn 2, searched with the first question's topic, and the conversation reads back
+    assert follow_up.conversation is not None and follow_up.conversation.turn == 2
+    assert "signing key" in follow_up.conversation.standalone_question
+    conversation_id = first.conversation.conversation_id
+    assert [c.conversation_id for c in client.list_conversations().conversations] == [conversation_id]
+    shown = client.get_conversation(conversation_id)
+    assert [t.question for t in shown.history] == ["How often is the signing key rotated?", "Where do they live?"]
+    # And bob of her tenant gets NOT_FOUND for it; once she deletes it, so does she
+    bob = CitewiseClient(api.url, api.token(tenant, "bob"))
+    with pytest.raises(CitewiseClientError) as refused:
+        bob.get_conversation(conversation_id)
+    assert (refused.value.code, refused.value.status) == ("NOT_FOUND", 404)
+    client.delete_conversation(conversation_id)
+    with pytest.raises(CitewiseClientError) as gone:
+        client.get_conversation(conversation_id)
+    assert gone.value.status == 404

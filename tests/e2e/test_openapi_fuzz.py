@@ -38,7 +38,7 @@ from schemathesis.checks import (
 
 from citewise.api.audit import EXPORT_PATH as AUDIT_EXPORT
 from citewise.api.routes import ROUTES, Route
-from citewise.domain.models import TENANT_ID_PATTERN
+from citewise.domain.models import CONVERSATION_ID_PATTERN, TENANT_ID_PATTERN
 from citewise.ports.usage import MAX_REPORT_DAYS
 from citewise_local.server import MAX_REQUEST_LINE_BYTES
 from tests.e2e.helpers import Api, mint_operator, upload, wait_for_status
@@ -51,6 +51,7 @@ UPLOAD_SIZE = 1024
 DOC_ID = re.compile(r"^[0-9a-f]{32}$")
 TENANT_ID = re.compile(TENANT_ID_PATTERN)
 CREDENTIAL_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+CONVERSATION_ID = re.compile(CONVERSATION_ID_PATTERN)
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -85,6 +86,9 @@ class Corpus:
     """A tenant erased before the cases run, whose receipt the reads find."""
     audit_cursor: str = ""
     credentials: list[str] = field(default_factory=list)
+    conversations: list[str] = field(default_factory=list)
+    disposable_conversations: list[str] = field(default_factory=list)
+    conversation_cursor: str = ""
 
 
 CORPUS = Corpus()
@@ -101,6 +105,12 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     swapped the same way for the fuzzing tenant's, which has records (usage, an audit trail,
     credentials). Invalid ids are left alone: they are what a negative case tests."""
     doc_id = (path_parameters or {}).get("id")
+    deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
+    if context.operation is not None and "/conversations/" in context.operation.path:
+        if path_parameters is None or not isinstance(doc_id, str) or not CONVERSATION_ID.match(doc_id):
+            return st.just(path_parameters)
+        pool = CORPUS.disposable_conversations if deleting else CORPUS.conversations
+        return st.sampled_from([doc_id, *pool]).map(lambda chosen: {**path_parameters, "id": chosen})
     if context.operation is not None and "/credentials/" in context.operation.path:
         if path_parameters is None or not isinstance(doc_id, str) or not CREDENTIAL_ID.match(doc_id):
             return st.just(path_parameters)
@@ -118,7 +128,6 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
         return st.sampled_from([tenant_id, CORPUS.tenant]).map(lambda chosen: {**path_parameters, "tenant_id": chosen})
     if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
         return st.just(path_parameters)
-    deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
     pool = CORPUS.disposable if deleting else CORPUS.kept
     return st.sampled_from([doc_id, *pool]).map(lambda chosen: {**path_parameters, "id": chosen})
 
@@ -206,6 +215,14 @@ def corpus(api: Api) -> Iterator[Corpus]:
         ]["credential_id"]
         for n in range(2)
     ]
+    # Conversations of the fuzzing user: two that reads find, two that deletes may use up, and a cursor
+    asked = [
+        api.request("POST", "/v1/query", token=token, json_body={"query": f"What is in scratch {n}?"}).json()
+        for n in range(4)
+    ]
+    ids = [answer["conversation"]["conversation_id"] for answer in asked]
+    CORPUS.conversations, CORPUS.disposable_conversations = ids[:2], ids[2:]
+    CORPUS.conversation_cursor = api.request("GET", "/v1/conversations?limit=1", token=token).json()["next_cursor"]
     # Two tenants for the erasure operations: one to erase, one erased already (its receipt to read)
     CORPUS.erasable, CORPUS.erased = (f"fuzz-{uuid.uuid4().hex[:12]}" for _ in range(2))
     for leaving in (CORPUS.erasable, CORPUS.erased):
@@ -217,6 +234,7 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.tenant, CORPUS.token, CORPUS.kept, CORPUS.disposable, CORPUS.cursor = "", "", [], [], ""
     CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor, CORPUS.credentials = "", "", "", []
     CORPUS.erasable, CORPUS.erased = "", ""
+    CORPUS.conversations, CORPUS.disposable_conversations, CORPUS.conversation_cursor = [], [], ""
 
 
 @dataclass
@@ -254,6 +272,8 @@ def test_every_operation_keeps_its_contract(case: Case, api: Api, corpus: Corpus
     operator = case.operation.path.startswith("/v1/admin/")
     exporting = case.operation.path == AUDIT_EXPORT
     issued = corpus.audit_cursor if exporting else corpus.tenant_cursor if operator else corpus.cursor
+    if case.operation.path == "/v1/conversations":
+        issued = corpus.conversation_cursor
     query = _issued_cursor(case.query, issued)
     if exporting and query is not case.query:
         # An audit cursor is bound to the tenant it was issued for: the export of that tenant

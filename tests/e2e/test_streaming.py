@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,10 @@ def test_a_streamed_answer_ends_with_exactly_the_answer_of_the_plain_call(api: A
     assert names[0] == "sources" and names[-1] == "answer" and "text" in names and "citation" in names
     final = events[-1][1]
     expected = plain.json()
-    assert {**final, "request_id": None} == {**expected, "request_id": None}
+    # (each call is a turn of a conversation of its own: the same turn, of another conversation)
+    assert final["conversation"]["conversation_id"] != expected["conversation"]["conversation_id"]
+    assert {**final, "request_id": None, "conversation": None} == {**expected, "request_id": None, "conversation": None}
+    assert {**final["conversation"], "conversation_id": ""} == {**expected["conversation"], "conversation_id": ""}
     assert final["request_id"] == streamed.headers["x-amzn-requestid"]
     assert "".join(data["text"] for name, data in events if name == "text") == final["answer"]
     assert [data["citation"] for name, data in events if name == "citation"] == final["citations"]
@@ -124,6 +128,16 @@ def test_a_client_leaving_mid_stream_stops_the_generation(paced_model: tuple[Api
     assert chat.abandoned.wait(10.0)
     assert chat.chunks_sent < 400
     assert "its generation was stopped" in api.log.read_text()
+    # And the conversation keeps the turn as interrupted: its question, no half-written answer
+    for _ in range(100):
+        listed = api.request("GET", "/v1/conversations", token=token).json()["conversations"]
+        if listed:
+            break
+        time.sleep(0.1)
+    (conversation,) = listed
+    shown = api.request("GET", f"/v1/conversations/{conversation['conversation_id']}", token=token).json()
+    (turn,) = shown["history"]
+    assert (turn["question"], turn["status"], turn["answer"], turn["citations"]) == (QUESTION, "interrupted", "", [])
 
 
 def test_the_client_streams_the_answer_it_would_return(api: Api, indexed: str) -> None:
@@ -131,7 +145,11 @@ def test_the_client_streams_the_answer_it_would_return(api: Api, indexed: str) -
     events = list(client.query_stream(QUESTION))
     assert [e.event for e in events][0] == "sources" and events[-1].event == "answer"
     streamed, plain = events[-1].answer(), client.query(QUESTION)
-    assert streamed.model_copy(update={"request_id": ""}) == plain.model_copy(update={"request_id": ""})
+    # (each call is the first turn of a conversation of its own)
+    assert streamed.conversation is not None and plain.conversation is not None
+    assert streamed.conversation.turn == plain.conversation.turn == 1
+    unset = {"request_id": "", "conversation": None}
+    assert streamed.model_copy(update=unset) == plain.model_copy(update=unset)
     assert "".join(e.data["text"] for e in events if e.event == "text") == plain.answer
 
 

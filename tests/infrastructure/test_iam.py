@@ -11,6 +11,7 @@ import pytest
 from citewise_infra.bedrock import split_profile
 from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
 
+from citewise.aws.dynamodb_conversations import CONVERSATIONS_PREFIX
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
 from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
@@ -48,6 +49,8 @@ def test_query_reads_the_index_and_invokes_only_the_configured_models(synth: Syn
         "dynamodb:GetItem",
         "dynamodb:UpdateItem",
         "dynamodb:Query",  # today's usage counters, for the daily quotas
+        "dynamodb:DeleteItem",  # the conversations' only (test_the_answering_functions_reach_the_conversation...)
+        "dynamodb:BatchWriteItem",
     }
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {
@@ -189,9 +192,16 @@ def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> Non
         "dynamodb:GetItem",
         "dynamodb:Query",
         "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",  # the conversations' only (test_the_answering_functions_reach_the_conversation...)
+        "dynamodb:BatchWriteItem",
     }
     bucket = [s for s in quota_statements(dev, "mcp") if "dynamodb:UpdateItem" in s.actions]
-    assert [s for s in mcp if "dynamodb:UpdateItem" in s.actions] == [usage_statement(dev, "mcp"), *bucket]
+    conversations = conversation_statements(dev, "mcp")
+    assert [s for s in mcp if "dynamodb:UpdateItem" in s.actions] == [
+        usage_statement(dev, "mcp"),
+        *bucket,
+        *conversations,
+    ]
     assert not granted & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "aoss:WriteDocument"}
     es_resources = {r for s in mcp if any(a.startswith("es:") for a in s.actions) for r in s.resources}
     assert es_resources and all(r.endswith("/citewise-chunks/_search") for r in es_resources)
@@ -200,14 +210,15 @@ def test_mcp_reads_only_the_index_the_registry_and_the_models(dev: Synth) -> Non
 
 
 def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -> None:
-    # Given the query function's DynamoDB statements but the usage counters', the quotas' and the credentials'
-    # (below)
+    # Given the query function's DynamoDB statements but the usage counters', the quotas', the credentials'
+    # and the conversations' (below)
     (statement,) = [
         s
         for s in statements(synth, "query")
         if any(a.startswith("dynamodb:") for a in s.actions)
         and s not in [usage_statement(synth, "query"), *quota_statements(synth, "query")]
         and s not in credentials_statements(synth, "query")
+        and s not in conversation_statements(synth, "query")
     ]
     # Then it is one GetItem on the table itself (no index), returning only the keys, `settings` and the
     # status of an erasure record (every request checks its tenant is not being erased)
@@ -228,7 +239,34 @@ def _attributes(statement: Statement) -> list[str]:
 
 def credentials_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
     """The function's statements reading the credentials' partition (one in Cognito mode, none in IAM mode)."""
-    return [s for s in statements(synth, key) if "dynamodb:LeadingKeys" in str(s.condition)]
+    return [s for s in statements(synth, key) if CREDENTIALS_PARTITION in str(s.condition)]
+
+
+def conversation_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
+    """The function's statements on the conversation partitions (`citewise.aws.dynamodb_conversations`)."""
+    return [s for s in statements(synth, key) if CONVERSATIONS_PREFIX in str(s.condition)]
+
+
+@pytest.mark.parametrize("key", ["query", "mcp"])
+def test_the_answering_functions_reach_the_conversation_partitions_only_by_that_grant(
+    synth: Synth, key: FunctionKey
+) -> None:
+    # Given the statement that lets a function record and serve its users' conversations
+    (statement,) = conversation_statements(synth, key)
+    # Then it reads, writes and deletes items of the table itself whose partition key is a tenant's
+    # conversation partition only: no document, settings or credential item is reachable through it
+    assert statement.actions == {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+    }
+    assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
+    assert statement.condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CONVERSATIONS_PREFIX}*"]}}
+    # And no other statement of the function may delete an item of the table
+    others = [s for s in statements(synth, key) if s != statement]
+    assert not all_actions(others) & {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 
 
 @pytest.mark.parametrize("key", ["query", "mcp"])

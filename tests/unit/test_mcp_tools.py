@@ -137,9 +137,10 @@ def test_each_schema_defines_a_shared_part_once_and_every_reference_resolves(too
 def test_the_tool_list_is_smaller_than_with_the_filter_inlined() -> None:
     # 31,374 bytes when the filter's groups were spelled out under andAll and under orAll (docs/mcp.md);
     # 25,644 with $defs, then 27,228 with the routing report's `filter_fallback` (issue 26, item 4: rag_query's
-    # and search's output schemas each carry it), hence this bound.
+    # and search's output schemas each carry it), then 28,875 with rag_query's optional conversation (issue 29:
+    # its argument, and the turn in each answering tool's output schema), hence this bound.
     listed = json.dumps({"tools": Toolbox(services=None).definitions()}, separators=(",", ":"))  # type: ignore[arg-type]
-    assert len(listed.encode()) < 27_500
+    assert len(listed.encode()) < 29_000
 
 
 def test_list_documents_describes_source_as_the_contents_origin(toolbox: Toolbox) -> None:
@@ -166,6 +167,26 @@ def test_rag_query_answers_with_markers_and_sources_relative_to_the_tenant(
     assert len(body["sources"]) <= 3
     text = result.content[0]
     assert isinstance(text, types.TextContent) and "25 days" in text.text and "handbook/vacation.md" in text.text
+
+
+def test_rag_query_asks_in_a_conversation_when_asked_to(toolbox: Toolbox, corpus: dict[str, str]) -> None:
+    # Given a conversation started by the tool
+    first = structured(
+        call(toolbox, ALICE, "rag_query", query="How many days of paid vacation?", conversation_id="new")
+    )
+    conversation_id = first["conversation"]["conversation_id"]
+    assert first["conversation"]["turn"] == 1
+    # When a follow-up is asked in it
+    result = call(toolbox, ALICE, "rag_query", query="And can they be carried over?", conversation_id=conversation_id)
+    # Then it is turn 2, retrieved as a standalone question, and the text says how to continue
+    body = structured(result)
+    assert body["conversation"]["turn"] == 2 and "vacation" in body["conversation"]["standalone_question"]
+    text = result.content[0]
+    assert isinstance(text, types.TextContent) and f"Conversation: {conversation_id} (turn 2" in text.text
+    # And another user may not continue it; a one-off question keeps nothing
+    refused = call(toolbox, BOB, "rag_query", query="And then?", conversation_id=conversation_id)
+    assert refused.is_error is True
+    assert structured(call(toolbox, ALICE, "rag_query", query="How many days of vacation?")).get("conversation") is None
 
 
 def test_rag_query_never_passes_a_documents_own_markers_off_as_citations(

@@ -46,7 +46,7 @@ _ERROR_TEXT = {
     400: "VALIDATION_ERROR: the body, a parameter or a filter is invalid",
     401: "UNAUTHORIZED: no valid identity",
     403: "FORBIDDEN: the identity has no tenant (the platform operator has none), or may not do this",
-    404: "NOT_FOUND: no such document (or not yours to see)",
+    404: "NOT_FOUND: no such document or conversation (or not yours to see)",
     405: "METHOD_NOT_ALLOWED: the path does not take this method (`Allow` lists those it takes)",
     409: "CONFLICT: the path belongs to another document; TENANT_ERASING: the tenant is being erased; "
     "ERASURE_IN_PROGRESS: an erasure of the tenant is running already",

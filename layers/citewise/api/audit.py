@@ -40,6 +40,9 @@ EXPORT_PATH = "/v1/admin/tenants/{tenant_id}/audit"
 ACTIONS: dict[tuple[str, str], str] = {
     ("POST", "/v1/query"): "query",
     ("POST", "/v1/search"): "search",
+    ("GET", "/v1/conversations"): "conversation.list",
+    ("GET", "/v1/conversations/{id}"): "conversation.get",
+    ("DELETE", "/v1/conversations/{id}"): "conversation.delete",
     ("GET", "/v1/documents"): "document.list",
     ("GET", "/v1/documents/{id}"): "document.get",
     ("GET", "/v1/documents/{id}/content"): "document.content",

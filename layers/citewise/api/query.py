@@ -1,4 +1,9 @@
-"""POST /v1/query and POST /v1/search: the routes of the query function."""
+"""POST /v1/query and POST /v1/search, and the conversations: the routes of the query function.
+
+A query is a turn of a conversation (`citewise.query.conversations`): begun before retrieval (the
+caller's conversation or a new one; a follow-up rewritten into a standalone question, which retrieval
+and the answer use), recorded once the answer is whole, returned or streamed; a streamed answer the
+reader left is recorded as interrupted. A failed answer records nothing."""
 
 from __future__ import annotations
 
@@ -9,18 +14,20 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from citewise.api.app import SECURED, request_id, responses
 from citewise.api.audit import AuditNote, note
+from citewise.api.conversations import add_conversation_routes
 from citewise.api.identity import request_scope
-from citewise.api.schemas import QueryRequest, QueryResponse, SearchResponse
+from citewise.api.schemas import QueryResponse, SearchResponse
 from citewise.api.streaming import EVENT_STREAM, STREAM_HEADERS, StreamSlot, sse_frames, wants_stream
-from citewise.domain.models import Answer, Caller, SearchRequest
-from citewise.query.answering import answer_question, stream_question
+from citewise.domain.models import Answer, Caller, QueryRequest, SearchRequest
+from citewise.query.answering import stream_question
+from citewise.query.conversations import TurnDraft, answer_in_conversation, standalone
 from citewise.query.metering import query_usage, search_usage
 from citewise.query.notices import no_hits_notice
 from citewise.runtime.observability import count_reranking, logger, metrics, timed
 from citewise.runtime.services import Services
 
 _RESPONSES = responses(400, 401, 403, 409, 415, 429, 502)
-_QUERY_RESPONSES = _RESPONSES | {
+_QUERY_RESPONSES = responses(400, 401, 403, 404, 409, 415, 429, 502) | {
     200: {
         "description": 'The answer; with `Accept: text/event-stream` or `"stream": true`, server-sent events '
         "(`sources`, `text`, `citation`, then `answer` holding this same object, or `error`; docs/api.md).",
@@ -29,11 +36,15 @@ _QUERY_RESPONSES = _RESPONSES | {
 }
 
 
-def streamed_answer_ended(services: Services, caller: Caller, request: QueryRequest, answer: Answer | None) -> None:
+def streamed_answer_ended(services: Services, draft: TurnDraft, answer: Answer | None) -> None:
     """The one place a streamed answer ends: `answer` when it was sent whole, None when the reader left or
-    it failed part-way (the text sent so far is then no answer). Where a conversation records its turn."""
+    it failed part-way (the text sent so far is then no answer): the conversation records its turn,
+    whole or interrupted."""
     if answer is None:
         logger.info("streamed answer interrupted")
+        services.conversations.interrupt(draft)
+    else:
+        services.conversations.record(draft, answer)
 
 
 def _account(services: Services, caller: Caller, answer: Answer, audit: AuditNote | None) -> None:
@@ -51,25 +62,30 @@ def _streamed(app: APIGatewayRestResolver, services: Services, caller: Caller, r
     """The status and headers of a streamed answer; its events go in the invocation's `StreamSlot`."""
     slot: StreamSlot = app.context["stream"]
     audit: AuditNote | None = app.context.get("audit")
+    with timed("RewriteLatency"):
+        draft = services.conversations.begin(caller, request.conversation_id, request.query)
+    if audit is not None:
+        audit.resources.append(draft.context.conversation_id)
     events = stream_question(
         services.retriever,
         services.synthesizer,
         caller,
-        request,
+        standalone(request, draft.standalone_question),
         stage=lambda name: timed(f"{name.title()}Latency"),
     )
 
     def ended(answer: Answer | None) -> None:
         if answer is not None:
             _account(services, caller, answer, audit)
-        streamed_answer_ended(services, caller, request, answer)
+        streamed_answer_ended(services, draft, answer)
 
-    slot.frames = sse_frames(events, request_id(app), ended)
+    final = {"conversation": draft.context.model_dump(mode="json"), "request_id": request_id(app)}
+    slot.frames = sse_frames(events, final, ended)
     return Response(status_code=200, content_type=STREAM_HEADERS["Content-Type"], body="", headers=STREAM_HEADERS)
 
 
 def add_query_routes(app: APIGatewayRestResolver) -> None:
-    """Register the query function's routes on `app`."""
+    """Register the query function's routes on `app`: query, search and the conversations."""
 
     @app.post(
         "/v1/query",
@@ -79,8 +95,9 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
             "Retrieves chunks inside your access (your tenant's shared documents and your own private "
             "ones), then answers with inline [n] markers; citation n quotes source n verbatim. `grounded` is "
             "true only when every sentence is supported by a source it cites; otherwise `notice` says why (nothing "
-            "indexed for you, no document matched the filters, nothing answers, unsupported sentences). Unknown "
-            "fields are rejected."
+            "indexed for you, no document matched the filters, nothing answers, unsupported sentences). Every answer "
+            "is a turn of a conversation: `conversation.conversation_id` continues it, and a follow-up is rewritten "
+            "into the standalone question `conversation.standalone_question` first. Unknown fields are rejected."
         ),
         tags=["query"],
         security=SECURED,
@@ -93,15 +110,19 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         if wants_stream(app.current_event.headers.get("accept"), request.stream):
             return _streamed(app, services, caller, request)
         with timed("QueryLatency"):
-            answer = answer_question(
+            answer, turn = answer_in_conversation(
+                services.conversations,
                 services.retriever,
                 services.synthesizer,
                 caller,
                 request,
                 stage=lambda name: timed(f"{name.title()}Latency"),
             )
+        note(app, resources=[turn.conversation_id])
         _account(services, caller, answer, app.context.get("audit"))
-        body = QueryResponse.model_validate({**answer.model_dump(), "request_id": request_id(app)})
+        body = QueryResponse.model_validate(
+            {**answer.model_dump(), "conversation": turn, "request_id": request_id(app)}
+        )
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
 
     @app.post(
@@ -132,3 +153,5 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
             notice=notice,
             request_id=request_id(app),
         )
+
+    add_conversation_routes(app)

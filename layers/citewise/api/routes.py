@@ -52,6 +52,10 @@ READ, FULL = CredentialScope.READ, CredentialScope.FULL
 HUMAN_ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/query", "query", programs=READ, streams=True),
     Route("POST", "/v1/search", "query", programs=READ),
+    # A user's conversations (`citewise.api.conversations`): a program's service user has its own.
+    Route("GET", "/v1/conversations", "query", programs=READ),
+    Route("GET", "/v1/conversations/{id}", "query", programs=READ),
+    Route("DELETE", "/v1/conversations/{id}", "query", programs=FULL),
     Route("GET", "/v1/documents", "documents", programs=READ),
     Route("GET", "/v1/documents/{id}", "documents", programs=READ),
     Route("GET", "/v1/documents/{id}/content", "documents", programs=READ),

@@ -6,22 +6,16 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from citewise.domain.models import Answer, Frozen, Notice, Reranking, Routing, SearchHit, SearchRequest
-
-
-class QueryRequest(SearchRequest):
-    """A question: the search request, and whether to answer with server-sent events."""
-
-    stream: bool = Field(
-        default=False,
-        description="Answer with server-sent events (as `Accept: text/event-stream` asks): sources, text as "
-        "it is written, citations once verified, then the answer this call returns otherwise (docs/api.md).",
-    )
+from citewise.domain.models import Answer, Frozen, Notice, Reranking, Routing, SearchHit
+from citewise.ports.conversations import TurnContext
 
 
 class QueryResponse(Answer):
-    """An answer with its citations, plus the id that ties it to the logs."""
+    """An answer with its citations, its place in a conversation, and the id that ties it to the logs."""
 
+    conversation: TurnContext | None = Field(
+        default=None, description="The conversation this answer is a turn of, and the question retrieval used."
+    )
     request_id: str
 
 

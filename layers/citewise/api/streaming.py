@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,29 +72,31 @@ def payload(item: QueryEvent) -> tuple[str, dict[str, Any]]:
 
 
 def sse_frames(
-    events: Generator[QueryEvent, None, None], request_id: str, ended: StreamEnd
+    events: Generator[QueryEvent, None, None], final: Mapping[str, Any], ended: StreamEnd
 ) -> Generator[bytes, None, None]:
     """The events of an answer as server-sent events; `ended` is called once, however the stream ends.
+    `final` is what the last event adds to the answer (its conversation and `request_id`), so that it holds
+    exactly QueryResponse's body.
 
     A failure is an `error` event; a reader that leaves (the iterator closed) closes `events`, which stops
     the generation.
     """
-    final: Answer | None = None
+    answered: Answer | None = None
     try:
         for item in events:
             name, data = payload(item)
             if isinstance(item, AnswerDone):
-                final, data = item.answer, {**data, "request_id": request_id}  # exactly QueryResponse's body
+                answered, data = item.answer, {**data, **final}  # exactly QueryResponse's body
             yield event(name, data)
     except Exception as exc:  # noqa: BLE001 - every failure leaves as the API's error body
         if not isinstance(exc, CitewiseError):
             logger.exception("unhandled error in a streamed answer")
         elif exc.http_status >= 500:
             logger.warning("backend failure", extra={"code": exc.code, "error_message": exc.message})
-        yield event("error", error_body(exc, request_id)[1])
+        yield event("error", error_body(exc, str(final.get("request_id", "")))[1])
     finally:
         events.close()  # closing it closes the model call
-        ended(final)
+        ended(answered)
 
 
 def http_stream(response: dict[str, Any], body: Iterator[bytes] | None) -> Generator[bytes, None, None]:

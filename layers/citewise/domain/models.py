@@ -451,6 +451,39 @@ class FilterFallback(Frozen):
     dropped_phrases: list[str]
 
 
+CONVERSATION_ID_PATTERN = r"^c[0-9a-f]{28}$"
+"""`c`, 12 hex digits of the creation time in milliseconds and 16 random ones (`citewise.ports.conversations`)."""
+
+
+class QueryRequest(SearchRequest):
+    """What a caller asks of /v1/query: a search request, optionally as a turn of a conversation, and whether
+    to answer with server-sent events."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"query": "How is tenant isolation enforced?", "top_k": 5},
+                {"query": "And what does it cost?", "conversation_id": "c01a21d6c8ac704f0c16216b41115"},
+            ]
+        },
+    )
+
+    conversation_id: str | None = Field(
+        default=None,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="Ask in this conversation of yours (the id a previous answer returned): a follow-up is "
+        "rewritten into a standalone question first. Absent: a new conversation is started and its id returned. "
+        "Another user's conversation, or an unknown one: 404 NOT_FOUND.",
+    )
+    stream: bool = Field(
+        default=False,
+        description="Answer with server-sent events (as `Accept: text/event-stream` asks): sources, text as "
+        "it is written, citations once verified, then the answer this call returns otherwise (docs/api.md).",
+    )
+
+
 class Routing(Frozen):
     """What the router did with the query: it can only narrow (its filters are ANDed inside yours)."""
 

@@ -17,6 +17,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import CoreSchema
 
 from citewise.domain.models import (
+    CONVERSATION_ID_PATTERN,
     AttributeValue,
     Document,
     DocumentStatus,
@@ -28,6 +29,7 @@ from citewise.domain.models import (
     Visibility,
 )
 from citewise.domain.textutil import word_prefix
+from citewise.ports.conversations import TurnContext
 from citewise.ports.cursors import MAX_CURSOR_CHARS
 
 MAX_SEARCH_TEXT_CHARS = 100_000
@@ -148,6 +150,9 @@ def text_shares(lengths: list[int], budget: int) -> list[int]:
 
 # --- arguments ------------------------------------------------------------------------------------------
 
+NEW_CONVERSATION = "new"
+"""`rag_query`'s `conversation_id` that starts a conversation."""
+
 
 class RagQueryArguments(Frozen):
     """Arguments of `rag_query` and of every profile tool."""
@@ -158,6 +163,14 @@ class RagQueryArguments(Frozen):
     )
     min_relevance_score: float | None = Field(default=None, ge=0.0, le=1.0, description=_MIN_SCORE)
     filters: Filter | None = Field(default=None, description=_FILTERS)
+    conversation_id: (
+        Annotated[str, StringConstraints(pattern=f"{CONVERSATION_ID_PATTERN}|^{NEW_CONVERSATION}$")] | None
+    ) = Field(
+        default=None,
+        description=f"Ask as a turn of a conversation: `{NEW_CONVERSATION}` starts one, and the result's "
+        "`conversation.conversation_id` continues it (a follow-up is then rewritten into a standalone question). "
+        "Omit it for a one-off question: nothing is kept.",
+    )
 
 
 class SearchArguments(Frozen):
@@ -230,6 +243,9 @@ class RagQueryResult(Frozen):
     tool: str = Field(description="The tool that answered (a profile's name, or rag_query).")
     routing: Routing | None = Field(default=None, description="What query routing did to the question, if it ran.")
     reranking: Reranking | None = Field(default=None, description="What the reranker did, if one is configured.")
+    conversation: TurnContext | None = Field(
+        default=None, description="The conversation this answer is a turn of (when one was asked for)."
+    )
 
 
 class Hit(Frozen):

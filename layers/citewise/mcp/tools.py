@@ -34,6 +34,7 @@ from citewise.ingest.chunking import chunk_id
 from citewise.ingest.documents import visible_document
 from citewise.mcp.profiles import ToolProfile
 from citewise.mcp.schemas import (
+    NEW_CONVERSATION,
     DocumentDetail,
     DocumentInfo,
     DocumentPageResult,
@@ -48,6 +49,7 @@ from citewise.mcp.schemas import (
     tool_schema,
 )
 from citewise.ports.audit import OK
+from citewise.ports.conversations import TurnContext
 from citewise.ports.synthesizer import AnswerDone, TextDelta
 from citewise.query.answering import QueryEvent, SourcesFound, answer_question, stream_question
 from citewise.query.metering import query_usage, search_usage
@@ -256,7 +258,7 @@ class Toolbox:
             min_score=max(floor, self._min_score(arguments.min_relevance_score)),
             filters=within(profile.scope if profile else None, arguments.filters),
         )
-        answer = self._answer(caller, request, profile, progress)
+        answer, turn = self._answer(caller, request, profile, progress, arguments.conversation_id)
         result = RagQueryResult(
             answer=answer.answer,
             grounded=answer.grounded,
@@ -264,16 +266,29 @@ class Toolbox:
             tool=profile.name if profile else "rag_query",
             routing=answer.routing,
             reranking=answer.reranking,
+            conversation=turn,
         )
         return result, render_answer(result)
 
     def _answer(
-        self, caller: Caller, request: SearchRequest, profile: ToolProfile | None, progress: Progress | None
-    ) -> Answer:
-        """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer."""
+        self,
+        caller: Caller,
+        request: SearchRequest,
+        profile: ToolProfile | None,
+        progress: Progress | None,
+        conversation_id: str | None,
+    ) -> tuple[Answer, TurnContext | None]:
+        """The one place an MCP answer is written: a profile's system prompt goes to the synthesizer; with a
+        `conversation_id` (`new` starts one) the question is a turn of the caller's conversation, asked as
+        its standalone question and recorded once answered."""
         instructions = profile.system_prompt if profile else None
-        self.services.quotas.admit_query(caller.tenant_id, generative=True)
         services = self.services
+        services.quotas.admit_query(caller.tenant_id, generative=True)
+        draft = None
+        if conversation_id is not None:
+            asked = None if conversation_id == NEW_CONVERSATION else conversation_id
+            draft = services.conversations.begin(caller, asked, request.query)
+            request = request.model_copy(update={"query": draft.standalone_question})
         if progress is None:
             answer = answer_question(
                 services.retriever, services.synthesizer, caller, request, instructions=instructions
@@ -283,9 +298,11 @@ class Toolbox:
                 stream_question(services.retriever, services.synthesizer, caller, request, instructions=instructions),
                 progress,
             )
+        if draft is not None:
+            services.conversations.record(draft, answer)
         count_reranking(answer.reranking)
-        self.services.meter.record(caller.tenant_id, query_usage(answer, "mcp"))
-        return answer
+        services.meter.record(caller.tenant_id, query_usage(answer, "mcp"))
+        return answer, draft.context if draft is not None else None
 
     def _sources(self, caller: Caller, answer: Answer) -> list[Source]:
         registry = self.services.registry
@@ -424,9 +441,16 @@ def render_error(error: CitewiseError, request_id: str) -> str:
 
 
 def render_answer(result: RagQueryResult) -> str:
-    """The answer, then its sources: `[n] path (title), page p, section s - relevance r`."""
+    """The answer, then its sources: `[n] path (title), page p, section s - relevance r`; then the
+    conversation to continue, when it is a turn of one."""
+    turn = result.conversation
+    where = (
+        f"\n\nConversation: {turn.conversation_id} (turn {turn.turn}; searched as: {turn.standalone_question})"
+        if turn
+        else ""
+    )
     if not result.sources:
-        return result.answer
+        return result.answer + where
     lines = [result.answer, "", "Sources:"]
     for source in result.sources:
         lines.append(
@@ -434,7 +458,7 @@ def render_answer(result: RagQueryResult) -> str:
             f" - relevance {source.relevance_score:.2f}"
         )
         lines.extend(f'    "{quote}"' for quote in source.quotes)
-    return "\n".join(lines)
+    return "\n".join(lines) + where
 
 
 def render_hits(result: SearchResult) -> str:

@@ -98,3 +98,24 @@ def _unpack(cursor: str) -> Any:
     if len(cursor) > MAX_CURSOR_CHARS:
         raise ValueError("too long")
     return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+
+
+def encode_conversation(tenant_id: str, user_id: str, last_conversation_id: str) -> str:
+    """A cursor of a user's conversations (`citewise.ports.conversations`) resuming after the given one."""
+    return _pack({"t": tenant_id, "u": user_id, "c": last_conversation_id})
+
+
+def decode_conversation(cursor: str, tenant_id: str, user_id: str) -> str:
+    """The conversation id a cursor of `encode_conversation` resumes after, or ValidationError if it was not
+    issued for this user of this tenant: a cursor never moves a listing to another owner's conversations."""
+    try:
+        payload = _unpack(cursor)
+        if not isinstance(payload, dict) or set(payload) != {"t", "u", "c"}:
+            raise ValueError("not a conversation cursor")
+        if not all(isinstance(value, str) and value for value in payload.values()):
+            raise ValueError("unexpected values")
+    except (ValueError, binascii.Error, RecursionError, UnicodeDecodeError) as exc:
+        raise ValidationError("invalid cursor", details={"field": "cursor"}) from exc
+    if (payload["t"], payload["u"]) != (tenant_id, user_id):
+        raise ValidationError("invalid cursor", details={"field": "cursor"})
+    return str(payload["c"])

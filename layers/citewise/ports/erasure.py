@@ -145,13 +145,27 @@ class ErasureQueue(Protocol):
 
 
 def erased_stores(
-    *, credentials: TenantStore, registry: TenantStore, index: TenantStore, blobs: TenantStore, rates: TenantStore
+    *,
+    credentials: TenantStore,
+    registry: TenantStore,
+    index: TenantStore,
+    blobs: TenantStore,
+    rates: TenantStore,
+    conversations: TenantStore,
 ) -> dict[str, TenantStore]:
     """Every store an erasure empties, by the name its receipt shows, in the order they are emptied:
     the programs' credentials first (no program of the tenant gets a token any more), the originals next
-    (nothing new is ingested from them), then the index, the query-rate bucket, the registry last (its
-    catalogue item keeps the tenant known until the end). A later store joins here."""
-    return {"credentials": credentials, "blobs": blobs, "index": index, "rates": rates, "registry": registry}
+    (nothing new is ingested from them), then the index, the users' conversations (their answers quote
+    the documents), the query-rate bucket, the registry last (its catalogue item keeps the tenant known
+    until the end). A later store joins here."""
+    return {
+        "credentials": credentials,
+        "blobs": blobs,
+        "index": index,
+        "conversations": conversations,
+        "rates": rates,
+        "registry": registry,
+    }
 
 
 def kept_stores(*, usage: TenantStore) -> dict[str, TenantStore]:

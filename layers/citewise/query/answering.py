@@ -14,7 +14,8 @@ from citewise.query.retrieval import Retrieval, Retriever
 Stage = Callable[[str], AbstractContextManager[object]]
 
 
-def _untimed(_: str) -> AbstractContextManager[object]:
+def untimed(_: str) -> AbstractContextManager[object]:
+    """A stage that times nothing."""
     return nullcontext()
 
 
@@ -24,7 +25,7 @@ def answer_question(
     caller: Caller,
     request: SearchRequest,
     *,
-    stage: Stage = _untimed,
+    stage: Stage = untimed,
     instructions: str | None = None,
 ) -> Answer:
     """An answer citing only chunks the caller may read; with nothing above `min_score`, says so.
@@ -64,7 +65,7 @@ def stream_question(
     caller: Caller,
     request: SearchRequest,
     *,
-    stage: Stage = _untimed,
+    stage: Stage = untimed,
     instructions: str | None = None,
 ) -> Generator[QueryEvent, None, None]:
     """`answer_question` as it is written: `SourcesFound`, then the synthesizer's stream, whose `AnswerDone`

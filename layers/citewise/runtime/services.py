@@ -46,6 +46,7 @@ from citewise.ports.index import VectorIndex
 from citewise.ports.quotas import QuotaGate, RateLimiter
 from citewise.ports.registry import DocumentRegistry
 from citewise.ports.reranker import Reranker
+from citewise.ports.rewriter import Rewriter
 from citewise.ports.router import Router
 from citewise.ports.synthesizer import Synthesizer
 from citewise.ports.usage import Meter, UsageMeter
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
     # never loads the blob store's rules (sidecars, object metadata).
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
+    from citewise.ports.conversations import ConversationStore
     from citewise.ports.requeue import IngestQueue
+    from citewise.query.conversations import Conversations
     from citewise.query.retrieval import Retriever
     from citewise.runtime.identity import CredentialCache
 
@@ -65,6 +68,7 @@ logger = logging.getLogger(__name__)
 BACKENDS_GROUP = "citewise.backends"
 EMBEDDERS_GROUP = "citewise.embedders"
 SYNTHESIZERS_GROUP = "citewise.synthesizers"
+REWRITERS_GROUP = "citewise.rewriters"
 
 
 class Backend(Protocol):
@@ -100,6 +104,8 @@ class Backend(Protocol):
     def credentials(self) -> CredentialStore: ...
 
     def credential_issuer(self) -> CredentialIssuer: ...
+
+    def conversations(self) -> ConversationStore: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -181,7 +187,12 @@ class Services:
         """The stores an erasure empties (`citewise.ports.erasure.erased_stores`)."""
         credentials = TenantCredentials(self.credentials, lambda: self.credential_issuer)
         return erased_stores(
-            credentials=credentials, registry=self.registry, index=self.index, blobs=self.blobs, rates=self.rates
+            credentials=credentials,
+            registry=self.registry,
+            index=self.index,
+            blobs=self.blobs,
+            rates=self.rates,
+            conversations=self.conversation_store,
         )
 
     def run_erasure(self, tenant_id: str) -> Erasure:
@@ -349,6 +360,29 @@ class Services:
     def synthesizer(self) -> Synthesizer:
         return self._synthesizer_factory()
 
+    @cached_property
+    def conversation_store(self) -> ConversationStore:
+        return self._backend.conversations()
+
+    @cached_property
+    def rewriter(self) -> Rewriter:
+        return build_rewriter(self.settings)
+
+    @cached_property
+    def conversations(self) -> Conversations:
+        """The callers' conversations (`citewise.query.conversations`): turns kept in the registry (a SQLite
+        file locally) for `conversation_ttl_days`, follow-ups rewritten by `rewriter`."""
+        from citewise.ports.rewriter import HistoryBudget
+        from citewise.query.conversations import Conversations
+
+        settings = self.settings
+        return Conversations(
+            self.conversation_store,
+            self.rewriter,
+            ttl=timedelta(days=settings.conversation_ttl_days),
+            budget=HistoryBudget(turns=settings.conversation_history_turns, chars=settings.conversation_history_chars),
+        )
+
     def close(self) -> None:
         """Release what the adapters built so far hold open (the local database connections)."""
         for close in self.closers:
@@ -375,6 +409,9 @@ _ADAPTERS = frozenset(
         "synthesizer",
         "credentials",
         "credential_issuer",
+        "conversation_store",
+        "rewriter",
+        "conversations",
     }
 )
 
@@ -475,6 +512,27 @@ def check_synthesizer(settings: Settings) -> None:
         from citewise.aws import bedrock_models
 
         bedrock_models.require(settings.generation_model_id, guardrail=settings.guardrail_id is not None)
+
+
+def build_rewriter(settings: Settings) -> Rewriter:
+    """The configured follow-up rewriter (`citewise.ports.rewriter`). `auto` rewrites with the synthesizer's
+    model when it is one (Bedrock, or the OpenAI-compatible endpoint), and deterministically otherwise. The
+    OpenAI-compatible one is registered in the entry-point group `citewise.rewriters` by the local package."""
+    name = settings.rewriter
+    if name == "auto":
+        name = "deterministic" if settings.synthesizer == "extractive" else settings.synthesizer
+    if name == "deterministic":
+        from citewise.builtin.rewriter import DeterministicRewriter
+
+        return DeterministicRewriter()
+    if name == "bedrock":
+        from citewise.aws.bedrock_rewriter import BedrockRewriter
+
+        return BedrockRewriter(
+            settings.generation_model_id, timeout=settings.rewrite_timeout, region=settings.aws_region
+        )
+    make = cast(Callable[[Settings], Rewriter], _plugin(REWRITERS_GROUP, name, "CITEWISE_REWRITER"))
+    return make(settings)
 
 
 def build_router(settings: Settings) -> Router:
@@ -652,6 +710,11 @@ class AwsBackend:
             token_minutes=settings.credential_token_minutes,
             client=aws.client("cognito-idp", region=settings.aws_region),
         )
+
+    def conversations(self) -> ConversationStore:
+        from citewise.aws.dynamodb_conversations import DynamoConversations
+
+        return DynamoConversations(_required(self._settings.registry_table), client=self._dynamodb)
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

@@ -38,6 +38,7 @@ GenerationFallback = Literal["none", "extractive"]
 OpenSearchService = Literal["es", "aoss"]
 RouterName = Literal["deterministic", "bedrock"]
 RerankerName = Literal["none", "bedrock"]
+RewriterName = Literal["auto", "deterministic", "bedrock", "openai"]
 AuthMode = Literal["cognito", "iam"]
 SEARCH_INDEX = "search_index"
 """In `aws_requires`: the chunk index, either `opensearch_endpoint` or `vector_bucket`."""
@@ -144,6 +145,31 @@ class Settings(BaseSettings):
         ge=15,
         le=3650,
         description="How long a delete refuses older writes of the document: longer than SQS keeps a message (14 d).",
+    )
+    # --- conversations (`citewise.query.conversations`; docs/generation.md, Follow-up questions)
+    conversation_ttl_days: int = Field(
+        default=30,
+        ge=1,
+        le=3650,
+        description="Days a conversation is kept after its last turn (the registry table's time to live on AWS).",
+    )
+    conversation_history_turns: int = Field(
+        default=6, ge=1, le=50, description="The newest turns a follow-up's rewrite reads; older ones are dropped."
+    )
+    conversation_history_chars: int = Field(
+        default=6000,
+        ge=200,
+        le=100_000,
+        description="The most characters of history (questions and answers) a rewrite reads; the oldest turns are "
+        "dropped first, the newest always kept.",
+    )
+    rewriter: RewriterName = Field(
+        default="auto",
+        description="What makes a follow-up standalone: `deterministic` (no model), `bedrock` (Converse), `openai` "
+        "(the OpenAI-compatible endpoint); `auto`: the synthesizer's model if it is one, else deterministic.",
+    )
+    rewrite_timeout: float = Field(
+        default=5.0, gt=0, le=60, description="Seconds a model's rewrite may take before the question is used as asked."
     )
     ranking_freshness_weight: float = Field(
         default=0.0, ge=0.0, le=1.0, description="0-1: how much freshness scales fused scores (0: off)."

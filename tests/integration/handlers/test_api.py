@@ -341,7 +341,10 @@ def test_the_streamed_handler_answers_events_in_the_streamed_proxy_format(stack:
     assert metadata["statusCode"] == 200 and "text/event-stream" in str(headers["content-type"])
     events = _events(body)
     assert events[0][0] == "sources" and events[-1][0] == "answer"
-    assert {**events[-1][1], "request_id": ""} == {**plain, "request_id": ""}
+    # (each call is a turn of a conversation of its own: its id differs, nothing else)
+    unset = {"request_id": "", "conversation": None}
+    assert {**events[-1][1], **unset} == {**plain, **unset}
+    assert events[-1][1]["conversation"]["turn"] == plain["conversation"]["turn"] == 1
     # And a request refused before the stream is the usual JSON error, whole, after its status
     metadata, body = stack.stream("/v1/query", body={"query": "", "stream": True}, identity=BOB)
     assert metadata["statusCode"] == 400 and json.loads(body)["error"]["code"] == "VALIDATION_ERROR"

@@ -57,7 +57,9 @@ def test_every_access_kind_leaves_one_record_with_its_ids_and_never_text(stack: 
     # Given a document uploaded by alice (its upload is the first change recorded)
     doc_id = stack.upload_and_ingest(ALICE, "vault.md", RUNBOOK)
     # When alice reads it every way there is, over REST and MCP, and carol changes the settings and deletes it
-    assert stack.api("POST", "/v1/query", body={"query": QUESTION}, identity=ALICE)[0] == 200
+    status, answered = stack.api("POST", "/v1/query", body={"query": QUESTION}, identity=ALICE)
+    assert status == 200
+    conversation_id = answered["conversation"]["conversation_id"]
     assert stack.api("POST", "/v1/search", body={"query": QUESTION}, identity=ALICE)[0] == 200
     assert stack.api("GET", "/v1/documents", identity=ALICE)[0] == 200
     assert stack.api("GET", f"/v1/documents/{doc_id}", identity=ALICE)[0] == 200
@@ -85,7 +87,9 @@ def test_every_access_kind_leaves_one_record_with_its_ids_and_never_text(stack: 
         ("settings.update", "rest", "carol", "ok"),
         ("document.delete", "rest", "carol", "ok"),
     ]
-    assert all(r.resources == [doc_id] for r in records if r.action != "settings.update"), records
+    # (a question over REST names the conversation it is a turn of, then the documents it read)
+    assert records[1].resources == [conversation_id, doc_id]
+    assert all(r.resources == [doc_id] for r in records if r.action not in ("settings.update", "query")), records
     assert all(r.request_id and r.tenant_id == "acme" and not r.operator for r in records)
     # And the questions are keyed hashes, equal for the same question, never the question or the text
     hashes = {r.question_hash for r in records if r.action in ("query", "search", "mcp.rag_query", "mcp.search")}
