@@ -59,8 +59,8 @@ from citewise.ports.blobstore import (
     PresignedUpload,
     Served,
     Sidecar,
-    changed_since_indexed,
     check_upload_size,
+    indexed_version,
     is_sidecar,
     object_metadata,
     served,
@@ -341,22 +341,10 @@ class LocalBlobStore:
         return self._verified(token, UploadGrant, "upload")
 
     def presign_get(self, tenant_id: str, path: str, *, version: str) -> PresignedDownload:
-        current = self.head(tenant_id, validate_document_name(path))
-        if current is None:
-            raise NotFoundError("the document's file is no longer stored", details={"path": path})
-        if current.version != version:
-            raise changed_since_indexed(path)
-        how = served(path, current.content_type)
+        _, how = indexed_version(self.head(tenant_id, validate_document_name(path)), path, version)
         expires_at = self._clock() + timedelta(seconds=DOWNLOAD_SECONDS)
         grant = DownloadGrant(tenant_id=tenant_id, path=path, version=version, expires=int(expires_at.timestamp()))
-        return PresignedDownload(
-            document_id=upload_document_id(tenant_id, path),
-            url=f"{self.base_url}{DOWNLOAD_ROUTE}{self._sign(grant)}",
-            content_type=how.content_type,
-            filename=how.filename,
-            disposition=how.disposition,
-            expires_at=expires_at,
-        )
+        return how.download(tenant_id, path, f"{self.base_url}{DOWNLOAD_ROUTE}{self._sign(grant)}", expires_at)
 
     def download(self, token: str) -> tuple[bytes, Served]:
         """The bytes and headers a local download token grants, as S3 answers a presigned GET of a version:

@@ -57,12 +57,11 @@ from citewise.ports.blobstore import (
     PresignedDownload,
     PresignedUpload,
     Sidecar,
-    changed_since_indexed,
     check_upload_size,
+    indexed_version,
     is_sidecar,
     object_key,
     object_metadata,
-    served,
     stored_object,
     upload_document_id,
     upload_headers,
@@ -234,12 +233,7 @@ class S3BlobStore:
         )
 
     def presign_get(self, tenant_id: str, path: str, *, version: str) -> PresignedDownload:
-        current = self.head(tenant_id, validate_document_name(path))
-        if current is None:
-            raise NotFoundError("the document's file is no longer stored", details={"path": path})
-        if current.version != version:
-            raise changed_since_indexed(path)
-        how = served(path, current.content_type)
+        current, how = indexed_version(self.head(tenant_id, validate_document_name(path)), path, version)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": self.key(tenant_id, path),
@@ -253,14 +247,7 @@ class S3BlobStore:
             url = self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=DOWNLOAD_SECONDS)
         except BotoCoreError as exc:
             raise aws.translate(exc, CitewiseError, "S3 presign GetObject") from exc
-        return PresignedDownload(
-            document_id=upload_document_id(tenant_id, path),
-            url=url,
-            content_type=how.content_type,
-            filename=how.filename,
-            disposition=how.disposition,
-            expires_at=self._clock() + timedelta(seconds=DOWNLOAD_SECONDS),
-        )
+        return how.download(tenant_id, path, url, self._clock() + timedelta(seconds=DOWNLOAD_SECONDS))
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete up to `limit` (at most 1000, one DeleteObjects) of the tenant's object versions and

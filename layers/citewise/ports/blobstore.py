@@ -30,7 +30,7 @@ from typing import Literal, NamedTuple, Protocol
 from urllib.parse import quote, unquote_plus
 
 from citewise.domain.access import may_modify, object_writer
-from citewise.domain.errors import CitewiseError, ConflictError, PayloadTooLargeError, ValidationError
+from citewise.domain.errors import CitewiseError, ConflictError, NotFoundError, PayloadTooLargeError, ValidationError
 from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, check_limits, parse_sidecar
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
@@ -246,6 +246,17 @@ class Served(NamedTuple):
     disposition: Literal["inline", "attachment"]
     filename: str
 
+    def download(self, tenant_id: str, path: str, url: str, expires_at: datetime) -> PresignedDownload:
+        """The answer of `presign_get` that serves `path` so through `url`."""
+        return PresignedDownload(
+            document_id=upload_document_id(tenant_id, path),
+            url=url,
+            content_type=self.content_type,
+            filename=self.filename,
+            disposition=self.disposition,
+            expires_at=expires_at,
+        )
+
     @property
     def content_disposition(self) -> str:
         """The header: the name as an ASCII fallback and as RFC 5987 UTF-8."""
@@ -257,6 +268,17 @@ def served(path: str, content_type: str | None) -> Served:
     """How the object at `path`, stored with `content_type`, is served to a browser."""
     media_type = (content_type or "application/octet-stream").split(";", 1)[0].strip().lower()
     return Served(media_type, "inline" if media_type in INLINE_TYPES else "attachment", path.rsplit("/", 1)[-1])
+
+
+def indexed_version(current: SourceObject | None, path: str, version: str) -> tuple[SourceObject, Served]:
+    """The object a store's `head` found at `path`, if it is still the `version` that was indexed, and how
+    to serve it: what both stores check before they sign a download. NotFoundError when it is gone,
+    `changed_since_indexed` when it was replaced since."""
+    if current is None:
+        raise NotFoundError("the document's file is no longer stored", details={"path": path})
+    if current.version != version:
+        raise changed_since_indexed(path)
+    return current, served(path, current.content_type)
 
 
 def changed_since_indexed(path: str) -> ConflictError:
