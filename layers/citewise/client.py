@@ -130,9 +130,7 @@ class CitewiseClient:
     ) -> QueryResponse:
         """An answer with `[n]` markers and citations (POST /v1/query); unset options take the API's defaults.
         `conversation_id` (an earlier answer's `conversation.conversation_id`) asks it as a follow-up there."""
-        body = _search_body(question, top_k, filters, min_score, max_sources, route)
-        if conversation_id is not None:
-            body["conversation_id"] = conversation_id
+        body = _query_body(question, top_k, filters, min_score, max_sources, route, conversation_id)
         return self._call("POST", "/v1/query", QueryResponse, body=body)
 
     def query_stream(
@@ -144,12 +142,15 @@ class CitewiseClient:
         min_score: float | None = None,
         max_sources: int | None = None,
         route: bool | None = None,
+        conversation_id: str | None = None,
     ) -> Iterator[StreamEvent]:
         """The answer as it is written (POST /v1/query with `Accept: text/event-stream`): `sources`, `text`,
         `citation` events, then `answer`, whose `answer()` is what `query` returns. An `error` event is raised
         as `CitewiseClientError`. Leaving the loop (or closing the iterator) closes the connection, which
-        stops the answer's generation on the server."""
-        body = json.dumps(_search_body(question, top_k, filters, min_score, max_sources, route)).encode()
+        stops the answer's generation on the server (the conversation, if any, records the turn interrupted)."""
+        body = json.dumps(
+            _query_body(question, top_k, filters, min_score, max_sources, route, conversation_id)
+        ).encode()
         headers = {
             "Accept": "text/event-stream",
             "Content-Type": "application/json",
@@ -485,6 +486,19 @@ def _search_body(
         filters = filters.model_dump(mode="json", by_alias=True, exclude_none=True)
     options = {"top_k": top_k, "filters": filters, "min_score": min_score, "max_sources": max_sources, "route": route}
     return {"query": query, **{key: value for key, value in options.items() if value is not None}}
+
+
+def _query_body(
+    question: str,
+    top_k: int | None,
+    filters: Filter | Mapping[str, Any] | None,
+    min_score: float | None,
+    max_sources: int | None,
+    route: bool | None,
+    conversation_id: str | None,
+) -> dict[str, Any]:
+    body = _search_body(question, top_k, filters, min_score, max_sources, route)
+    return body | ({"conversation_id": conversation_id} if conversation_id is not None else {})
 
 
 def _segment(value: str) -> str:

@@ -153,6 +153,18 @@ def test_the_client_streams_the_answer_it_would_return(api: Api, indexed: str) -
     assert "".join(e.data["text"] for e in events if e.event == "text") == plain.answer
 
 
+def test_a_streamed_follow_up_is_the_next_turn_of_its_conversation(api: Api, indexed: str) -> None:
+    client = CitewiseClient(api.url, indexed)
+    first = client.query(QUESTION)
+    assert first.conversation is not None
+    conversation_id = first.conversation.conversation_id
+    events = list(client.query_stream(QUESTION, conversation_id=conversation_id))
+    streamed = events[-1].answer()
+    assert streamed.conversation is not None
+    assert (streamed.conversation.conversation_id, streamed.conversation.turn) == (conversation_id, 2)
+    assert [turn.status for turn in client.get_conversation(conversation_id).history] == ["complete", "complete"]
+
+
 def test_the_client_reads_an_error_before_the_stream_as_its_error(api: Api, indexed: str) -> None:
     with pytest.raises(CitewiseClientError) as raised:
         list(CitewiseClient(api.url, indexed).query_stream(""))
