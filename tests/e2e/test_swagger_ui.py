@@ -38,7 +38,8 @@ OPERATOR_ONLY = {
 # Executed in this order: the document routes last, deleting after reading; then the operator's.
 ORDER = ["health", "openapi", "createUpload", "query", "search", "listDocuments", "getTenantSettings"]
 ORDER += ["replaceTenantSettings", "getUsage", "createCredential", "listCredentials", "revokeCredential"]
-ORDER += ["getDocument", "deleteDocument", *sorted(OPERATOR_ONLY)]
+ORDER += ["listConversations", "getConversation", "deleteConversation"]
+ORDER += ["getDocument", "getDocumentText", "getDocumentContent", "deleteDocument", *sorted(OPERATOR_ONLY)]
 
 
 def _is_loopback(url: str) -> bool:
@@ -87,6 +88,8 @@ def test_swagger_ui_renders_offline_authorizes_and_tries_every_route(
     # And a credential of the tenant's programs, for the revoke route's {id}
     created = api.request("POST", "/v1/credentials", token=token, json_body={"name": "swagger", "user": "bot"})
     credential_id = created.json()["credential"]["credential_id"]
+    asked = api.request("POST", "/v1/query", token=token, json_body={"query": "What do I redrive?"})
+    conversation_id = asked.json()["conversation"]["conversation_id"]
     # And a browser that may reach nothing but this machine
     left_the_machine: list[str] = []
 
@@ -114,7 +117,8 @@ def test_swagger_ui_renders_offline_authorizes_and_tries_every_route(
         # And, authorised with the token, every tenant route's "Try it out" gets its documented success,
         # and each operator's route answers the tenant admin 403
         _authorize(page, token)
-        ids = {"revokeCredential": credential_id}
+        ids = {"revokeCredential": credential_id, "getConversation": conversation_id}
+        ids["deleteConversation"] = conversation_id
         statuses = {operation: _execute(page, operation, ids.get(operation, doc_id)) for operation in ORDER}
         assert statuses == {op: "403" if op in OPERATOR_ONLY else code for op, code in SUCCESS.items()}
         # And the page never reached beyond loopback nor logged an error

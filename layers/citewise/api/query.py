@@ -27,11 +27,21 @@ from citewise.runtime.observability import count_reranking, logger, metrics, tim
 from citewise.runtime.services import Services
 
 _RESPONSES = responses(400, 401, 403, 409, 415, 429, 502)
+# One event of the stream (OpenAPI 3.1 has no `itemSchema`: as schema-driven tools read it, `schema` is the
+# shape of each parsed event); its data is JSON, described per event in docs/api.md.
+_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"enum": ["sources", "text", "citation", "answer", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
 _QUERY_RESPONSES = responses(400, 401, 403, 404, 409, 415, 429, 502) | {
     200: {
         "description": 'The answer; with `Accept: text/event-stream` or `"stream": true`, server-sent events '
         "(`sources`, `text`, `citation`, then `answer` holding this same object, or `error`; docs/api.md).",
-        "content": {"application/json": {"model": QueryResponse}, EVENT_STREAM: {"schema": {"type": "string"}}},
+        "content": {"application/json": {"model": QueryResponse}, EVENT_STREAM: {"schema": _EVENT_SCHEMA}},
     }
 }
 

@@ -62,6 +62,9 @@ def test_a_bad_cursor_or_limit_is_a_validation_error(stack: Stack) -> None:
         assert (status, body["error"]["code"]) == (400, "VALIDATION_ERROR"), query
 
 
+CONVERSATION = "c" + "0" * 28  # CONVERSATION_ID_PATTERN
+
+
 def test_the_operator_reaches_no_tenant_route(stack: Stack) -> None:
     # Given a tenant's document
     doc_id = stack.upload_and_ingest(claims("acme", "alice"), "note.md", NOTE)
@@ -78,7 +81,8 @@ def test_the_operator_reaches_no_tenant_route(stack: Stack) -> None:
     for route in tenant_routes:
         if (route.function, route.method) == ("mcp", "GET"):
             continue  # 405 to everyone, before any identity is read: the endpoint keeps no stream
-        path = route.path.replace("{id}", doc_id)
+        # (an id of the route's own kind, so that no path validation answers before the identity check)
+        path = route.path.replace("{id}", CONVERSATION if "/conversations/" in route.path else doc_id)
         body = bodies.get(route.path.removeprefix(MACHINE_PREFIX), {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         event = api_event(route.method, path, body=body, identity=OPERATOR)
         response = stack.handler(route.function)(event, LambdaContext())

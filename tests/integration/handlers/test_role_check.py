@@ -36,10 +36,9 @@ def dev() -> Deployment:
         ("documents", Request("dynamodb:UpdateItem", TABLE_ARN), True),
         ("documents", Request("dynamodb:PutItem", TABLE_ARN), False),
         ("documents", Request("dynamodb:Query", f"{TABLE_ARN}/index/by_path"), True),
-        # The query role may Query the table for its quotas' and counters' attributes only; moto evaluates no
-        # `ForAllValues`/`IfExists` condition, so that limit is asserted on the template (test_iam.py). It may
-        # delete and scan nothing.
-        ("query", Request("dynamodb:DeleteItem", TABLE_ARN), False),
+        # The query role may Query the table for its quotas' and counters' attributes only, and delete only in
+        # the conversation partitions; moto evaluates no `ForAllValues`/`IfExists` condition, so those limits
+        # are asserted on the template (test_iam.py). It may scan nothing.
         ("query", Request("dynamodb:Scan", TABLE_ARN), False),
         ("documents", Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/tenants/acme/a.md"), True),
         ("documents", Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/elsewhere/a.md"), False),
