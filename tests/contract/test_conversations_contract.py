@@ -9,6 +9,7 @@ conversations, every user's, in bounded steps and nothing of a tenant whose id s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -128,8 +129,12 @@ def test_a_turn_is_appended_only_as_the_next_one(store: ConversationStore) -> No
 
 
 def test_a_listing_pages_newest_first_with_a_cursor_bound_to_its_owner(store: ConversationStore) -> None:
-    # Given five conversations of alice, one of bob
-    ids = [started(store, title=f"t{n}") for n in range(5)]
+    # Given five conversations of alice, one of bob, each started in a millisecond of its own (ids sort by
+    # creation time to the millisecond)
+    ids = []
+    for n in range(5):
+        ids.append(started(store, title=f"t{n}"))
+        time.sleep(0.002)
     started(store, BOB)
     # When alice pages two at a time
     first = store.page(ALICE, limit=2)

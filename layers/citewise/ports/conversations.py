@@ -145,8 +145,8 @@ class ConversationStore(Protocol):
 
 
 def new_conversation_id() -> str:
-    """A fresh id of CONVERSATION_ID_PATTERN: ids sort by creation time (the listing's order, newest first)
-    and cannot be guessed (64 random bits)."""
+    """A fresh id of CONVERSATION_ID_PATTERN: ids sort by creation time to the millisecond (the listing's
+    order, newest first) and cannot be guessed (64 random bits)."""
     return f"c{time.time_ns() // 1_000_000:012x}{secrets.token_hex(8)}"
 
 
