@@ -17,8 +17,9 @@ overlap the window are listed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from itertools import groupby
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import Field
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from citewise.domain.objects import SourceObject
     from citewise.ingest.pipeline import Ingestor
 
+_K = TypeVar("_K")
 MAX_TEXT_CHARS = 400_000
 """Characters of text in one response: at most 2.4 MB as JSON, even if every one is escaped (`\\uXXXX`)."""
 
@@ -107,7 +109,7 @@ def document_text(ingestor: Ingestor, obj: SourceObject, document: Document, off
         next_offset=end if end < len(parsed.text) else None,
         pages=[span for span in _pages(parsed.blocks) if _overlaps(span, offset, end)],
         sections=[span for span in _sections(parsed.blocks) if _overlaps(span, offset, end)],
-        chunks=[_chunk_span(chunk) for chunk in chunks if chunk.end > offset and chunk.start < end],
+        chunks=[_chunk_span(chunk) for chunk in chunks if _overlaps(chunk, offset, end)],
         indexed_layout=len(parsed.text) == document.char_count and len(chunks) == document.chunk_count,
     )
 
@@ -131,23 +133,24 @@ def _chunk_metadata(document: Document) -> DocumentMetadata:
     )
 
 
+def _runs(blocks: tuple[Block, ...], key: Callable[[Block], _K]) -> Iterator[tuple[_K, int, int]]:
+    """Each run of consecutive blocks sharing `key`: the key, where the run starts and ends."""
+    for value, run in groupby(blocks, key=key):
+        group = list(run)
+        yield value, group[0].start, group[-1].end
+
+
 def _pages(blocks: tuple[Block, ...]) -> list[PageSpan]:
-    return [
-        PageSpan(page=page, start=group[0].start, end=group[-1].end)
-        for page, run in groupby(blocks, key=lambda block: block.page)
-        if page is not None and (group := list(run))
-    ]
+    runs = _runs(blocks, lambda block: block.page)
+    return [PageSpan(page=page, start=start, end=end) for page, start, end in runs if page is not None]
 
 
 def _sections(blocks: tuple[Block, ...]) -> list[SectionSpan]:
-    return [
-        SectionSpan(heading_path=path, start=group[0].start, end=group[-1].end)
-        for path, run in groupby(blocks, key=lambda block: block.heading_path)
-        if path and (group := list(run))
-    ]
+    runs = _runs(blocks, lambda block: block.heading_path)
+    return [SectionSpan(heading_path=path, start=start, end=end) for path, start, end in runs if path]
 
 
-def _overlaps(span: PageSpan | SectionSpan, start: int, end: int) -> bool:
+def _overlaps(span: PageSpan | SectionSpan | Chunk, start: int, end: int) -> bool:
     return span.end > start and span.start < end
 
 
