@@ -30,7 +30,10 @@ What it serves (`site.url` is `http://127.0.0.1:<port>`):
 - `/huge.html`: `huge_bytes` (default 20 MiB) of HTML, streamed in 64 KiB writes, with no Content-Length;
 - `/throttled.html`: 429 with `Retry-After: <retry_after>` for the next `throttle_count` requests, then
   the page;
-- `/data.json`: an `application/json` body (a content type no parser takes).
+- `/data.json`: an `application/json` body (a content type no parser takes);
+- `/error.html`: 500; `/bomb.html`: a gzip body (`Content-Encoding: gzip`) of 50 KB that inflates to 50 MB.
+
+`robots_status` (default 200) answers robots.txt with another status (404: no rules; 500: keep out).
 
 `requests` records every request (method, path, request headers, status), in arrival order;
 `count(path, status=None)` counts them. The server is a thread of the test's process; it stops when the
@@ -40,6 +43,7 @@ What it serves (`site.url` is `http://127.0.0.1:<port>`):
 from __future__ import annotations
 
 import email.utils
+import gzip
 import hashlib
 import os
 import shutil
@@ -57,6 +61,7 @@ import pytest
 DEB_PACKAGE = "python3.11-doc"
 DOCS_IN_PACKAGE = Path("usr/share/doc/python3.11/html")
 METADATA_URL = "http://169.254.169.254/latest/meta-data/"
+_BOMB = gzip.compress(b"<p>" + b"0" * 50 * 1024 * 1024 + b"</p>")
 _EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z: the pages' first Last-Modified
 
 
@@ -132,6 +137,7 @@ class DocSite:
         self.throttle_count = 0
         self.retry_after = 1
         self.gone_status = 404
+        self.robots_status = 200
         self.hostile_loopback_target = "http://127.0.0.1:9/"
         self.requests: list[Request] = []
         self._versions: dict[str, int] = {}
@@ -232,7 +238,7 @@ def _handler(site: DocSite) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             path = self.path.split("?", 1)[0]
             routes = {
-                "/robots.txt": lambda: self._send(200, "text/plain", site.robots_txt().encode()),
+                "/robots.txt": lambda: self._send(site.robots_status, "text/plain", site.robots_txt().encode()),
                 "/sitemap.xml": lambda: self._send(200, "application/xml", site.sitemap()),
                 "/sitemap_index.xml": lambda: self._send(200, "application/xml", _index(site.url)),
                 "/private/secret.html": lambda: self._send(200, "text/html", b"<p>secret</p>"),
@@ -243,6 +249,8 @@ def _handler(site: DocSite) -> type[BaseHTTPRequestHandler]:
                 "/huge.html": self._huge,
                 "/throttled.html": self._throttled,
                 "/data.json": lambda: self._send(200, "application/json", b'{"not": "a page"}'),
+                "/error.html": lambda: self._send(500, "text/html", b"<p>broken</p>"),
+                "/bomb.html": lambda: self._send(200, "text/html", _BOMB, {"Content-Encoding": "gzip"}),
             }
             if path in routes:
                 routes[path]()

@@ -18,9 +18,11 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 from xml.etree.ElementTree import Element  # noqa: S405 - a type only: parsing is defusedxml's
 
 from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import ParseError, fromstring
+from defusedxml.ElementTree import ParseError as XmlError
+from defusedxml.ElementTree import fromstring
+from lxml import etree
 
-from citewise.domain.errors import ValidationError
+from citewise.domain.errors import ParseError, ValidationError
 from citewise.domain.provenance import iso, try_instant
 from citewise.ingest.parsing.encoding import decode_text
 from citewise.ingest.parsing.html import parse_html
@@ -32,6 +34,8 @@ MAX_SITEMAP_BYTES = 50 * 1024 * 1024
 """Uncompressed bytes of one sitemap (the protocol's limit): a gzip bomb stops there."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _PILCROW = "\u00b6"
+_OUTPUT_PARSER = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, huge_tree=False)
+"""For trafilatura's own output only (it has no DTD, and entities are left as they are)."""
 _INLINE_PARENTS = frozenset(
     {"p", "li", "td", "th", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "a", "b", "i"}
 )
@@ -63,7 +67,7 @@ def sitemap_urls(body: bytes) -> list[SitemapEntry]:
     xml = _gunzipped(body) if body[:2] == _GZIP_MAGIC else body
     try:
         root = fromstring(xml, forbid_dtd=True, forbid_entities=True, forbid_external=True)
-    except (ParseError, DefusedXmlException) as exc:
+    except (XmlError, DefusedXmlException) as exc:
         raise ValidationError(f"not a sitemap: {type(exc).__name__}", details={"reason": "sitemap"}) from exc
     kind = _local_name(root.tag)
     if kind not in ("urlset", "sitemapindex"):
@@ -105,15 +109,18 @@ def extract_page(page: FetchedPage) -> ExtractedPage:
     if content_type not in ("text/html", "application/xhtml+xml"):
         return ExtractedPage(None, page.body, content_type, served)
     text = decode_text(page.body, "page.html")
-    whole = parse_html(text, "page.html")
     main, found_date = _main_content(text, page.final_url)
-    title = whole.title
-    source_date = whole.source_date or found_date or served
+    if main is None:  # nothing trafilatura calls content: the page goes to the ingest path whole
+        return ExtractedPage(None, page.body, content_type, found_date or served)
+    try:
+        whole = parse_html(text, "page.html")
+        title, own_date = whole.title, whole.source_date
+    except ParseError:  # no text outside the page's navigation and scripts: no title or <meta> date either
+        title, own_date = None, None
+    source_date = own_date or found_date or served
     head = f"<title>{html.escape(title)}</title>" if title else ""
     if source_date is not None:
         head += f'<meta name="date" content="{iso(source_date)}">'
-    if main is None:
-        return ExtractedPage(title, page.body, content_type, source_date)
     document = f"<!DOCTYPE html><html><head>{head}</head><body>{main}</body></html>"
     return ExtractedPage(title, document.encode("utf-8"), "text/html", source_date)
 
@@ -122,7 +129,6 @@ def _main_content(text: str, url: str) -> tuple[str | None, datetime | None]:
     """trafilatura's main content of the page as HTML (None when it finds too little: the whole page is
     kept then), and the date it finds in the page (htmldate: meta tags, JSON-LD, "Last updated on ...")."""
     import trafilatura  # imported here: a cold start that never extracts a page does not pay for it
-    from lxml import html as lxml_html
 
     extracted = trafilatura.extract(
         text,
@@ -134,25 +140,28 @@ def _main_content(text: str, url: str) -> tuple[str | None, datetime | None]:
         include_images=False,
         include_comments=False,
         with_metadata=True,
-        date_extraction_params={"extensive_search": True, "original_date": False},
+        date_extraction_params={"extensive_search": False, "original_date": False},
     )
     if not extracted:
         return None, None
-    tree = lxml_html.document_fromstring(extracted)
+    # trafilatura's HTML is well-formed markup, read as such: an HTML parser would close a paragraph at the
+    # <pre> trafilatura writes for inline code, and cut it in two.
+    tree = etree.fromstring(extracted.encode("utf-8"), _OUTPUT_PARSER)
     date_meta = tree.find(".//meta[@name='date']")
     found_date = try_instant(date_meta.get("content") if date_meta is not None else None)
     body = tree.find("body")
     if body is None:
         return None, found_date
     for element in body.iter():
-        # trafilatura writes inline code as <pre>; a <pre> inside a paragraph would cut it in two blocks.
         parent = element.getparent()
         if element.tag == "pre" and parent is not None and parent.tag in _INLINE_PARENTS:
             element.tag = "code"
         # The text of a heading's permalink anchor ("¶") stays when trafilatura drops the anchor.
         element.text = _without_pilcrow(element.text)
         element.tail = _without_pilcrow(element.tail)
-    main = (body.text or "") + "".join(lxml_html.tostring(child, encoding="unicode") for child in body)
+    main = html.escape(body.text or "", quote=False) + "".join(
+        etree.tostring(child, encoding="unicode", method="html") for child in body
+    )
     return main, found_date
 
 
