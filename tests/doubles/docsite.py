@@ -14,7 +14,7 @@ Usage:
         site.remove("library/csv.html")         # answers 404 from now on (`gone_status=410` for 410)
         assert site.count("/library/json.html") == 1
 
-What it serves (`site.url` is `http://127.0.0.1:<port>`):
+What it serves (`site.url` is `http://127.0.0.1:<port>`, or https with `tls`):
 - every `.html` file under the root at its relative path, with a strong `ETag` (a hash of the bytes
   served) and `Last-Modified`, answering `304` to a matching `If-None-Match` or a not older
   `If-Modified-Since`;
@@ -47,6 +47,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -125,7 +126,8 @@ def _download(work: Path) -> bool:
 class DocSite:
     """The site; see the module docstring for what it serves and how tests steer it."""
 
-    def __init__(self, root: Path, *, pages: Sequence[str] | None = None) -> None:
+    def __init__(self, root: Path, *, pages: Sequence[str] | None = None, tls: ssl.SSLContext | None = None) -> None:
+        """`pages` are those the sitemap lists (default: all); `tls` a server context to serve https with."""
         self.root = root
         self.pages = (
             list(pages) if pages is not None else sorted(str(path.relative_to(root)) for path in root.rglob("*.html"))
@@ -145,12 +147,16 @@ class DocSite:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._scheme = "http"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self._scheme = "https"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self._scheme}://{host}:{port}"
 
     def __enter__(self) -> DocSite:
         self._thread.start()

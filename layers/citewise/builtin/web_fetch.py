@@ -8,8 +8,8 @@ are followed here, never by urllib3, each one checked again, at most `max_redire
 and dropped over `max_bytes` (counted after decompression), the connect and read timeouts bound each
 socket wait and `total_timeout` the whole fetch, and only `ACCEPTED_CONTENT_TYPES` are read.
 
-Politeness: robots.txt per origin (RFC 9309: a 4xx means no rules, a 5xx or no answer means keep out),
-cached for the fetcher's life; per host at most `connections_per_host` requests at once and
+Politeness: robots.txt per origin (RFC 9309: a 4xx means no rules, a 5xx means keep out; no answer at
+all fails the page with its reason), cached for the fetcher's life; per host at most `connections_per_host` requests at once and
 `host_delay` seconds between request starts (more when robots.txt asks for a crawl-delay, up to
 `max_crawl_delay`); a 429 or 503 with `Retry-After` is waited out when the wait fits `retry_after_cap`
 and the fetch's deadline, `throttle_retries` times at most, then the page FAILED "throttled".
@@ -389,8 +389,15 @@ class WebPageFetcher:
         return rules.can_fetch(self.agent, url)
 
     def _read_robots(self, origin: str) -> RobotFileParser | bool:
-        """The origin's rules; True (no rules) for a 4xx, False (keep out) when it cannot be read."""
+        """The origin's rules; True (no rules) for a 4xx, False (keep out) when it cannot be read.
+
+        A refusal (the host is not public) or no answer at all (DNS, connection, TLS, timeout) ends the
+        page's fetch with that reason instead, and is not remembered: it says nothing of the site's rules,
+        and the page would meet it too.
+        """
         page = self._follow(f"{origin}/robots.txt", None, robots=False, accept=None, max_bytes=_ROBOTS_MAX_BYTES)
+        if page.outcome is FetchOutcome.REFUSED or page.status is None:
+            raise _Stop(page.outcome, page.reason or "robots")
         if page.outcome is FetchOutcome.FETCHED:
             rules = RobotFileParser()
             rules.parse(page.body.decode("utf-8", errors="replace").splitlines())
