@@ -9,10 +9,11 @@ and dropped over `max_bytes` (counted after decompression), the connect and read
 socket wait and `total_timeout` the whole fetch, and only `ACCEPTED_CONTENT_TYPES` are read.
 
 Politeness: robots.txt per origin (RFC 9309: a 4xx means no rules, a 5xx means keep out; no answer at
-all fails the page with its reason), cached for the fetcher's life; per host at most `connections_per_host` requests at once and
-`host_delay` seconds between request starts (more when robots.txt asks for a crawl-delay, up to
-`max_crawl_delay`); a 429 or 503 with `Retry-After` is waited out when the wait fits `retry_after_cap`
-and the fetch's deadline, `throttle_retries` times at most, then the page FAILED "throttled".
+all fails the page with its reason), cached for the fetcher's life; per host at most
+`connections_per_host` requests at once and `host_delay` seconds between request starts (more when
+robots.txt asks for a crawl-delay, up to `max_crawl_delay`); a 429 or 503 with `Retry-After` is waited
+out when the wait fits `retry_after_cap` and the fetch's deadline, `throttle_retries` times at most, then
+the page FAILED "throttled".
 """
 
 from __future__ import annotations
