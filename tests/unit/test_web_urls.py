@@ -7,7 +7,13 @@ import pytest
 
 from citewise.domain.errors import ValidationError
 from citewise.ingest.parsing import SUPPORTED_CONTENT_TYPES
-from citewise.ports.web import ACCEPTED_CONTENT_TYPES, address_refusal, check_public_url
+from citewise.ports.web import (
+    ACCEPTED_CONTENT_TYPES,
+    PAGE_CONTENT_TYPES,
+    SITEMAP_CONTENT_TYPES,
+    address_refusal,
+    check_public_url,
+)
 from citewise.runtime.services import page_fetcher
 from citewise.runtime.settings import Settings, load_settings
 
@@ -123,8 +129,9 @@ def test_a_host_name_is_left_to_the_fetch_that_resolves_it() -> None:
     assert check_public_url("https://internal.corp.example/") == "https://internal.corp.example/"
 
 
-def test_the_fetcher_accepts_exactly_the_media_types_the_parsers_take() -> None:
-    assert ACCEPTED_CONTENT_TYPES == frozenset(SUPPORTED_CONTENT_TYPES)
+def test_the_fetcher_accepts_exactly_the_media_types_the_parsers_and_sitemaps_take() -> None:
+    assert PAGE_CONTENT_TYPES == frozenset(SUPPORTED_CONTENT_TYPES)
+    assert ACCEPTED_CONTENT_TYPES == PAGE_CONTENT_TYPES | SITEMAP_CONTENT_TYPES
 
 
 def _settings_classes(cls: type[Settings]) -> list[type[Settings]]:

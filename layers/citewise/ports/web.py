@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from citewise.domain.errors import ValidationError
 
-ACCEPTED_CONTENT_TYPES: frozenset[str] = frozenset(
+PAGE_CONTENT_TYPES: frozenset[str] = frozenset(
     {
         "text/html",
         "application/xhtml+xml",
@@ -27,8 +27,15 @@ ACCEPTED_CONTENT_TYPES: frozenset[str] = frozenset(
         "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     }
 )
-"""Media types a page may have: what the parsers take (`citewise.ingest.parsing.SUPPORTED_CONTENT_TYPES`, a
-test holds the two equal); anything else is never read."""
+"""Media types of pages: what the parsers take (`citewise.ingest.parsing.SUPPORTED_CONTENT_TYPES`; a test
+holds the two equal)."""
+SITEMAP_CONTENT_TYPES: frozenset[str] = frozenset(
+    {"application/xml", "text/xml", "application/gzip", "application/x-gzip"}
+)
+"""Media types of sitemaps (`citewise.ingest.web_pages.sitemap_urls`), plain or gzip."""
+ACCEPTED_CONTENT_TYPES: frozenset[str] = PAGE_CONTENT_TYPES | SITEMAP_CONTENT_TYPES
+"""What a fetch reads; anything else FAILED "content_type", its body never read. A page of a sitemap's
+type is no document: the refresh reads it as a sitemap or leaves it."""
 
 
 class FetchOutcome(StrEnum):
