@@ -43,6 +43,7 @@ What it serves (`site.url` is `http://127.0.0.1:<port>`, or https with `tls`):
 from __future__ import annotations
 
 import email.utils
+import functools
 import gzip
 import hashlib
 import os
@@ -62,7 +63,6 @@ import pytest
 DEB_PACKAGE = "python3.11-doc"
 DOCS_IN_PACKAGE = Path("usr/share/doc/python3.11/html")
 METADATA_URL = "http://169.254.169.254/latest/meta-data/"
-_BOMB = gzip.compress(b"<p>" + b"0" * 50 * 1024 * 1024 + b"</p>")
 _EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z: the pages' first Last-Modified
 
 
@@ -137,7 +137,8 @@ class DocSite:
         self.slow_seconds = 5.0
         self.huge_bytes = 20 * 1024 * 1024
         self.throttle_count = 0
-        self.retry_after = 1
+        self.retry_after: int | str = 1
+        """The 429's Retry-After: seconds, or an HTTP date."""
         self.gone_status = 404
         self.robots_status = 200
         self.hostile_loopback_target = "http://127.0.0.1:9/"
@@ -256,7 +257,7 @@ def _handler(site: DocSite) -> type[BaseHTTPRequestHandler]:
                 "/throttled.html": self._throttled,
                 "/data.json": lambda: self._send(200, "application/json", b'{"not": "a page"}'),
                 "/error.html": lambda: self._send(500, "text/html", b"<p>broken</p>"),
-                "/bomb.html": lambda: self._send(200, "text/html", _BOMB, {"Content-Encoding": "gzip"}),
+                "/bomb.html": lambda: self._send(200, "text/html", _bomb(), {"Content-Encoding": "gzip"}),
             }
             if path in routes:
                 routes[path]()
@@ -346,6 +347,11 @@ def _handler(site: DocSite) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
 
     return Handler
+
+
+@functools.cache
+def _bomb() -> bytes:
+    return gzip.compress(b"<p>" + b"0" * 50 * 1024 * 1024 + b"</p>")
 
 
 def _index(base: str) -> bytes:

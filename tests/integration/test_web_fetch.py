@@ -8,6 +8,7 @@ the site, so every check runs as it would on the internet and no byte leaves the
 
 from __future__ import annotations
 
+import email.utils
 import socket
 import ssl
 import threading
@@ -102,7 +103,8 @@ def public_fetcher(route: PublicRoute, **limits: Any) -> WebPageFetcher:
 
 
 def test_a_page_is_fetched_with_its_validators_and_media_type(site: DocSite) -> None:
-    page = local_fetcher().fetch(f"{site.url}/guide/intro.html")
+    with local_fetcher() as fetcher:
+        page = fetcher.fetch(f"{site.url}/guide/intro.html")
 
     assert (page.outcome, page.status, page.content_type) == (FetchOutcome.FETCHED, 200, "text/html")
     assert page.body == PAGES["guide/intro.html"].encode()
@@ -402,6 +404,17 @@ def test_retry_after_is_waited_out_then_the_page_fetched(site: DocSite) -> None:
     assert page.outcome is FetchOutcome.FETCHED
     assert site.count("/throttled.html") == 3
     assert len(sleeps.waits) == 2 and all(2.5 < wait <= 3.0 for wait in sleeps.waits)
+
+
+def test_retry_after_as_an_http_date_is_waited_out(site: DocSite) -> None:
+    site.throttle_count, site.retry_after = 1, email.utils.formatdate(time.time() + 4, usegmt=True)
+    sleeps = Sleeps()
+    fetcher = WebPageFetcher(allow_loopback=True, limits=FetchLimits(host_delay=0.0), sleep=sleeps)
+
+    page = fetcher.fetch(f"{site.url}/throttled.html")
+
+    assert page.outcome is FetchOutcome.FETCHED
+    assert len(sleeps.waits) == 1 and 2.0 < sleeps.waits[0] <= 4.0  # whole seconds in the date
 
 
 def test_throttling_beyond_the_retries_fails_the_page_as_throttled(site: DocSite) -> None:

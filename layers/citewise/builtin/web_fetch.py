@@ -145,6 +145,12 @@ class WebPageFetcher:
             url, validators, robots=True, accept=ACCEPTED_CONTENT_TYPES, max_bytes=self.limits.max_bytes
         )
 
+    def __enter__(self) -> WebPageFetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Close the kept connections."""
         with self._lock:
