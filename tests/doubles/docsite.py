@@ -43,6 +43,7 @@ What it serves (`site.url` is `http://127.0.0.1:<port>`, or https with `tls`):
 from __future__ import annotations
 
 import email.utils
+import fcntl
 import functools
 import gzip
 import hashlib
@@ -86,12 +87,21 @@ def docsite_cache() -> Path:
 
 def python_docs() -> Path:
     """The HTML pages of Python 3.11's documentation (about 500), downloaded once; the test skips where apt
-    cannot fetch Debian's package."""
+    cannot fetch Debian's package. Processes that ask at once (pytest-xdist's workers) take turns."""
     root = docsite_cache() / DEB_PACKAGE
     if (root / "library" / "json.html").is_file():
         return root
     if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
         pytest.skip(f"the documentation site needs apt-get and dpkg-deb to fetch {DEB_PACKAGE}")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with (root.parent / f"{DEB_PACKAGE}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "library" / "json.html").is_file():
+            _install(root)
+    return root
+
+
+def _install(root: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         if not _download(work) and os.geteuid() == 0:
@@ -113,7 +123,6 @@ def python_docs() -> Path:
             shutil.copyfile(page.resolve(), target)
         shutil.rmtree(root, ignore_errors=True)
         staged.rename(root)  # whole or not at all: a run stopped half way leaves no partial cache
-    return root
 
 
 def _download(work: Path) -> bool:
