@@ -3,9 +3,10 @@ main content that `extract_page` (trafilatura) hands it, and readability-lxml wh
 
 Usage: python -m benchmarks.web_extraction [ROOT] [--every N]
 
-ROOT is a folder of Sphinx pages (default: Python 3.11's documentation, as `tests.doubles.docsite`
-downloads it). Sphinx marks the main content (`<div role="main">`), so each page splits into main text
-and everything else (navigation, side bar, breadcrumbs, footer): the truth. For each extractor and page,
+ROOT is a folder of pages that mark their main content with `role="main"`, as Sphinx and MkDocs' own
+theme do (default: Python 3.11's documentation, every 10th page, and MkDocs' documentation, every page,
+as `tests.doubles.docsite` downloads them). Each page splits into main text and everything else
+(navigation, side bar, breadcrumbs, footer): the truth. For each extractor and page,
 words are counted (lower case, `\\w+`) as multisets: "main lost" is the share of the main text's words
 missing from the output, "boilerplate kept" the share of the other words the output still has (output
 words beyond the main text's count, matched against the boilerplate's). Figures are over all words of the
@@ -74,14 +75,20 @@ def score(output: Counter[str], main: Counter[str], boilerplate: Counter[str]) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("root", nargs="?", type=Path, help="a folder of Sphinx HTML pages")
-    parser.add_argument("--every", type=int, default=10, help="take every Nth page, in path order (default 10)")
+    parser.add_argument("root", nargs="?", type=Path, help="a folder of HTML pages marking role=main")
+    parser.add_argument("--every", type=int, default=10, help="with ROOT: every Nth page, in path order (default 10)")
     args = parser.parse_args()
-    root = args.root
-    if root is None:
-        from tests.doubles.docsite import python_docs
+    if args.root is not None:
+        measure(args.root, args.every)
+        return
+    from tests.doubles.docsite import documentation
 
-        root = python_docs()
+    measure(documentation("python"), 10)
+    measure(documentation("mkdocs"), 1)
+
+
+def measure(root: Path, every: int) -> None:
+    """Print the table of one site."""
     extractors: dict[str, Callable[[bytes, str], str]] = {
         "citewise parser, raw page (today)": citewise_raw,
         "extract_page (trafilatura) + parser": citewise_extracted,
@@ -92,7 +99,7 @@ def main() -> None:
         extractors["readability-lxml + parser"] = readability
     except ImportError:
         pass
-    pages = sorted(root.rglob("*.html"))[:: args.every]
+    pages = sorted(root.rglob("*.html"))[::every]
     totals = {name: [0, 0, 0.0] for name in extractors}
     per_page: dict[str, list[tuple[float, float]]] = {name: [] for name in extractors}
     main_total = boilerplate_total = measured = 0
@@ -105,7 +112,7 @@ def main() -> None:
         measured += 1
         main_total += main_words.total()
         boilerplate_total += boilerplate.total()
-        url = f"https://docs.python.org/3.11/{path.relative_to(root)}"
+        url = f"https://docs.example/{path.relative_to(root)}"
         for name, extract in extractors.items():
             started = time.perf_counter()
             output = words(extract(raw, url))
@@ -114,9 +121,10 @@ def main() -> None:
             totals[name][0] += lost
             totals[name][1] += kept
             per_page[name].append((lost / main_words.total(), kept / max(boilerplate.total(), 1)))
+    share = boilerplate_total / (main_total + boilerplate_total)
     print(
-        f"{measured} Sphinx pages of {root} (every {args.every}th): {main_total} main words, "
-        f"{boilerplate_total} boilerplate words ({boilerplate_total / (main_total + boilerplate_total):.1%} of all)"
+        f"\n{measured} pages of {root} (every {every}): {main_total} main words, "
+        f"{boilerplate_total} boilerplate words ({share:.1%} of all)"
     )
     print("| extractor | main text lost | boilerplate kept | median page: lost / kept | ms per page |")
     print("| --- | ---: | ---: | ---: | ---: |")

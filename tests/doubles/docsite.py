@@ -1,9 +1,10 @@
 """A real documentation site served on 127.0.0.1, with the behaviours a refresh must cope with.
 
 The pages: Python 3.11's documentation as Sphinx rendered it, from Debian's `python3.11-doc` package
-(`python_docs()` downloads it once with `apt-get download`, keeps only its HTML pages, and caches them in
-`$CITEWISE_DOCSITE_CACHE`, else /var/cache/citewise-docsite as root, else ~/.cache/citewise-docsite; a test
-that needs it skips, naming why, where apt cannot fetch it). Any folder of `.html` files serves as well.
+(`python_docs()`; `documentation("mkdocs")` gives MkDocs' own, from `mkdocs-doc`). Downloaded once with
+`apt-get download`, only the HTML pages kept, cached in `$CITEWISE_DOCSITE_CACHE`, else
+/var/cache/citewise-docsite as root, else ~/.cache/citewise-docsite; a test that needs them skips, saying
+why, where apt cannot fetch them. Any folder of `.html` files serves as well.
 
 Usage:
 
@@ -61,8 +62,12 @@ from pathlib import Path
 
 import pytest
 
-DEB_PACKAGE = "python3.11-doc"
-DOCS_IN_PACKAGE = Path("usr/share/doc/python3.11/html")
+DOCUMENTATION: dict[str, tuple[str, Path, str]] = {
+    # name: (Debian package, its HTML folder, a page it has)
+    "python": ("python3.11-doc", Path("usr/share/doc/python3.11/html"), "library/json.html"),
+    "mkdocs": ("mkdocs-doc", Path("usr/share/doc/mkdocs/html"), "user-guide/configuration.html"),
+}
+"""Real documentation sites in Debian's packages: Python's (Sphinx) and MkDocs' own (its `mkdocs` theme)."""
 METADATA_URL = "http://169.254.169.254/latest/meta-data/"
 _EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z: the pages' first Last-Modified
 
@@ -86,34 +91,41 @@ def docsite_cache() -> Path:
 
 
 def python_docs() -> Path:
-    """The HTML pages of Python 3.11's documentation (about 500), downloaded once; the test skips where apt
-    cannot fetch Debian's package. Processes that ask at once (pytest-xdist's workers) take turns."""
-    root = docsite_cache() / DEB_PACKAGE
-    if (root / "library" / "json.html").is_file():
+    """The HTML pages of Python 3.11's documentation (about 500), rendered by Sphinx."""
+    return documentation("python")
+
+
+def documentation(name: str) -> Path:
+    """The HTML pages of a site of `DOCUMENTATION`, downloaded once; the test skips where apt cannot fetch
+    Debian's package. Processes that ask at once (pytest-xdist's workers) take turns."""
+    package, _, probe = DOCUMENTATION[name]
+    root = docsite_cache() / package
+    if (root / probe).is_file():
         return root
     if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
-        pytest.skip(f"the documentation site needs apt-get and dpkg-deb to fetch {DEB_PACKAGE}")
+        pytest.skip(f"the documentation site needs apt-get and dpkg-deb to fetch {package}")
     root.parent.mkdir(parents=True, exist_ok=True)
-    with (root.parent / f"{DEB_PACKAGE}.lock").open("w") as lock:
+    with (root.parent / f"{package}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / "library" / "json.html").is_file():
-            _install(root)
+        if not (root / probe).is_file():
+            _install(name, root)
     return root
 
 
-def _install(root: Path) -> None:
+def _install(name: str, root: Path) -> None:
+    package, folder, _ = DOCUMENTATION[name]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        if not _download(work) and os.geteuid() == 0:
+        if not _download(package, work) and os.geteuid() == 0:
             subprocess.run(["apt-get", "update", "-qq"], check=False, capture_output=True, timeout=600)
-            _download(work)
+            _download(package, work)
         packages = sorted(work.glob("*.deb"))
         if not packages:
-            pytest.skip(f"apt-get could not download {DEB_PACKAGE}")
+            pytest.skip(f"apt-get could not download {package}")
         subprocess.run(["dpkg-deb", "-x", str(packages[0]), str(work / "x")], check=True, timeout=600)
         staged = root.with_name(root.name + ".partial")
         shutil.rmtree(staged, ignore_errors=True)
-        source = work / "x" / DOCS_IN_PACKAGE
+        source = work / "x" / folder
         for page in source.rglob("*.html"):
             relative = page.relative_to(source)
             if relative.parts[0].startswith("_"):
@@ -125,9 +137,9 @@ def _install(root: Path) -> None:
         staged.rename(root)  # whole or not at all: a run stopped half way leaves no partial cache
 
 
-def _download(work: Path) -> bool:
+def _download(package: str, work: Path) -> bool:
     done = subprocess.run(
-        ["apt-get", "download", "-qq", DEB_PACKAGE], cwd=work, check=False, capture_output=True, timeout=600
+        ["apt-get", "download", "-qq", package], cwd=work, check=False, capture_output=True, timeout=600
     )
     return done.returncode == 0
 
