@@ -14,6 +14,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -521,3 +522,41 @@ def test_https_checks_the_certificate_against_the_name_not_the_address(
         assert {request.headers["Host"] for request in site.requests} == {f"{HOST}:{port}"}
     else:
         assert page.reason == "tls" and site.requests == []  # no request went over the failed handshake
+
+
+def test_an_ipv6_address_is_connected_to_with_the_host_name_sent() -> None:
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            hosts.append(self.headers["Host"])
+            body = b"<p>over IPv6</p>" if self.path == "/page.html" else b""
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+            """Quiet."""
+
+    hosts: list[str] = []
+    try:
+        server = Server(("::1", 0), Handler)
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        fetcher = WebPageFetcher(
+            allow_loopback=True, resolver=lambda host, port: ["::1"], limits=FetchLimits(host_delay=0.0)
+        )
+
+        page = fetcher.fetch(f"http://{HOST}:{port}/page.html")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert (page.outcome, page.body) == (FetchOutcome.FETCHED, b"<p>over IPv6</p>")
+    assert hosts == [f"{HOST}:{port}"] * 2  # robots.txt, then the page
