@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     # Imported where they are built: the ingest function never loads the query side, nor the API
     # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`); the query function
     # never loads the blob store's rules (sidecars, object metadata).
+    from citewise.builtin.web_fetch import WebPageFetcher
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.conversations import ConversationStore
@@ -750,6 +751,18 @@ def s3vectors_reader(settings: Settings, bucket: str) -> Callable[[str], Any] | 
         make_client=lambda credentials: aws.session_client("s3vectors", credentials, region=region),
     )
     return sessions.client
+
+
+def page_fetcher(settings: Settings) -> WebPageFetcher:
+    """The web sources' fetcher for `settings` (docs/web-fetch.md): its page size cap, its per-host delay, its
+    User-Agent contact, and loopback addresses only where the local settings allow them."""
+    from citewise.builtin.web_fetch import FetchLimits, WebPageFetcher, user_agent
+
+    return WebPageFetcher(
+        limits=FetchLimits(max_bytes=settings.web_max_page_bytes, host_delay=settings.web_host_delay),
+        agent=user_agent(settings.web_contact_url),
+        allow_loopback=settings.web_allow_loopback,
+    )
 
 
 def _required(value: str | None) -> str:

@@ -91,6 +91,21 @@ class Settings(BaseSettings):
     )
     max_parse_seconds: float = Field(default=120.0, gt=0, le=900, description="Seconds one document may take to parse.")
     max_chunks: int = Field(default=10_000, ge=1, description="A document making more chunks than this is FAILED.")
+    # --- web sources: fetching pages (citewise.builtin.web_fetch; docs/web-fetch.md)
+    web_allow_loopback: bool = Field(
+        default=False,
+        description="Local mode and tests only: let web sources fetch from 127.0.0.0/8 and ::1 (every other "
+        "non-public address stays refused). Refused by every Lambda function's settings and on the AWS backend.",
+    )
+    web_max_page_bytes: int = Field(
+        default=10 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024, description="The most bytes one fetched page may have."
+    )
+    web_host_delay: float = Field(
+        default=1.0, ge=0.0, le=60.0, description="Seconds between two requests to one host (robots.txt may ask more)."
+    )
+    web_contact_url: str | None = Field(
+        default=None, description="Named in the crawler's User-Agent (`citewise/<version> (+URL)`) for site owners."
+    )
     search_mode: SearchMode = "hybrid"
     fusion_method: FusionMethod = Field(
         default="relevance",
@@ -354,6 +369,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 "CITEWISE_KEYWORD_WEIGHT and CITEWISE_VECTOR_WEIGHT weigh the lists of CITEWISE_FUSION_METHOD="
                 "rrf, minmax or zscore; the default `relevance` fusion is a fitted model without weights"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _loopback_fetching_is_local_only(self) -> Settings:
+        # Only this class (the CLI and `citewise serve`) may turn it on: every Lambda function has a subclass
+        # of its own, so no deployed function can be made to fetch from its own host, whatever its variables.
+        if self.web_allow_loopback and (type(self) is not Settings or self.backend == "aws"):
+            raise ValueError(
+                "CITEWISE_WEB_ALLOW_LOOPBACK is for local mode and tests: a Lambda function and the AWS backend "
+                "never fetch from loopback addresses"
             )
         return self
 
