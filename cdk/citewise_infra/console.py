@@ -34,6 +34,7 @@ from aws_cdk import Aws, DefaultStackSynthesizer, Duration, IResolvable, IResolv
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudfront_origins as origins
 from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
@@ -95,7 +96,7 @@ class Console(Construct):
     # --- the site --------------------------------------------------------------------------------------------
 
     def _build_bucket(self, access_logs: s3.IBucket) -> s3.Bucket:
-        # Only the build lives here, put back by every deploy: nothing to keep when the stack goes.
+        # Only the build lives here, put back by every deploy; kept or emptied with the stack as every bucket.
         return s3.Bucket(
             self,
             "Site",
@@ -106,8 +107,8 @@ class Console(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             server_access_logs_bucket=access_logs,
             server_access_logs_prefix="console/",
-            removal_policy=RemovalPolicy.DESTROY,
-            auto_delete_objects=True,
+            removal_policy=self._config.removal,
+            auto_delete_objects=self._config.destroy_on_delete,
         )
 
     def _build_headers(self) -> cloudfront.ResponseHeadersPolicy:
@@ -136,7 +137,9 @@ class Console(Construct):
                     cloudfront.ResponseCustomHeader(
                         header="Cross-Origin-Opener-Policy", value=CROSS_ORIGIN_OPENER_POLICY, override=True
                     ),
-                    cloudfront.ResponseCustomHeader(header="Permissions-Policy", value=PERMISSIONS_POLICY, override=True),
+                    cloudfront.ResponseCustomHeader(
+                        header="Permissions-Policy", value=PERMISSIONS_POLICY, override=True
+                    ),
                 ]
             ),
         )
@@ -234,6 +237,11 @@ class Console(Construct):
 
     def _deploy(self, api: Api, sign_in: str, client: cognito.UserPoolClient) -> None:
         """The build and `config.json`: hashed files cached for good, the rest revalidated at every load."""
+        # Both run in CDK's one deployment function of the stack, which logs here; a deploy-time log is no
+        # data, so it goes with the stack.
+        log_group = logs.LogGroup(
+            self, "DeploymentLogs", retention=self._config.data.log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
         hashed = s3deploy.BucketDeployment(
             self,
             "HashedFiles",
@@ -242,6 +250,7 @@ class Console(Construct):
             exclude=["*"],
             include=[HASHED_ASSETS],
             cache_control=[s3deploy.CacheControl.from_string(IMMUTABLE)],
+            log_group=log_group,
             # A page loaded before a deploy still finds the files it names.
             prune=False,
         )
@@ -266,6 +275,7 @@ class Console(Construct):
             destination_bucket=self.bucket,
             exclude=[HASHED_ASSETS],  # neither copied nor pruned here
             cache_control=[s3deploy.CacheControl.from_string(REVALIDATE)],
+            log_group=log_group,
         )
         # The entry page names the hashed files: they are there before it is.
         pages.node.add_dependency(hashed)
@@ -287,7 +297,8 @@ class Console(Construct):
             "CDK's deployment function only writes its logs through the AWS managed basic execution policy.",
         )
         bucket_id = Stack.of(self).get_logical_id(self.bucket.node.default_child)  # type: ignore[arg-type]
-        assets = f"arn:aws:s3:::cdk-{DefaultStackSynthesizer.DEFAULT_QUALIFIER}-assets-<AWS::AccountId>-{self._config.region}"
+        qualifier = DefaultStackSynthesizer.DEFAULT_QUALIFIER
+        assets = f"arn:aws:s3:::cdk-{qualifier}-assets-<AWS::AccountId>-{self._config.region}"
         reason = (
             "CDK's deployment function reads the zipped build from the CDK assets bucket and syncs it into the "
             "console's bucket (list, get, put, delete, abort): CDK's grant, limited to those two buckets."
