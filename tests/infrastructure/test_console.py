@@ -15,7 +15,7 @@ from citewise_infra.config import ConfigError, load_environment
 from citewise_infra.console import ANY_CLOUDFRONT_ORIGIN, CONSOLE_SCOPES, HASHED_ASSETS, IMMUTABLE, REVALIDATE
 from citewise_infra.constants import CONTEXT_CONSOLE_ASSETS, Outputs
 
-from citewise.runtime.console_headers import content_security_policy
+from citewise.runtime.console_headers import PERMISSIONS_POLICY, REFERRER_POLICY
 
 from .conftest import SERVERLESS_IAM, Synth, cdk_context
 from .templates import flat, method_paths, references
@@ -162,18 +162,11 @@ def test_the_content_security_policy_is_strict_and_names_the_api_the_hosted_ui_a
     # The rest of the headers
     assert headers["ContentTypeOptions"] == {"Override": True}
     assert headers["FrameOptions"] == {"FrameOption": "DENY", "Override": True}
-    assert headers["ReferrerPolicy"] == {"ReferrerPolicy": "no-referrer", "Override": True}
+    assert headers["ReferrerPolicy"] == {"ReferrerPolicy": REFERRER_POLICY, "Override": True}
     hsts = headers["StrictTransportSecurity"]
     assert hsts["AccessControlMaxAgeSec"] >= 365 * 24 * 3600 and hsts["IncludeSubdomains"] is True
     custom = {h["Header"]: h["Value"] for h in security_headers(synth)["CustomHeadersConfig"]["Items"]}
-    assert custom["Cross-Origin-Opener-Policy"] == "same-origin"
-
-
-def test_the_policy_is_the_one_the_library_defines() -> None:
-    # One definition of the console's policy serves every place that serves the console
-    csp = directives(content_security_policy(["https://api.example.com"]))
-    assert csp["connect-src"] == ["'self'", "https://api.example.com"]
-    assert directives(content_security_policy())["connect-src"] == ["'self'"]
+    assert custom == {"Cross-Origin-Opener-Policy": "same-origin", "Permissions-Policy": PERMISSIONS_POLICY}
 
 
 # --- sign-in --------------------------------------------------------------------------------------------------
