@@ -76,6 +76,9 @@ class Console(Construct):
         super().__init__(scope, construct_id)
         if not (assets / CONSOLE_ENTRY).is_file():
             raise FileNotFoundError(f"the console's built files are missing: no {CONSOLE_ENTRY} in {assets}")
+        if (assets / CONSOLE_CONFIG_FILE).exists():
+            # Two sources of one key in a deployment: which one lands is not defined.
+            raise ValueError(f"{assets} holds a {CONSOLE_CONFIG_FILE}: the stack writes the console's own")
         self._config = config
         self._assets = assets
         self._documents = documents

@@ -313,3 +313,12 @@ def test_a_missing_build_fails_the_synth_with_the_directory_named(tmp_path: Path
     app = App(context={**cdk_context("dev"), CONTEXT_CONSOLE_ASSETS: str(tmp_path)}, outdir=str(tmp_path / "out"))
     with pytest.raises(Exception, match=f"no index.html in {tmp_path}"):
         build(app)
+
+
+def test_a_build_with_its_own_configuration_is_refused(tmp_path: Path) -> None:
+    # The stack writes config.json: a second one in the build could land instead of it
+    (tmp_path / "index.html").write_text("<!doctype html>", encoding="utf-8")
+    (tmp_path / "config.json").write_text('{"auth": {"kind": "local"}}', encoding="utf-8")
+    app = App(context={**cdk_context("dev"), CONTEXT_CONSOLE_ASSETS: str(tmp_path)}, outdir=str(tmp_path / "out"))
+    with pytest.raises(Exception, match="holds a config.json: the stack writes the console's own"):
+        build(app)
