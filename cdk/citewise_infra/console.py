@@ -19,8 +19,8 @@ once `connect` has been given the API. A construct that the API depends on canno
 The documents bucket's CORS rule for the console allows any CloudFront origin, not this distribution's: the
 policy names the documents bucket, so a rule naming the distribution would make a cycle CloudFormation
 refuses. A CORS rule on a bucket reachable only with presigned URLs protects nothing anyway (the URL is
-the credential, and a server can use it without CORS); the policy's connect-src, which stops an injected
-script from sending data elsewhere, is where the exact name protects, so it keeps it.
+the credential, and a server can use it without CORS); the policy's connect-src, which keeps an injected
+script from fetching anywhere else, is where the exact name protects, so it keeps it.
 """
 
 from __future__ import annotations

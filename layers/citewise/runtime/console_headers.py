@@ -3,7 +3,8 @@
 The console is a single page that talks to the API, to the user pool's hosted UI (the token exchange) and
 to presigned S3 URLs (uploads, and the original of a cited document, which pdf.js renders). Its policy
 lets it load code, styles, fonts and workers from its own origin only and connect only to those places:
-an injected script could neither load more code nor send what it reads anywhere else. The stack
+an injected script could load no more code, and could not post what it reads to a server of its own with
+a fetch, an image or a frame (a navigation away is beyond what a policy can stop). The stack
 (`citewise_infra.console`) serves it from CloudFront with the API's, the hosted UI's and the documents
 bucket's origins; a server of the console on the API's own origin needs none of them.
 """
