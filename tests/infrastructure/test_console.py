@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from aws_cdk import App
@@ -15,6 +16,7 @@ from citewise_infra.config import ConfigError, load_environment
 from citewise_infra.console import ANY_CLOUDFRONT_ORIGIN, CONSOLE_SCOPES, HASHED_ASSETS, IMMUTABLE, REVALIDATE
 from citewise_infra.constants import CONTEXT_CONSOLE_ASSETS, Outputs
 
+from citewise.aws.s3 import s3_client
 from citewise.runtime.console_headers import PERMISSIONS_POLICY, REFERRER_POLICY
 
 from .conftest import SERVERLESS_IAM, Synth, cdk_context
@@ -167,6 +169,39 @@ def test_the_content_security_policy_is_strict_and_names_the_api_the_hosted_ui_a
     assert hsts["AccessControlMaxAgeSec"] >= 365 * 24 * 3600 and hsts["IncludeSubdomains"] is True
     custom = {h["Header"]: h["Value"] for h in security_headers(synth)["CustomHeadersConfig"]["Items"]}
     assert custom == {"Cross-Origin-Opener-Policy": "same-origin", "Permissions-Policy": PERMISSIONS_POLICY}
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
+def test_the_policy_admits_the_urls_the_documents_adapter_presigns(
+    s3vectors: Synth, region: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the CSP's sources as deployed in `region`, the documents bucket named
+    bucket = "citewise-dev-storagedocuments-abc123"
+    deployed = {
+        f"<{s3vectors.logical_id(s3vectors.stack.storage.bucket)}>": bucket,
+        "<AWS::Region>": region,
+        "<AWS::URLSuffix>": "amazonaws.com",
+    }
+    policy = security_headers(s3vectors)["SecurityHeadersConfig"]["ContentSecurityPolicy"]
+    csp = directives(flat(policy["ContentSecurityPolicy"]))
+    sources = set()
+    for source in csp["connect-src"]:
+        for reference, value in deployed.items():
+            source = source.replace(reference, value)
+        sources.add(source)
+    # When the S3 adapter presigns an upload and a download there (offline: signing needs no network)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = s3_client(region)
+    key = "tenants/acme/handbook.pdf"
+    urls = [
+        client.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=60),
+        client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=60),
+    ]
+    # Then the page may fetch both
+    for url in urls:
+        parts = urlsplit(url)
+        assert f"{parts.scheme}://{parts.netloc}" in sources, url
 
 
 # --- sign-in --------------------------------------------------------------------------------------------------
