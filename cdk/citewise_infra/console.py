@@ -77,7 +77,7 @@ class Console(Construct):
         if not (assets / CONSOLE_ENTRY).is_file():
             raise FileNotFoundError(f"the console's built files are missing: no {CONSOLE_ENTRY} in {assets}")
         if (assets / CONSOLE_CONFIG_FILE).exists():
-            # Two sources of one key in a deployment: which one lands is not defined.
+            # Two sources of one key in a deployment: which one lands is not documented.
             raise ValueError(f"{assets} holds a {CONSOLE_CONFIG_FILE}: the stack writes the console's own")
         self._config = config
         self._assets = assets
