@@ -240,6 +240,15 @@ class ApiConfig(_Block):
         return value
 
 
+class ConsoleConfig(_Block):
+    """The web console on AWS (`citewise_infra.console`): its built files in a private bucket behind a
+    CloudFront distribution, people signing in on the user pool's hosted UI. Nothing is billed while nobody
+    loads it beyond a few megabytes of S3 storage (docs/deploy.md); off unless an environment turns it on, since
+    it needs auth mode cognito."""
+
+    enabled: bool = False
+
+
 class FunctionConfig(_Block):
     """Size of one Lambda function (an API function's timeout defaults to the most the gateway allows it)."""
 
@@ -326,6 +335,7 @@ class EnvironmentConfig(_Block):
     models: ModelsConfig = ModelsConfig()
     auth: AuthConfig = AuthConfig()
     api: ApiConfig = ApiConfig()
+    console: ConsoleConfig = ConsoleConfig()
     ingest: IngestConfig = IngestConfig()
     query: FunctionConfig = FunctionConfig()
     documents: FunctionConfig = FunctionConfig(memory_mb=512)
@@ -346,6 +356,15 @@ class EnvironmentConfig(_Block):
     @model_validator(mode="after")
     def _reranker_is_offered(self) -> Self:
         self.rerank.check_region(self.region)
+        return self
+
+    @model_validator(mode="after")
+    def _console_signs_in_with_cognito(self) -> Self:
+        if self.console.enabled and self.auth.mode != "cognito":
+            raise ValueError(
+                "the console signs people in on the Cognito hosted UI, which auth mode iam has none of: set "
+                "console.enabled to false, or auth.mode to cognito"
+            )
         return self
 
     @model_validator(mode="after")

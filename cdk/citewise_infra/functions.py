@@ -223,9 +223,12 @@ class FunctionsFactory(Construct):
         storage: Storage,
         search: SearchBackend | VectorStore,
         audit: AuditTrail,
+        origins: tuple[str, ...],
     ) -> None:
+        """`origins`: the browser origins the API functions answer (`api.cors_allow_origins`, the console's)."""
         super().__init__(scope, construct_id)
         self._config = config
+        self._origins = origins
         self._storage = storage
         self._search = search
         self._audit = audit
@@ -315,8 +318,7 @@ class FunctionsFactory(Construct):
 
     def _cors_values(self) -> dict[str, str]:
         """The browser origins whose pages may read the API functions' responses (`citewise.runtime.cors`)."""
-        origins = self._config.api.cors_allow_origins
-        return {"cors_allow_origins": json.dumps(list(origins))} if origins else {}
+        return {"cors_allow_origins": json.dumps(list(self._origins))} if self._origins else {}
 
     def _function(
         self,

@@ -47,6 +47,8 @@ SERVERLESS_IAM = {
         "guardrail_version": "3",
     },
     "api": {"cors_allow_origins": []},
+    # The console signs in on Cognito's hosted UI: none in IAM mode (`citewise_infra.config.ConsoleConfig`).
+    "console": {"enabled": False},
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,17 @@ DEPLOY_TIME = {
     "CITEWISE_USER_POOL_ID": "us-east-1_ABC",
     "CITEWISE_CREDENTIAL_TOKEN_URL": "https://citewise-dev-123456789012.auth.us-east-1.amazoncognito.com/oauth2/token",
 }
+CONSOLE_DOMAIN = "d111111abcdef8.cloudfront.net"
+"""A stand-in for the console's distribution's domain, in the origins the API functions answer."""
+
+
+def deploy_time(name: str, value: Any) -> str:
+    """The value of variable `name` once deployed: `value` itself, or a stand-in for what CloudFormation fills in."""
+    if isinstance(value, str):
+        return value
+    if name == "CITEWISE_CORS_ALLOW_ORIGINS":  # the configured origins and the console's distribution
+        return re.sub(r"<[A-Za-z0-9]+\.DomainName>", CONSOLE_DOMAIN, flat(value))
+    return DEPLOY_TIME[name]
 
 
 def function_properties(synth: Synth, key: FunctionKey) -> dict[str, Any]:
@@ -170,7 +182,7 @@ def test_every_function_has_a_role_of_its_own(synth: Synth) -> None:
 
 
 def test_the_layer_targets_the_functions_runtime(synth: Synth) -> None:
-    (layer,) = synth.of_type("AWS::Lambda::LayerVersion").values()
+    layer = synth.resources[synth.logical_id(synth.stack.layer)]
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
 
@@ -191,7 +203,7 @@ def test_the_environment_validates_as_the_functions_settings(
     # Given the function's variables, deploy-time values stood in for, in its code's directory (the
     # working directory on Lambda)
     for name, value in variables(synth, key).items():
-        monkeypatch.setenv(name, value if isinstance(value, str) else DEPLOY_TIME[name])
+        monkeypatch.setenv(name, deploy_time(name, value))
     monkeypatch.chdir(code_directory(synth, key))
     # When the function loads its settings at cold start, they validate, and mean what the stack meant
     settings = load_settings(SETTINGS[key])
@@ -214,6 +226,8 @@ def test_the_environment_validates_as_the_functions_settings(
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map
+        console = (f"https://{CONSOLE_DOMAIN}",) if config.console.enabled else ()
+        assert settings.cors_allow_origins == (*config.api.cors_allow_origins, *console)
     # the usage routes (the documents function's) estimate costs at the environment's prices; no other function
     assert settings.prices == (config.prices if key == "documents" else None)
 
