@@ -16,12 +16,15 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
+from moto.sts.models import sts_backends
 
 from citewise.aws.s3vectors import S3VectorsIndex
 from citewise.aws.s3vectors_requests import index_name
 from citewise.aws.tenant_keys import INDEXING_PRINCIPAL, STACK_TAG, TENANT_TAG, TenantKeys, alias_name, key_policy
-from citewise.domain.errors import SearchBackendError, ThrottledError
+from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
 from citewise.ports.erasure import ErasureStatus, run_erasure, start_erasure
+from citewise.runtime.services import s3vectors_reader, s3vectors_tenant_keys
+from citewise.runtime.settings import QuerySettings, Settings, load_settings
 from tests.contract.test_index_contract import DIMENSION, EMBEDDER, make_chunk, put
 from tests.doubles.s3vectors import ACCOUNT, REGION, FakeS3Vectors
 from tests.unit.test_erasure import MemoryLog
@@ -289,3 +292,35 @@ def test_the_waiting_period_is_what_kms_allows() -> None:
     for days in (6, 31):
         with pytest.raises(ValueError, match="7 to 30 days"):
             tenant_keys(object(), deletion_days=days)
+
+
+# --- the wiring ----------------------------------------------------------------------------------------
+
+
+def test_a_key_scope_needs_the_vector_bucket_and_its_arn() -> None:
+    with pytest.raises(ValidationError, match="CITEWISE_TENANT_KEY_SCOPE .* needs CITEWISE_VECTOR_BUCKET"):
+        load_settings(Settings, tenant_key_scope=SCOPE, vector_bucket=BUCKET)
+    with pytest.raises(ValidationError, match="CITEWISE_TENANT_KEY_DELETION_DAYS"):
+        load_settings(Settings, tenant_key_deletion_days=6)
+    assert s3vectors_tenant_keys(load_settings(Settings, vector_bucket=BUCKET)) is None
+
+
+def test_the_factory_wires_the_keys_and_narrows_each_session_to_its_tenants_key(aws_credentials: None) -> None:
+    with mock_aws():
+        settings = load_settings(
+            QuerySettings,
+            backend="aws",
+            aws_region=REGION,
+            vector_bucket=BUCKET,
+            vector_bucket_arn=BUCKET_ARN,
+            tenant_key_scope=SCOPE,
+            tenant_reader_role_arn=f"arn:aws:iam::{ACCOUNT}:role/citewise-test-tenant-reader",
+        )
+        keys = s3vectors_tenant_keys(settings)
+        assert keys is not None and keys.alias("acme") == alias_name(SCOPE, "acme")
+        reader = s3vectors_reader(settings, BUCKET)
+        assert reader is not None
+        access_key = reader("acme")._request_signer._credentials.get_frozen_credentials().access_key
+        session = sts_backends[ACCOUNT]["global"].get_assumed_role_from_access_key(access_key)
+        _, decrypt = json.loads(session.policy)["Statement"]
+        assert decrypt["Condition"]["StringEquals"][f"aws:ResourceTag/{TENANT_TAG}"] == index_name("acme")
