@@ -11,16 +11,18 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 from citewise_infra.config import ConfigError, load_environment
-from citewise_infra.constants import FUNCTION_KEYS
+from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
 
 from citewise.aws.s3vectors_requests import index_name
 from citewise.aws.tenant_keys import STACK_TAG, TENANT_TAG
 from citewise.aws.tenant_sessions import session_policy
+from citewise.runtime.settings import load_settings
 from tests.integration.handlers.iam import ACCOUNT, PARTITION, REGION, Deployment, Request, session_allows
 
 from .conftest import Synth
 from .templates import Statement, role_statements
 from .test_app import findings
+from .test_functions import DEPLOY_TIME, SETTINGS, code_directory, variables
 
 SCOPE = "citewise-dev"
 KEYS = "arn:aws:kms:us-east-1:<AWS::AccountId>:key/*"  # dev's region
@@ -119,6 +121,23 @@ def test_the_functions_are_told_the_scope_the_bucket_arn_and_the_waiting_period(
         plain = getattr(s3vectors.stack.functions, key).function
         without = s3vectors.resources[s3vectors.logical_id(plain)]["Properties"]["Environment"]["Variables"]
         assert "CITEWISE_TENANT_KEY_SCOPE" not in without
+
+
+@pytest.mark.parametrize("key", sorted(KEY_ACTIONS))
+def test_the_keyed_environment_validates_as_each_functions_settings(
+    s3vectors_keys: Synth, key: FunctionKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_ins = {
+        **DEPLOY_TIME,
+        "CITEWISE_VECTOR_BUCKET_ARN": f"arn:aws:s3vectors:us-east-1:{ACCOUNT}:bucket/citewise-dev-vectors",
+        "CITEWISE_TENANT_READER_ROLE_ARN": f"arn:aws:iam::{ACCOUNT}:role/citewise-dev-TenantReaderRole-ABC",
+    }
+    for name, value in variables(s3vectors_keys, key).items():
+        monkeypatch.setenv(name, value if isinstance(value, str) else stand_ins[name])
+    monkeypatch.chdir(code_directory(s3vectors_keys, key))
+    settings = load_settings(SETTINGS[key])
+    assert (settings.tenant_key_scope, settings.tenant_key_deletion_days) == (SCOPE, 7)
+    assert settings.vector_bucket_arn == stand_ins["CITEWISE_VECTOR_BUCKET_ARN"]
 
 
 def test_the_keyed_template_passes_cdk_nag_and_cfn_lint(s3vectors_keys: Synth) -> None:
