@@ -41,6 +41,7 @@ class FlakyKms:
         self._client = client
         self._faults: dict[str, str] = {}
         self._before: dict[str, Any] = {}
+        self.calls: list[str] = []
 
     def fail_next(self, operation: str, code: str) -> None:
         self._faults[operation] = code
@@ -52,6 +53,7 @@ class FlakyKms:
         method = getattr(self._client, operation)
 
         def call(**params: Any) -> Any:
+            self.calls.append(operation)
             if (action := self._before.pop(operation, None)) is not None:
                 action()
             if (code := self._faults.pop(operation, None)) is not None:
@@ -124,6 +126,19 @@ def test_the_first_write_creates_the_tenants_key_then_its_index_under_it(world: 
     assert len(world.keys("acme")) == 1 and len(world.keys("globex")) == 1
     assert world.index_key("globex") != world.index_key("acme")
     assert len(world.calls("CreateIndex")) == 2
+
+
+def test_kms_calls_per_tenant_one_lookup_and_two_writes_at_its_first_index_none_after(world: World) -> None:
+    write(world, "acme")
+    assert world.flaky.calls == ["describe_key", "create_key", "create_alias"]
+    write(world, "acme", "doc2")  # the index is known: no KMS call at all
+    assert len(world.flaky.calls) == 3
+    world.index.erase_tenant("acme")
+    world.index.erase_tenant("acme")
+    world.flaky.calls.clear()
+    world.index.schedule_key_deletion("acme")
+    world.index.release_key("acme")
+    assert world.flaky.calls == ["describe_key", "schedule_key_deletion", "delete_alias"]
 
 
 def test_the_key_policy_lets_the_account_administer_it_and_s3_vectors_index_this_bucket_only(world: World) -> None:
