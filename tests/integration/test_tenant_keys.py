@@ -339,3 +339,21 @@ def test_the_factory_wires_the_keys_and_narrows_each_session_to_its_tenants_key(
         session = sts_backends[ACCOUNT]["global"].get_assumed_role_from_access_key(access_key)
         _, decrypt = json.loads(session.policy)["Statement"]
         assert decrypt["Condition"]["StringEquals"][f"aws:ResourceTag/{TENANT_TAG}"] == index_name("acme")
+
+
+def test_the_double_keeps_an_indexs_own_encryption_as_the_api_reference_shapes_it() -> None:
+    fake = FakeS3Vectors()
+    fake.create_bucket(BUCKET)
+    client = fake.client()
+    arn = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    request = {"vectorBucketName": BUCKET, "dataType": "float32", "dimension": 4, "distanceMetric": "cosine"}
+    # kmsKeyArn is allowed if and only if sseType is aws:kms
+    with pytest.raises(ClientError, match="ValidationException"):
+        client.create_index(indexName="t-a", encryptionConfiguration={"sseType": "AES256", "kmsKeyArn": arn}, **request)
+    with pytest.raises(ClientError, match="ValidationException"):
+        client.create_index(indexName="t-a", encryptionConfiguration={"sseType": "aws:kms"}, **request)
+    client.create_index(indexName="t-a", encryptionConfiguration={"sseType": "aws:kms", "kmsKeyArn": arn}, **request)
+    shown = client.get_index(vectorBucketName=BUCKET, indexName="t-a")["index"]
+    assert shown["encryptionConfiguration"] == {"sseType": "aws:kms", "kmsKeyArn": arn}
+    client.create_index(indexName="t-b", **request)  # none of its own: the bucket's
+    assert "encryptionConfiguration" not in client.get_index(vectorBucketName=BUCKET, indexName="t-b")["index"]
