@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
+from citewise.aws.tenant_keys import MAX_DELETION_DAYS, MIN_DELETION_DAYS
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.domain.quotas import Quotas
@@ -106,9 +107,18 @@ class SearchConfig(_Block):
     master_nodes: Literal[0, 3, 5] = 0
     # Serverless only: standby replicas double the OCUs (and the bill) for availability-zone redundancy.
     standby_replicas: bool = False
+    # s3vectors only: a KMS key per tenant (citewise.aws.tenant_keys), created with the tenant's index and
+    # destroyed by its erasure ($1 a month per tenant, docs/deploy.md); off: every index uses the stack's key.
+    key_per_tenant: bool = False
+    # How long KMS waits before deleting an erased tenant's key (the key is unusable from the erasure on).
+    key_deletion_days: int = Field(default=MIN_DELETION_DAYS, ge=MIN_DELETION_DAYS, le=MAX_DELETION_DAYS)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        if self.key_per_tenant and self.mode != "s3vectors":
+            raise ValueError(
+                f"key_per_tenant applies to search mode s3vectors only (an index per tenant), not {self.mode!r}"
+            )
         if (self.master_nodes == 0) != (self.master_node_type is None):
             raise ValueError("master_nodes and master_node_type go together")
         if self.availability_zones > 1 and self.data_nodes % self.availability_zones:

@@ -30,7 +30,8 @@ What each function calls (and so what its role may do):
 Every function also writes its own log group and X-Ray segments.
 In search mode `s3vectors` the index grants are S3 Vectors actions on the tenants' indexes instead
 (`citewise_infra.vectors`): ingest writes, documents deletes, erasure erases; query and MCP get none of
-their own, and there is no bootstrap.
+their own, and there is no bootstrap. With a key per tenant, ingest creates a tenant's KMS key with its
+index and erasure destroys it (the KMS grants there).
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ class FunctionsFactory(Construct):
         config = self._config
         embedder = {"embedder": config.models.embedder, "embedding_dimension": str(config.models.embedding_dimension)}
         if isinstance(self._search, VectorStore):
-            return {"backend": "aws", "vector_bucket": self._search.bucket_name, **embedder}
+            return {"backend": "aws", **self._search.environment(), **embedder}
         values = {
             "backend": "aws",
             "opensearch_endpoint": self._search.endpoint,
@@ -379,7 +380,7 @@ class FunctionsFactory(Construct):
         self._grant_search(
             fn,
             (SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE),
-            (VectorAccess.WRITE, VectorAccess.VECTOR_SPACE, VectorAccess.TAG_SPACE),
+            (VectorAccess.WRITE, VectorAccess.VECTOR_SPACE, VectorAccess.TAG_SPACE, VectorAccess.KEY_CREATE),
         )
         self._grant_model(fn, self._config.models.embedding_model_id)
         return fn
@@ -517,7 +518,7 @@ class FunctionsFactory(Construct):
             "tenant erasure, resumed through its own queue",
         )
         self._storage.grant_erase_tenants(fn.role)
-        self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE,))
+        self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE, VectorAccess.KEY_DESTROY))
         return fn
 
     def _build_bootstrap(self) -> CitewiseFunction | None:

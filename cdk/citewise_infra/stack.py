@@ -118,6 +118,7 @@ class CitewiseStack(Stack):
                 key=self.storage.key,
                 readers=[self.functions.query, self.functions.mcp],
             )
+            self.search.grant_tenant_key_reads(self.tenant_reader.role)
         self.ingestion = Ingestion(
             self, INGESTION_ID, config=config, storage=self.storage, function=self.functions.ingest
         )

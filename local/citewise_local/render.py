@@ -345,6 +345,11 @@ def render_erasure(erasure: Erasure) -> str:
         remaining = "-" if part.remaining is None else f"{part.remaining:,}"
         note = "  kept (billing)" if part.kept else ""
         lines.append(f"  {part.store:<10} {part.deleted:>10,} {remaining:>10}{note}")
+    for part in erasure.stores:
+        if part.key is not None:  # search mode s3vectors with a key per tenant
+            lines.append(
+                f"  {part.store}: key {part.key.key_arn} deleted by KMS on {part.key.deletion_date.isoformat()}"
+            )
     return escape_terminal_controls("\n".join(lines))
 
 

@@ -20,13 +20,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError, TransportError
 
 from citewise.aws.opensearch import OpenSearchIndex, connect
 from citewise.aws.opensearch_queries import index_body, new_generation
 from citewise.aws.s3vectors import S3VectorsIndex
+from citewise.aws.tenant_keys import TenantKeys
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
 from citewise.domain.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
@@ -49,6 +52,7 @@ ADAPTERS = [
     "opensearch-domain",
     "opensearch-serverless",
     "s3vectors",
+    "s3vectors-keys",
 ]
 ALICE = Caller(tenant_id="acme", user_id="alice")
 BOB = Caller(tenant_id="acme", user_id="bob")
@@ -78,6 +82,13 @@ def open_index(kind: str, directory: Path) -> Iterator[VectorIndex]:
         fake = FakeS3Vectors()
         fake.create_bucket("citewise-test")
         yield S3VectorsIndex(fake.client(), "citewise-test")
+    elif kind == "s3vectors-keys":  # a KMS key per tenant (moto's KMS), each index created under its own
+        fake = FakeS3Vectors()
+        bucket = fake.create_bucket("citewise-test")
+        with mock_aws():
+            kms = boto3.client("kms", region_name=fake.region, aws_access_key_id="x", aws_secret_access_key="x")  # noqa: S106
+            keys = TenantKeys(lambda: kms, scope="citewise-test", bucket_arn=bucket.arn)
+            yield S3VectorsIndex(fake.client(), "citewise-test", keys=keys)
     else:
         with running(FakeOpenSearch(serverless=kind == "opensearch-serverless")) as server:
             client = OpenSearch(hosts=[server.url], timeout=10)

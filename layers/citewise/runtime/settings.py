@@ -243,6 +243,26 @@ class Settings(BaseSettings):
         description="AWS: the S3 Vectors bucket of search mode `s3vectors` (an index per tenant), instead of "
         "CITEWISE_OPENSEARCH_ENDPOINT.",
     )
+    vector_bucket_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:s3vectors:[a-z0-9-]+:[0-9]{12}:bucket/[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+        description="Search mode s3vectors with a key per tenant: the vector bucket's ARN, which each tenant key's "
+        "policy names (and its account); set by the stack.",
+    )
+    tenant_key_scope: str | None = Field(
+        default=None,
+        pattern=r"^[a-zA-Z0-9_-]{1,64}$",
+        description="Search mode s3vectors: a KMS key per tenant (`citewise.aws.tenant_keys`), named "
+        "`alias/<scope>/<index>` and tagged `citewise:stack=<scope>`; the stack sets its name. Unset: every "
+        "index uses the bucket's key.",
+    )
+    tenant_key_deletion_days: int = Field(
+        default=7,
+        ge=7,
+        le=30,
+        description="Search mode s3vectors with a key per tenant: the days KMS waits before it deletes an erased "
+        "tenant's key (7 to 30; the key is unusable from the erasure on).",
+    )
     opensearch_service: OpenSearchService = "es"
     index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
     index_replicas: int | None = Field(
@@ -397,6 +417,11 @@ class Settings(BaseSettings):
                 raise ValueError(f"CITEWISE_BACKEND=aws needs {', '.join(missing)}")
         if self.opensearch_endpoint and self.vector_bucket:
             raise ValueError("set CITEWISE_OPENSEARCH_ENDPOINT or CITEWISE_VECTOR_BUCKET (the chunk index), not both")
+        if self.tenant_key_scope is not None and (self.vector_bucket is None or self.vector_bucket_arn is None):
+            raise ValueError(
+                "CITEWISE_TENANT_KEY_SCOPE (a key per tenant) needs CITEWISE_VECTOR_BUCKET and "
+                "CITEWISE_VECTOR_BUCKET_ARN"
+            )
         if self.backend == "aws" and self.audit_log_group and self.audit_hash_key is None:
             raise ValueError("CITEWISE_AUDIT_LOG_GROUP needs CITEWISE_AUDIT_HASH_KEY (the questions' hashing key)")
         if (self.guardrail_id is None) != (self.guardrail_version is None):
