@@ -1,0 +1,175 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { Api, ApiError } from './api';
+import type { Citation } from './ask';
+import { markQuote, pageAt, quoteSpan, type Span, type TextWindow } from './highlight';
+import { ErrorBox } from './ui';
+
+interface DocumentText extends TextWindow {
+  next_offset: number | null;
+  content_type: string | null;
+  path: string;
+  title: string | null;
+}
+
+type Shown =
+  | { kind: 'loading' }
+  | { kind: 'gone'; message: string }
+  | { kind: 'failed'; error: unknown }
+  | { kind: 'pdf'; url: string; page: number; near: number }
+  | { kind: 'text'; window: DocumentText; span: Span | null };
+
+const MAX_WINDOWS = 50;
+
+/** The window of the parsed text holding the citation's chunk (followed through `next_offset`). */
+async function windowOf(api: Api, citation: Citation): Promise<{ window: DocumentText; span: Span | null }> {
+  const id = encodeURIComponent(citation.doc_id);
+  let offset: number | null = 0;
+  let first: DocumentText | null = null;
+  for (let n = 0; offset !== null && n < MAX_WINDOWS; n++) {
+    const window: DocumentText = await api.request<DocumentText>('GET', `/v1/documents/${id}/text?offset=${offset}`);
+    first ??= window;
+    if (window.chunks.some((c) => c.chunk_id === citation.chunk_id)) {
+      return { window, span: quoteSpan(window, citation.chunk_id, citation.quote) };
+    }
+    offset = window.next_offset;
+  }
+  return { window: first!, span: null };
+}
+
+function isPdf(window: DocumentText): boolean {
+  return window.content_type === 'application/pdf' || window.path.toLowerCase().endsWith('.pdf');
+}
+
+export function Viewer({ api, citation, close }: { api: Api; citation: Citation; close: () => void }) {
+  const [shown, setShown] = useState<Shown>({ kind: 'loading' });
+  const [found, setFound] = useState<boolean | null>(null);
+  const [pages, setPages] = useState<number | null>(null);
+  const pageRef = useRef<HTMLDivElement>(null);
+  const markRef = useRef<HTMLElement>(null);
+  const heading = useRef<HTMLHeadingElement>(null);
+
+  useEffect(() => {
+    heading.current?.focus();
+    let current = true;
+    (async () => {
+      try {
+        const { window, span } = await windowOf(api, citation);
+        if (!current) return;
+        if (isPdf(window)) {
+          const download = await api.request<{ url: string }>('GET', `/v1/documents/${encodeURIComponent(citation.doc_id)}/content`);
+          const page = citation.page ?? (span && pageAt(window, span.start)) ?? 1;
+          const bounds = window.pages.find((p) => p.page === page);
+          const near = span && bounds ? (span.start - bounds.start) / Math.max(bounds.end - bounds.start, 1) : 0;
+          if (current) setShown({ kind: 'pdf', url: download.url, page, near });
+        } else {
+          setShown({ kind: 'text', window, span });
+          setFound(span !== null);
+        }
+      } catch (error) {
+        if (!current) return;
+        if (error instanceof ApiError && error.status === 404) {
+          setShown({
+            kind: 'gone',
+            message: 'This document is no longer available: it was deleted, or you may no longer read it.',
+          });
+        } else if (error instanceof ApiError && error.status === 409) {
+          setShown({
+            kind: 'gone',
+            message: `This document changed since the answer was given (${error.message}). Ask again to cite its new version.`,
+          });
+        } else setShown({ kind: 'failed', error });
+      }
+    })();
+    return () => {
+      current = false;
+    };
+  }, [citation]);
+
+  useEffect(() => {
+    if (shown.kind !== 'pdf' || !pageRef.current) return;
+    let current = true;
+    const container = pageRef.current;
+    (async () => {
+      try {
+        const { renderPage } = await import('./pdf');
+        const width = Math.min(container.parentElement?.clientWidth ?? 800, 900);
+        const rendered = await renderPage(shown.url, shown.page, container, width);
+        if (!current) return;
+        setPages(rendered.pageCount);
+        const marks = markQuote(rendered.textDivs, citation.quote, shown.near);
+        setFound(marks.length > 0);
+        marks[0]?.scrollIntoView({ block: 'center' });
+      } catch (error) {
+        if (current) setShown({ kind: 'failed', error });
+      }
+    })();
+    return () => {
+      current = false;
+    };
+  }, [shown]);
+
+  useEffect(() => {
+    if (shown.kind === 'text') markRef.current?.scrollIntoView({ block: 'center' });
+  }, [shown]);
+
+  const where = [citation.title || citation.path, citation.page != null ? `page ${citation.page}` : null, citation.section]
+    .filter(Boolean)
+    .join(' · ');
+  return (
+    <section class="viewer panel" aria-label="Source viewer" onKeyDown={(e) => e.key === 'Escape' && close()}>
+      <header class="panel-head">
+        <h2 tabIndex={-1} ref={heading}>
+          [{citation.source}] {where}
+        </h2>
+        <div class="panel-actions">
+          <button type="button" onClick={close}>
+            Back to the answer
+          </button>
+        </div>
+      </header>
+      <blockquote class="cited-quote">
+        <span class="muted small">Quoted: </span>
+        {citation.quote}
+      </blockquote>
+      {shown.kind === 'loading' && <p class="muted">Opening the document…</p>}
+      {shown.kind === 'gone' && (
+        <p class="gone" role="alert">
+          {shown.message}
+        </p>
+      )}
+      {shown.kind === 'failed' && <ErrorBox error={shown.error} title="The document could not be opened" />}
+      {found === false && (
+        <p class="notice" role="status">
+          The quoted passage could not be located on this page; the quote is shown above.
+        </p>
+      )}
+      {shown.kind === 'pdf' && (
+        <>
+          <p class="muted small" data-page={shown.page} id="viewer-page">
+            Page {shown.page}
+            {pages != null && ` of ${pages}`}
+            {citation.path && ` · ${citation.path}`}
+          </p>
+          <div class="pdf-frame" tabIndex={0} role="region" aria-label={`Page ${shown.page} of ${citation.path}`}>
+            <div class="pdf-page" ref={pageRef} />
+          </div>
+        </>
+      )}
+      {shown.kind === 'text' && (
+        <div class="text-frame" tabIndex={0} role="region" aria-label={`Text of ${citation.path}`}>
+          {shown.span ? (
+            <>
+              {shown.window.text.slice(0, shown.span.start - shown.window.offset)}
+              <mark class="quote" ref={markRef}>
+                {shown.window.text.slice(shown.span.start - shown.window.offset, shown.span.end - shown.window.offset)}
+              </mark>
+              {shown.window.text.slice(shown.span.end - shown.window.offset)}
+            </>
+          ) : (
+            shown.window.text
+          )}
+        </div>
+      )}
+    </section>
+  );
+}
