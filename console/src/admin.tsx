@@ -34,7 +34,7 @@ export function Settings({ api }: { api: Api }) {
       freshness_half_life_days: value.freshness_half_life_days?.toString() ?? '',
       routing_time_zone: value.routing_time_zone ?? '',
       routing_aliases: value.routing_aliases ? JSON.stringify(value.routing_aliases, null, 2) : '',
-      source_credibility: value.source_credibility ? JSON.stringify(value.source_credibility, null, 2) : '',
+      source_credibility: value.source_credibility && Object.keys(value.source_credibility).length ? JSON.stringify(value.source_credibility, null, 2) : '',
     });
   }
 

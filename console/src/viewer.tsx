@@ -112,15 +112,18 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
     if (shown.kind === 'text') markRef.current?.scrollIntoView({ block: 'center' });
   }, [shown]);
 
-  const where = [citation.title || citation.path, citation.page != null ? `page ${citation.page}` : null, citation.section]
-    .filter(Boolean)
+  const where = [citation.path, citation.page != null ? `page ${citation.page}` : null, citation.section]
+    .filter((part) => part && part !== citation.title)
     .join(' · ');
   return (
     <section class="viewer panel" aria-label="Source viewer" onKeyDown={(e) => e.key === 'Escape' && close()}>
       <header class="panel-head">
-        <h2 tabIndex={-1} ref={heading}>
-          [{citation.source}] {where}
-        </h2>
+        <div>
+          <h2 tabIndex={-1} ref={heading}>
+            [{citation.source}] {citation.title || citation.path}
+          </h2>
+          {where && <p class="muted small where">{where}</p>}
+        </div>
         <div class="panel-actions">
           <button type="button" onClick={close}>
             Back to the answer
@@ -148,7 +151,6 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
           <p class="muted small" data-page={shown.page} id="viewer-page">
             Page {shown.page}
             {pages != null && ` of ${pages}`}
-            {citation.path && ` · ${citation.path}`}
           </p>
           <div class="pdf-frame" tabIndex={0} role="region" aria-label={`Page ${shown.page} of ${citation.path}`}>
             <div class="pdf-page" ref={pageRef} />
