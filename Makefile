@@ -59,9 +59,8 @@ console-check: console ## Fail when the committed console build differs from a f
 	git diff --exit-code --stat -- local/citewise_local/console
 	@test -z "$$(git status --porcelain -- local/citewise_local/console)" || { git status --short -- local/citewise_local/console; exit 1; }
 
-console-demo: $(DEMO_STAMP) ## After make demo: serve it and print a sign-in link of the web console (tenant demo, admin)
-	@CITEWISE_HOME=.citewise-demo $(BIN)/citewise console --tenant demo --user demo --group admin
-	CITEWISE_HOME=.citewise-demo $(BIN)/citewise serve
+console-demo: $(DEMO_STAMP) ## The web console on the sample corpus: serve, upload the samples, print a sign-in link
+	BIN=$(BIN) scripts/console-demo.sh
 
 # The MCP Inspector, the protocol's reference client, checks every tool result in tests/e2e/test_mcp.py
 # (its CLI mode, against `citewise mcp` and /mcp). Pinned in tests/e2e/inspector/package-lock.json and
@@ -118,7 +117,7 @@ answers: $(DEMO_STAMP) ## Answer quality on the bundled SQuAD 2.0 sample: tune, 
 	$(BIN)/citewise eval --answers $(ANSWERS_ARGS)
 
 clean: ## Remove the virtual environment and local demo data
-	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .citewise-demo .citewise-console .pytest_cache .mypy_cache .ruff_cache
 
 # --- AWS (CDK) -------------------------------------------------------------------------------------
 # The CDK CLI is pinned in cdk/package-lock.json (aws-cdk 2.1148.1 reads aws-cdk-lib 2.275's cloud

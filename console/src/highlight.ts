@@ -86,3 +86,10 @@ export function markQuote(elements: HTMLElement[], quote: string, near: number):
     return mark;
   });
 }
+
+/** Scroll `frame` (a scrollable box) so `target` sits a third of the way down it, leaving the page itself
+ * where it is: the viewer's heading and the quote stay in sight. */
+export function scrollWithin(frame: HTMLElement, target: HTMLElement): void {
+  const offset = target.getBoundingClientRect().top - frame.getBoundingClientRect().top + frame.scrollTop;
+  frame.scrollTop = Math.max(0, offset - frame.clientHeight / 3);
+}

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { Api, ApiError } from './api';
 import type { Citation } from './ask';
-import { markQuote, pageAt, quoteSpan, type Span, type TextWindow } from './highlight';
+import { markQuote, pageAt, quoteSpan, scrollWithin, type Span, type TextWindow } from './highlight';
 import { ErrorBox } from './ui';
 
 interface DocumentText extends TextWindow {
@@ -68,9 +68,16 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
       } catch (error) {
         if (!current) return;
         if (error instanceof ApiError && error.status === 404) {
+          // The record may still be there with no stored original (a folder ingested with `citewise ingest`).
+          const listed = await api
+            .request('GET', `/v1/documents/${encodeURIComponent(citation.doc_id)}`)
+            .then(() => true, () => false);
+          if (!current) return;
           setShown({
             kind: 'gone',
-            message: 'This document is no longer available: it was deleted, or you may no longer read it.',
+            message: listed
+              ? 'The original of this document is not stored with the API (it was ingested from a folder), so it cannot be shown here.'
+              : 'This document is no longer available: it was deleted, or you may no longer read it.',
           });
         } else if (error instanceof ApiError && error.status === 409) {
           setShown({
@@ -98,7 +105,7 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
         setPages(rendered.pageCount);
         const marks = markQuote(rendered.textDivs, citation.quote, shown.near);
         setFound(marks.length > 0);
-        marks[0]?.scrollIntoView({ block: 'center' });
+        if (marks[0] && container.parentElement) scrollWithin(container.parentElement, marks[0]);
       } catch (error) {
         if (current) setShown({ kind: 'failed', error });
       }
@@ -109,7 +116,8 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
   }, [shown]);
 
   useEffect(() => {
-    if (shown.kind === 'text') markRef.current?.scrollIntoView({ block: 'center' });
+    const mark = markRef.current;
+    if (shown.kind === 'text' && mark?.parentElement) scrollWithin(mark.parentElement, mark);
   }, [shown]);
 
   const where = [citation.path, citation.page != null ? `page ${citation.page}` : null, citation.section]
