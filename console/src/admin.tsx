@@ -197,7 +197,7 @@ export function Operator({ api }: { api: Api }) {
           <tbody>
             {items.map((usage) => (
               <tr key={usage.tenant_id}>
-                <th scope="row">{usage.tenant_id}</th>
+                <th scope="row" class="nowrap">{usage.tenant_id}</th>
                 <td class="number">{(usage.stored?.documents ?? 0).toLocaleString()}</td>
                 <td class="number">{count(usage, 'documents_ingested')}</td>
                 <td class="number">{count(usage, 'documents_failed')}</td>
