@@ -1,4 +1,4 @@
-import { useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { Api } from './api';
 import { ErrorBox, Panel } from './ui';
 
@@ -94,6 +94,8 @@ export function Ask({ api, open }: { api: Api; open: (citation: Citation) => voi
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const running = useRef<AbortController | null>(null);
+  // Leaving the screen stops an answer still streaming: the server then stops generating it.
+  useEffect(() => () => running.current?.abort(), []);
 
   async function ask(event: Event) {
     event.preventDefault();
