@@ -181,7 +181,7 @@ function App({ config }: { config: ConsoleConfig }) {
         </button>
       </header>
       <main id="main" tabIndex={-1}>
-        {viewing && <Viewer api={api} citation={viewing} close={() => setViewing(null)} />}
+        {viewing && <Viewer key={`${viewing.source}:${viewing.chunk_id}`} api={api} citation={viewing} close={() => setViewing(null)} />}
         {/* The ask screen stays mounted under the viewer: back from a citation, the answer is still there. */}
         <div hidden={viewing !== null}>
           {current === 'documents' && <Documents api={api} identity={identity} />}

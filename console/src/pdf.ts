@@ -6,16 +6,16 @@ import workerUrl from 'pdfjs-dist/build/pdf.worker.min.mjs?url';
 
 pdfjs.GlobalWorkerOptions.workerSrc = workerUrl;
 
-export interface RenderedPage {
-  pageCount: number;
-  /** The text layer's elements, in reading order, laid over the canvas. */
-  textDivs: HTMLElement[];
+export type PdfDocument = pdfjs.PDFDocumentProxy;
+
+export function openPdf(url: string): Promise<PdfDocument> {
+  return pdfjs.getDocument({ url, isEvalSupported: false }).promise;
 }
 
-/** Render page `number` of the PDF at `url` into `container`: a canvas and its text layer. */
-export async function renderPage(url: string, number: number, container: HTMLElement, width: number): Promise<RenderedPage> {
-  const document = await pdfjs.getDocument({ url, isEvalSupported: false }).promise;
-  const page = await document.getPage(Math.min(Math.max(number, 1), document.numPages));
+/** Render page `number` into `container`, `width` pixels wide at most: a canvas and its text layer; returns
+ * the text layer's elements in reading order. */
+export async function renderPage(document: PdfDocument, number: number, container: HTMLElement, width: number): Promise<HTMLElement[]> {
+  const page = await document.getPage(number);
   const unscaled = page.getViewport({ scale: 1 });
   const scale = Math.min(2, Math.max(0.5, width / unscaled.width));
   const viewport = page.getViewport({ scale });
@@ -42,5 +42,5 @@ export async function renderPage(url: string, number: number, container: HTMLEle
   }).promise;
   const text = new pdfjs.TextLayer({ textContentSource: page.streamTextContent(), container: layer, viewport });
   await text.render();
-  return { pageCount: document.numPages, textDivs: text.textDivs };
+  return text.textDivs;
 }

@@ -44,6 +44,8 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
   const [shown, setShown] = useState<Shown>({ kind: 'loading' });
   const [found, setFound] = useState<boolean | null>(null);
   const [pages, setPages] = useState<number | null>(null);
+  const [pageShown, setPageShown] = useState(1);
+  const pdf = useRef<import('./pdf').PdfDocument | null>(null);
   const pageRef = useRef<HTMLDivElement>(null);
   const markRef = useRef<HTMLElement>(null);
   const heading = useRef<HTMLHeadingElement>(null);
@@ -60,7 +62,9 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
           const page = citation.page ?? (span && pageAt(window, span.start)) ?? 1;
           const bounds = window.pages.find((p) => p.page === page);
           const near = span && bounds ? (span.start - bounds.start) / Math.max(bounds.end - bounds.start, 1) : 0;
-          if (current) setShown({ kind: 'pdf', url: download.url, page, near });
+          if (!current) return;
+          setPageShown(page);
+          setShown({ kind: 'pdf', url: download.url, page, near });
         } else {
           setShown({ kind: 'text', window, span });
           setFound(span !== null);
@@ -98,12 +102,14 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
     const container = pageRef.current;
     (async () => {
       try {
-        const { renderPage } = await import('./pdf');
+        const { openPdf, renderPage } = await import('./pdf');
+        pdf.current ??= await openPdf(shown.url);
         const width = Math.min(container.parentElement?.clientWidth ?? 800, 900);
-        const rendered = await renderPage(shown.url, shown.page, container, width);
+        const textDivs = await renderPage(pdf.current, pageShown, container, width);
         if (!current) return;
-        setPages(rendered.pageCount);
-        const marks = markQuote(rendered.textDivs, citation.quote, shown.near);
+        setPages(pdf.current.numPages);
+        if (pageShown !== shown.page) return; // the quote is on the cited page only
+        const marks = markQuote(textDivs, citation.quote, shown.near);
         setFound(marks.length > 0);
         if (marks[0] && container.parentElement) scrollWithin(container.parentElement, marks[0]);
       } catch (error) {
@@ -113,7 +119,8 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
     return () => {
       current = false;
     };
-  }, [shown]);
+  }, [shown, pageShown]);
+  useEffect(() => () => void pdf.current?.destroy(), []);
 
   useEffect(() => {
     const mark = markRef.current;
@@ -156,11 +163,25 @@ export function Viewer({ api, citation, close }: { api: Api; citation: Citation;
       )}
       {shown.kind === 'pdf' && (
         <>
-          <p class="muted small" data-page={shown.page} id="viewer-page">
-            Page {shown.page}
-            {pages != null && ` of ${pages}`}
-          </p>
-          <div class="pdf-frame" tabIndex={0} role="region" aria-label={`Page ${shown.page} of ${citation.path}`}>
+          <div class="pager">
+            <button type="button" disabled={pageShown <= 1} onClick={() => setPageShown(pageShown - 1)}>
+              Previous page
+            </button>
+            <span class="muted small" data-page={pageShown} id="viewer-page" aria-live="polite">
+              Page {pageShown}
+              {pages != null && ` of ${pages}`}
+              {pageShown !== shown.page && ` (the passage is on page ${shown.page})`}
+            </span>
+            <button type="button" disabled={pages === null || pageShown >= pages} onClick={() => setPageShown(pageShown + 1)}>
+              Next page
+            </button>
+            {pageShown !== shown.page && (
+              <button type="button" onClick={() => setPageShown(shown.page)}>
+                Back to the passage
+              </button>
+            )}
+          </div>
+          <div class="pdf-frame" tabIndex={0} role="region" aria-label={`Page ${pageShown} of ${citation.path}`}>
             <div class="pdf-page" ref={pageRef} />
           </div>
         </>

@@ -151,6 +151,14 @@ def test_sign_in_upload_ask_and_open_a_citation_at_its_highlighted_passage(
     assert page.locator(".textLayer").inner_text().find("Otters float") >= 0  # the text layer is page 2's
     screenshot(page, "viewer-pdf")
     assert_accessible(page, "viewer (PDF)")
+    # And paging away shows the other page without a highlight, and back to the passage highlights it again
+    page.get_by_role("button", name="Previous page").click()
+    expect(page.locator("#viewer-page")).to_have_attribute("data-page", "1")
+    expect(page.locator(".textLayer")).to_contain_text("herons nest")
+    assert page.locator(".textLayer mark.quote").count() == 0
+    page.get_by_role("button", name="Back to the passage").click()
+    expect(page.locator(".textLayer mark.quote").first).to_be_visible()
+    assert re.sub(r"\s+", "", "".join(marks.all_inner_texts())) == re.sub(r"\s+", "", quote)
 
     # And, back to the answer, a Markdown citation opens as parsed text with the quote highlighted
     page.get_by_role("button", name="Back to the answer").click()
