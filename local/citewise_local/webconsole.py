@@ -32,6 +32,7 @@ from typing import Any
 
 from citewise.domain.access import OPERATOR_GROUP
 from citewise.domain.errors import UnauthorizedError
+from citewise.runtime.console_headers import security_headers
 from citewise_local.auth import ALGORITHM, DEFAULT_TTL, ISSUER, TOKEN_PURPOSE, local_key, mint_token
 
 CONSOLE_PATH = "/console"
@@ -42,16 +43,8 @@ CODE_TTL = 300
 """Seconds a printed sign-in link stays usable."""
 MAX_SESSION_REQUEST_BYTES = 4096
 _AUDIENCE = "citewise-console"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; font-src 'self' data:; "
-        "connect-src 'self'; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; "
-        "frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-}
+SECURITY_HEADERS = security_headers()
+"""The policy of the console on AWS (`citewise.runtime.console_headers`), all on the page's own origin here."""
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",

@@ -5,7 +5,7 @@ document are said plainly. Every screen passes axe-core with no serious or criti
 usable from the keyboard.
 
 The browser is Debian's Chromium driven by Playwright (as in test_swagger_ui.py). axe-core comes from the
-console's own npm project (console/node_modules, installed by `make console-deps`). Screenshots of every
+console's own npm project (console/node_modules, installed by `make test` or `make console`). Screenshots of every
 screen go to $CONSOLE_SCREENSHOTS when it is set (docs/console.png is one of them).
 """
 
@@ -70,7 +70,7 @@ def screenshot(page: Page, name: str) -> None:
 def assert_accessible(page: Page, screen: str) -> None:
     """axe-core on the page as it is: no serious or critical violation (WCAG 2.1 A and AA rules)."""
     if not AXE.exists():
-        pytest.fail(f"no {AXE}: `make console-deps` installs the console's npm project (axe-core is in it)")
+        pytest.fail(f"no {AXE}: `make test` installs the console's npm project (axe-core is in it)")
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.evaluate(AXE.read_text())  # evaluated by the driver: the page's CSP admits no inline script
     results = page.evaluate(

@@ -147,9 +147,9 @@ def test_the_content_security_policy_is_strict_and_names_the_api_the_hosted_ui_a
     assert csp["base-uri"] == ["'none'"]
     assert csp["frame-ancestors"] == ["'none'"]
     assert csp["worker-src"] == ["'self'", "blob:"]  # pdf.js's worker
-    # Nothing unsafe but style attributes (`citewise.runtime.console_headers` says why those are harmless)
+    # Nothing unsafe at all, style attributes included
     unsafe = {name for name, sources in csp.items() if any("unsafe" in source for source in sources)}
-    assert unsafe == {"style-src-attr"}
+    assert unsafe == set()
     # It connects to the API, the hosted UI's token endpoint and the documents bucket's presigned URLs only
     (api_id,) = synth.of_type("AWS::ApiGateway::RestApi")
     (domain_id,) = synth.of_type("AWS::Cognito::UserPoolDomain")
