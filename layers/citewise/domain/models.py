@@ -23,6 +23,8 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from citewise.domain.versions import VERSION_KEYS, parse_version
+
 TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_ID_PATTERN)]
 UserId = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f]+$")]
@@ -260,6 +262,16 @@ COMPARISON_OPERATORS = (
     "stringContains",
     "listContains",
 )
+VERSION_OPERATORS = {
+    "versionEquals": "equals",
+    "versionNotEquals": "notEquals",
+    "versionGreaterThan": "greaterThan",
+    "versionGreaterThanOrEquals": "greaterThanOrEquals",
+    "versionLessThan": "lessThan",
+    "versionLessThanOrEquals": "lessThanOrEquals",
+}
+"""Comparisons of versions as versions (`citewise.domain.versions`), each by the plain comparison it mirrors:
+on the keys `VERSION_KEYS` only, with a version string as the value (docs/versions.md)."""
 LOGICAL_OPERATORS = ("andAll", "orAll")
 
 
@@ -267,7 +279,9 @@ class Filter(BaseModel):
     """A metadata filter in the Bedrock Knowledge Bases grammar: exactly one operator per object.
 
     Example: `{"andAll": [{"equals": {"key": "source", "value": "wiki"}},
-    {"greaterThan": {"key": "year", "value": 2020}}]}`.
+    {"greaterThan": {"key": "year", "value": 2020}}]}`. The `version...` operators compare the attributes
+    `version`, `introduced_in` and `deprecated_in` as versions (`3.9 < 3.12`, `1.0 == 1.0.0`; docs/versions.md):
+    `{"versionGreaterThanOrEquals": {"key": "version", "value": "3.12"}}`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -283,6 +297,12 @@ class Filter(BaseModel):
     startsWith: Comparison | None = None  # noqa: N815
     stringContains: Comparison | None = None  # noqa: N815
     listContains: Comparison | None = None  # noqa: N815
+    versionEquals: Comparison | None = None  # noqa: N815
+    versionNotEquals: Comparison | None = None  # noqa: N815
+    versionGreaterThan: Comparison | None = None  # noqa: N815
+    versionGreaterThanOrEquals: Comparison | None = None  # noqa: N815
+    versionLessThan: Comparison | None = None  # noqa: N815
+    versionLessThanOrEquals: Comparison | None = None  # noqa: N815
     andAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
     orAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
 
@@ -304,6 +324,8 @@ class Filter(BaseModel):
         operators = [name for name in self.model_fields_set if getattr(self, name) is not None]
         if len(operators) != 1 or len(self.model_fields_set) != 1:
             raise ValueError("a filter object must have exactly one operator, one of: " + ", ".join(self.operators()))
+        if self.operator in VERSION_OPERATORS:
+            _check_version_comparison(self.operator, self.operand)
         # Checked at every level as the tree is validated bottom-up, so an oversized tree is refused at the
         # first subtree over a limit; both walks stop at the depth limit of the children.
         if self.depth > MAX_FILTER_DEPTH:
@@ -393,6 +415,18 @@ class Filter(BaseModel):
         if isinstance(operand, Comparison):
             return {operand.key}
         return set().union(*(child.keys() for child in operand))
+
+
+def _check_version_comparison(operator: str, comparison: Comparison) -> None:
+    """A version operator names a version key and a version: anything else would match nothing silently."""
+    if comparison.key not in VERSION_KEYS:
+        raise ValueError(f"{operator} compares the version attributes only: {', '.join(VERSION_KEYS)}")
+    if not isinstance(comparison.value, str):
+        raise ValueError(f"{operator} takes a version string, such as \"3.12\"")
+    try:
+        parse_version(comparison.value)
+    except ValueError as exc:
+        raise ValueError(f"{operator}: {comparison.value!r} is not a version: {exc}") from exc
 
 
 class SearchRequest(Frozen):
