@@ -16,6 +16,7 @@ from citewise.domain.models import Chunk, DocumentMetadata, Filter
 from citewise.domain.versions import (
     MAX_COMPONENT_DIGITS,
     check_versions,
+    declared_versions,
     parse_version,
     valid_for,
 )
@@ -149,7 +150,7 @@ def test_an_upload_whose_version_is_no_version_carries_the_reason_as_its_defect(
     ],
 )
 def test_valid_for(attributes: dict[str, Any], asked: str, valid: bool) -> None:
-    assert valid_for(attributes, parse_version(asked)) is valid
+    assert valid_for(declared_versions(attributes), parse_version(asked)) is valid
 
 
 # --- the filter operators -------------------------------------------------------------------------

@@ -518,6 +518,19 @@ class QueryRequest(SearchRequest):
     )
 
 
+class VersionPreference(Frozen):
+    """The versions a question names and what they did: the candidates valid for one of them rank before the
+    others, none is left out (docs/versions.md). Reported when some candidate declares a version."""
+
+    versions: list[str] = Field(description="The versions the question names (`3.12` for `for Python 3.12`).")
+    phrases: list[str] = Field(description="The phrases they were read from; they stay in the searched text.")
+    demoted_documents: list[str] = Field(
+        default_factory=list,
+        description="Ids of candidate documents valid for none of them (their `version` on another release line, "
+        "`introduced_in` after it or `deprecated_in` before it), ranked after the valid ones.",
+    )
+
+
 class Routing(Frozen):
     """What the router did with the query: it can only narrow (its filters are ANDed inside yours)."""
 
@@ -544,6 +557,11 @@ class Routing(Frozen):
     )
     filter_fallback: FilterFallback | None = Field(
         default=None, description="Set when the routed filter was dropped: `applied_filters` is then empty."
+    )
+    versions: VersionPreference | None = Field(
+        default=None,
+        description="Set when the question names a version and some candidate document declares versions: "
+        "documents valid for it were preferred.",
     )
 
 

@@ -133,10 +133,10 @@ def declared_versions(attributes: Mapping[str, object]) -> dict[str, Version]:
     return {key: version for key, version in found.items() if version is not None}
 
 
-def valid_for(attributes: Mapping[str, object], asked: Version) -> bool:
-    """Whether a document is valid for the version `asked`: its `version` (if any) on the same release line,
-    not introduced after it, not deprecated before it (deprecated in `asked` itself still documents it)."""
-    declared = declared_versions(attributes)
+def valid_for(declared: Mapping[str, Version], asked: Version) -> bool:
+    """Whether a document declaring these versions (`declared_versions`) is valid for the version `asked`:
+    its `version` (if any) on the same release line, not introduced after it, not deprecated before it
+    (deprecated in `asked` itself still documents it). A document that declares none is valid for any."""
     if (version := declared.get("version")) is not None and not version.same_line(asked):
         return False
     if (introduced := declared.get("introduced_in")) is not None and introduced.sort_key > asked.sort_key:
