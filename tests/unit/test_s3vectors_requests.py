@@ -238,11 +238,18 @@ def test_each_version_attribute_is_stored_as_two_numbers_and_a_non_version_as_no
             {
                 "$or": [
                     {"#vh:introduced_in": {"$lt": 300012_00000}},
-                    {"$and": [{"#vh:introduced_in": {"$eq": 300012_00000}}, {"#vl:introduced_in": {"$lte": 300010000}}]},
+                    {
+                        "$and": [
+                            {"#vh:introduced_in": {"$eq": 300012_00000}},
+                            {"#vl:introduced_in": {"$lte": 300010000}},
+                        ]
+                    },
                 ]
             },
         ),
     ],
 )
-def test_version_operators_become_native_comparisons_of_the_stored_pair(raw: dict[str, Any], translated: dict[str, Any]) -> None:
+def test_version_operators_become_native_comparisons_of_the_stored_pair(
+    raw: dict[str, Any], translated: dict[str, Any]
+) -> None:
     assert r.translate_filter(Filter.model_validate(raw)) == translated

@@ -193,7 +193,9 @@ def _flt(operator: str, key: str, value: Any) -> Filter:
         ("versionLessThanOrEquals", "3.11.9", False),
     ],
 )
-def test_version_operators_compare_as_versions_where_strings_would_not(operator: str, value: str, expected: bool) -> None:
+def test_version_operators_compare_as_versions_where_strings_would_not(
+    operator: str, value: str, expected: bool
+) -> None:
     assert matches(_flt(operator, "version", value), metadata_view(_chunk({"version": "3.12"}))) is expected
 
 

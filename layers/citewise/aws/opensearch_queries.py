@@ -413,7 +413,8 @@ def _range(bound: str) -> Callable[[str, Any], Body]:
 
 def _version(plain: str, comparison: Comparison) -> Body:
     """A version operator: the plain comparison it mirrors, on the sort keys of the `#v:` entries."""
-    key, value = VERSION_KEY_PREFIX + comparison.key, parse_version(comparison.value).sort_key
+    key = VERSION_KEY_PREFIX + comparison.key
+    value = parse_version(str(comparison.value)).sort_key  # a version string: `Filter` checked it
     if plain == "notEquals":
         return {"bool": {"must_not": [_on_key(key, {"term": {_field(STR): value}})]}}
     if plain == "equals":

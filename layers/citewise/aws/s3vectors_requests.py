@@ -212,7 +212,7 @@ def translate_filter(flt: Filter) -> Body:
     comparison: Comparison = operand
     key, value = comparison.key, comparison.value
     if operator in VERSION_OPERATORS:
-        return _version(VERSION_OPERATORS[operator], key, value)
+        return _version(VERSION_OPERATORS[operator], key, str(value))  # a version string: `Filter` checked it
     if operator == "equals":
         return {key: {"$eq": _scalar(operator, key, value)}}
     if operator == "notEquals":
@@ -285,7 +285,9 @@ def _version(plain: str, key: str, value: str) -> Body:
         return {"$or": [{high: {"$exists": False}}, {high: {"$ne": version.high}}, {low: {"$ne": version.low}}]}
     strict = "$gt" if plain.startswith("greater") else "$lt"
     last = _ORDERED[plain]  # the bound on `low` keeps the operator's own strictness
-    return {"$or": [{high: {strict: version.high}}, {"$and": [{high: {"$eq": version.high}}, {low: {last: version.low}}]}]}
+    return {
+        "$or": [{high: {strict: version.high}}, {"$and": [{high: {"$eq": version.high}}, {low: {last: version.low}}]}]
+    }
 
 
 def _starts_with(key: str, value: Any) -> Body:

@@ -422,7 +422,7 @@ def _check_version_comparison(operator: str, comparison: Comparison) -> None:
     if comparison.key not in VERSION_KEYS:
         raise ValueError(f"{operator} compares the version attributes only: {', '.join(VERSION_KEYS)}")
     if not isinstance(comparison.value, str):
-        raise ValueError(f"{operator} takes a version string, such as \"3.12\"")
+        raise ValueError(f'{operator} takes a version string, such as "3.12"')
     try:
         parse_version(comparison.value)
     except ValueError as exc:

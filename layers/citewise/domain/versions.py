@@ -124,7 +124,9 @@ def check_versions(attributes: Mapping[str, object]) -> None:
         try:
             parse_version(value)
         except ValueError as exc:
-            raise ValidationError(f"metadata '{key}' is not a version: {value[:120]!r}; {exc}", details={"key": key}) from exc
+            raise ValidationError(
+                f"metadata '{key}' is not a version: {value[:120]!r}; {exc}", details={"key": key}
+            ) from exc
 
 
 def declared_versions(attributes: Mapping[str, object]) -> dict[str, Version]:

@@ -33,10 +33,10 @@ from urllib.parse import quote, unquote_plus
 from citewise.domain.access import may_modify, object_writer
 from citewise.domain.errors import CitewiseError, ConflictError, NotFoundError, PayloadTooLargeError, ValidationError
 from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_KEYS, check_limits, parse_sidecar
-from citewise.domain.versions import check_versions
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
 from citewise.domain.tenancy import document_id, validate_document_name, validate_path, validate_tenant_id
+from citewise.domain.versions import check_versions
 from citewise.ports.erasure import ERASE_BATCH
 
 OWNER_KEY = "owner"

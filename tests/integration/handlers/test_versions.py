@@ -58,9 +58,7 @@ def test_a_version_filter_on_another_key_or_with_no_version_is_a_400(stack: Stac
         {"versionEquals": {"key": "year", "value": "3.12"}},
         {"versionLessThan": {"key": "version", "value": "latest"}},
     ):
-        status, body = stack.api(
-            "POST", "/v1/search", body={"query": "loop", "filters": flt}, identity=ALICE
-        )
+        status, body = stack.api("POST", "/v1/search", body={"query": "loop", "filters": flt}, identity=ALICE)
         assert status == 400 and body["error"]["code"] == "VALIDATION_ERROR", body
 
 
