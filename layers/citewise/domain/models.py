@@ -279,9 +279,8 @@ class Filter(BaseModel):
     """A metadata filter in the Bedrock Knowledge Bases grammar: exactly one operator per object.
 
     Example: `{"andAll": [{"equals": {"key": "source", "value": "wiki"}},
-    {"greaterThan": {"key": "year", "value": 2020}}]}`. The `version...` operators compare the attributes
-    `version`, `introduced_in` and `deprecated_in` as versions (`3.9 < 3.12`, `1.0 == 1.0.0`; docs/versions.md):
-    `{"versionGreaterThanOrEquals": {"key": "version", "value": "3.12"}}`.
+    {"greaterThan": {"key": "year", "value": 2020}}]}`. `version...` operators compare `version`,
+    `introduced_in` or `deprecated_in` as versions (`3.9 < 3.12`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -518,17 +517,13 @@ class QueryRequest(SearchRequest):
     )
 
 
+# Carried twice by every MCP tool list, as FilterFallback is: docs/versions.md says what the fields hold.
 class VersionPreference(Frozen):
-    """The versions a question names and what they did: the candidates valid for one of them rank before the
-    others, none is left out (docs/versions.md). Reported when some candidate declares a version."""
+    """The versions the question names: documents valid for them were ranked first (docs/versions.md)."""
 
-    versions: list[str] = Field(description="The versions the question names (`3.12` for `for Python 3.12`).")
-    phrases: list[str] = Field(description="The phrases they were read from; they stay in the searched text.")
-    demoted_documents: list[str] = Field(
-        default_factory=list,
-        description="Ids of candidate documents valid for none of them (their `version` on another release line, "
-        "`introduced_in` after it or `deprecated_in` before it), ranked after the valid ones.",
-    )
+    versions: list[str]
+    phrases: list[str]
+    demoted_documents: list[str] = Field(default_factory=list)
 
 
 class Routing(Frozen):
@@ -560,8 +555,8 @@ class Routing(Frozen):
     )
     versions: VersionPreference | None = Field(
         default=None,
-        description="Set when the question names a version and some candidate document declares versions: "
-        "documents valid for it were preferred.",
+        description="Set when the question names a version and some candidate declares versions: documents "
+        "valid for it ranked first, `demoted_documents` after them.",
     )
 
 
