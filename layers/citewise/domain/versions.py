@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from citewise.domain.errors import ValidationError
 
@@ -50,7 +51,7 @@ ACCEPTED = (
 
 @dataclass(frozen=True)
 class Version:
-    """A parsed version: its release numbers as written, and its place in the order (`key`)."""
+    """A parsed version: its release numbers as written, and its place in the order (`sort_key`)."""
 
     text: str
     release: tuple[int, ...]
@@ -61,14 +62,15 @@ class Version:
     @property
     def high(self) -> int:
         """The first three release components, 5 digits each: the first half of the order."""
-        padded = (*self.release, 0, 0, 0, 0)
-        return int("".join(f"{part:05d}" for part in padded[:3]))
+        padded = (*self.release, 0, 0, 0)
+        return int("".join(f"{part:0{MAX_COMPONENT_DIGITS}d}" for part in padded[:3]))
 
     @property
     def low(self) -> int:
         """The fourth component, the phase, its number and the post-release: the second half."""
-        padded = (*self.release, 0, 0, 0, 0)
-        return int(f"{padded[3]:05d}{self.phase}{self.tag_number:04d}{self.post:04d}")
+        fourth = self.release[3] if len(self.release) == MAX_COMPONENTS else 0
+        tags = f"{self.phase}{self.tag_number:0{MAX_TAG_NUMBER_DIGITS}d}{self.post:0{MAX_TAG_NUMBER_DIGITS}d}"
+        return int(f"{fourth:0{MAX_COMPONENT_DIGITS}d}{tags}")
 
     @property
     def sort_key(self) -> str:
@@ -82,8 +84,10 @@ class Version:
         return self.release[:common] == other.release[:common]
 
 
+@lru_cache(maxsize=4096)
 def parse_version(text: str) -> Version:
-    """The version `text` names; ValueError saying what is accepted (`ACCEPTED`) otherwise."""
+    """The version `text` names; ValueError saying what is accepted (`ACCEPTED`) otherwise. Cached: filters
+    and the router's preference read the same few versions for every candidate chunk."""
     value = text.strip()
     if len(value) > MAX_VERSION_CHARS:
         raise ValueError(f"a version has at most {MAX_VERSION_CHARS} characters")
