@@ -21,6 +21,11 @@ from citewise.domain.versions import (
     valid_for,
 )
 from citewise.ports.blobstore import stored_object
+from citewise.ports.index import ScoredChunk
+from citewise.ports.router import RoutingContext, VersionMention
+from citewise.query.candidates import Candidate
+from citewise.query.routing import DeterministicRouter
+from citewise.query.versioning import prefer_valid
 
 IN_ORDER = [
     "0.99",
@@ -224,3 +229,62 @@ def test_a_version_operator_on_another_key_or_value_is_refused(raw: dict[str, An
 
 def test_the_version_operators_are_listed_among_the_operators() -> None:
     assert {"versionEquals", "versionGreaterThanOrEquals", "versionLessThan"} <= set(Filter.operators())
+
+
+# --- the router's reading and the preference ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "read"),
+    [
+        ("How do I use TaskGroup for Python 3.12?", [("3.12", "Python 3.12")]),
+        ("what changed in FastAPI 0.115", [("0.115", "FastAPI 0.115")]),
+        ("3.12 release notes", [("3.12", "3.12")]),
+        ("v3.12 or 3.9? and 3.12.0 again", [("3.12", "v3.12"), ("3.9", "3.9")]),
+        ("version 3.12.", [("3.12", "version 3.12")]),
+        ("our 2024 roadmap, Python 3, py3.12, 1.2.3.4.5, 2.5% and 2026-03-03", []),
+        (" ".join(f"{n}.0" for n in range(1, 20)), [(f"{n}.0", f"{n}.0") for n in range(1, 6)]),
+    ],
+)
+def test_the_router_reads_the_versions_a_question_names(question: str, read: list[tuple[str, str]]) -> None:
+    route = DeterministicRouter().route(question, RoutingContext(now=datetime(2026, 3, 1, tzinfo=UTC)))
+    assert [(mention.version, mention.phrase) for mention in route.constraints.versions] == read
+    assert route.text == question.strip()  # a version is a preference: its phrase stays in the searched text
+
+
+def _candidate(doc_id: str, attributes: dict[str, Any]) -> Candidate:
+    chunk = _chunk(attributes)
+    chunk = chunk.model_copy(update={"document": chunk.document.model_copy(update={"doc_id": doc_id})})
+    return Candidate(ScoredChunk(chunk, 0.5), 0.5, 0.5)
+
+
+def test_the_preference_ranks_valid_documents_first_each_group_in_its_order_and_drops_none() -> None:
+    # Given candidates ranked: 3.11, none declared, 3.12, introduced in 3.13, deprecated in 3.12
+    ranked = [
+        _candidate("py311", {"version": "3.11"}),
+        _candidate("plain", {}),
+        _candidate("py312", {"version": "3.12.2"}),
+        _candidate("later", {"introduced_in": "3.13"}),
+        _candidate("deprecated-here", {"deprecated_in": "3.12"}),
+    ]
+
+    # When a question names 3.12
+    preferred, report = prefer_valid(ranked, [VersionMention(version="3.12", phrase="Python 3.12")])
+
+    # Then the valid ones come first in their order, the others after in theirs, and the report names them
+    assert [c.doc_id for c in preferred] == ["plain", "py312", "deprecated-here", "py311", "later"]
+    assert report is not None and report.demoted_documents == ["py311", "later"]
+    assert (report.versions, report.phrases) == (["3.12"], ["Python 3.12"])
+
+
+def test_two_versions_prefer_documents_valid_for_either() -> None:
+    ranked = [_candidate("py39", {"version": "3.9"}), _candidate("py311", {"version": "3.11"})]
+    mentions = [VersionMention(version="3.11", phrase="3.11"), VersionMention(version="3.12", phrase="3.12")]
+    preferred, report = prefer_valid(ranked, mentions)
+    assert [c.doc_id for c in preferred] == ["py311", "py39"] and report is not None
+
+
+def test_no_preference_without_a_version_or_without_a_document_declaring_one() -> None:
+    ranked = [_candidate("a", {}), _candidate("b", {"release": "3.11"})]
+    assert prefer_valid(ranked, []) == (ranked, None)
+    assert prefer_valid(ranked, [VersionMention(version="3.12", phrase="3.12")]) == (ranked, None)
