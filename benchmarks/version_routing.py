@@ -12,18 +12,26 @@ is searched whole either way, so the only difference is the preference):
 - valid share@3: the share of the first three hits valid for it;
 - exact@1 (topic questions): the first hit is the labelled page.
 
-`python -m benchmarks.version_routing [--home DIR]`
+Then what the preference costs a query: the median time of `Retriever.retrieve` over the same questions,
+with and without it, once `--filler` more pages (default 500, other topics, each declaring a version) make
+every ranking as deep as the setting (100 candidates a list), all of which the preference reads.
+
+`python -m benchmarks.version_routing [--home DIR] [--filler 500] [--rounds 5]`
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from citewise.domain.models import AttributeValue, Caller, SearchHit, SearchRequest
 from citewise.domain.objects import SourceObject
 from citewise.domain.versions import declared_versions, parse_version, valid_for
+from citewise.ports.router import VersionMention
+from citewise.query.versioning import prefer_valid
 from citewise.runtime.services import Services, build_services
 from citewise.runtime.settings import Settings
 
@@ -159,9 +167,61 @@ def measure(services: Services, route: bool) -> dict[str, float]:
     }
 
 
+def filler(count: int) -> list[SourceObject]:
+    """`count` pages on other topics of the same library, each of one of the versions."""
+    words = ("streams", "locks", "events", "futures", "transports", "protocols", "signals", "executors")
+    pages = []
+    for number in range(count):
+        version = VERSIONS[number % len(VERSIONS)]
+        topic = f"{words[number % len(words)]} {words[(number // len(words)) % len(words)]}"
+        body = f"# Notes on {topic} {number}\n\nHow asyncio {topic} work with the event loop and tasks.\n"
+        pages.append(
+            SourceObject(
+                tenant_id=CALLER.tenant_id,
+                path=f"asyncio/{version}/notes-{number}.md",
+                size=len(body),
+                version="1",
+                load=body.encode,
+                owner=CALLER.user_id,
+                attributes={"version": version},
+            )
+        )
+    return pages
+
+
+def latency(services: Services, route: bool, rounds: int) -> float:
+    """The median milliseconds of one `retrieve` of a labelled question (`top_k` 3), after one warm-up."""
+    runs = []
+    for question, _, _ in questions():
+        request = SearchRequest(query=question, top_k=3, route=route)
+        services.retriever.retrieve(CALLER, request)
+        for _ in range(rounds):
+            start = time.perf_counter()
+            services.retriever.retrieve(CALLER, request)
+            runs.append((time.perf_counter() - start) * 1000)
+    return statistics.median(runs)
+
+
+def preference_cost(services: Services, rounds: int) -> tuple[float, int]:
+    """The median milliseconds of `prefer_valid` alone over a question's fused candidates (their chunks not
+    parsed yet, as retrieval hands them over), and how many candidates that was at most."""
+    runs, most = [], 0
+    for question, version, _ in questions():
+        mentions = [VersionMention(version=version, phrase=version)]
+        for _ in range(rounds):
+            candidates = services.retriever._fused(CALLER, question, None, services.retriever.candidates)
+            most = max(most, len(candidates))
+            start = time.perf_counter()
+            prefer_valid(candidates, mentions)
+            runs.append((time.perf_counter() - start) * 1000)
+    return statistics.median(runs), most
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=None)
+    parser.add_argument("--filler", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     for version_in_text in (True, False):
         home = (args.home or Path(tempfile.mkdtemp(prefix="citewise-versions-"))) / f"in-text-{version_in_text}"
@@ -176,6 +236,15 @@ def main() -> None:
                 figures = measure(services, route)
                 name = "  with the version preference" if route else "  without (route: false)"
                 print(f"{name:32} " + "  ".join(f"{key} {value:.3f}" for key, value in figures.items()))
+            if not version_in_text:
+                for _ in services.ingestor.ingest_many(filler(args.filler)):
+                    pass
+                unrouted, preferred = (latency(services, route, args.rounds) for route in (False, True))
+                alone, most = preference_cost(services, args.rounds)
+                print(
+                    f"with {args.filler} more pages: retrieve p50 {unrouted:.1f} ms unrouted, {preferred:.1f} ms "
+                    f"routed with the preference; the preference alone p50 {alone:.2f} ms over up to {most} candidates"
+                )
         finally:
             services.close()
 
