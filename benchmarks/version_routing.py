@@ -189,11 +189,13 @@ def filler(count: int) -> list[SourceObject]:
     return pages
 
 
-def latency(services: Services, route: bool, rounds: int) -> float:
-    """The median milliseconds of one `retrieve` of a labelled question (`top_k` 3), after one warm-up."""
+def latency(services: Services, route: bool, rounds: int, *, versioned: bool = True) -> float:
+    """The median milliseconds of one `retrieve` of a labelled question (`top_k` 3), after one warm-up;
+    `versioned=False`: of the question without its `in Python X.Y` (routed, it then has no preference)."""
     runs = []
-    for question, _, _ in questions():
-        request = SearchRequest(query=question, top_k=3, route=route)
+    for question, version, _ in questions():
+        text = question if versioned else question.replace(f" in Python {version}", "")
+        request = SearchRequest(query=text, top_k=3, route=route)
         services.retriever.retrieve(CALLER, request)
         for _ in range(rounds):
             start = time.perf_counter()
@@ -239,12 +241,16 @@ def main() -> None:
             if not version_in_text:
                 for _ in services.ingestor.ingest_many(filler(args.filler)):
                     pass
-                unrouted, preferred = (latency(services, route, args.rounds) for route in (False, True))
                 alone, most = preference_cost(services, args.rounds)
                 print(
-                    f"with {args.filler} more pages: retrieve p50 {unrouted:.1f} ms unrouted, {preferred:.1f} ms "
-                    f"routed with the preference; the preference alone p50 {alone:.2f} ms over up to {most} candidates"
+                    f"with {args.filler} more pages: the preference alone p50 {alone:.2f} ms, {most} candidates at most"
                 )
+                for versioned in (True, False):
+                    unrouted, routed = (
+                        latency(services, route, args.rounds, versioned=versioned) for route in (False, True)
+                    )
+                    which = "questions naming a version" if versioned else "the same without it      "
+                    print(f"  retrieve p50, {which}: {unrouted:.1f} ms unrouted, {routed:.1f} ms routed")
         finally:
             services.close()
 
