@@ -4,9 +4,11 @@ filters, validity for an asked version, and the local evaluation of the version 
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime
 from typing import Any
 
+import jsonschema_rs
 import pytest
 from pydantic import ValidationError as PydanticValidationError
 
@@ -15,6 +17,7 @@ from citewise.domain.matching import matches, metadata_view
 from citewise.domain.models import Chunk, DocumentMetadata, Filter
 from citewise.domain.versions import (
     MAX_COMPONENT_DIGITS,
+    VERSION_PATTERN,
     check_versions,
     declared_versions,
     parse_version,
@@ -216,15 +219,53 @@ def test_a_missing_or_non_version_value_matches_only_the_negation(attributes: di
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
-        ({"versionEquals": {"key": "year", "value": "3.12"}}, "compares the version attributes only"),
+        ({"versionEquals": {"key": "year", "value": "3.12"}}, "'version', 'introduced_in' or 'deprecated_in'"),
         ({"versionEquals": {"key": "version", "value": 3.12}}, "takes a version string"),
         ({"versionLessThan": {"key": "deprecated_in", "value": "latest"}}, "'latest' is not a version"),
         ({"versionLessThan": {"key": "version", "value": ["3.12"]}}, "takes a version string"),
+        ({"versionLessThan": {"key": "version", "value": " 3.12"}}, "' 3.12' is not a version"),
+        ({"versionLessThan": {"key": "version", "value": "1.0+" + "a" * 100}}, "at most 100 characters"),
     ],
 )
 def test_a_version_operator_on_another_key_or_value_is_refused(raw: dict[str, Any], reason: str) -> None:
     with pytest.raises(PydanticValidationError, match=reason):
         Filter.model_validate(raw)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *IN_ORDER,
+        "1.4RC1",
+        "2.0.0-Alpha.1",
+        "V3",
+        "1.0c",
+        "1.0r1",
+        "1.0-rev.2",
+        "1.0+x.Y-z",
+        "latest",
+        "3.",
+        "1.2.3.4.5",
+        "٣.١٢",
+        "3.12\n",
+        " 3.12",
+        "1.0-alpha.beta",
+        "1" * 6,
+        "1.0++b",
+        "1.0.post",
+        "1.0rc12345",
+    ],
+)
+def test_the_schema_pattern_and_the_parser_accept_the_same_versions(text: str) -> None:
+    # The filter's value is checked by VERSION_PATTERN (the schema's, in Rust and ECMA-262 alike), stored values
+    # by the parser: the two must agree on every string, Unicode digits and a final newline included
+    try:
+        parse_version(text)
+        parsed = text == text.strip()
+    except ValueError:
+        parsed = False
+    assert (re.fullmatch(VERSION_PATTERN, text) is not None) is parsed
+    assert (jsonschema_rs.validator_for({"type": "string", "pattern": VERSION_PATTERN}).is_valid(text)) is parsed
 
 
 def test_the_version_operators_are_listed_among_the_operators() -> None:

@@ -6,6 +6,7 @@ shape of a chunk indexed by the ingest Lambda, and the API schema is generated f
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -23,7 +24,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from citewise.domain.versions import VERSION_KEYS, parse_version
+from citewise.domain.versions import ACCEPTED, MAX_VERSION_CHARS, VERSION_PATTERN, VersionKey
 
 TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_ID_PATTERN)]
@@ -249,6 +250,23 @@ class Comparison(Frozen):
         return value
 
 
+class VersionComparison(Comparison):
+    """The operand of a version operator: a version attribute and a version string (docs/versions.md)."""
+
+    key: VersionKey
+    value: Annotated[str, StringConstraints(max_length=MAX_VERSION_CHARS, pattern=VERSION_PATTERN)]
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _a_version(cls, value: Any) -> Any:
+        # Said before the pattern's own message, which does not say what a version is.
+        if not isinstance(value, str):
+            raise ValueError('a version operator takes a version string, such as "3.12"')
+        if len(value) <= MAX_VERSION_CHARS and not re.fullmatch(VERSION_PATTERN, value):
+            raise ValueError(f"{value!r} is not a version: {ACCEPTED}")
+        return value
+
+
 COMPARISON_OPERATORS = (
     "equals",
     "notEquals",
@@ -271,7 +289,7 @@ VERSION_OPERATORS = {
     "versionLessThanOrEquals": "lessThanOrEquals",
 }
 """Comparisons of versions as versions (`citewise.domain.versions`), each by the plain comparison it mirrors:
-on the keys `VERSION_KEYS` only, with a version string as the value (docs/versions.md)."""
+on the keys `versions.VERSION_KEYS` only, with a version string as the value (`VersionComparison`, docs/versions.md)."""
 LOGICAL_OPERATORS = ("andAll", "orAll")
 
 
@@ -296,12 +314,12 @@ class Filter(BaseModel):
     startsWith: Comparison | None = None  # noqa: N815
     stringContains: Comparison | None = None  # noqa: N815
     listContains: Comparison | None = None  # noqa: N815
-    versionEquals: Comparison | None = None  # noqa: N815
-    versionNotEquals: Comparison | None = None  # noqa: N815
-    versionGreaterThan: Comparison | None = None  # noqa: N815
-    versionGreaterThanOrEquals: Comparison | None = None  # noqa: N815
-    versionLessThan: Comparison | None = None  # noqa: N815
-    versionLessThanOrEquals: Comparison | None = None  # noqa: N815
+    versionEquals: VersionComparison | None = None  # noqa: N815
+    versionNotEquals: VersionComparison | None = None  # noqa: N815
+    versionGreaterThan: VersionComparison | None = None  # noqa: N815
+    versionGreaterThanOrEquals: VersionComparison | None = None  # noqa: N815
+    versionLessThan: VersionComparison | None = None  # noqa: N815
+    versionLessThanOrEquals: VersionComparison | None = None  # noqa: N815
     andAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
     orAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
 
@@ -323,8 +341,6 @@ class Filter(BaseModel):
         operators = [name for name in self.model_fields_set if getattr(self, name) is not None]
         if len(operators) != 1 or len(self.model_fields_set) != 1:
             raise ValueError("a filter object must have exactly one operator, one of: " + ", ".join(self.operators()))
-        if self.operator in VERSION_OPERATORS:
-            _check_version_comparison(self.operator, self.operand)
         # Checked at every level as the tree is validated bottom-up, so an oversized tree is refused at the
         # first subtree over a limit; both walks stop at the depth limit of the children.
         if self.depth > MAX_FILTER_DEPTH:
@@ -414,18 +430,6 @@ class Filter(BaseModel):
         if isinstance(operand, Comparison):
             return {operand.key}
         return set().union(*(child.keys() for child in operand))
-
-
-def _check_version_comparison(operator: str, comparison: Comparison) -> None:
-    """A version operator names a version key and a version: anything else would match nothing silently."""
-    if comparison.key not in VERSION_KEYS:
-        raise ValueError(f"{operator} compares the version attributes only: {', '.join(VERSION_KEYS)}")
-    if not isinstance(comparison.value, str):
-        raise ValueError(f'{operator} takes a version string, such as "3.12"')
-    try:
-        parse_version(comparison.value)
-    except ValueError as exc:
-        raise ValueError(f"{operator}: {comparison.value!r} is not a version: {exc}") from exc
 
 
 class SearchRequest(Frozen):

@@ -21,10 +21,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal, get_args
 
 from citewise.domain.errors import ValidationError
 
-VERSION_KEYS = ("version", "introduced_in", "deprecated_in")
+VersionKey = Literal["version", "introduced_in", "deprecated_in"]
+VERSION_KEYS: tuple[VersionKey, ...] = get_args(VersionKey)
 """The attributes that hold versions: what a document is about, and when what it describes appeared and was
 deprecated. The only keys the version operators take."""
 MAX_COMPONENTS = 4
@@ -35,12 +37,28 @@ MAX_VERSION_CHARS = 100
 
 _PHASES = {"dev": 0, "a": 1, "alpha": 1, "b": 2, "beta": 2, "c": 3, "rc": 3, "pre": 3, "preview": 3}
 _RELEASE_PHASE = 4
+
+
+def _any_case(word: str) -> str:
+    """`word` in any case, spelled with classes: JSON Schema's patterns (ECMA-262) take no inline flags."""
+    return "".join(f"[{letter}{letter.upper()}]" for letter in word)
+
+
+# One grammar, written in the common part of Python's, Rust's (pydantic) and ECMA-262's (JSON Schema) regular
+# expressions: ASCII digits as [0-9] (`\d` is Unicode in the first two), no flags, no named groups in
+# VERSION_PATTERN. `_PATTERN` is the same fragments with groups, for reading the parts.
+_RELEASE = rf"[0-9]{{1,{MAX_COMPONENT_DIGITS}}}(?:\.[0-9]{{1,{MAX_COMPONENT_DIGITS}}}){{0,{MAX_COMPONENTS - 1}}}"
+_NUMBER = rf"[0-9]{{1,{MAX_TAG_NUMBER_DIGITS}}}"
+_TAG = "|".join(_any_case(tag) for tag in ("dev", "alpha", "a", "beta", "b", "rc", "c", "preview", "pre"))
+_POST = "|".join(_any_case(tag) for tag in ("post", "rev", "r"))
+_BUILD = r"(?:\+[0-9A-Za-z.-]+)?"
+VERSION_PATTERN = (
+    rf"^[vV]?{_RELEASE}(?:[-_.]?(?:{_TAG})(?:[-_.]?{_NUMBER})?)?(?:[-_.]?(?:{_POST})[-_.]?{_NUMBER})?{_BUILD}$"
+)
+"""What a version string is, as a pattern for schemas (the filter's `value`, docs/openapi.json)."""
 _PATTERN = re.compile(
-    rf"v?(?P<release>\d{{1,{MAX_COMPONENT_DIGITS}}}(?:\.\d{{1,{MAX_COMPONENT_DIGITS}}}){{0,{MAX_COMPONENTS - 1}}})"
-    rf"(?:[-_.]?(?P<tag>dev|alpha|a|beta|b|rc|c|preview|pre)(?:[-_.]?(?P<tag_number>\d{{1,{MAX_TAG_NUMBER_DIGITS}}}))?)?"
-    rf"(?:[-_.]?(?:post|rev|r)[-_.]?(?P<post>\d{{1,{MAX_TAG_NUMBER_DIGITS}}}))?"
-    r"(?:\+[0-9A-Za-z.-]+)?",
-    re.IGNORECASE,
+    rf"[vV]?(?P<release>{_RELEASE})(?:[-_.]?(?P<tag>{_TAG})(?:[-_.]?(?P<tag_number>{_NUMBER}))?)?"
+    rf"(?:[-_.]?(?:{_POST})[-_.]?(?P<post>{_NUMBER}))?{_BUILD}"
 )
 ACCEPTED = (
     f"a version is 1-{MAX_COMPONENTS} dot-separated numbers of at most {MAX_COMPONENT_DIGITS} digits, optionally "
