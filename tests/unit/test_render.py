@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from citewise.domain.models import Routing, VersionPreference
-from citewise_local.render import HIT_LINES, WIDTH, render_evaluation, render_hits, render_routing
+from citewise_local.render import HIT_LINES, WIDTH, render_evaluation, render_hits
 from tests.factories import hit
 
 # The first paragraph as a PDF gives it: its lines broken where the page broke them.
@@ -76,16 +75,3 @@ def test_an_evaluation_on_opensearch_names_the_node_and_the_index_in_its_last_li
         "809 queries, embedder minilm-l6-v2, backend opensearch 2.19.1, index citewise-eval-1a2b (deleted), "
         "ingest 412.3 s, 450.0 s in all"
     )
-
-
-def test_a_version_preference_is_said_in_the_routing_line() -> None:
-    # Given a search whose question named Python 3.12, which demoted two documents
-    versions = VersionPreference(versions=["3.12"], phrases=["Python 3.12"], demoted_documents=["d1", "d2"])
-
-    # When its routing is rendered / Then the line says which version was preferred and how many came after
-    line = render_routing(Routing(router="deterministic", versions=versions))
-    assert line == (
-        "routed (deterministic): no phrase; preferred version 3.12 (2 documents after) (--no-route to search the "
-        "whole text)"
-    )
-    assert render_routing(Routing(router="deterministic")) == ""

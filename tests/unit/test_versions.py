@@ -14,7 +14,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.matching import matches, metadata_view
-from citewise.domain.models import Chunk, DocumentMetadata, Filter
+from citewise.domain.models import Chunk, DocumentMetadata, Filter, Routing, VersionPreference
 from citewise.domain.versions import (
     MAX_COMPONENT_DIGITS,
     VERSION_PATTERN,
@@ -29,6 +29,7 @@ from citewise.ports.router import RoutingContext, VersionMention
 from citewise.query.candidates import Candidate
 from citewise.query.routing import DeterministicRouter
 from citewise.query.versioning import prefer_valid
+from citewise_local.render import render_routing
 
 IN_ORDER = [
     "0.99",
@@ -329,3 +330,16 @@ def test_no_preference_without_a_version_or_without_a_document_declaring_one() -
     ranked = [_candidate("a", {}), _candidate("b", {"release": "3.11"})]
     assert prefer_valid(ranked, []) == (ranked, None)
     assert prefer_valid(ranked, [VersionMention(version="3.12", phrase="3.12")]) == (ranked, None)
+
+
+def test_the_clis_routing_line_says_which_version_was_preferred() -> None:
+    # Given a search whose question named Python 3.12, which demoted two documents
+    versions = VersionPreference(versions=["3.12"], phrases=["Python 3.12"], demoted_documents=["d1", "d2"])
+
+    # When its routing is rendered / Then the line says which version was preferred and how many came after
+    line = render_routing(Routing(router="deterministic", versions=versions))
+    assert line == (
+        "routed (deterministic): no phrase; preferred version 3.12 (2 documents after) (--no-route to search the "
+        "whole text)"
+    )
+    assert render_routing(Routing(router="deterministic")) == ""
