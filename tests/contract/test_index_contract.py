@@ -622,6 +622,75 @@ def test_source_and_source_date_filter_alike_on_every_adapter(index: VectorIndex
         assert sorted(vector(index, ALICE, "queue retries", flt)) == expected, raw
 
 
+# --- versions compared as versions, on every adapter --------------------------------------------------
+
+VERSIONED: dict[str, dict[str, AttributeValue]] = {
+    "py39": {"version": "3.9"},
+    "py312": {"version": "3.12"},
+    "py312rc": {"version": "3.12.0rc1"},
+    "fastapi": {"version": "0.100.0", "introduced_in": "0.95", "deprecated_in": "0.115"},
+    "unversioned": {},
+    # Written before versions were checked at ingest (the pipeline refuses it now): it is no version.
+    "legacy": {"version": "latest"},
+}
+ALL_VERSIONED = sorted(VERSIONED)
+
+
+@pytest.fixture(scope="module", params=ADAPTERS)
+def versioned_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VectorIndex]:
+    """One chunk per document of `VERSIONED`, all with the same text."""
+    with open_index(request.param, tmp_path_factory.mktemp(request.param)) as opened:
+        opened.ensure(EMBEDDER.name, DIMENSION)
+        for doc_id, attributes in VERSIONED.items():
+            put(opened, make_chunk("acme", doc_id, 0, "Configure the event loop policy.", attributes=attributes))
+        yield opened
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"versionGreaterThan": {"key": "version", "value": "3.10"}}, ["py312", "py312rc"]),
+        ({"versionLessThan": {"key": "version", "value": "3.12"}}, ["fastapi", "py312rc", "py39"]),
+        ({"versionEquals": {"key": "version", "value": "3.12.0"}}, ["py312"]),
+        ({"versionNotEquals": {"key": "version", "value": "v3.12"}}, [d for d in ALL_VERSIONED if d != "py312"]),
+        ({"versionGreaterThanOrEquals": {"key": "version", "value": "0.99"}}, ["fastapi", "py312", "py312rc", "py39"]),
+        ({"versionLessThanOrEquals": {"key": "version", "value": "0.100"}}, ["fastapi"]),
+        ({"versionLessThanOrEquals": {"key": "introduced_in", "value": "0.95.0"}}, ["fastapi"]),
+        ({"versionGreaterThan": {"key": "deprecated_in", "value": "0.114.9"}}, ["fastapi"]),
+        ({"versionGreaterThan": {"key": "deprecated_in", "value": "0.115"}}, []),
+        (
+            {
+                "orAll": [
+                    {"versionEquals": {"key": "version", "value": "3.9"}},
+                    {"versionGreaterThanOrEquals": {"key": "version", "value": "3.12rc2"}},
+                ]
+            },
+            ["py312", "py39"],
+        ),
+        (
+            {
+                "andAll": [
+                    {"versionLessThanOrEquals": {"key": "introduced_in", "value": "0.99"}},
+                    {"versionGreaterThan": {"key": "deprecated_in", "value": "0.99"}},
+                ]
+            },
+            ["fastapi"],
+        ),
+    ],
+)
+def test_version_operators_compare_versions_alike_on_every_adapter(
+    versioned_index: VectorIndex, raw: dict[str, Any], expected: list[str]
+) -> None:
+    # Given documents of versions whose string order is not their version order (3.9 > 3.12 as strings)
+    flt = Filter.model_validate(raw)
+
+    # When both searches run under the version filter / Then each keeps exactly the documents of those versions
+    by_keyword = versioned_index.keyword_search(BOB, "event loop policy", flt, 50)
+    by_vector = versioned_index.vector_search(BOB, EMBEDDER.embed_query("event loop policy"), flt, 50)
+    assert sorted(scored.doc_id for scored in by_keyword) == expected
+    assert sorted(scored.doc_id for scored in by_vector) == expected
+
+
 # --- the OpenSearch adapter: faults and extras ---------------------------------------------------------
 
 
