@@ -74,7 +74,7 @@ def run() -> Section:
     for name, web in (("base", False), ("web", True)):
         with tempfile.TemporaryDirectory(prefix=f"citewise-{name}-layer-") as tmp:
             output = Path(tmp)
-            log(f"  layer size: bundling the {name} layer for {LAYER_ARCHITECTURE} as `make synth` does (pip --no-deps)")
+            log(f"  layer size: bundling the {name} layer for {LAYER_ARCHITECTURE} as `make synth` does (pip)")
             bundling = LocalLayerBundling(LAYER_ARCHITECTURE, web=web, report=reports.append)
             try:
                 # The image is CDK's Docker fallback, which local bundling never uses.
@@ -86,7 +86,7 @@ def run() -> Section:
             measured[name] = (*sizes(output), _distribution_bytes(output / "python"))
     unzipped, zipped, by_distribution = measured["base"]
     web_unzipped, web_zipped, web_by_distribution = measured["web"]
-    section.add("unzipped_mib", "the base layer (every function), unzipped (sum of file sizes)", "MiB", [unzipped / MIB])
+    section.add("unzipped_mib", "the base layer (every function), unzipped (sum of files)", "MiB", [unzipped / MIB])
     section.add("zipped_mib", "the base layer, zipped (deflate)", "MiB", [zipped / MIB])
     section.add(
         "limit_share_pct",

@@ -96,7 +96,8 @@ def test_page_extraction_is_the_web_extra_not_a_runtime_dependency_and_local_mod
     assert web == {"trafilatura", "lxml-html-clean"}
     assert not base & web
     # `make demo` and `make test` install the local extra: local mode extracts pages too
-    local = [Requirement(line) for line in tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["local"]]
+    extras = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    local = [Requirement(line) for line in extras["local"]]
     assert any(req.name == "citewise" and req.extras == {"web"} for req in local)
 
 
