@@ -1,4 +1,4 @@
-"""The Lambda functions and their shared layer: one role per function, each granted only what its code calls.
+"""The Lambda functions and their layers: one role per function, each granted only what its code calls.
 
 What each function calls (and so what its role may do):
 - ingest: S3 HeadObject/GetObject(+Version) and ListBucket under `tenants/`; the registry table and its
@@ -28,6 +28,9 @@ What each function calls (and so what its role may do):
   object version under `tenants/` (list and delete versions), the index (search, bulk deletes). It and
   the documents function may send to the erasure queue (`citewise_infra.erasure`). No Bedrock.
 Every function also writes its own log group and X-Ray segments.
+Every function carries the base layer (the library and its dependencies); the web layer (main-content
+extraction of web pages, `citewise_infra.layer`) goes only to the function that extracts pages, by
+`FunctionsFactory.add_web_layer`: it is built at its first use, so a stack with no such function has none.
 In search mode `s3vectors` the index grants are S3 Vectors actions on the tenants' indexes instead
 (`citewise_infra.vectors`): ingest writes, documents deletes, erasure erases; query and MCP get none of
 their own, and there is no bootstrap. With a key per tenant, ingest creates a tenant's KMS key with its
@@ -40,6 +43,7 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from aws_cdk import AssetHashType, BundlingOptions, Duration, FileSystem
@@ -69,9 +73,10 @@ from citewise_infra.constants import (
     METRICS_NAMESPACE,
     SERVICE_NAMES,
     STREAM_RUNTIME,
+    WEB_LAYER_ID,
     FunctionKey,
 )
-from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash
+from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash, web_source_hash
 from citewise_infra.nag import acknowledge
 from citewise_infra.search import SearchAccess, SearchBackend
 from citewise_infra.storage import Storage
@@ -248,22 +253,47 @@ class FunctionsFactory(Construct):
     # --- the layer ---------------------------------------------------------------------------------------
 
     def _build_layer(self) -> lambda_.LayerVersion:
+        return self._layer_version(
+            LAYER_ID,
+            source_hash(LAYER_ARCHITECTURE),
+            LocalLayerBundling(LAYER_ARCHITECTURE),
+            "citewise library and its runtime dependencies (boto3 comes with the runtime)",
+        )
+
+    @cached_property
+    def web_layer(self) -> lambda_.LayerVersion:
+        """The web layer (trafilatura and what it pulls), on top of the base layer; created at the first
+        access, so a stack whose functions extract no page has no such layer (and bundles none)."""
+        return self._layer_version(
+            WEB_LAYER_ID,
+            web_source_hash(LAYER_ARCHITECTURE),
+            LocalLayerBundling(LAYER_ARCHITECTURE, web=True),
+            "citewise web page extraction (trafilatura and its dependencies), on top of the citewise layer",
+        )
+
+    def add_web_layer(self, fn: CitewiseFunction) -> None:
+        """Let `fn` extract web pages: the web layer after the base layer (both unpack into /opt/python)."""
+        fn.function.add_layers(self.web_layer)
+
+    def _layer_version(
+        self, construct_id: str, asset_hash: str, bundling: LocalLayerBundling, description: str
+    ) -> lambda_.LayerVersion:
         return lambda_.LayerVersion(
             self,
-            LAYER_ID,
+            construct_id,
             code=lambda_.Code.from_asset(
                 str(LIBRARY_DIR.parent),
                 asset_hash_type=AssetHashType.CUSTOM,
-                asset_hash=source_hash(LAYER_ARCHITECTURE),
+                asset_hash=asset_hash,
                 bundling=BundlingOptions(
                     # Only used if local bundling declined, which it never does: it builds or raises.
                     image=RUNTIME.bundling_image,
-                    local=LocalLayerBundling(LAYER_ARCHITECTURE),
+                    local=bundling,
                 ),
             ),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
-            description="citewise library and its runtime dependencies (boto3 comes with the runtime)",
+            description=description,
             removal_policy=self._config.removal,
         )
 

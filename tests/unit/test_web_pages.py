@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import importlib
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -203,3 +205,25 @@ def test_other_formats_are_kept_as_fetched(content_type: str) -> None:
         None,
     )
     assert extracted.source_date == datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_without_the_web_extra_the_module_imports_and_only_extraction_fails_saying_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a function without the web layer: neither trafilatura nor lxml can be imported
+    for name in ("trafilatura", "lxml", "lxml.etree"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "citewise.ingest.web_pages")
+    # When the module is imported, it imports, and sitemaps, links and non-HTML pages still work
+    module = importlib.import_module("citewise.ingest.web_pages")
+    assert module.sitemap_urls(_urlset("<url><loc>https://docs.example/a.html</loc></url>"))[0].url == (
+        "https://docs.example/a.html"
+    )
+    assert module.page_links(b'<a href="/b.html">b</a>', "https://docs.example/a.html") == [
+        "https://docs.example/b.html"
+    ]
+    assert module.extract_page(_page(b"# Widgets", "text/markdown")).body == b"# Widgets"
+    # Then extracting an HTML page fails with an error naming the extra and the layer
+    with pytest.raises(ModuleNotFoundError, match=r"citewise\[web\].*web layer") as raised:
+        module.extract_page(_page(b"<html><body><main><p>Widgets turn.</p></main></body></html>"))
+    assert raised.value.name == "trafilatura"

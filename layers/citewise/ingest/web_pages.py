@@ -5,6 +5,11 @@ by defusedxml (no DTD, so no entity expansion and no external entity) and at mos
 of it are kept, the protocol's own limit per file. The main content of an HTML page is found by
 trafilatura (navigation, headers, footers, side bars and cookie banners dropped) and handed back as HTML
 that `citewise.ingest.parsing.html` turns into headings and paragraphs, with the page's title and date.
+
+trafilatura and lxml are pyproject's `web` extra, not runtime dependencies: on AWS they are in the web
+layer, which only the function extracting pages carries. So they are imported at the first page
+extracted, never at import: sitemaps and links need neither, and a function without them that is asked
+to extract a page fails there, saying what is missing.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from xml.etree.ElementTree import Element  # noqa: S405 - a type only: parsing i
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError as XmlError
 from defusedxml.ElementTree import fromstring
-from lxml import etree
 
 from citewise.domain.errors import ParseError, ValidationError
 from citewise.domain.provenance import iso, try_instant
@@ -34,8 +38,10 @@ MAX_SITEMAP_BYTES = 50 * 1024 * 1024
 """Uncompressed bytes of one sitemap (the protocol's limit): a gzip bomb stops there."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _PILCROW = "\u00b6"
-_OUTPUT_PARSER = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, huge_tree=False)
-"""For trafilatura's own output only (it has no DTD, and entities are left as they are)."""
+WEB_EXTRA_MISSING = (
+    "extracting a web page needs trafilatura: install citewise's `web` extra (pip install 'citewise[web]'); "
+    "on AWS, the function needs the web layer (FunctionsFactory.add_web_layer)"
+)
 _INLINE_PARENTS = frozenset(
     {"p", "li", "td", "th", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "a", "b", "i"}
 )
@@ -128,7 +134,12 @@ def extract_page(page: FetchedPage) -> ExtractedPage:
 def _main_content(text: str, url: str) -> tuple[str | None, datetime | None]:
     """trafilatura's main content of the page as HTML (None when it finds too little: the whole page is
     kept then), and the date it finds in the page (htmldate: meta tags, JSON-LD, "Last updated on ...")."""
-    import trafilatura  # imported here: a cold start that never extracts a page does not pay for it
+    # Imported here: a cold start that never extracts a page does not pay for them (module docstring).
+    try:
+        import trafilatura
+        from lxml import etree
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(WEB_EXTRA_MISSING, name=exc.name) from exc
 
     extracted = trafilatura.extract(
         text,
@@ -146,7 +157,9 @@ def _main_content(text: str, url: str) -> tuple[str | None, datetime | None]:
         return None, None
     # trafilatura's HTML is well-formed markup, read as such: an HTML parser would close a paragraph at the
     # <pre> trafilatura writes for inline code, and cut it in two.
-    tree = etree.fromstring(extracted.encode("utf-8"), _OUTPUT_PARSER)
+    # For trafilatura's own output only (it has no DTD, and entities are left as they are).
+    parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, huge_tree=False)
+    tree = etree.fromstring(extracted.encode("utf-8"), parser)
     date_meta = tree.find(".//meta[@name='date']")
     found_date = try_instant(date_meta.get("content") if date_meta is not None else None)
     body = tree.find("body")
