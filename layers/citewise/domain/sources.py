@@ -83,7 +83,7 @@ MIN_REFRESH_HOURS: Final = 1
 MAX_REFRESH_HOURS: Final = 24 * 365
 
 _TEMPLATE_TEXT = re.compile(r"^[\x21-\x7e]{1,200}$")
-_VERSION_GROUP = r"([0-9A-Za-z][0-9A-Za-z._+-]{0,31}?)"
+_VERSION_GROUP = r"([0-9][0-9A-Za-z._+-]{0,31})"
 
 
 class VersionTemplate:

@@ -77,6 +77,8 @@ EXTENSIONS: Mapping[str, str] = {
 _SITEMAP_INDEX = b"<sitemapindex"
 MAX_SITEMAPS = 50
 """Sitemaps one discovery reads at most (an index and those it lists)."""
+PAGES_CAP, BYTES_CAP = "max_pages", "max_bytes"
+"""The caps a refresh stops at: queuing (the pages queued are still visited), or downloading (it ends)."""
 Clock = Callable[[], datetime]
 
 
@@ -87,7 +89,9 @@ def _now() -> datetime:
 class DocumentWriter(Protocol):
     """Where a page's document goes: the blob store, and from there the ingest path of an upload."""
 
-    def store(self, tenant_id: str, path: str, data: bytes, *, content_type: str, owner: str, metadata: dict[str, str]) -> None:
+    def store(
+        self, tenant_id: str, path: str, data: bytes, *, content_type: str, owner: str, metadata: dict[str, str]
+    ) -> None:
         """Store (or replace) the document at `path`, to be ingested."""
         ...
 
@@ -103,7 +107,9 @@ class BlobWriter:
     def __init__(self, blobs: BlobStore) -> None:
         self.blobs = blobs
 
-    def store(self, tenant_id: str, path: str, data: bytes, *, content_type: str, owner: str, metadata: dict[str, str]) -> None:
+    def store(
+        self, tenant_id: str, path: str, data: bytes, *, content_type: str, owner: str, metadata: dict[str, str]
+    ) -> None:
         self.blobs.put(
             tenant_id,
             path,
@@ -134,7 +140,9 @@ class IngestingWriter(BlobWriter):
         super().__init__(blobs)
         self.ingestor = ingestor
 
-    def store(self, tenant_id: str, path: str, data: bytes, *, content_type: str, owner: str, metadata: dict[str, str]) -> None:
+    def store(
+        self, tenant_id: str, path: str, data: bytes, *, content_type: str, owner: str, metadata: dict[str, str]
+    ) -> None:
         super().store(tenant_id, path, data, content_type=content_type, owner=owner, metadata=metadata)
         self.ingestor.ingest(self.blobs.get(tenant_id, path))
 
@@ -210,7 +218,9 @@ def start_refresh(
     return lock
 
 
-def request_refresh(store: SourceRegistry, queue: RefreshQueue, caller: Caller, source_id: str, *, now: datetime) -> Source:
+def request_refresh(
+    store: SourceRegistry, queue: RefreshQueue, caller: Caller, source_id: str, *, now: datetime
+) -> Source:
     """A tenant admin's refresh now (`POST /v1/sources/{id}/refresh`): the source, holding its new run."""
     require_admin(caller, MANAGE)
     visible_source(store, caller, source_id)
@@ -272,7 +282,7 @@ class Refresher:
         work = _Work(self, source, source.running.run)
         if not work.run.discovered:
             work.discover()
-        while work.pending and work.run.summary.capped is None:
+        while work.pending and work.run.summary.capped != BYTES_CAP:
             left = time_left()
             if left is not None and left < min_seconds:
                 return work.run if work.save() else None
@@ -307,7 +317,9 @@ class _Work:
     def fail(self, reason: str) -> None:
         reasons = dict(self.run.summary.reasons)
         reasons[reason] = reasons.get(reason, 0) + 1
-        self.run = self.run.model_copy(update={"summary": self.run.summary.add(failed=1).model_copy(update={"reasons": reasons})})
+        self.run = self.run.model_copy(
+            update={"summary": self.run.summary.add(failed=1).model_copy(update={"reasons": reasons})}
+        )
 
     def cap(self, which: str) -> None:
         self.run = self.run.model_copy(update={"summary": self.run.summary.model_copy(update={"capped": which})})
@@ -322,7 +334,7 @@ class _Work:
         if known is not None and known.run_id == self.run.run_id:
             return
         if self.queued >= self.spec.max_pages:
-            self.cap("max_pages")
+            self.cap(PAGES_CAP)
             return
         base = known or PageState(url=url, depth=depth)
         self.put(base.model_copy(update={"run_id": self.run.run_id, "done": False, "depth": min(base.depth, depth)}))
@@ -345,7 +357,8 @@ class _Work:
 
     def _sitemap_pages(self, url: str) -> list[str]:
         """The pages of the sitemap at `url`, following a sitemap index one level (at most MAX_SITEMAPS)."""
-        sitemaps, pages = deque([(url, 0)]), []
+        sitemaps = deque([(url, 0)])
+        pages: list[str] = []
         read = 0
         while sitemaps and read < MAX_SITEMAPS:
             location, level = sitemaps.popleft()
@@ -403,15 +416,20 @@ class _Work:
 
     def _fetched(self, page: PageState, fetched: FetchedPage) -> None:
         self.count(bytes=len(fetched.body))
-        if self.spec.kind is SourceKind.CRAWL and page.depth < self.spec.depth and fetched.content_type in (
-            "text/html",
-            "application/xhtml+xml",
+        if (
+            self.spec.kind is SourceKind.CRAWL
+            and page.depth < self.spec.depth
+            and fetched.content_type
+            in (
+                "text/html",
+                "application/xhtml+xml",
+            )
         ):
             for link in web_pages.page_links(fetched.body, fetched.final_url):
                 if self.spec.in_scope(link):
                     self.enqueue(link, page.depth + 1)
         if self.run.summary.bytes >= self.spec.max_bytes:
-            self.cap("max_bytes")
+            self.cap(BYTES_CAP)
         validators = {"etag": fetched.validators.etag, "last_modified": fetched.validators.last_modified, "misses": 0}
         extracted = web_pages.extract_page(fetched)
         digest = hashlib.sha256(extracted.body).hexdigest()
@@ -484,4 +502,3 @@ class _Work:
             return None
         self.r.progress(finished.summary)
         return finished
-
