@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from citewise.domain import deadline
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
+from citewise.domain.sources import RefreshSummary
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.audit import AuditLog, Auditor
 from citewise.ports.credentials import CredentialIssuer, CredentialStore, TenantCredentials
@@ -59,7 +60,10 @@ if TYPE_CHECKING:
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.conversations import ConversationStore
+    from citewise.ingest.sources import DocumentWriter, Refresher
     from citewise.ports.requeue import IngestQueue
+    from citewise.ports.sources import RefreshQueue, SourceRegistry
+    from citewise.ports.web import PageFetcher
     from citewise.query.conversations import Conversations
     from citewise.query.retrieval import Retriever
     from citewise.runtime.identity import CredentialCache
@@ -106,6 +110,10 @@ class Backend(Protocol):
     def credential_issuer(self) -> CredentialIssuer: ...
 
     def conversations(self) -> ConversationStore: ...
+
+    def sources(self) -> SourceRegistry: ...
+
+    def refresh_queue(self) -> RefreshQueue: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -193,6 +201,7 @@ class Services:
             blobs=self.blobs,
             rates=self.rates,
             conversations=self.conversation_store,
+            sources=self.sources,
         )
 
     def run_erasure(self, tenant_id: str) -> Erasure:
@@ -383,6 +392,47 @@ class Services:
             budget=HistoryBudget(turns=settings.conversation_history_turns, chars=settings.conversation_history_chars),
         )
 
+    @cached_property
+    def sources(self) -> SourceRegistry:
+        """The tenants' web sources and their pages' states (`citewise.ports.sources`)."""
+        return self._backend.sources()
+
+    @cached_property
+    def refresh_queue(self) -> RefreshQueue:
+        """Where a source's refresh goes to run: the refresh function's queue on AWS, `citewise serve`'s
+        refresh loop locally."""
+        return self._backend.refresh_queue()
+
+    @cached_property
+    def page_fetcher(self) -> PageFetcher:
+        """The web fetcher (`citewise.ports.web`). Its adapter, `citewise.builtin.web_fetch`, comes with
+        the web-fetch branch of issue 31, which wires it here when merged (with its local-only loopback
+        switch); until then a refresh needs one passed in (`Services(settings, page_fetcher=...)`)."""
+        raise ValidationError("no web fetcher is installed in this build: refreshing web sources needs one")
+
+    @cached_property
+    def document_writer(self) -> DocumentWriter:
+        """Where a refreshed page's document goes: the bucket on AWS (its notifications ingest it, as an
+        upload), and locally the blob store and then the pipeline, as no notification follows a write."""
+        from citewise.ingest.sources import BlobWriter, IngestingWriter
+
+        if self.settings.backend == "aws":
+            return BlobWriter(self.blobs)
+        return IngestingWriter(self.blobs, self.ingestor)
+
+    def refresher(self, progress: Callable[[RefreshSummary], None] | None = None) -> Refresher:
+        """The refresh of web sources (`citewise.ingest.sources.Refresher`), reporting to `progress`."""
+        from citewise.ingest.sources import Refresher
+
+        return Refresher(
+            self.sources,
+            self.page_fetcher,
+            self.document_writer,
+            source_key=self.settings.source_key,
+            source_date_key=self.settings.source_date_key,
+            progress=progress or (lambda _: None),
+        )
+
     def close(self) -> None:
         """Release what the adapters built so far hold open (the local database connections)."""
         for close in self.closers:
@@ -412,6 +462,10 @@ _ADAPTERS = frozenset(
         "conversation_store",
         "rewriter",
         "conversations",
+        "sources",
+        "refresh_queue",
+        "page_fetcher",
+        "document_writer",
     }
 )
 
@@ -715,6 +769,21 @@ class AwsBackend:
         from citewise.aws.dynamodb_conversations import DynamoConversations
 
         return DynamoConversations(_required(self._settings.registry_table), client=self._dynamodb)
+
+    def sources(self) -> SourceRegistry:
+        from citewise.aws.dynamodb_sources import DynamoSources
+
+        return DynamoSources(_required(self._settings.registry_table), client=self._dynamodb)
+
+    def refresh_queue(self) -> RefreshQueue:
+        """The refresh function's queue (`citewise.aws.sqs_refresh`): a refresh outlives one invocation."""
+        from citewise.aws import clients as aws
+        from citewise.aws.sqs_refresh import SqsRefreshQueue
+
+        settings = self._settings
+        return SqsRefreshQueue(
+            _required(settings.refresh_queue_url), client=aws.client("sqs", region=settings.aws_region)
+        )
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client
