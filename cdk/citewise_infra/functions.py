@@ -54,6 +54,7 @@ from citewise.runtime.settings import (
     IngestSettings,
     McpSettings,
     QuerySettings,
+    RefreshSettings,
     Settings,
 )
 from citewise_infra import bedrock
@@ -109,10 +110,11 @@ class Functions:
     mcp: CitewiseFunction
     bootstrap: CitewiseFunction | None
     erasure: CitewiseFunction
+    refresh: CitewiseFunction
 
     def all(self) -> list[CitewiseFunction]:
         """Every function the stack has."""
-        candidates = (self.ingest, self.query, self.documents, self.mcp, self.bootstrap, self.erasure)
+        candidates = (self.ingest, self.query, self.documents, self.mcp, self.bootstrap, self.erasure, self.refresh)
         return [fn for fn in candidates if fn is not None]
 
 
@@ -239,6 +241,7 @@ class FunctionsFactory(Construct):
             mcp=self._build_mcp(),
             bootstrap=self._build_bootstrap(),
             erasure=self._build_erasure(),
+            refresh=self._build_refresh(),
         )
 
     # --- the layer ---------------------------------------------------------------------------------------
@@ -499,6 +502,7 @@ class FunctionsFactory(Construct):
         )
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
+        self._storage.grant_sources(fn.role)
         self._grant_search(
             fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.DELETE, VectorAccess.VECTOR_SPACE)
         )
@@ -516,6 +520,24 @@ class FunctionsFactory(Construct):
         )
         self._storage.grant_erase_tenants(fn.role)
         self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE,))
+        return fn
+
+    def _build_refresh(self) -> CitewiseFunction:
+        config = self._config
+        # The embedder is named for the cold start's check only (`Services`): no refresh embeds anything.
+        values = {
+            "backend": "aws",
+            "embedder": config.models.embedder,
+            "embedding_dimension": str(config.models.embedding_dimension),
+            "registry_table": self._storage.table.table_name,
+            "documents_bucket": self._storage.bucket.bucket_name,
+            "max_document_bytes": str(self._config.ingest.max_document_bytes),
+        }
+        fn = self._function(
+            "refresh", self._config.refresh, RefreshSettings, values, "web sources' refreshes, through its own queue"
+        )
+        self._storage.grant_sources(fn.role)
+        self._storage.grant_write_source_pages(fn.role)
         return fn
 
     def _build_bootstrap(self) -> CitewiseFunction | None:

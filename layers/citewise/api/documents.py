@@ -13,9 +13,9 @@ from citewise.api.admin import add_admin_routes
 from citewise.api.app import SECURED, responses
 from citewise.api.audit import note
 from citewise.api.credentials import add_credential_routes
-from citewise.api.sources import add_source_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
+from citewise.api.sources import add_source_routes
 from citewise.api.tenant_settings import add_settings_routes
 from citewise.api.usage import add_usage_routes
 from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS

@@ -58,9 +58,9 @@ if TYPE_CHECKING:
     # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`); the query function
     # never loads the blob store's rules (sidecars, object metadata).
     from citewise.ingest.pipeline import Ingestor
+    from citewise.ingest.sources import DocumentWriter, Refresher
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.conversations import ConversationStore
-    from citewise.ingest.sources import DocumentWriter, Refresher
     from citewise.ports.requeue import IngestQueue
     from citewise.ports.sources import RefreshQueue, SourceRegistry
     from citewise.ports.web import PageFetcher
