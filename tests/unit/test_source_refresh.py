@@ -281,18 +281,35 @@ def test_registration_is_for_admins_and_refuses_unsafe_urls(store: LocalSources)
     spec = SourceSpec(kind=SourceKind.SITEMAP, url=f"{SITE}/sitemap.xml")
     with pytest.raises(ForbiddenError):
         register_source(store, MEMBER, spec, now=NOW)
+    # The syntax is refused by the model, naming the reason
     for url, reason in [
         ("https://user:pw@docs.example.com/", "credentials"),
-        ("https://127.0.0.1/sitemap.xml", "private_address"),
-        ("http://169.254.169.254/latest/meta-data/", "private_address"),
-        ("https://[::1]/", "private_address"),
-        ("https://10.0.0.8/", "private_address"),
+        ("ftp://docs.example.com/sitemap.xml", "scheme"),
+        ("http://:80/sitemap.xml", "no_host"),
+        ("http://[docs.example.com]/", "malformed"),
+    ]:
+        with pytest.raises(ValueError, match=reason):
+            SourceSpec(kind=SourceKind.SITEMAP, url=url)
+    # An address that is not public, by the registration
+    for url in [
+        "https://127.0.0.1/sitemap.xml",
+        "http://169.254.169.254/latest/meta-data/",
+        "https://[::1]/",
+        "https://[::ffff:10.0.0.8]/",
+        "https://10.0.0.8/",
+        "http://localhost:8080/",
+        "http://224.0.0.1/",
     ]:
         with pytest.raises(ValidationError) as refused:
             register_source(store, ADMIN, SourceSpec(kind=SourceKind.SITEMAP, url=url), now=NOW)
-        assert refused.value.details["reason"] == reason, url
-    with pytest.raises(ValueError, match="http"):
-        SourceSpec(kind=SourceKind.SITEMAP, url="ftp://docs.example.com/sitemap.xml")
+        assert refused.value.details["reason"] == "private_address", url
+    # The local-only switch lets loopback through, and nothing else
+    local = SourceSpec(kind=SourceKind.SITEMAP, url="http://127.0.0.1:8000/sitemap.xml")
+    assert register_source(store, ADMIN, local, now=NOW, allow_loopback=True).spec == local
+    with pytest.raises(ValidationError):
+        register_source(
+            store, ADMIN, SourceSpec(kind=SourceKind.URLS, urls=["http://10.1.2.3/"]), now=NOW, allow_loopback=True
+        )
 
 
 def test_removing_a_source_removes_its_documents(store: LocalSources) -> None:

@@ -23,10 +23,11 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Final, Self
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
-from citewise.domain.errors import ConflictError
+from citewise.domain.errors import ConflictError, ValidationError
 from citewise.domain.models import Frozen
+from citewise.domain.weburl import URL_PATTERN, check_url_syntax
 
 SOURCE_ID_PATTERN: Final = r"^[0-9a-f]{32}$"
 """A source id: 32 hex digits (random), the shape of a document id."""
@@ -42,7 +43,21 @@ deploy of the site must not empty the tenant's copy."""
 DOCUMENT_PREFIX: Final = "sources/"
 """Documents of source S live under `sources/S/` in the tenant's blob store."""
 
-Url = Annotated[str, StringConstraints(min_length=8, max_length=MAX_URL_CHARS, pattern=r"^https?://\S+$")]
+
+def _url_syntax(url: str) -> str:
+    """`check_url_syntax` as a model validator: the reason in the message (a 400's `details.errors`)."""
+    try:
+        return check_url_syntax(url)
+    except ValidationError as exc:
+        raise ValueError(exc.message) from None
+
+
+Url = Annotated[
+    str,
+    StringConstraints(min_length=8, max_length=MAX_URL_CHARS),
+    AfterValidator(_url_syntax),
+    Field(json_schema_extra={"pattern": URL_PATTERN}),
+]
 VersionString = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,31}$")]
 
 

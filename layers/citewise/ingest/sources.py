@@ -46,10 +46,11 @@ from citewise.domain.sources import (
     page_path,
 )
 from citewise.domain.tenancy import document_id
+from citewise.domain.weburl import check_public_url
 from citewise.ingest import web_pages
 from citewise.ports.blobstore import BlobStore
 from citewise.ports.sources import RefreshMessage, RefreshQueue, SourceRegistry
-from citewise.ports.web import FetchedPage, FetchOutcome, PageFetcher, Validators, check_public_url
+from citewise.ports.web import FetchedPage, FetchOutcome, PageFetcher, Validators
 
 logger = logging.getLogger(__name__)
 
