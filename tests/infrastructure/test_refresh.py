@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from citewise.runtime.refresh_handler import SCHEDULE_EVENT
 from citewise_infra.refresh import MAX_RECEIVES, SCHEDULE_MINUTES
+
+from citewise.runtime.refresh_handler import SCHEDULE_EVENT
 
 from .conftest import Synth
 from .templates import actions_on, role_statements

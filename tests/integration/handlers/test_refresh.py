@@ -56,9 +56,8 @@ def run_refreshes(stack: Stack, monkeypatch: pytest.MonkeyPatch, *, budget_per_r
     for messages in refresh_messages():
         runs += 1
         budget = iter([120.0] * budget_per_run)
-        monkeypatch.setattr(
-            module, "deadline", SimpleNamespace(remaining=lambda: next(budget, 0.0), budget=deadline.budget)
-        )
+        clock = SimpleNamespace(remaining=lambda left=budget: next(left, 0.0), budget=deadline.budget)
+        monkeypatch.setattr(module, "deadline", clock)
         answer = stack.handler("refresh")(lambda_sqs_event(messages, QUEUE_ARN), LambdaContext())
         assert answer == {"batchItemFailures": []}
         assert runs < 50
