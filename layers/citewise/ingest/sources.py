@@ -209,14 +209,20 @@ def remove_source(
     return removed
 
 
-def start_refresh(
-    store: SourceRegistry, queue: RefreshQueue, tenant_id: str, source_id: str, *, now: datetime
-) -> RefreshLock:
-    """Hold the source for a new run and queue its first batch; RefreshRunningError (409) if one runs."""
+def hold_source(store: SourceRegistry, tenant_id: str, source_id: str, *, now: datetime) -> RefreshMessage:
+    """Hold the source for a new run (RefreshRunningError, 409, if one holds it); the run to run."""
     lock = RefreshLock(run=RefreshRun(run_id=uuid.uuid4().hex, started_at=now), lease_until=now + LEASE)
     store.start_run(tenant_id, source_id, lock, now)
-    queue.send(RefreshMessage(tenant_id=tenant_id, source_id=source_id, run_id=lock.run.run_id))
-    return lock
+    return RefreshMessage(tenant_id=tenant_id, source_id=source_id, run_id=lock.run.run_id)
+
+
+def start_refresh(
+    store: SourceRegistry, queue: RefreshQueue, tenant_id: str, source_id: str, *, now: datetime
+) -> RefreshMessage:
+    """Hold the source for a new run and queue its first batch; RefreshRunningError (409) if one runs."""
+    message = hold_source(store, tenant_id, source_id, now=now)
+    queue.send(message)
+    return message
 
 
 def request_refresh(
@@ -225,8 +231,8 @@ def request_refresh(
     """A tenant admin's refresh now (`POST /v1/sources/{id}/refresh`): the source, holding its new run."""
     require_admin(caller, MANAGE)
     visible_source(store, caller, source_id)
-    lock = start_refresh(store, queue, caller.tenant_id, source_id, now=now)
-    return visible_source(store, caller, source_id).model_copy(update={"running": lock})
+    start_refresh(store, queue, caller.tenant_id, source_id, now=now)
+    return visible_source(store, caller, source_id)
 
 
 def start_due(store: SourceRegistry, queue: RefreshQueue, *, now: datetime, limit: int = 100) -> list[RefreshMessage]:
@@ -235,10 +241,9 @@ def start_due(store: SourceRegistry, queue: RefreshQueue, *, now: datetime, limi
     started = []
     for tenant_id, source_id in store.due(now, limit=limit):
         try:
-            lock = start_refresh(store, queue, tenant_id, source_id, now=now)
+            started.append(start_refresh(store, queue, tenant_id, source_id, now=now))
         except (RefreshRunningError, NotFoundError):
             continue
-        started.append(RefreshMessage(tenant_id=tenant_id, source_id=source_id, run_id=lock.run.run_id))
     return started
 
 
