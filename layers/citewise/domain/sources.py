@@ -21,9 +21,9 @@ import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Final, Self
+from typing import Annotated, Any, Final, Self
 
-from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from citewise.domain.errors import ConflictError, ValidationError
 from citewise.domain.models import Frozen
@@ -126,8 +126,29 @@ def _literal(text: str) -> str:
     return "[^/]*".join(re.escape(piece) for piece in text.split("*"))
 
 
+def _spec_rules(schema: dict[str, Any]) -> None:
+    """The rules across fields, stated in the JSON schema too (so a client, and the API's own contract
+    tests, know them without trying): `urls` lists the pages of a `urls` source, and only of one; the
+    other kinds have a `url`; a version is fixed or read from the URL, not both."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"kind": {"const": SourceKind.URLS.value}}},
+            "then": {"required": ["urls"], "properties": {"urls": {"minItems": 1}, "url": {"type": "null"}}},
+            "else": {"required": ["url"], "properties": {"url": {"type": "string"}, "urls": {"maxItems": 0}}},
+        },
+        {
+            "not": {
+                "required": ["version", "version_template"],
+                "properties": {"version": {"type": "string"}, "version_template": {"type": "string"}},
+            }
+        },
+    ]
+
+
 class SourceSpec(Frozen):
     """A source as its admin registers it (`POST /v1/sources`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_spec_rules)
 
     kind: SourceKind = Field(description="`sitemap`, `crawl` (a URL prefix) or `urls` (a list).")
     url: Url | None = Field(
@@ -153,6 +174,7 @@ class SourceSpec(Frozen):
     version_template: str | None = Field(
         default=None,
         max_length=200,
+        pattern=r"^[!-z|~]*\{version\}[!-z|~]*$",
         description="Where the version is in a page's URL: one `{version}` placeholder, `*` for any characters "
         "within a path segment (`https://docs.python.org/{version}/`). Not with `version`.",
     )

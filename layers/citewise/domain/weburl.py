@@ -3,7 +3,7 @@
 The syntax (`URL_PATTERN`, stated in the OpenAPI document too) is checked where a URL enters, each
 failure naming its reason (`scheme`, `credentials`, `no_host`, `malformed`); `check_public_url` adds
 the address check a registration makes (`private_address`: loopback, private, link-local such as
-169.254.169.254, multicast, reserved, in their IPv4 and IPv6 forms), which the local-only loopback
+169.254.169.254, multicast, reserved; an IPv6 literal is not taken at all), which the local-only loopback
 switch relaxes for loopback alone. Names are not resolved here: the fetcher resolves, checks every
 address and connects to the one it checked (`citewise.ports.web`), so a name that resolves to a private
 address later is refused there.
@@ -18,8 +18,12 @@ from urllib.parse import urlsplit
 
 from citewise.domain.errors import ValidationError
 
-URL_PATTERN: Final = r"^https?://(\[[0-9A-Fa-f:.]+\]|[^\s/?#@\[\]:][^\s/?#@\[\]]*)([/?#]\S*)?$"
-"""An http(s) URL whose authority is a host (a name or address, an optional port), without user info."""
+URL_PATTERN: Final = r"^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+(:[0-9]{0,5})?([/?#][!-~]*)?$"
+"""An http(s) URL of printable ASCII (a name in punycode, a path percent-encoded) whose authority is a host
+(a name or an IPv4 address) with an optional port, without user info. No bracketed IPv6 literal: no
+pattern tells a valid one from `[0]`, and a documentation site has a name; an IPv6 address is still
+checked where the fetcher resolves a name to one. ASCII classes only, so the OpenAPI document's pattern
+and Python's `re` accept exactly the same strings."""
 _URL = re.compile(URL_PATTERN)
 
 
@@ -34,7 +38,9 @@ def check_url_syntax(url: str) -> str:
     if not authority or authority.startswith(":"):
         raise _refused(url, "no_host", "the URL has no host")
     if not _URL.fullmatch(url):
-        raise _refused(url, "malformed", "the URL is malformed (spaces, or brackets around no IPv6 address)")
+        raise _refused(
+            url, "malformed", "the URL is malformed: printable ASCII, a host name or IPv4 address (no IPv6 literal)"
+        )
     return url
 
 
@@ -49,8 +55,6 @@ def check_public_url(url: str, *, allow_loopback: bool = False) -> str:
         if loopback_names and not allow_loopback:
             raise _refused(url, "private_address", "the host is this machine") from None
         return url
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
     if address.is_loopback and allow_loopback:
         return url
     if not address.is_global or address.is_multicast:

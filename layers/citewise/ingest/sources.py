@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from citewise.domain.access import require_admin
-from citewise.domain.errors import CitewiseError, NotFoundError, ValidationError
+from citewise.domain.errors import CitewiseError, ConflictError, NotFoundError
 from citewise.domain.models import Caller, Visibility
 from citewise.domain.objects import SourceObject
 from citewise.domain.sources import (
@@ -162,12 +162,12 @@ def register_source(
 
     Every start URL must be http(s), without credentials, naming a host that is not a private address
     (`check_public_url`: ValidationError naming the reason, 400); the fetcher checks every address it
-    connects to again. At most `MAX_SOURCES` per tenant."""
+    connects to again. At most `MAX_SOURCES` per tenant (ConflictError, 409, beyond)."""
     require_admin(caller, MANAGE)
     for url in spec.start_urls():
         check_public_url(url, allow_loopback=allow_loopback)
     if len(store.tenant_sources(caller.tenant_id)) >= MAX_SOURCES:
-        raise ValidationError(
+        raise ConflictError(
             f"a tenant may register at most {MAX_SOURCES} sources; remove one first", details={"limit": MAX_SOURCES}
         )
     source = Source(

@@ -56,7 +56,8 @@ def test_an_admin_registers_members_read_and_other_tenants_see_nothing(stack: St
         ("https://user:secret@docs.example.com/", "credentials"),
         ("http://169.254.169.254/latest/meta-data/", "private_address"),
         ("http://127.0.0.1:8080/", "private_address"),
-        ("http://[fd00::1]/", "private_address"),
+        ("http://[fd00::1]/", "malformed"),
+        ("http://10.0.0.8/", "private_address"),
     ],
 )
 def test_a_bad_url_is_400_naming_the_reason(stack: Stack, url: str, reason: str) -> None:
