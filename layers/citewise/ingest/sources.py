@@ -312,10 +312,8 @@ class _Work:
         self.dirty: dict[str, PageState] = {}
         self.gone: set[str] = set()
         self.visited = 0
-
-    @property
-    def queued(self) -> int:
-        return sum(1 for page in self.pages.values() if page.run_id == self.run.run_id)
+        self.queued = sum(1 for page in self.pages.values() if page.run_id == run.run_id)
+        """Pages this run queued (the `max_pages` cap counts them)."""
 
     def count(self, **counts: int) -> None:
         self.run = self.run.model_copy(update={"summary": self.run.summary.add(**counts)})
@@ -345,6 +343,7 @@ class _Work:
         base = known or PageState(url=url, depth=depth)
         self.put(base.model_copy(update={"run_id": self.run.run_id, "done": False, "depth": min(base.depth, depth)}))
         self.pending.append(url)
+        self.queued += 1
 
     # --- discovery ---
 
