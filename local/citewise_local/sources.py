@@ -114,8 +114,9 @@ class LocalSources:
                 raise RefreshRunningError(source_id, run_id)
             source = Source.model_validate_json(body).model_copy(update={"running": lock})
             conn.execute(
-                "UPDATE sources SET body = ?, run_id = ?, lease_until = ? WHERE tenant_id = ? AND source_id = ?",
-                (_body(source), lock.run.run_id, lock.lease_until.timestamp(), tenant_id, source_id),
+                "UPDATE sources SET body = ?, run_id = ?, lease_until = ?, due_at = ? "
+                "WHERE tenant_id = ? AND source_id = ?",
+                (_body(source), lock.run.run_id, *[lock.lease_until.timestamp()] * 2, tenant_id, source_id),
             )
 
     def save_run(self, tenant_id: str, source_id: str, lock: RefreshLock) -> bool:

@@ -120,10 +120,13 @@ def test_the_schedule_finds_due_sources_of_every_tenant(store: SourceRegistry) -
     store.put_source(make_source("c", due=NOW + timedelta(hours=1)))
     assert sorted(store.due(NOW, limit=10)) == [("acme", "a".ljust(32, "0")), ("globex", "b".ljust(32, "0"))]
     assert len(store.due(NOW, limit=1)) == 1
-    # A finished run moves the source's time
+    # A running source is not due until its lease ends (a crashed run's source is, then)
     store.start_run("acme", "a".ljust(32, "0"), lock("run-1"), NOW)
-    store.finish_run("acme", "a".ljust(32, "0"), lock("run-1").run, NOW + timedelta(days=1))
     assert store.due(NOW, limit=10) == [("globex", "b".ljust(32, "0"))]
+    assert ("acme", "a".ljust(32, "0")) in store.due(NOW + LEASE, limit=10)
+    # A finished run moves the source's time to its next refresh
+    store.finish_run("acme", "a".ljust(32, "0"), lock("run-1").run, NOW + timedelta(days=1))
+    assert store.due(NOW + LEASE, limit=10) == [("globex", "b".ljust(32, "0"))]
 
 
 def test_pages_are_kept_per_source_and_deleted_with_it(store: SourceRegistry) -> None:

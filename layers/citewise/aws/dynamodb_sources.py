@@ -112,7 +112,7 @@ class DynamoSources:
         return found
 
     def start_run(self, tenant_id: str, source_id: str, lock: RefreshLock, now: datetime) -> None:
-        request = {
+        hold = {
             "TableName": self.table_name,
             "Key": _source_key(tenant_id, source_id),
             "UpdateExpression": "SET run_id = :run, lease_until = :lease, #run = :lock",
@@ -125,18 +125,21 @@ class DynamoSources:
                 ":now": {"N": _epoch(now)},
             },
         }
+        # The schedule's entry moves to the lease's end in the same transaction: a running source is not
+        # due (the schedule's ticks skip it), and one whose run crashed is due again when its lease ends.
+        move = self._due_update(tenant_id, source_id, lock.lease_until)
         try:
-            self._client.update_item(**request)
+            self._client.transact_write_items(TransactItems=[{"Update": hold}, move])
         except ClientError as exc:
-            if aws.error_code(exc) != "ConditionalCheckFailedException":
-                raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+            if aws.error_code(exc) != "TransactionCanceledException":
+                raise aws.translate(exc, CitewiseError, "DynamoDB TransactWriteItems") from exc
             current = self.source(tenant_id, source_id)
             if current is None:
                 raise NotFoundError("no such source", details={"id": source_id}) from exc
             holder = current.running.run.run_id if current.running else ""
             raise RefreshRunningError(source_id, holder) from exc
         except BotoCoreError as exc:
-            raise aws.translate(exc, CitewiseError, "DynamoDB UpdateItem") from exc
+            raise aws.translate(exc, CitewiseError, "DynamoDB TransactWriteItems") from exc
 
     def save_run(self, tenant_id: str, source_id: str, lock: RefreshLock) -> bool:
         return self._held_update(

@@ -64,7 +64,8 @@ class SourceRegistry(Protocol):
 
     def start_run(self, tenant_id: str, source_id: str, lock: RefreshLock, now: datetime) -> None:
         """Hold the source for `lock`'s run: RefreshRunningError if another run holds it at `now`,
-        NotFoundError if the tenant has no such source."""
+        NotFoundError if the tenant has no such source. The source is not `due` again before the lease
+        ends (a crashed run's source is, then)."""
         ...
 
     def save_run(self, tenant_id: str, source_id: str, lock: RefreshLock) -> bool:
