@@ -285,7 +285,7 @@ def test_registration_is_for_admins_and_refuses_unsafe_urls(store: LocalSources)
     for url, reason in [
         ("https://user:pw@docs.example.com/", "credentials"),
         ("ftp://docs.example.com/sitemap.xml", "scheme"),
-        ("http://:80/sitemap.xml", "no_host"),
+        ("http://:80/sitemap.xml", "host"),
         ("http://[docs.example.com]/", "malformed"),
         ("https://[::1]/", "malformed"),
         ("http://[0]/", "malformed"),

@@ -44,7 +44,7 @@ def add_source_routes(app: APIGatewayRestResolver) -> None:
             "shared, owned by you, with `source_id`, `url`, `category` and `version` in their metadata and the "
             "category as their source (the key of the credibility table). The first refresh runs at the next "
             "tick of the schedule. A URL with credentials, of another scheme than http(s), or naming a private "
-            "address is 400 with `details.reason` (`credentials`, `scheme`, `private_address`, `no_host`)."
+            "address is 400 with `details.reason` (`credentials`, `scheme`, `private_address`, `host`)."
         ),
         tags=["sources"],
         security=SECURED,

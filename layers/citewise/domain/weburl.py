@@ -1,7 +1,7 @@
 """Which URLs citewise may be asked to fetch: http(s), a host, no credentials, no private address literal.
 
 The syntax (`URL_PATTERN`, stated in the OpenAPI document too) is checked where a URL enters, each
-failure naming its reason (`scheme`, `credentials`, `no_host`, `malformed`); `check_public_url` adds
+failure naming its reason (`scheme`, `credentials`, `host`, `malformed`); `check_public_url` adds
 the address check a registration makes (`private_address`: loopback, private, link-local such as
 169.254.169.254, multicast, reserved; an IPv6 literal is not taken at all), which the local-only loopback
 switch relaxes for loopback alone. Names are not resolved here: the fetcher resolves, checks every
@@ -36,7 +36,7 @@ def check_url_syntax(url: str) -> str:
     if "@" in authority:
         raise _refused(url, "credentials", "a URL may not carry a user name or password")
     if not authority or authority.startswith(":"):
-        raise _refused(url, "no_host", "the URL has no host")
+        raise _refused(url, "host", "the URL has no host")
     if not _URL.fullmatch(url):
         raise _refused(
             url, "malformed", "the URL is malformed: printable ASCII, a host name or IPv4 address (no IPv6 literal)"
