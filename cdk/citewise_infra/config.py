@@ -353,6 +353,8 @@ class EnvironmentConfig(_Block):
     bootstrap: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=600)
     # A tenant's erasure runs in steps until 15 minutes are nearly spent, then re-queues itself.
     erasure: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=900)
+    # A web source's refresh runs in batches until 15 minutes are nearly spent, then re-queues itself.
+    refresh: FunctionConfig = FunctionConfig(memory_mb=512, timeout_s=900)
     data: DataConfig = DataConfig()
     audit: AuditConfig = AuditConfig()
     alarms: AlarmsConfig = AlarmsConfig()

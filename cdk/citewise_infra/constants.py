@@ -36,8 +36,16 @@ CONTEXT_CONSOLE_ASSETS: Final = "console_assets"  # `-c console_assets=DIR`: the
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
 # --- functions -----------------------------------------------------------------------------------------
-FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap", "erasure"]
-FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = ("ingest", "query", "documents", "mcp", "bootstrap", "erasure")
+FunctionKey = Literal["ingest", "query", "documents", "mcp", "bootstrap", "erasure", "refresh"]
+FUNCTION_KEYS: Final[tuple[FunctionKey, ...]] = (
+    "ingest",
+    "query",
+    "documents",
+    "mcp",
+    "bootstrap",
+    "erasure",
+    "refresh",
+)
 HANDLER: Final = "handler.lambda_handler"
 STREAM_RUNTIME: Final = "/var/task/stream_runtime.sh"
 """The query function's `AWS_LAMBDA_EXEC_WRAPPER`: citewise's runtime loop, which streams (docs/aws.md)."""
@@ -62,6 +70,7 @@ FUNCTION_IDS: Final[dict[FunctionKey, str]] = {
     "mcp": "McpFunction",
     "bootstrap": "IndexBootstrapFunction",
     "erasure": "ErasureFunction",
+    "refresh": "RefreshFunction",
 }
 SERVICE_NAMES: Final[dict[FunctionKey, str]] = {key: f"citewise-{key}" for key in FUNCTION_KEYS}
 METRICS_NAMESPACE: Final = "Citewise"
@@ -82,6 +91,7 @@ API_ID: Final = "Api"
 INDEX_BOOTSTRAP_ID: Final = "IndexBootstrap"
 OBSERVABILITY_ID: Final = "Observability"
 ERASURE_ID: Final = "Erasure"
+REFRESH_ID: Final = "SourceRefresh"
 AUDIT_ID: Final = "Audit"
 TENANT_READER_ID: Final = "TenantReader"
 CONSOLE_ID: Final = "Console"
@@ -108,6 +118,7 @@ class Outputs:
     INGEST_QUEUE_URL: Final = "IngestQueueUrl"
     DEAD_LETTER_QUEUE_URL: Final = "DeadLetterQueueUrl"
     ERASURE_QUEUE_URL: Final = "ErasureQueueUrl"
+    REFRESH_QUEUE_URL: Final = "RefreshQueueUrl"
     ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
     DASHBOARD_NAME: Final = "DashboardName"
     AUDIT_LOG_GROUP: Final = "AuditLogGroupName"

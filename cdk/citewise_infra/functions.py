@@ -29,8 +29,8 @@ What each function calls (and so what its role may do):
   the documents function may send to the erasure queue (`citewise_infra.erasure`). No Bedrock.
 Every function also writes its own log group and X-Ray segments.
 Every function carries the base layer (the library and its dependencies); the web layer (main-content
-extraction of web pages, `citewise_infra.layer`) goes only to the function that extracts pages, by
-`FunctionsFactory.add_web_layer`: it is built at its first use, so a stack with no such function has none.
+extraction of web pages, `citewise_infra.layer`) goes only to the function that extracts pages, the
+refresh (`FunctionsFactory.add_web_layer`).
 In search mode `s3vectors` the index grants are S3 Vectors actions on the tenants' indexes instead
 (`citewise_infra.vectors`): ingest writes, documents deletes, erasure erases; query and MCP get none of
 their own, and there is no bootstrap. With a key per tenant, ingest creates a tenant's KMS key with its
@@ -59,6 +59,7 @@ from citewise.runtime.settings import (
     IngestSettings,
     McpSettings,
     QuerySettings,
+    RefreshSettings,
     Settings,
 )
 from citewise_infra import bedrock
@@ -115,10 +116,11 @@ class Functions:
     mcp: CitewiseFunction
     bootstrap: CitewiseFunction | None
     erasure: CitewiseFunction
+    refresh: CitewiseFunction
 
     def all(self) -> list[CitewiseFunction]:
         """Every function the stack has."""
-        candidates = (self.ingest, self.query, self.documents, self.mcp, self.bootstrap, self.erasure)
+        candidates = (self.ingest, self.query, self.documents, self.mcp, self.bootstrap, self.erasure, self.refresh)
         return [fn for fn in candidates if fn is not None]
 
 
@@ -248,6 +250,7 @@ class FunctionsFactory(Construct):
             mcp=self._build_mcp(),
             bootstrap=self._build_bootstrap(),
             erasure=self._build_erasure(),
+            refresh=self._build_refresh(),
         )
 
     # --- the layer ---------------------------------------------------------------------------------------
@@ -263,7 +266,7 @@ class FunctionsFactory(Construct):
     @cached_property
     def web_layer(self) -> lambda_.LayerVersion:
         """The web layer (trafilatura and what it pulls), on top of the base layer; created at the first
-        access, so a stack whose functions extract no page has no such layer (and bundles none)."""
+        function that needs it."""
         return self._layer_version(
             WEB_LAYER_ID,
             web_source_hash(LAYER_ARCHITECTURE),
@@ -532,6 +535,7 @@ class FunctionsFactory(Construct):
         )
         self._storage.grant_manage_documents(fn.role)
         self._storage.grant_registry(fn.role, DYNAMODB_ACTIONS)
+        self._storage.grant_sources(fn.role)
         self._grant_search(
             fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.DELETE, VectorAccess.VECTOR_SPACE)
         )
@@ -549,6 +553,25 @@ class FunctionsFactory(Construct):
         )
         self._storage.grant_erase_tenants(fn.role)
         self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE, VectorAccess.KEY_DESTROY))
+        return fn
+
+    def _build_refresh(self) -> CitewiseFunction:
+        config = self._config
+        # The embedder is named for the cold start's check only (`Services`): no refresh embeds anything.
+        values = {
+            "backend": "aws",
+            "embedder": config.models.embedder,
+            "embedding_dimension": str(config.models.embedding_dimension),
+            "registry_table": self._storage.table.table_name,
+            "documents_bucket": self._storage.bucket.bucket_name,
+            "max_document_bytes": str(self._config.ingest.max_document_bytes),
+        }
+        fn = self._function(
+            "refresh", self._config.refresh, RefreshSettings, values, "web sources' refreshes, through its own queue"
+        )
+        self._storage.grant_sources(fn.role)
+        self._storage.grant_write_source_pages(fn.role)
+        self.add_web_layer(fn)
         return fn
 
     def _build_bootstrap(self) -> CitewiseFunction | None:

@@ -46,6 +46,7 @@ from citewise_infra.constants import AUDIT_FAILURES, INGEST_METRICS, METRICS_NAM
 from citewise_infra.erasure import Erasure
 from citewise_infra.functions import CitewiseFunction, Functions
 from citewise_infra.ingestion import Ingestion
+from citewise_infra.refresh import SourceRefresh
 from citewise_infra.search import ManagedSearch, SearchBackend
 from citewise_infra.vectors import VectorStore
 
@@ -76,6 +77,7 @@ class Observability(Construct):
         functions: Functions,
         ingestion: Ingestion,
         erasure: Erasure,
+        refresh: SourceRefresh,
         api: Api,
         search: SearchBackend | VectorStore,
     ) -> None:
@@ -90,6 +92,12 @@ class Observability(Construct):
             erasure.dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
             threshold=1,
             description="a tenant's erasure failed repeatedly: it stays ERASING until it is sent again",
+        )
+        self._alarm(
+            "RefreshDeadLetterQueueDepth",
+            refresh.dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+            threshold=1,
+            description="a web source's refresh failed repeatedly: the next tick starts it again once its lease ends",
         )
         self._build_function_alarms()
         self._build_api_alarms(api)

@@ -22,6 +22,7 @@ from citewise_infra.constants import (
     INDEX_BOOTSTRAP_ID,
     INGESTION_ID,
     OBSERVABILITY_ID,
+    REFRESH_ID,
     SEARCH_ID,
     STORAGE_ID,
     TENANT_READER_ID,
@@ -33,6 +34,7 @@ from citewise_infra.functions import FunctionsFactory
 from citewise_infra.index_bootstrap import IndexBootstrap
 from citewise_infra.ingestion import Ingestion
 from citewise_infra.observability import Observability
+from citewise_infra.refresh import SourceRefresh
 from citewise_infra.search import SearchBackend, build_search
 from citewise_infra.storage import Storage
 from citewise_infra.tenant_reader import TenantReader
@@ -134,6 +136,14 @@ class CitewiseStack(Stack):
             starter=self.functions.documents,
             key=self.ingestion.key,
         )
+        self.refresh = SourceRefresh(
+            self,
+            REFRESH_ID,
+            config=config,
+            function=self.functions.refresh,
+            starter=self.functions.documents,
+            key=self.ingestion.key,
+        )
         self.api = Api(
             self,
             API_ID,
@@ -157,6 +167,7 @@ class CitewiseStack(Stack):
             functions=self.functions,
             ingestion=self.ingestion,
             erasure=self.erasure,
+            refresh=self.refresh,
             api=self.api,
             search=self.search,
         )
@@ -170,6 +181,7 @@ class CitewiseStack(Stack):
             Outputs.INGEST_QUEUE_URL: self.ingestion.queue.queue_url,
             Outputs.DEAD_LETTER_QUEUE_URL: self.ingestion.dead_letter_queue.queue_url,
             Outputs.ERASURE_QUEUE_URL: self.erasure.queue.queue_url,
+            Outputs.REFRESH_QUEUE_URL: self.refresh.queue.queue_url,
             Outputs.ALARM_TOPIC_ARN: self.observability.topic.topic_arn,
             Outputs.DASHBOARD_NAME: self.observability.dashboard.dashboard_name,
             Outputs.AUDIT_LOG_GROUP: self.audit.log_group.log_group_name,

@@ -23,6 +23,8 @@ from citewise.aws.dynamodb_conversations import CONVERSATIONS_PREFIX
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
 from citewise.aws.dynamodb_erasure import STATUS_ATTRIBUTE
 from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
+from citewise.aws.dynamodb_sources import DUE_PARTITION, SOURCES_PREFIX
+from citewise.domain.sources import DOCUMENT_PREFIX as SOURCE_DOCUMENTS
 from citewise.ports.usage import COUNTERS
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
@@ -310,6 +312,46 @@ class Storage(Construct):
             )
         )
         self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+    def grant_sources(self, role: iam.IRole) -> None:
+        """Read, write and delete the items of the tenants' source partitions and of the schedule's
+        (`citewise.aws.dynamodb_sources`, partition keys `#sources#<tenant>` and `#sources-due`, by
+        `dynamodb:LeadingKeys`): the documents function registers and removes sources, the refresh function
+        keeps their pages' states; neither reaches a document, settings or credential item by this grant.
+        Deleting is the second exception to "only the erasure function deletes items": removing a source is
+        its admin's right, and these partitions hold nothing else."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:Query",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:BatchWriteItem",
+                ],
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{SOURCES_PREFIX}*", DUE_PARTITION]}},
+            )
+        )
+        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+    def grant_write_source_pages(self, role: iam.IRole) -> None:
+        """Put and delete the objects of web sources' pages only (`tenants/<tenant>/sources/...`,
+        `citewise.domain.sources.page_path`): the refresh function writes no upload, reads no object."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:DeleteObject"],
+                resources=[self.bucket.arn_for_objects(f"{DOCUMENTS_PREFIX}*/{SOURCE_DOCUMENTS}*")],
+            )
+        )
+        self._grant_key(role, "s3", "kms:GenerateDataKey")
+        bucket_id = Stack.of(self).get_logical_id(self.bucket.node.default_child)  # type: ignore[arg-type]
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{DOCUMENTS_PREFIX}*/{SOURCE_DOCUMENTS}*]",
+            "Web pages are stored under tenants/{tenant}/sources/: the function refreshes every tenant's "
+            "sources, so it needs that folder of each tenant, and nothing else of the bucket.",
+        )
 
     def grant_count_usage(self, role: iam.IRole) -> None:
         """UpdateItem of the registry table touching only the key and the usage counters

@@ -41,8 +41,10 @@ from typing import IO, Any, TypeVar
 import pydantic
 
 from citewise.api.schemas import Health, QueryResponse, SearchResponse
+from citewise.api.sources import SourceList
 from citewise.domain.metadata import SIDECAR_SUFFIX
 from citewise.domain.models import Document, DocumentStatus, Filter
+from citewise.domain.sources import Source, SourceSpec
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.layout import DocumentText
 from citewise.ports.blobstore import PresignedDownload, PresignedUpload
@@ -328,6 +330,29 @@ class CitewiseClient:
     def upload_and_wait(self, file: Path | str, *, timeout: float = 300.0, **options: Any) -> Document:
         """`upload`, then `wait`: the document as ingestion left it, INDEXED or FAILED with its `error`."""
         return self.wait(self.upload(file, **options), timeout=timeout)
+
+    # --- web sources --------------------------------------------------------------------------------
+
+    def create_source(self, spec: SourceSpec) -> Source:
+        """Register a web source (tenant `admin` group); its first refresh runs at the schedule's next tick."""
+        return self._call("POST", "/v1/sources", Source, body=spec.model_dump(mode="json", exclude_none=True))
+
+    def list_sources(self) -> list[Source]:
+        """Your tenant's web sources, oldest first, each with its last refresh and the one running."""
+        return self._call("GET", "/v1/sources", SourceList).items
+
+    def get_source(self, source_id: str) -> Source:
+        """One web source: its registration, last refresh and the refresh running (with its progress)."""
+        return self._call("GET", f"/v1/sources/{_segment(source_id)}", Source)
+
+    def refresh_source(self, source_id: str) -> Source:
+        """Queue a refresh now (tenant `admin` group); CONFLICT (`REFRESH_RUNNING`) while one runs. Follow its
+        progress with `get_source`."""
+        return self._call("POST", f"/v1/sources/{_segment(source_id)}/refresh", Source)
+
+    def delete_source(self, source_id: str) -> None:
+        """Remove a web source and every document it brought (tenant `admin` group)."""
+        self._request("DELETE", f"/v1/sources/{_segment(source_id)}")
 
     # --- the tenant's settings and the service ------------------------------------------------------
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from citewise_local.index import LocalIndex
     from citewise_local.rates import LocalRates
     from citewise_local.registry import LocalRegistry
+    from citewise_local.sources import LocalSources
     from citewise_local.usage import LocalUsage
 
 
@@ -36,6 +37,7 @@ class LocalBackend:
         self._settings = settings
         self._closers: list[Callable[[], None]] = []
         self._credentials: LocalCredentials | None = None
+        self._sources: LocalSources | None = None
 
     def index(self) -> LocalIndex:
         from citewise_local.index import LocalIndex
@@ -113,8 +115,21 @@ class LocalBackend:
         self._closers.append(conversations.close)
         return conversations
 
+    def sources(self) -> LocalSources:
+        """The sources and the refresh queue: one file, so both ports are one object."""
+        if self._sources is None:
+            from citewise_local.sources import LocalSources
+
+            self._sources = LocalSources(self._settings.home_dir / "sources.db")
+            self._closers.append(self._sources.close)
+        return self._sources
+
+    def refresh_queue(self) -> LocalSources:
+        return self.sources()
+
     def close(self) -> None:
-        """Close the index, registry, usage, rate, credentials, conversation and erasure databases built so far."""
+        """Close the index, registry, usage, rate, credentials, conversation, source and erasure databases
+        built so far."""
         for close in self._closers:
             close()
 

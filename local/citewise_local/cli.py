@@ -89,6 +89,7 @@ from citewise_local.render import (
     render_usage,
 )
 from citewise_local.servelog import LOG_FORMATS
+from citewise_local.sources_cli import add_source_commands
 
 EXIT_FAILED = 1
 EXIT_BROKEN_PIPE = 141
@@ -500,6 +501,8 @@ def _parser() -> argparse.ArgumentParser:
     revoking.add_argument("--tenant", help="tenant id (or CITEWISE_TENANT)")
     _json_flag(revoking, "the revoked credential")
     revoking.set_defaults(run=_credential_revoke)
+
+    add_source_commands(commands, _command, _choices)
 
     evaluate = _command(
         commands,

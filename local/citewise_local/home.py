@@ -13,7 +13,7 @@ from pathlib import Path
 from citewise.domain.errors import ValidationError
 
 # What the local backend, the blob store, the token key and `citewise eval` keep in a home.
-HOME_ENTRIES = ("index.db", "registry.db", "blobs", "secret.key", "eval")
+HOME_ENTRIES = ("index.db", "registry.db", "blobs", "secret.key", "eval", "sources.db")
 
 
 def holds_citewise_data(home: Path) -> bool:

@@ -87,6 +87,7 @@ from citewise.domain.tenancy import document_id
 from citewise.ports.blobstore import is_sidecar, key_to_location, object_key
 from citewise.runtime import cors
 from citewise.runtime.resource_metadata import challenge
+from citewise.runtime.services import Services
 from citewise.runtime.settings import Settings
 from citewise_local import packaged
 from citewise_local.auth import TENANT_CLAIM, TOKEN_PURPOSE, local_key, mint_access_token, verify_token
@@ -108,8 +109,10 @@ from citewise_local.emulator import (
     sqs_record,
 )
 from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool, HandlerError, Output
+from citewise_local.refresh_loop import REFRESH_INTERVAL_S, NotifyingWriter, RefreshLoop
 from citewise_local.registry import LocalRegistry
 from citewise_local.servelog import LogFormat, ServeLog
+from citewise_local.sources import LocalSources
 from citewise_local.webconsole import (
     CONSOLE_PATH,
     MAX_SESSION_REQUEST_BYTES,
@@ -402,6 +405,7 @@ class LocalServer(ThreadingHTTPServer):
         log_format: LogFormat = "text",
         handler_output: Output | None = None,
         cors_origins: Sequence[str] = (),
+        refresh_interval: float | None = REFRESH_INTERVAL_S,
     ) -> None:
         self.pools: dict[str, FunctionPool] = {}  # before binding: a failed bind calls server_close
         super().__init__(address, _RequestHandler)
@@ -446,6 +450,7 @@ class LocalServer(ThreadingHTTPServer):
         except BaseException:
             self.server_close()
             raise
+        self.refreshes = self._refresh_loop(refresh_interval) if refresh_interval is not None else None
 
     def _start_environments(self, directory: Path, max_environments: int) -> None:
         """A pool per function, each with one environment started ahead: all start at once, then the
@@ -579,9 +584,24 @@ class LocalServer(ThreadingHTTPServer):
         """One line of the server's own (see `citewise_local.servelog`)."""
         self.serve_log.event(line)
 
+    def _refresh_loop(self, interval: float) -> RefreshLoop:
+        """The web sources' refreshes (`citewise_local.refresh_loop`), every `interval` seconds; their pages
+        reach the ingest queue as uploads do."""
+        queue = LocalSources(self.home / "sources.db")
+        writer = NotifyingWriter(self.blobs, self.notify, self.sequencer.next)
+        services = Services(self.settings, sources=queue, document_writer=writer)
+        loop = RefreshLoop(services, queue, interval=interval, log=self.log)
+        loop.start()
+        return loop
+
     def server_close(self) -> None:
-        """Stop listening, deliver what the ingest queue still holds, then end the environments."""
+        """Stop listening and the refreshes, deliver what the ingest queue still holds, then end the
+        environments."""
         super().server_close()
+        refreshes: RefreshLoop | None = getattr(self, "refreshes", None)
+        if refreshes is not None:
+            refreshes.close()
+            refreshes.queue.close()
         worker: IngestWorker | None = getattr(self, "ingest", None)  # None when starting failed
         if worker is not None:
             worker.close()

@@ -22,12 +22,14 @@ from citewise.aws.dynamodb_conversations import DynamoConversations
 from citewise.aws.dynamodb_credentials import DynamoCredentials
 from citewise.aws.dynamodb_erasure import DynamoErasureLog
 from citewise.aws.dynamodb_rates import DynamoRates
+from citewise.aws.dynamodb_sources import DynamoSources
 from citewise.aws.dynamodb_usage import DynamoUsage
 from citewise.aws.opensearch import OpenSearchIndex
 from citewise.aws.s3 import S3BlobStore, s3_client
 from citewise.domain.credentials import Credential, CredentialScope
 from citewise.domain.errors import NotFoundError
 from citewise.domain.models import DocumentStatus
+from citewise.domain.sources import PageState
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.blobstore import BlobStore
 from citewise.ports.conversations import ConversationStore, Owner, Turn, new_conversation_id
@@ -47,6 +49,7 @@ from citewise.ports.erasure import (
 from citewise.ports.index import VectorIndex
 from citewise.ports.quotas import RateLimiter
 from citewise.ports.registry import DocumentRegistry
+from citewise.ports.sources import SourceRegistry
 from citewise.ports.usage import UsageCounts, UsageMeter
 from citewise_local.blobstore import LocalBlobStore
 from citewise_local.conversations import LocalConversations
@@ -55,9 +58,11 @@ from citewise_local.erasure import LocalErasureLog
 from citewise_local.index import LocalIndex
 from citewise_local.rates import LocalRates
 from citewise_local.registry import LocalRegistry
+from citewise_local.sources import LocalSources
 from citewise_local.usage import LocalUsage
 from tests.contract.test_index_contract import DIMENSION, EMBEDDER, make_chunk, put
 from tests.contract.test_registry_contract import make_document, register
+from tests.contract.test_sources_contract import make_source
 from tests.doubles.opensearch_server import FakeOpenSearch, running
 from tests.integration.handlers.cognito import UserPool
 
@@ -80,6 +85,7 @@ class Platform:
     """The ids of the identity provider's clients that can still get tokens."""
     rates: RateLimiter
     conversations: ConversationStore
+    sources: SourceRegistry
 
     def stores(self) -> dict[str, TenantStore]:
         credentials = TenantCredentials(self.credentials, lambda: self.issuer)
@@ -90,6 +96,7 @@ class Platform:
             blobs=self.blobs,
             rates=self.rates,
             conversations=self.conversations,
+            sources=self.sources,
         )
 
     def counts(self, tenant_id: str) -> dict[str, int]:
@@ -117,6 +124,7 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
 
         rates = LocalRates(tmp_path / "rates.db")
         conversations = LocalConversations(tmp_path / "conversations.db")
+        sources = LocalSources(tmp_path / "sources.db")
         yield Platform(
             registry,
             index,
@@ -128,9 +136,11 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             local_clients,
             rates,
             conversations,
+            sources,
         )
         rates.close()
         conversations.close()
+        sources.close()
         for adapter in opened:
             adapter.close()
         return
@@ -161,6 +171,7 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             pool_clients,
             DynamoRates(TABLE),
             DynamoConversations(TABLE),
+            DynamoSources(TABLE),
         )
         client.close()
 
@@ -196,6 +207,9 @@ def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
         platform.conversations.create(owner, conversation_id, "walnuts", T0, expires)
         turn = Turn(index=1, question="walnuts?", standalone_question="walnuts?", answer="Walnuts [1].", at=T0)
         platform.conversations.append(owner, conversation_id, turn, expires)
+    source = make_source("a", tenant_id)
+    platform.sources.put_source(source)
+    platform.sources.put_pages(tenant_id, source.source_id, [PageState(url="https://docs.example.com/a")])
 
 
 class Crashing:
@@ -263,7 +277,7 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
     # Then the receipt shows each store's deletes, nothing remaining, the kept usage, who asked and when
     assert receipt.status is ErasureStatus.ERASED
     assert (receipt.requested_by, receipt.started_at, receipt.finished_at) == ("ops", T0, T0 + timedelta(1))
-    for name in ("credentials", "blobs", "index", "conversations", "rates", "registry"):
+    for name in ("credentials", "sources", "blobs", "index", "conversations", "rates", "registry"):
         assert receipt.store(name).deleted == before["acme"][name] > 0
         assert receipt.store(name).remaining == 0
     assert receipt.store("usage").kept and receipt.store("usage").remaining == 1
@@ -271,6 +285,7 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
     # And nothing of acme remains; the usage counters are kept; its requests are served again (nothing there)
     assert platform.counts("acme") == {
         "credentials": 0,
+        "sources": 0,
         "blobs": 0,
         "index": 0,
         "conversations": 0,

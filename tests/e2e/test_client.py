@@ -12,6 +12,7 @@ import pytest
 
 from citewise.client import CitewiseClient, CitewiseClientError
 from citewise.domain.models import DocumentStatus
+from citewise.domain.sources import SourceKind, SourceSpec
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.query.notices import NO_DOCUMENTS
 from tests.e2e.helpers import INGEST_TIMEOUT_S, Api, citewise_script
@@ -203,3 +204,30 @@ def test_a_conversation_through_the_client(api: Api, tmp_path: Path) -> None:
     with pytest.raises(CitewiseClientError) as gone:
         client.get_conversation(conversation_id)
     assert gone.value.status == 404
+
+
+def test_web_sources_through_the_client(api: Api) -> None:
+    # Given a tenant admin and a member
+    tenant = _tenant()
+    admin = CitewiseClient(api.url, api.token(tenant, "root", "admin"))
+    member = CitewiseClient(api.url, api.token(tenant, "alice"))
+    # When the admin registers two sources
+    spec = SourceSpec(kind=SourceKind.SITEMAP, url="https://docs.example.com/sitemap.xml", version="3.12")
+    first = admin.create_source(spec)
+    second = admin.create_source(SourceSpec(kind=SourceKind.URLS, urls=["https://docs.example.com/a"]))
+    # Then every member lists and reads them; only the admin may refresh, once at a time
+    assert [s.source_id for s in member.list_sources()] == [first.source_id, second.source_id]
+    assert member.get_source(first.source_id).spec == spec
+    with pytest.raises(CitewiseClientError) as refused:
+        member.refresh_source(first.source_id)
+    assert refused.value.status == 403
+    assert admin.refresh_source(first.source_id).running is not None
+    with pytest.raises(CitewiseClientError) as again:
+        admin.refresh_source(first.source_id)
+    assert (again.value.status, again.value.code) == (409, "REFRESH_RUNNING")
+    # And a source that is not refreshing is removed
+    admin.delete_source(second.source_id)
+    assert [s.source_id for s in member.list_sources()] == [first.source_id]
+    with pytest.raises(CitewiseClientError) as bad:
+        admin.create_source(SourceSpec(kind=SourceKind.URLS, urls=["http://10.0.0.1/"]))
+    assert bad.value.status == 400 and bad.value.details["reason"] == "private_address"

@@ -116,7 +116,7 @@ def test_the_wheel_and_the_sdist_hold_the_library_the_local_platform_the_handler
     }
     assert modules - wheel == set()
     handlers = {f"citewise_functions/{p.parent.name}/handler.py" for p in (REPO / "functions").glob("*/handler.py")}
-    assert len(handlers) == 6  # ingest, query, documents, mcp, bootstrap, erasure
+    assert len(handlers) == 7  # ingest, query, documents, mcp, bootstrap, erasure, refresh
     assert handlers <= wheel
     corpus = {f"citewise_samples/corpus/{path.name}" for path in (REPO / "samples" / "corpus").iterdir()}
     squad = {"citewise_samples/squad/dev-v2.0-sample.json.xz", "citewise_samples/squad/NOTICE.md"}

@@ -124,7 +124,14 @@ def test_tools_are_listed_called_and_answer_with_structured_results(as_user: Cal
             assert session.initialize_result is not None
             assert session.initialize_result.server_info.name == "citewise"
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-            assert set(tools) == {"rag_query", "search", "list_documents", "get_document", "rag_query_external"}
+            assert set(tools) == {
+                "rag_query",
+                "search",
+                "list_documents",
+                "get_document",
+                "list_sources",
+                "rag_query_external",
+            }
             assert all(
                 tool.output_schema and tool.annotations and tool.annotations.read_only_hint for tool in tools.values()
             )

@@ -89,6 +89,9 @@ class Corpus:
     conversations: list[str] = field(default_factory=list)
     disposable_conversations: list[str] = field(default_factory=list)
     conversation_cursor: str = ""
+    sources: list[str] = field(default_factory=list)
+    """Web sources reads and refreshes may name (a refresh holds its source: a second is 409)."""
+    disposable_sources: list[str] = field(default_factory=list)
 
 
 CORPUS = Corpus()
@@ -110,6 +113,11 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
         if path_parameters is None or not isinstance(doc_id, str) or not CONVERSATION_ID.match(doc_id):
             return st.just(path_parameters)
         pool = CORPUS.disposable_conversations if deleting else CORPUS.conversations
+        return st.sampled_from([doc_id, *pool]).map(lambda chosen: {**path_parameters, "id": chosen})
+    if context.operation is not None and "/sources/" in context.operation.path:
+        if path_parameters is None or not isinstance(doc_id, str) or not DOC_ID.match(doc_id):
+            return st.just(path_parameters)
+        pool = CORPUS.disposable_sources if deleting else CORPUS.sources
         return st.sampled_from([doc_id, *pool]).map(lambda chosen: {**path_parameters, "id": chosen})
     if context.operation is not None and "/credentials/" in context.operation.path:
         if path_parameters is None or not isinstance(doc_id, str) or not CREDENTIAL_ID.match(doc_id):
@@ -223,6 +231,14 @@ def corpus(api: Api) -> Iterator[Corpus]:
     ids = [answer["conversation"]["conversation_id"] for answer in asked]
     CORPUS.conversations, CORPUS.disposable_conversations = ids[:2], ids[2:]
     CORPUS.conversation_cursor = api.request("GET", "/v1/conversations?limit=1", token=token).json()["next_cursor"]
+    # Web sources: a few that reads and refreshes find, two that deletes may use up
+    registered = [
+        api.request(
+            "POST", "/v1/sources", token=token, json_body={"kind": "urls", "urls": [f"https://docs.example.com/{n}"]}
+        ).json()["source_id"]
+        for n in range(6)
+    ]
+    CORPUS.sources, CORPUS.disposable_sources = registered[:4], registered[4:]
     # Two tenants for the erasure operations: one to erase, one erased already (its receipt to read)
     CORPUS.erasable, CORPUS.erased = (f"fuzz-{uuid.uuid4().hex[:12]}" for _ in range(2))
     for leaving in (CORPUS.erasable, CORPUS.erased):
@@ -235,6 +251,7 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor, CORPUS.credentials = "", "", "", []
     CORPUS.erasable, CORPUS.erased = "", ""
     CORPUS.conversations, CORPUS.disposable_conversations, CORPUS.conversation_cursor = [], [], ""
+    CORPUS.sources, CORPUS.disposable_sources = [], []
 
 
 @dataclass
@@ -321,6 +338,7 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
     "/v1/search": {"query": "releases"},
     "/v1/uploads": {"filename": "a.md", "content_type": "text/markdown", "size": 10},
     "/v1/credentials": {"name": "agent", "user": "agent"},
+    "/v1/sources": {"kind": "sitemap", "url": "https://docs.example.com/sitemap.xml"},
 }
 
 

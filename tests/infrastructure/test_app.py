@@ -124,6 +124,7 @@ def test_outputs_for_the_deploy_walkthrough(dev: Synth, serverless_iam: Synth) -
         Outputs.INGEST_QUEUE_URL,
         Outputs.DEAD_LETTER_QUEUE_URL,
         Outputs.ERASURE_QUEUE_URL,
+        Outputs.REFRESH_QUEUE_URL,
         Outputs.ALARM_TOPIC_ARN,
         Outputs.DASHBOARD_NAME,
         Outputs.AUDIT_LOG_GROUP,

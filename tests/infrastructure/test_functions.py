@@ -9,8 +9,6 @@ from typing import Any
 
 import pydantic
 import pytest
-from aws_cdk import App
-from citewise_infra.app import build
 from citewise_infra.constants import (
     API_FUNCTIONS,
     API_GATEWAY_TIMEOUT_S,
@@ -33,12 +31,13 @@ from citewise.runtime.settings import (
     IngestSettings,
     McpSettings,
     QuerySettings,
+    RefreshSettings,
     Settings,
     load_settings,
 )
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 
-from .conftest import MANAGED, OPERATOR_ROLE, SERVERLESS_IAM, Synth, cdk_context, synthesize
+from .conftest import MANAGED, OPERATOR_ROLE, SERVERLESS_IAM, Synth, synthesize
 from .templates import flat
 
 SETTINGS: dict[FunctionKey, type[Settings]] = {
@@ -48,6 +47,7 @@ SETTINGS: dict[FunctionKey, type[Settings]] = {
     "mcp": McpSettings,
     "bootstrap": BootstrapSettings,
     "erasure": ErasureSettings,
+    "refresh": RefreshSettings,
 }
 # What each function must be told (the handlers contract): the index and its vector space for all...
 SEARCH = {
@@ -74,6 +74,13 @@ REQUIRED: dict[FunctionKey, set[str]] = {
     | {"CITEWISE_REGISTRY_TABLE", "CITEWISE_SYNTHESIZER", "CITEWISE_GENERATION_MODEL_ID", "CITEWISE_AUTH_MODE"},
     "bootstrap": SEARCH,
     "erasure": SEARCH | DOCUMENTS | {"CITEWISE_ERASURE_QUEUE_URL"},
+    "refresh": {
+        "CITEWISE_BACKEND",
+        "CITEWISE_REGISTRY_TABLE",
+        "CITEWISE_DOCUMENTS_BUCKET",
+        "CITEWISE_MAX_DOCUMENT_BYTES",
+        "CITEWISE_REFRESH_QUEUE_URL",
+    },
 }
 NOT_GIVEN: dict[FunctionKey, set[str]] = {
     "ingest": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
@@ -85,6 +92,8 @@ NOT_GIVEN: dict[FunctionKey, set[str]] = {
     "mcp": {"CITEWISE_DOCUMENTS_BUCKET", "CITEWISE_UPLOAD_URL_TTL"} | CREDENTIAL_ISSUING,
     "bootstrap": DOCUMENTS | {"CITEWISE_AUTH_MODE"},
     "erasure": {"CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
+    # The refresh function stores pages in the bucket; the ingest function indexes them.
+    "refresh": {"CITEWISE_OPENSEARCH_ENDPOINT", "CITEWISE_INDEX_NAME", "CITEWISE_AUTH_MODE", "CITEWISE_SYNTHESIZER"},
 }
 # Stand-ins for values CloudFormation fills in at deploy time.
 DEPLOY_TIME = {
@@ -94,6 +103,7 @@ DEPLOY_TIME = {
     "CITEWISE_SWEEP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
     "CITEWISE_ERASURE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Erasure-ABC",
     "CITEWISE_INGEST_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Queue-ABC",
+    "CITEWISE_REFRESH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/citewise-dev-Refresh-ABC",
     "CITEWISE_PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com/dev",
     "CITEWISE_AUTHORIZATION_SERVER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_ABC",
     "CITEWISE_AUDIT_LOG_GROUP": "citewise-dev-AuditTrail-ABC",
@@ -134,7 +144,7 @@ def test_each_function_is_python_312_on_arm64_with_the_layer_tracing_and_its_own
         ["arm64"],
         HANDLER,
     )
-    assert properties["Layers"] == [{"Ref": synth.logical_id(synth.stack.layer)}]
+    assert properties["Layers"] == expected_layers(synth, key)
     assert properties["TracingConfig"] == {"Mode": "Active"}
     assert properties["LoggingConfig"]["LogGroup"] == {"Ref": synth.logical_id(fn.log_group)}
     assert properties["Role"] == {"Fn::GetAtt": [synth.logical_id(fn.role), "Arn"]}
@@ -196,30 +206,26 @@ def citewise_layers(synth: Synth) -> set[str]:
     return {key for key, layer in layers.items() if layer["Properties"].get("Description", "").startswith("citewise ")}
 
 
-def test_no_stack_has_the_web_layer_while_no_function_extracts_pages(synth: Synth) -> None:
-    # The web layer is built at its first use: the templates have the base layer only, and bundle nothing more
-    assert citewise_layers(synth) == {synth.logical_id(synth.stack.layer)}
-
-
-def test_add_web_layer_gives_one_function_the_web_layer_on_top_of_the_base_layer(
-    tmp_path: Path, _no_default_account: None
-) -> None:
-    # Given a stack whose factory is asked to let the ingest function extract pages
-    app = App(context=cdk_context("dev"), outdir=str(tmp_path))
-    stack = build(app)
-    factory = stack.node.find_child(FUNCTIONS_ID)
+def expected_layers(synth: Synth, key: FunctionKey) -> list[dict[str, str]]:
+    """The base layer for every function; the refresh, which extracts web pages, also the web layer."""
+    base = [{"Ref": synth.logical_id(synth.stack.layer)}]
+    if key != "refresh":
+        return base
+    factory = synth.stack.node.find_child(FUNCTIONS_ID)
     assert isinstance(factory, FunctionsFactory)
-    factory.add_web_layer(stack.functions.ingest)
-    synth = Synth(stack, app.synth().get_stack_artifact(stack.artifact_id).template, tmp_path)
-    # Then the template has one web layer, for the functions' runtime and architecture
-    base, web = synth.logical_id(stack.layer), synth.logical_id(factory.web_layer)
+    return [*base, {"Ref": synth.logical_id(factory.web_layer)}]
+
+
+def test_only_the_refresh_function_carries_the_web_layer_on_top_of_the_base_layer(synth: Synth) -> None:
+    factory = synth.stack.node.find_child(FUNCTIONS_ID)
+    assert isinstance(factory, FunctionsFactory)
+    base, web = synth.logical_id(synth.stack.layer), synth.logical_id(factory.web_layer)
     assert citewise_layers(synth) == {base, web}
     properties = synth.resources[web]["Properties"]
     assert (properties["CompatibleRuntimes"], properties["CompatibleArchitectures"]) == (["python3.12"], ["arm64"])
-    # And the ingest function carries both, the base layer first; every other function only the base layer
-    assert function_properties(synth, "ingest")["Layers"] == [{"Ref": base}, {"Ref": web}]
+    assert function_properties(synth, "refresh")["Layers"] == [{"Ref": base}, {"Ref": web}]
     for key in FUNCTION_KEYS:
-        if key != "ingest" and getattr(stack.functions, key) is not None:
+        if key != "refresh" and getattr(synth.stack.functions, key) is not None:
             assert function_properties(synth, key)["Layers"] == [{"Ref": base}], key
 
 
@@ -245,12 +251,13 @@ def test_the_environment_validates_as_the_functions_settings(
     settings = load_settings(SETTINGS[key])
     config = synth.stack.config
     assert settings.backend == "aws"
-    assert settings.opensearch_service == synth.stack.search.service
     assert (settings.embedder, settings.embedding_dimension) == (
         config.models.embedder,
         config.models.embedding_dimension,
     )
-    assert settings.index_name == config.search.index_name
+    if key != "refresh":  # the one function that reaches no index
+        assert settings.opensearch_service == synth.stack.search.service
+        assert settings.index_name == config.search.index_name
     if key in ("ingest", "documents"):
         assert settings.tombstone_retention_days == config.data.tombstone_retention_days
     # only the ingest function of a Serverless stack sends delayed sweeps; only the documents function re-queues

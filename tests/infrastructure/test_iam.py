@@ -165,6 +165,9 @@ def test_serverless_access_is_the_collection_plus_one_data_policy_per_function(s
     collection_id = next(iter(serverless_iam.of_type("AWS::OpenSearchServerless::Collection")))
     for key in FUNCTION_KEYS:
         aoss = {a for s in statements(serverless_iam, key) for a in s.actions if a.startswith("aoss:")}
+        if key == "refresh":  # it reaches no index
+            assert not aoss
+            continue
         assert aoss == {"aoss:APIAccessAll"}
         assert actions_on(statements(serverless_iam, key), f"<{collection_id}.Arn>") == {"aoss:APIAccessAll"}
     # ...and each function's data access policy says what it may do there
@@ -359,3 +362,23 @@ def test_only_the_query_function_may_stream_from_the_generation_model(synth: Syn
 
     assert streamed("query") and streamed("query") <= bedrock_resources(synth, "query")
     assert not streamed("mcp") and not streamed("ingest")
+
+
+def test_sources_are_reached_through_their_partitions_and_pages_through_their_folder(dev: Synth) -> None:
+    # The documents and refresh functions reach the source partitions by a LeadingKeys condition only
+    for key in ("documents", "refresh"):
+        (granted,) = [s for s in statements(dev, key) if "dynamodb:BatchWriteItem" in s.actions]
+        assert granted.condition == {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["#sources#*", "#sources-due"]}
+        }
+    # The refresh function: no other DynamoDB grant, and S3 puts and deletes of the sources' folders only
+    refresh = statements(dev, "refresh")
+    dynamodb = [s for s in refresh if any(a.startswith("dynamodb:") for a in s.actions)]
+    assert len(dynamodb) == 1
+    s3 = [s for s in refresh if any(a.startswith("s3:") for a in s.actions)]
+    assert [(set(s.actions), s.resources) for s in s3] == [
+        (
+            {"s3:PutObject", "s3:DeleteObject"},
+            (f"<{dev.logical_id(dev.stack.storage.bucket)}.Arn>/tenants/*/sources/*",),
+        )
+    ]

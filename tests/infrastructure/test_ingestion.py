@@ -130,11 +130,12 @@ def test_the_documents_function_may_requeue_to_the_ingest_queue_only(synth: Synt
     queue_id = synth.logical_id(synth.stack.ingestion.queue)
     environment = synth.resources[synth.logical_id(documents.function)]["Properties"]["Environment"]["Variables"]
     statements = role_statements(synth, synth.logical_id(documents.role))
-    # Then it knows the ingest queue and may send to it (and to the erasure queue: an operator's erasure),
-    # to nothing else, nor consume from it
+    # Then it knows the ingest queue and may send to it (and to the erasure queue: an operator's erasure;
+    # and to the refresh queue: an admin's refresh), to nothing else, nor consume from it
     assert environment["CITEWISE_INGEST_QUEUE_URL"] == {"Ref": queue_id}
     erasure_id = synth.logical_id(synth.stack.erasure.queue)
-    allowed = {flat({"Fn::GetAtt": [queue, "Arn"]}) for queue in (queue_id, erasure_id)}
+    refresh_id = synth.logical_id(synth.stack.refresh.queue)
+    allowed = {flat({"Fn::GetAtt": [queue, "Arn"]}) for queue in (queue_id, erasure_id, refresh_id)}
     senders = [s for s in statements if "sqs:SendMessage" in s.actions]
     assert {flat({"Fn::GetAtt": [queue_id, "Arn"]})} <= {r for s in senders for r in s.resources} <= allowed
     assert actions_on(statements, queue_id) == {"sqs:SendMessage"}

@@ -25,15 +25,20 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import APIGatewayProxyEventModel, S3SqsEventNotificationModel
 
 from citewise.domain.errors import CitewiseError
-from citewise.domain.models import Document, DocumentStatus, Visibility
+from citewise.domain.models import Caller, Document, DocumentStatus, Visibility
+from citewise.domain.sources import SourceKind, SourceSpec, page_path
 from citewise.domain.tenancy import document_id
+from citewise.ingest.sources import register_source
 from citewise.ports.blobstore import key_to_location
+from citewise.runtime.services import Services
 from citewise.runtime.settings import Settings, load_settings
 from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
 from citewise_local.backend import local_blob_store
 from citewise_local.blobstore import LocalBlobStore
 from citewise_local.registry import LocalRegistry
 from citewise_local.server import MAX_RECEIVES, LocalServer
+from citewise_local.sources import LocalSources
+from tests.doubles.web import FakeSite, Page, html
 
 MAX_BODY = 4096
 
@@ -1145,3 +1150,31 @@ def test_with_json_logs_a_client_that_left_is_a_field_of_its_request_line(start:
         200,
         True,
     )
+
+
+# --- web sources ------------------------------------------------------------------------------------
+
+
+def test_serve_refreshes_due_sources_and_their_pages_reach_the_ingest_handler(
+    start: Callable[..., Running], functions_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a site and a source of acme, due now (the real fetcher comes with the web-fetch branch)
+    site = FakeSite({f"https://docs.example.com/p{i}.html": Page(html(f"P{i}", "Text.")) for i in range(3)})
+    monkeypatch.setattr(Services, "page_fetcher", property(lambda _: site))
+    sources = LocalSources(home / "sources.db")
+    admin = Caller(tenant_id="acme", user_id="carol", groups=("admin",))
+    spec = SourceSpec(kind=SourceKind.URLS, urls=list(site.pages))
+    source_id = register_source(sources, admin, spec, now=datetime.now(UTC)).source_id
+    # When the server runs its refresh loop
+    api = start(refresh_interval=0.1)
+    # Then the pages are stored and each reaches the ingest handler as an S3 notification, as an upload does
+    _wait_for(lambda: (s := sources.source("acme", source_id)) is not None and s.last_run is not None)
+    assert api.server.ingest.wait_idle(10)
+    keys = sorted(
+        json.loads(e["event"]["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
+        for e in _ingest_events(functions_dir)
+    )
+    assert keys == sorted(f"tenants/acme/{page_path(source_id, url, 'html')}" for url in site.pages)
+    assert "refresh of source" in api.log.getvalue()
+    api.stop()
+    sources.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,16 @@ from jsonschema import Draft202012Validator
 from citewise.builtin.extractive import ExtractiveSynthesizer
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Answer, Caller, SearchHit, Visibility
+from citewise.domain.sources import (
+    RefreshRun,
+    RefreshStatus,
+    RefreshSummary,
+    SourceCategory,
+    SourceKind,
+    SourceSpec,
+)
 from citewise.ingest.pipeline import Outcome
+from citewise.ingest.sources import hold_source, register_source
 from citewise.mcp.profiles import ToolProfile, load_profiles
 from citewise.mcp.protocol import dispatch
 from citewise.mcp.tools import Toolbox
@@ -27,6 +37,7 @@ from citewise.runtime.services import Services
 from citewise.runtime.settings import Settings
 from tests.factories import source
 
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 ALICE = Caller(tenant_id="acme", user_id="alice")
 BOB = Caller(tenant_id="acme", user_id="bob")
 MALLORY = Caller(tenant_id="globex", user_id="alice")  # the same user name in another tenant
@@ -90,6 +101,7 @@ def test_every_tool_is_listed_with_described_parameters_and_an_output_schema(too
         "search",
         "list_documents",
         "get_document",
+        "list_sources",
         "rag_query_external",
     ]
     for tool in tools:
@@ -105,6 +117,37 @@ def test_every_tool_is_listed_with_described_parameters_and_an_output_schema(too
     assert by_name["rag_query"].input_schema["properties"]["max_sources"]["default"] == 3
     assert by_name["rag_query_external"].input_schema["properties"]["max_sources"]["default"] == 2
     assert by_name["rag_query_external"].description.startswith("Answer from the external reference documentation.")
+
+
+def test_list_sources_shows_the_callers_tenants_sources_only(toolbox: Toolbox, services: Services) -> None:
+    # Given a source of acme, refreshed once, and one of globex
+    admin = Caller(tenant_id="acme", user_id="carol", groups=("admin",))
+    spec = SourceSpec(
+        kind=SourceKind.SITEMAP, url="https://docs.python.org/sitemap.xml", category=SourceCategory.OFFICIAL_DOCS,
+        version_template="https://docs.python.org/{version}/",
+    )  # fmt: skip
+    registered = register_source(services.sources, admin, spec, now=NOW)
+    message = hold_source(services.sources, "acme", registered.source_id, now=NOW)
+    summary = RefreshSummary(changed=2, new=5)
+    run = RefreshRun(
+        run_id=message.run_id, started_at=NOW, finished_at=NOW, status=RefreshStatus.COMPLETED, summary=summary
+    )
+    assert services.sources.finish_run("acme", registered.source_id, run, NOW)
+    other = admin.model_copy(update={"tenant_id": "globex"})
+    register_source(
+        services.sources, other, SourceSpec(kind=SourceKind.URLS, urls=["https://globex.example/a"]), now=NOW
+    )
+    # When alice (no admin) lists the sources
+    result = call(toolbox, ALICE, "list_sources")
+    # Then she sees acme's, with its last refresh, valid against the declared schema
+    (shown,) = structured(result)["sources"]
+    assert shown["source_id"] == registered.source_id and shown["category"] == "official_docs"
+    assert shown["version"] == "https://docs.python.org/{version}/" and shown["refresh_hours"] == 24
+    assert (shown["last_refresh"]["new"], shown["last_refresh"]["status"]) == (5, "completed")
+    assert "official_docs" in result.content[0].text and "2 changed, 5 new" in result.content[0].text
+    assert [s["source_id"] for s in structured(call(toolbox, MALLORY, "list_sources"))["sources"]] != [
+        registered.source_id
+    ]
 
 
 def subschemas(schema: Any) -> Iterator[dict[str, Any]]:
@@ -141,9 +184,10 @@ def test_the_tool_list_is_smaller_than_with_the_filter_inlined() -> None:
     # its argument, and the turn in each answering tool's output schema), then 33,863 with issue 31's six version
     # operators (a property at each level of the filter's spelled-out tree, and their operand's schema with the
     # version pattern, in rag_query's and search's input) and the routing report's `versions` (in both outputs),
-    # hence this bound.
+    # then 36,938 with list_sources (issue 31: a compact summary of each source, not the REST API's whole
+    # record), hence this bound.
     listed = json.dumps({"tools": Toolbox(services=None).definitions()}, separators=(",", ":"))  # type: ignore[arg-type]
-    assert len(listed.encode()) < 34_000
+    assert len(listed.encode()) < 37_000
 
 
 def test_list_documents_describes_source_as_the_contents_origin(toolbox: Toolbox) -> None:
@@ -465,7 +509,7 @@ def test_the_dispatcher_speaks_the_handshake_and_refuses_what_it_does_not_know(t
     assert dispatch(toolbox, ALICE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, "r") is None
     listed = dispatch(toolbox, ALICE, {"jsonrpc": "2.0", "id": "x", "method": "tools/list"}, "r")
     assert listed is not None
-    assert len(types.ListToolsResult.model_validate(listed["result"]).tools) == 5
+    assert len(types.ListToolsResult.model_validate(listed["result"]).tools) == 6
     for message, code in (
         ({"jsonrpc": "2.0", "id": 3, "method": "server/discover"}, -32601),
         ({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"arguments": {}}}, -32602),

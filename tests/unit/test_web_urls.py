@@ -6,14 +6,9 @@ from __future__ import annotations
 import pytest
 
 from citewise.domain.errors import ValidationError
+from citewise.domain.weburl import address_refusal, check_public_url
 from citewise.ingest.parsing import SUPPORTED_CONTENT_TYPES
-from citewise.ports.web import (
-    ACCEPTED_CONTENT_TYPES,
-    PAGE_CONTENT_TYPES,
-    SITEMAP_CONTENT_TYPES,
-    address_refusal,
-    check_public_url,
-)
+from citewise.ports.web import ACCEPTED_CONTENT_TYPES, PAGE_CONTENT_TYPES, SITEMAP_CONTENT_TYPES
 from citewise.runtime.services import page_fetcher
 from citewise.runtime.settings import Settings, load_settings
 

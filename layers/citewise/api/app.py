@@ -49,7 +49,8 @@ _ERROR_TEXT = {
     404: "NOT_FOUND: no such document or conversation (or not yours to see)",
     405: "METHOD_NOT_ALLOWED: the path does not take this method (`Allow` lists those it takes)",
     409: "CONFLICT: the path belongs to another document; TENANT_ERASING: the tenant is being erased; "
-    "ERASURE_IN_PROGRESS: an erasure of the tenant is running already",
+    "ERASURE_IN_PROGRESS: an erasure of the tenant is running already; REFRESH_RUNNING: a refresh of the "
+    "source is running",
     413: "PAYLOAD_TOO_LARGE: over the configured document size",
     415: "UNSUPPORTED_MEDIA_TYPE: a format citewise cannot parse, or a body that is not JSON",
     429: "QUOTA_EXCEEDED: over one of the tenant's quotas (`details` names it; wait `Retry-After` seconds), or "

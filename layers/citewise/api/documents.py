@@ -15,6 +15,7 @@ from citewise.api.audit import note
 from citewise.api.credentials import add_credential_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import Health
+from citewise.api.sources import add_source_routes
 from citewise.api.tenant_settings import add_settings_routes
 from citewise.api.usage import add_usage_routes
 from citewise.domain.metadata import SIDECAR_SUFFIX, SYSTEM_KEYS
@@ -116,10 +117,11 @@ def upload_request_schema(schema: dict[str, Any]) -> None:
 
 
 def add_document_routes(app: APIGatewayRestResolver) -> None:
-    """Register the documents function's routes on `app` (the tenant's settings, its credentials and the
-    operator's routes included)."""
+    """Register the documents function's routes on `app` (the tenant's settings, its credentials, its web
+    sources and the operator's routes included)."""
     add_settings_routes(app)
     add_credential_routes(app)
+    add_source_routes(app)
     add_usage_routes(app)
     add_admin_routes(app)
 

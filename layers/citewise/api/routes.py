@@ -69,6 +69,12 @@ HUMAN_ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/credentials", "documents"),
     Route("GET", "/v1/credentials", "documents"),
     Route("DELETE", "/v1/credentials/{id}", "documents"),
+    # A tenant's web sources (`citewise.api.sources`): its admins register, refresh and remove them.
+    Route("POST", "/v1/sources", "documents"),
+    Route("GET", "/v1/sources", "documents", programs=READ),
+    Route("GET", "/v1/sources/{id}", "documents", programs=READ),
+    Route("DELETE", "/v1/sources/{id}", "documents"),
+    Route("POST", "/v1/sources/{id}/refresh", "documents"),
     # The platform operator's (`citewise.api.admin`): the same authorizer, the Operator checked in the function.
     Route("GET", "/v1/admin/tenants", "documents"),
     Route("POST", "/v1/admin/tenants/{tenant_id}/erasure", "documents"),

@@ -34,13 +34,12 @@ from urllib3.exceptions import HTTPError, SSLError, TimeoutError
 
 from citewise import __version__
 from citewise.domain.errors import ValidationError
+from citewise.domain.weburl import address_refusal, check_public_url
 from citewise.ports.web import (
     ACCEPTED_CONTENT_TYPES,
     FetchedPage,
     FetchOutcome,
     Validators,
-    address_refusal,
-    check_public_url,
 )
 
 Resolver = Callable[[str, int], list[str]]

@@ -28,6 +28,8 @@ from citewise.domain.models import (
     SearchHit,
     Visibility,
 )
+from citewise.domain.sources import RefreshStatus, SourceCategory, SourceKind
+from citewise.domain.sources import Source as RegisteredSource
 from citewise.domain.textutil import word_prefix
 from citewise.ports.conversations import TurnContext
 from citewise.ports.cursors import MAX_CURSOR_CHARS
@@ -346,6 +348,75 @@ class DocumentInfo(Frozen):
             created_at=document.created_at,
             updated_at=document.updated_at,
         )
+
+
+class ListSourcesArguments(Frozen):
+    """Arguments of `list_sources`: none (a tenant has at most a hundred sources)."""
+
+
+class LastRefresh(Frozen):
+    """What a source's last refresh found (the REST API's `last_run` has every count)."""
+
+    finished_at: datetime
+    status: RefreshStatus
+    changed: int
+    new: int
+    removed: int
+    failed: int
+
+
+class WebSource(Frozen):
+    """A web source of your tenant: where its pages come from, what they are, and how fresh they are."""
+
+    source_id: str
+    name: str
+    kind: SourceKind
+    url: str | None = Field(description="The sitemap or crawled prefix; null for a list of URLs.")
+    listed_urls: int
+    category: SourceCategory = Field(description="Its documents' `source` value.")
+    version: str | None = Field(description="Its pages' version, or the URL template it is read from.")
+    refresh_hours: float
+    next_refresh_at: datetime
+    refreshing: bool
+    last_refresh: LastRefresh | None
+
+    @classmethod
+    def of(cls, source: RegisteredSource) -> WebSource:
+        spec = source.spec
+        return cls(
+            source_id=source.source_id,
+            name=spec.name,
+            kind=spec.kind,
+            url=spec.url,
+            listed_urls=len(spec.urls),
+            category=spec.category,
+            version=spec.version or spec.version_template,
+            refresh_hours=spec.interval.total_seconds() / 3600,
+            next_refresh_at=source.next_refresh_at,
+            refreshing=source.running is not None,
+            last_refresh=_last_refresh(source),
+        )
+
+
+def _last_refresh(source: RegisteredSource) -> LastRefresh | None:
+    run = source.last_run
+    if run is None or run.finished_at is None or run.status is None:
+        return None
+    done = run.summary
+    return LastRefresh(
+        finished_at=run.finished_at,
+        status=run.status,
+        changed=done.changed,
+        new=done.new,
+        removed=done.removed,
+        failed=done.failed,
+    )
+
+
+class SourceListResult(Frozen):
+    """Your tenant's web sources, oldest first."""
+
+    sources: list[WebSource]
 
 
 class DocumentPageResult(Frozen):

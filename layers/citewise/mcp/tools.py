@@ -40,11 +40,14 @@ from citewise.mcp.schemas import (
     DocumentPageResult,
     GetDocumentArguments,
     ListDocumentsArguments,
+    ListSourcesArguments,
     RagQueryArguments,
     RagQueryResult,
     SearchArguments,
     SearchResult,
     Source,
+    SourceListResult,
+    WebSource,
     ranked_hits,
     tool_schema,
 )
@@ -158,6 +161,17 @@ class Toolbox:
                 GetDocumentArguments,
                 DocumentDetail,
                 self._get_document,
+            ),
+            Tool(
+                "list_sources",
+                "List your web sources",
+                "The web sites whose pages feed the user's documents (sitemaps, crawled prefixes, URL lists): "
+                "their category (the `source` of their documents), the version they are about, how often they "
+                "are refreshed, and what their last refresh found (pages changed, new, removed, failed). "
+                "Use it to tell how fresh an answer from the web can be. Read-only.",
+                ListSourcesArguments,
+                SourceListResult,
+                self._list_sources,
             ),
         ]
         self.tools: dict[str, Tool] = {tool.name: tool for tool in builtin}
@@ -373,6 +387,11 @@ class Toolbox:
         )
         return result, render_document(result)
 
+    def _list_sources(self, caller: Caller, arguments: ListSourcesArguments) -> tuple[Frozen, str]:
+        sources = self.services.sources.tenant_sources(caller.tenant_id)
+        result = SourceListResult(sources=[WebSource.of(source) for source in sources])
+        return result, render_sources(result)
+
     def _min_score(self, requested: float | None) -> float:
         return self.min_relevance_score if requested is None else requested
 
@@ -480,6 +499,24 @@ def render_documents(result: DocumentPageResult) -> str:
     ]
     if result.next_cursor:
         lines.append(f"More: call again with cursor={result.next_cursor}")
+    return "\n".join(lines)
+
+
+def render_sources(result: SourceListResult) -> str:
+    if not result.sources:
+        return "No web sources."
+    lines = []
+    for s in result.sources:
+        where = s.url or f"{s.listed_urls} URLs"
+        state = "refreshing" if s.refreshing else f"next refresh {s.next_refresh_at:%Y-%m-%d %H:%M} UTC"
+        last = s.last_refresh
+        if last is not None:
+            state += (
+                f"; last {last.finished_at:%Y-%m-%d %H:%M}: {last.changed} changed, {last.new} new, "
+                f"{last.removed} removed, {last.failed} failed"
+            )
+        version = f" version {s.version}" if s.version else ""
+        lines.append(f"{s.source_id}  {s.category.value}{version}  {where}  ({state})")
     return "\n".join(lines)
 
 

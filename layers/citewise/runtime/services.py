@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from citewise.domain import deadline
 from citewise.domain.errors import ValidationError
 from citewise.domain.provenance import ProvenanceKeys
+from citewise.domain.sources import RefreshSummary
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.ports.audit import AuditLog, Auditor
 from citewise.ports.credentials import CredentialIssuer, CredentialStore, TenantCredentials
@@ -59,9 +60,12 @@ if TYPE_CHECKING:
     from citewise.aws.tenant_keys import TenantKeys
     from citewise.builtin.web_fetch import WebPageFetcher
     from citewise.ingest.pipeline import Ingestor
+    from citewise.ingest.sources import DocumentWriter, Refresher
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.conversations import ConversationStore
     from citewise.ports.requeue import IngestQueue
+    from citewise.ports.sources import RefreshQueue, SourceRegistry
+    from citewise.ports.web import PageFetcher
     from citewise.query.conversations import Conversations
     from citewise.query.retrieval import Retriever
     from citewise.runtime.identity import CredentialCache
@@ -108,6 +112,10 @@ class Backend(Protocol):
     def credential_issuer(self) -> CredentialIssuer: ...
 
     def conversations(self) -> ConversationStore: ...
+
+    def sources(self) -> SourceRegistry: ...
+
+    def refresh_queue(self) -> RefreshQueue: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -195,6 +203,7 @@ class Services:
             blobs=self.blobs,
             rates=self.rates,
             conversations=self.conversation_store,
+            sources=self.sources,
         )
 
     def run_erasure(self, tenant_id: str) -> Erasure:
@@ -385,6 +394,48 @@ class Services:
             budget=HistoryBudget(turns=settings.conversation_history_turns, chars=settings.conversation_history_chars),
         )
 
+    @cached_property
+    def sources(self) -> SourceRegistry:
+        """The tenants' web sources and their pages' states (`citewise.ports.sources`)."""
+        return self._backend.sources()
+
+    @cached_property
+    def refresh_queue(self) -> RefreshQueue:
+        """Where a source's refresh goes to run: the refresh function's queue on AWS, `citewise serve`'s
+        refresh loop locally."""
+        return self._backend.refresh_queue()
+
+    @cached_property
+    def page_fetcher(self) -> PageFetcher:
+        """The web fetcher (`citewise.builtin.web_fetch`, docs/web-fetch.md), closed with the services: its
+        connection pools and the robots.txt it read are kept for every refresh of this process."""
+        fetcher = page_fetcher(self.settings)
+        self.closers.append(fetcher.close)
+        return fetcher
+
+    @cached_property
+    def document_writer(self) -> DocumentWriter:
+        """Where a refreshed page's document goes: the bucket on AWS (its notifications ingest it, as an
+        upload), and locally the blob store and then the pipeline, as no notification follows a write."""
+        from citewise.ingest.sources import BlobWriter, IngestingWriter
+
+        if self.settings.backend == "aws":
+            return BlobWriter(self.blobs)
+        return IngestingWriter(self.blobs, self.ingestor)
+
+    def refresher(self, progress: Callable[[RefreshSummary], None] | None = None) -> Refresher:
+        """The refresh of web sources (`citewise.ingest.sources.Refresher`), reporting to `progress`."""
+        from citewise.ingest.sources import Refresher
+
+        return Refresher(
+            self.sources,
+            self.page_fetcher,
+            self.document_writer,
+            source_key=self.settings.source_key,
+            source_date_key=self.settings.source_date_key,
+            progress=progress or (lambda _: None),
+        )
+
     def close(self) -> None:
         """Release what the adapters built so far hold open (the local database connections)."""
         for close in self.closers:
@@ -414,6 +465,10 @@ _ADAPTERS = frozenset(
         "conversation_store",
         "rewriter",
         "conversations",
+        "sources",
+        "refresh_queue",
+        "page_fetcher",
+        "document_writer",
     }
 )
 
@@ -719,6 +774,21 @@ class AwsBackend:
         from citewise.aws.dynamodb_conversations import DynamoConversations
 
         return DynamoConversations(_required(self._settings.registry_table), client=self._dynamodb)
+
+    def sources(self) -> SourceRegistry:
+        from citewise.aws.dynamodb_sources import DynamoSources
+
+        return DynamoSources(_required(self._settings.registry_table), client=self._dynamodb)
+
+    def refresh_queue(self) -> RefreshQueue:
+        """The refresh function's queue (`citewise.aws.sqs_refresh`): a refresh outlives one invocation."""
+        from citewise.aws import clients as aws
+        from citewise.aws.sqs_refresh import SqsRefreshQueue
+
+        settings = self._settings
+        return SqsRefreshQueue(
+            _required(settings.refresh_queue_url), client=aws.client("sqs", region=settings.aws_region)
+        )
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

@@ -294,6 +294,11 @@ class Settings(BaseSettings):
         description="AWS: the erasure function's queue, where an operator's erasure starts and each run of the "
         "job re-queues the rest (`citewise.aws.sqs_erasure`).",
     )
+    refresh_queue_url: str | None = Field(
+        default=None,
+        description="AWS: the refresh function's queue, where a web source's refresh starts and each batch "
+        "re-queues the rest (`citewise.aws.sqs_refresh`).",
+    )
     embedding_dimension: int = Field(default=1024, description="Titan v2: 256, 512 or 1024.")
     generation_model_id: str = "amazon.nova-lite-v1:0"
     generation_max_tokens: int = Field(default=1024, ge=1, le=8192)
@@ -561,6 +566,13 @@ class ErasureSettings(Settings):
         "documents_bucket",
         "erasure_queue_url",
     )
+
+
+class RefreshSettings(Settings):
+    """The refresh function: the source registry (in the registry table), the bucket the pages go to (the
+    ingest function takes them from there), and its own queue. No index, no embedder."""
+
+    aws_requires: ClassVar[tuple[str, ...]] = ("registry_table", "documents_bucket", "refresh_queue_url")
 
 
 class BootstrapSettings(Settings):

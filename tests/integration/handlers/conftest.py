@@ -31,6 +31,8 @@ QUEUE = "citewise-ingest"
 """The ingest queue's name (the stack's queue; the Serverless sweeps are sent to it)."""
 ERASURE_QUEUE = "citewise-erasure"
 """The erasure function's queue: the operator's erasure starts there and the job re-queues itself there."""
+REFRESH_QUEUE = "citewise-refresh"
+"""The refresh function's queue: a web source's refresh runs there, one batch a message."""
 AUDIT_LOG_GROUP = "citewise-audit"
 """The audit trail's log group (`citewise.aws.cloudwatch_audit`)."""
 VECTOR_BUCKET = "citewise-dev-vectors"
@@ -142,6 +144,7 @@ def _moto_stack(
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         boto3.client("dynamodb", region_name="us-east-1").create_table(TableName=TABLE, **TABLE_SCHEMA)
         erasure_queue = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName=ERASURE_QUEUE)
+        refresh_queue = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName=REFRESH_QUEUE)
         boto3.client("logs", region_name="us-east-1").create_log_group(logGroupName=AUDIT_LOG_GROUP)
         for name, value in {
             "BACKEND": "aws",
@@ -152,6 +155,7 @@ def _moto_stack(
             "AUDIT_HASH_KEY": "the-stack-generated-key",
             "AWS_REGION": "us-east-1",
             "ERASURE_QUEUE_URL": erasure_queue["QueueUrl"],
+            "REFRESH_QUEUE_URL": refresh_queue["QueueUrl"],
             **settings,
         }.items():
             monkeypatch.setenv(f"CITEWISE_{name}", value)

@@ -76,6 +76,7 @@ class Names:
     queue: str
     erasure_queue: str
     audit_log_group: str = "citewise-audit"
+    refresh_queue: str = "citewise-refresh"
 
 
 @dataclass
@@ -184,6 +185,7 @@ def _physical(names: Names, ids: dict[str, str]) -> dict[str, dict[str, str]]:
         ids["bucket"]: {"Ref": names.bucket, "Arn": f"arn:{PARTITION}:s3:::{names.bucket}"},
         ids["queue"]: queue(names.queue),
         ids["erasure_queue"]: queue(names.erasure_queue),
+        ids["refresh_queue"]: queue(names.refresh_queue),
         ids["audit_log_group"]: {"Ref": names.audit_log_group, "Arn": _log_group(names.audit_log_group) + ":*"},
         ids["storage_key"]: key(STORAGE_KEY_ID),
         ids["queue_key"]: key(QUEUE_KEY_ID),
@@ -238,6 +240,7 @@ def deployment(environment: Environment, names: Names) -> Deployment:
         "bucket": synth.logical_id(stack.storage.bucket),
         "queue": synth.logical_id(stack.ingestion.queue),
         "erasure_queue": synth.logical_id(stack.erasure.queue),
+        "refresh_queue": synth.logical_id(stack.refresh.queue),
         "storage_key": synth.logical_id(stack.storage.key),
         "queue_key": synth.logical_id(stack.ingestion.key),
         "audit_log_group": synth.logical_id(stack.audit.log_group),

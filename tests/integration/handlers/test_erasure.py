@@ -147,7 +147,7 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
         runs = 0
         for messages in erasure_messages():
             runs += 1
-            budget = iter([60.0] * 7)  # a look at each of the 6 stores (an empty one costs one too), and a step
+            budget = iter([60.0] * 8)  # a look at each of the 7 stores (an empty one costs one too), and a step
             queue_arn = f"arn:aws:sqs:us-east-1:123456789012:{ERASURE_QUEUE}"
             answer = stack.handler("erasure")(lambda_sqs_event(messages, queue_arn), LambdaContext())
             assert answer == {"batchItemFailures": []}
@@ -160,7 +160,7 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
     assert receipt["status"] == "ERASED" and receipt["requested_by"] == "ops-1"
     assert receipt["started_at"] <= receipt["finished_at"]
     parts = {part["store"]: part for part in receipt["stores"]}
-    assert set(parts) == {"credentials", "blobs", "index", "conversations", "rates", "registry", "usage"}
+    assert set(parts) == {"credentials", "sources", "blobs", "index", "conversations", "rates", "registry", "usage"}
     erased_turns = 2 if "acme" in conversations else 0  # the conversation and its turn
     assert parts["conversations"]["deleted"] == erased_turns and parts["conversations"]["remaining"] == 0
     assert parts["credentials"]["deleted"] == 1 and parts["credentials"]["remaining"] == 0

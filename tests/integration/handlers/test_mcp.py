@@ -61,6 +61,7 @@ def test_initialize_and_list_tools_answer_json_without_a_session(stack: Stack) -
         "search",
         "list_documents",
         "get_document",
+        "list_sources",
     }
 
 
