@@ -21,6 +21,7 @@ from citewise.aws.dynamodb import TABLE_SCHEMA, DynamoRegistry
 from citewise.aws.dynamodb_conversations import DynamoConversations
 from citewise.aws.dynamodb_credentials import DynamoCredentials
 from citewise.aws.dynamodb_erasure import DynamoErasureLog
+from citewise.aws.dynamodb_feedback import DynamoFeedback
 from citewise.aws.dynamodb_rates import DynamoRates
 from citewise.aws.dynamodb_usage import DynamoUsage
 from citewise.aws.opensearch import OpenSearchIndex
@@ -44,6 +45,7 @@ from citewise.ports.erasure import (
     run_erasure,
     start_erasure,
 )
+from citewise.ports.feedback import Feedback, FeedbackStore
 from citewise.ports.index import VectorIndex
 from citewise.ports.quotas import RateLimiter
 from citewise.ports.registry import DocumentRegistry
@@ -52,6 +54,7 @@ from citewise_local.blobstore import LocalBlobStore
 from citewise_local.conversations import LocalConversations
 from citewise_local.credentials import LocalCredentials
 from citewise_local.erasure import LocalErasureLog
+from citewise_local.feedback import LocalFeedback
 from citewise_local.index import LocalIndex
 from citewise_local.rates import LocalRates
 from citewise_local.registry import LocalRegistry
@@ -80,6 +83,7 @@ class Platform:
     """The ids of the identity provider's clients that can still get tokens."""
     rates: RateLimiter
     conversations: ConversationStore
+    feedback: FeedbackStore
 
     def stores(self) -> dict[str, TenantStore]:
         credentials = TenantCredentials(self.credentials, lambda: self.issuer)
@@ -90,6 +94,7 @@ class Platform:
             blobs=self.blobs,
             rates=self.rates,
             conversations=self.conversations,
+            feedback=self.feedback,
         )
 
     def counts(self, tenant_id: str) -> dict[str, int]:
@@ -117,6 +122,7 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
 
         rates = LocalRates(tmp_path / "rates.db")
         conversations = LocalConversations(tmp_path / "conversations.db")
+        feedback = LocalFeedback(tmp_path / "feedback.db")
         yield Platform(
             registry,
             index,
@@ -128,9 +134,11 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             local_clients,
             rates,
             conversations,
+            feedback,
         )
         rates.close()
         conversations.close()
+        feedback.close()
         for adapter in opened:
             adapter.close()
         return
@@ -161,13 +169,14 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             pool_clients,
             DynamoRates(TABLE),
             DynamoConversations(TABLE),
+            DynamoFeedback(TABLE),
         )
         client.close()
 
 
 def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
     """Documents in every store (each written twice: two versions of its object), a tombstone, settings,
-    a day of usage, a credential and two users' conversations."""
+    a day of usage, a credential, two users' conversations and their feedback."""
     for n in range(documents):
         path = f"doc{n}.md"
         for text in (b"first", b"second"):
@@ -196,6 +205,8 @@ def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
         platform.conversations.create(owner, conversation_id, "walnuts", T0, expires)
         turn = Turn(index=1, question="walnuts?", standalone_question="walnuts?", answer="Walnuts [1].", at=T0)
         platform.conversations.append(owner, conversation_id, turn, expires)
+        given = Feedback(response_id=f"{conversation_id}-1", helpful=True, sources=["walnuts"], at=T0)
+        platform.feedback.put(owner, given, previous=None)
 
 
 class Crashing:
@@ -263,7 +274,7 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
     # Then the receipt shows each store's deletes, nothing remaining, the kept usage, who asked and when
     assert receipt.status is ErasureStatus.ERASED
     assert (receipt.requested_by, receipt.started_at, receipt.finished_at) == ("ops", T0, T0 + timedelta(1))
-    for name in ("credentials", "blobs", "index", "conversations", "rates", "registry"):
+    for name in ("credentials", "blobs", "index", "conversations", "feedback", "rates", "registry"):
         assert receipt.store(name).deleted == before["acme"][name] > 0
         assert receipt.store(name).remaining == 0
     assert receipt.store("usage").kept and receipt.store("usage").remaining == 1
@@ -274,6 +285,7 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
         "blobs": 0,
         "index": 0,
         "conversations": 0,
+        "feedback": 0,
         "rates": 0,
         "registry": 0,
         "usage": 1,

@@ -59,8 +59,11 @@ if TYPE_CHECKING:
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.conversations import ConversationStore
+    from citewise.ports.feedback import FeedbackStore, SourceTally
     from citewise.ports.requeue import IngestQueue
     from citewise.query.conversations import Conversations
+    from citewise.query.feedback import FeedbackService
+    from citewise.query.ranking import FeedbackPrior
     from citewise.query.retrieval import Retriever
     from citewise.runtime.identity import CredentialCache
 
@@ -106,6 +109,8 @@ class Backend(Protocol):
     def credential_issuer(self) -> CredentialIssuer: ...
 
     def conversations(self) -> ConversationStore: ...
+
+    def feedback(self) -> FeedbackStore: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -193,6 +198,7 @@ class Services:
             blobs=self.blobs,
             rates=self.rates,
             conversations=self.conversation_store,
+            feedback=self.feedback_store,
         )
 
     def run_erasure(self, tenant_id: str) -> Erasure:
@@ -343,8 +349,11 @@ class Services:
                 freshness_weight=settings.ranking_freshness_weight,
                 half_life_days=settings.ranking_half_life_days,
                 credibility_weight=settings.ranking_credibility_weight,
+                feedback_weight=settings.ranking_feedback_weight,
+                feedback_prior=self.feedback_prior,
             ),
             tenant_settings=TenantSettingsCache(self._tenant_settings, ttl=settings.tenant_settings_ttl),
+            feedback_tallies=TenantSettingsCache(self._feedback_tallies, ttl=settings.tenant_settings_ttl),
             reranker=build_reranker(settings),
             rerank_candidates=settings.rerank_candidates,
         )
@@ -355,6 +364,34 @@ class Services:
         if self.settings.backend == "aws" and not self.settings.registry_table:
             return None
         return self.registry.tenant_settings(tenant_id)
+
+    def _feedback_tallies(self, tenant_id: str) -> dict[str, SourceTally] | None:
+        """The tenant's feedback per source; None where the function has no registry (as `_tenant_settings`)."""
+        if self.settings.backend == "aws" and not self.settings.registry_table:
+            return None
+        return self.feedback_store.tallies(tenant_id)
+
+    @cached_property
+    def feedback_prior(self) -> FeedbackPrior:
+        from citewise.query.ranking import FeedbackPrior
+
+        settings = self.settings
+        return FeedbackPrior(
+            prior_votes=settings.ranking_feedback_prior_votes, min_votes=settings.ranking_feedback_min_votes
+        )
+
+    @cached_property
+    def feedback_store(self) -> FeedbackStore:
+        return self._backend.feedback()
+
+    @cached_property
+    def feedback(self) -> FeedbackService:
+        """Feedback on the callers' answers and the sources' stats (`citewise.query.feedback`)."""
+        from citewise.query.feedback import FeedbackService
+
+        return FeedbackService(
+            self.feedback_store, self.conversation_store, lambda: self.retriever, self.feedback_prior
+        )
 
     @cached_property
     def synthesizer(self) -> Synthesizer:
@@ -412,6 +449,8 @@ _ADAPTERS = frozenset(
         "conversation_store",
         "rewriter",
         "conversations",
+        "feedback_store",
+        "feedback",
     }
 )
 
@@ -715,6 +754,11 @@ class AwsBackend:
         from citewise.aws.dynamodb_conversations import DynamoConversations
 
         return DynamoConversations(_required(self._settings.registry_table), client=self._dynamodb)
+
+    def feedback(self) -> FeedbackStore:
+        from citewise.aws.dynamodb_feedback import DynamoFeedback
+
+        return DynamoFeedback(_required(self._settings.registry_table), client=self._dynamodb)
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client
