@@ -97,10 +97,7 @@ class TurnContext(Frozen):
 
     conversation_id: str = Field(description="Pass it back as `conversation_id` to ask a follow-up.")
     turn: int = Field(ge=1, description="This turn's number in the conversation (1: its first question).")
-    response_id: str = Field(
-        default="",
-        description="The answer's id (`{conversation_id}-{turn}`): what `POST /v1/feedback` names it by.",
-    )
+    response_id: str = Field(default="", description="The answer's id, for `POST /v1/feedback`.")
     standalone_question: str = Field(description="The question retrieval and the answer used.")
     rewriter: str = Field(
         description="What made the follow-up standalone (`deterministic`, `bedrock`, `openai`); `none` when the "
