@@ -256,7 +256,8 @@ ANSWER_MEASURES = (
 def render_turn(turn: TurnContext) -> str:
     """Where an answer sits in its conversation: the id to continue it, and what retrieval was asked."""
     lines = [
-        f"  Conversation {turn.conversation_id}, turn {turn.turn} (feedback: citewise feedback give {turn.response_id})"
+        f"  Conversation {turn.conversation_id}, turn {turn.turn}",
+        f"  Feedback: citewise feedback give {turn.response_id} --helpful (or --not-helpful)",
     ]
     if turn.rewriter != AS_ASKED:
         lines.append(f"  Asked as ({turn.rewriter}): {turn.standalone_question}")
