@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
-from citewise.domain.errors import NotFoundError
+from citewise.aws.dynamodb_feedback import DynamoFeedback
+from citewise.domain.errors import CitewiseError, ConflictError, NotFoundError
 from citewise.domain.tenant_settings import TenantSettings
-from citewise.ports.conversations import TurnContext, new_conversation_id
+from citewise.ports.conversations import Owner, TurnContext, new_conversation_id
 from citewise.ports.feedback import Feedback, SourceTally, moved, parse_response_id, source_key
 from citewise.query.ranking import UNKNOWN_EFFECTIVENESS, FeedbackPrior, Signals, rescore
 from tests.factories import hit
@@ -94,3 +97,27 @@ def test_the_feedback_signal_is_off_by_default_and_set_per_tenant() -> None:
     (waiting,) = rescore(hits, signals, NOW)
     assert waiting.components is not None and waiting.components.feedback == UNKNOWN_EFFECTIVENESS
     assert waiting.score == pytest.approx(0.9 * UNKNOWN_EFFECTIVENESS)
+
+
+@pytest.mark.parametrize(
+    ("reasons", "conflict"),
+    [
+        ([{"Code": "ConditionalCheckFailed"}, {"Code": "None"}], True),  # the feedback changed since it was read
+        ([{"Code": "None"}, {"Code": "TransactionConflict"}], True),  # another rating of the source in flight
+        ([{"Code": "None"}, {"Code": "ValidationError"}], False),
+    ],
+)
+def test_a_cancelled_feedback_transaction_is_a_conflict_only_when_a_retry_can_succeed(
+    reasons: list[dict[str, str]], conflict: bool
+) -> None:
+    client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    store = DynamoFeedback("citewise-documents", client=client)
+    with Stubber(client) as stubber:
+        stubber.add_client_error(
+            "transact_write_items",
+            service_error_code="TransactionCanceledException",
+            modeled_fields={"CancellationReasons": reasons},
+        )
+        with pytest.raises(CitewiseError) as raised:
+            store.put(Owner("acme", "alice"), _given(True, "jira"), previous=None)
+    assert isinstance(raised.value, ConflictError) is conflict

@@ -92,7 +92,7 @@ class DynamoFeedback:
         try:
             self._client.transact_write_items(TransactItems=[{"Update": write}, *tallies])
         except ClientError as exc:
-            if aws.error_code(exc) == "TransactionCanceledException" and _first_condition_failed(exc):
+            if aws.error_code(exc) == "TransactionCanceledException" and _conflicted(exc):
                 raise ConflictError(
                     "this feedback was changed by another request", details={"response_id": feedback.response_id}
                 ) from exc
@@ -171,7 +171,10 @@ def _tally(item: dict[str, Any]) -> SourceTally:
     )
 
 
-def _first_condition_failed(exc: ClientError) -> bool:
-    """Whether the transaction was cancelled by the feedback's own condition (the tallies have none)."""
+def _conflicted(exc: ClientError) -> bool:
+    """Whether the transaction was cancelled by the feedback's own condition (the tallies have none), or by
+    another transaction in flight on one of its items (many users rating one source at once): either way
+    the write is worth trying again from a fresh read (`FeedbackService.give` does)."""
     reasons = exc.response.get("CancellationReasons", [])
-    return not reasons or reasons[0].get("Code") == "ConditionalCheckFailed"
+    codes = [reason.get("Code") for reason in reasons]
+    return not reasons or codes[0] == "ConditionalCheckFailed" or "TransactionConflict" in codes
