@@ -132,11 +132,16 @@ def _reflowed(lines: list[str]) -> list[str]:
 
 
 def _components(hit: SearchHit) -> str:
-    """` (fused 0.800, freshness 0.981, credibility 0.300)` when ranking signals re-scored the hit."""
+    """` (fused 0.800, freshness 0.981, credibility 0.300)` when ranking signals re-scored the hit (and
+    `, feedback 0.400` when the feedback signal is on)."""
     parts = hit.components
     if parts is None or (parts.freshness is None and parts.credibility is None):
         return ""
-    return f" (fused {parts.fused:.3f}, freshness {parts.freshness or 0:.3f}, credibility {parts.credibility or 0:.3f})"
+    feedback = "" if parts.feedback is None else f", feedback {parts.feedback:.3f}"
+    return (
+        f" (fused {parts.fused:.3f}, freshness {parts.freshness or 0:.3f}, credibility {parts.credibility or 0:.3f}"
+        f"{feedback})"
+    )
 
 
 def _provenance(chunk: Chunk) -> str:
