@@ -89,6 +89,9 @@ class Corpus:
     conversations: list[str] = field(default_factory=list)
     disposable_conversations: list[str] = field(default_factory=list)
     conversation_cursor: str = ""
+    responses: list[str] = field(default_factory=list)
+    """The `response_id` of the tenant's answers: what feedback cases name."""
+    sources: list[str] = field(default_factory=list)
 
 
 CORPUS = Corpus()
@@ -106,6 +109,10 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     credentials). Invalid ids are left alone: they are what a negative case tests."""
     doc_id = (path_parameters or {}).get("id")
     deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
+    if context.operation is not None and context.operation.path.startswith("/v1/sources/"):
+        if path_parameters is None or not isinstance(doc_id, str):
+            return st.just(path_parameters)
+        return st.sampled_from([doc_id, *CORPUS.sources]).map(lambda chosen: {**path_parameters, "id": chosen})
     if context.operation is not None and "/conversations/" in context.operation.path:
         if path_parameters is None or not isinstance(doc_id, str) or not CONVERSATION_ID.match(doc_id):
             return st.just(path_parameters)
@@ -138,8 +145,14 @@ def flatmap_body(context: HookContext, body: Any) -> st.SearchStrategy[Any]:
 
     Alongside each generated upload body come two variants whatever else the body holds: its file name with
     a `.md` suffix, and a plain `fuzz/upload.md`, both with the Markdown content type and a size under the
-    limit. Bodies of the other operations, and bodies that are not objects, are left alone."""
+    limit. Random response ids name no answer, so feedback would only ever see 404: a feedback body comes
+    with a variant naming one of the tenant's answers, and one naming it as a whole (no citation). Bodies of
+    the other operations, and bodies that are not objects, are left alone."""
     operation = context.operation
+    if operation is not None and operation.path == "/v1/feedback" and isinstance(body, dict):
+        named = [{**body, "response_id": response_id} for response_id in CORPUS.responses]
+        whole = [{key: value for key, value in variant.items() if key != "citation"} for variant in named]
+        return st.sampled_from([body, *named, *whole])
     if operation is None or operation.path != "/v1/uploads" or not isinstance(body, dict):
         return st.just(body)
     filename = body.get("filename")
@@ -222,6 +235,8 @@ def corpus(api: Api) -> Iterator[Corpus]:
     ]
     ids = [answer["conversation"]["conversation_id"] for answer in asked]
     CORPUS.conversations, CORPUS.disposable_conversations = ids[:2], ids[2:]
+    CORPUS.responses = [answer["conversation"]["response_id"] for answer in asked[:2]]
+    CORPUS.sources = ["ops", "notes"]  # the documents' first folders above
     CORPUS.conversation_cursor = api.request("GET", "/v1/conversations?limit=1", token=token).json()["next_cursor"]
     # Two tenants for the erasure operations: one to erase, one erased already (its receipt to read)
     CORPUS.erasable, CORPUS.erased = (f"fuzz-{uuid.uuid4().hex[:12]}" for _ in range(2))
@@ -235,6 +250,7 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.operator, CORPUS.tenant_cursor, CORPUS.audit_cursor, CORPUS.credentials = "", "", "", []
     CORPUS.erasable, CORPUS.erased = "", ""
     CORPUS.conversations, CORPUS.disposable_conversations, CORPUS.conversation_cursor = [], [], ""
+    CORPUS.responses, CORPUS.sources = [], []
 
 
 @dataclass

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from citewise.domain.access import require_write
-from citewise.domain.errors import ConflictError, NotFoundError, ValidationError
+from citewise.domain.errors import ConflictError, NotFoundError
 from citewise.domain.models import Caller, Filter
 from citewise.ports.conversations import ConversationStore, Turn, TurnStatus
 from citewise.ports.feedback import (
@@ -56,7 +56,7 @@ class FeedbackService:
 
     def give(self, caller: Caller, request: FeedbackRequest) -> FeedbackReceipt:
         """Keep the caller's feedback on its answer (replacing an earlier one on the same citation).
-        NotFoundError if the caller gave no such answer; ValidationError if it has no such citation."""
+        NotFoundError if the caller has no such answer, or the answer no such citation."""
         require_write(caller)
         owner = owner_of(caller)
         turn = self._turn(caller, request.response_id)
@@ -107,9 +107,7 @@ def _counted_sources(turn: Turn, citation: int | None) -> list[str]:
     if citation is None:
         return sorted({source for source in turn.cited_sources.values() if source})[:MAX_SOURCES]
     if citation not in {cited.source for cited in turn.citations}:
-        raise ValidationError(
-            f"the answer has no citation [{citation}]", details={"field": "citation", "citation": citation}
-        )
+        raise NotFoundError(f"the answer has no citation [{citation}]", details={"citation": citation})
     source = turn.cited_sources.get(citation, "")
     return [source] if source else []
 

@@ -98,11 +98,12 @@ def test_only_the_asker_gives_feedback_and_bad_input_is_named(stack: Stack) -> N
         status, refused = _give(stack, someone, response_id=response_id, helpful=True)
         assert (status, refused["error"]["code"]) == (404, "NOT_FOUND")
     conversation_id, _, _ = response_id.rpartition("-")
-    status, refused = _give(stack, response_id=f"{conversation_id}-2", helpful=True)  # no such turn
-    assert (status, refused["error"]["code"]) == (404, "NOT_FOUND")
-    # A citation the answer does not have, a malformed id, a missing verdict, a comment too long: 400
+    # No such turn, no such citation of the answer: 404 as well
+    for body in ({"response_id": f"{conversation_id}-2"}, {"response_id": response_id, "citation": 99}):
+        status, refused = _give(stack, **body, helpful=True)
+        assert (status, refused["error"]["code"]) == (404, "NOT_FOUND"), body
+    # A malformed id, a missing verdict, a verdict that is no boolean, a comment too long, a stray field: 400
     for body in (
-        {"response_id": response_id, "citation": 99, "helpful": True},
         {"response_id": "r-1", "helpful": True},
         {"response_id": response_id},
         {"response_id": response_id, "helpful": "yes"},
