@@ -129,9 +129,9 @@ def configured(
 
 
 def ranked(retriever: Retriever, query: str) -> list[str]:
-    """The corpus ids of the query's best `DEPTH` documents."""
+    """The corpus ids of the query's best documents (by their best chunk, as `citewise eval` ranks them)."""
     hits = retriever.search(evaluation.CALLER, SearchRequest(query=query, top_k=DEPTH, route=False))
-    return [evaluation.corpus_id_of(hit.chunk.document.path) for hit in hits]
+    return list(dict.fromkeys(evaluation.corpus_id_of(hit.chunk.document.path) for hit in hits))
 
 
 def tallies(
