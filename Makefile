@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: help demo test opensearch lint openapi bench tune answers clean
+.PHONY: help demo test opensearch lint openapi bench tune answers clean console console-check console-demo
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,28 @@ $(BROWSER_STAMP): $(STAMP)
 	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): install it, or set CITEWISE_CHROMIUM" >&2; exit 1; }
 	touch $@
 
+# The web console (docs/console.md): its npm project in console/, pinned in console/package-lock.json and
+# installed there with npm ci. Its built files are committed in local/citewise_local/console/, so a fresh
+# clone, `make demo` and a wheel build need no Node; `make console` rebuilds them after a change to
+# console/, and `make console-check` proves the committed files are what a fresh build of the sources gives.
+# The browser test (tests/e2e/test_console.py) takes axe-core from console/node_modules.
+CONSOLE_STAMP := console/node_modules/.installed
+
+$(CONSOLE_STAMP): console/package.json console/package-lock.json
+	npm ci --prefix console --no-audit --no-fund --loglevel=error
+	touch $@
+
+console: $(CONSOLE_STAMP) ## Build the web console into local/citewise_local/console/ (type-check, unit tests, bundle)
+	npm --prefix console run --silent test
+	npm --prefix console run --silent build
+
+console-check: console ## Fail when the committed console build differs from a fresh build of console/
+	git diff --exit-code --stat -- local/citewise_local/console
+	@test -z "$$(git status --porcelain -- local/citewise_local/console)" || { git status --short -- local/citewise_local/console; exit 1; }
+
+console-demo: $(DEMO_STAMP) ## The web console on the sample corpus: serve, upload the samples, print a sign-in link
+	BIN=$(BIN) scripts/console-demo.sh
+
 # The MCP Inspector, the protocol's reference client, checks every tool result in tests/e2e/test_mcp.py
 # (its CLI mode, against `citewise mcp` and /mcp). Pinned in tests/e2e/inspector/package-lock.json and
 # installed there with npm ci, never globally. 2.12.0 declares Node >= 22.19 (as undici 8 does) but its CLI
@@ -62,7 +84,7 @@ opensearch: ## Fetch OpenSearch 2.19 + k-NN and build k-NN's faiss library into 
 # Two pytest processes (pytest-xdist), sharing the node; session fixtures (the synthesized templates,
 # `citewise serve`) are built once per process. Not `--dist loadfile`: it schedules by test id, and
 # schemathesis gives its ten operations of tests/e2e/test_openapi_fuzz.py one id, so nine never ran.
-test: $(STAMP) $(BROWSER_STAMP) $(INSPECTOR_STAMP) ## Run the whole test suite, on a real OpenSearch node it starts and stops
+test: $(STAMP) $(BROWSER_STAMP) $(INSPECTOR_STAMP) $(CONSOLE_STAMP) ## Run the whole test suite, on a real OpenSearch node it starts and stops
 	$(OPENSEARCH) run -- $(BIN)/pytest -n 2
 
 lint: $(STAMP) ## ruff, mypy (strict on the library, the local package and the handlers), import contracts
@@ -95,7 +117,7 @@ answers: $(DEMO_STAMP) ## Answer quality on the bundled SQuAD 2.0 sample: tune, 
 	$(BIN)/citewise eval --answers $(ANSWERS_ARGS)
 
 clean: ## Remove the virtual environment and local demo data
-	rm -rf $(VENV) .citewise-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .citewise-demo .citewise-console .pytest_cache .mypy_cache .ruff_cache
 
 # --- AWS (CDK) -------------------------------------------------------------------------------------
 # The CDK CLI is pinned in cdk/package-lock.json (aws-cdk 2.1148.1 reads aws-cdk-lib 2.275's cloud

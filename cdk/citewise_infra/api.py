@@ -99,15 +99,28 @@ class Api(Construct):
         config: EnvironmentConfig,
         functions: dict[str, CitewiseFunction],
         erasure: CitewiseFunction,
+        origins: tuple[str, ...],
+        console_origin: str | None = None,
     ) -> None:
+        """`origins`: the browser origins the API answers (`api.cors_allow_origins`, and the console's);
+        `console_origin`: the console's, if the stack has one (its gateway responses name it)."""
         super().__init__(scope, construct_id)
         self._config = config
+        self._origins = origins
+        self._console_origin = console_origin
         self.user_pool: cognito.UserPool | None = None
         self.user_pool_client: cognito.UserPoolClient | None = None
+        self.user_pool_domain: cognito.UserPoolDomain | None = None
         self.credential_token_url: str | None = None
         self.rest_api = self._build_rest_api()
         # The stack outputs the URL under its own key (constants.Outputs.API_URL); drop CDK's duplicate.
         self.rest_api.node.try_remove_child("Endpoint")
+        # Built from the API's id rather than its `url`, which would make whatever names it (a function's
+        # environment, a gateway response) depend on the stage, whose deployment depends on them.
+        self.origin = f"https://{self.rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
+        """The API's origin (scheme and host)."""
+        self.base_url = f"{self.origin}/{config.api.stage_name}"
+        """The stage's base URL, no trailing slash."""
         self._authorizer = self._build_cognito() if config.auth.mode == "cognito" else None
         self._build_routes(functions)
         self._challenge = self._build_resource_metadata(functions["mcp"], self.user_pool) if self.user_pool else None
@@ -127,9 +140,9 @@ class Api(Construct):
             removal_policy=config.removal,
         )
         cors = None
-        if config.api.cors_allow_origins:
+        if self._origins:
             cors = apigw.CorsOptions(
-                allow_origins=list(config.api.cors_allow_origins),
+                allow_origins=list(self._origins),
                 allow_methods=sorted({route.method for route in ROUTES}),
                 allow_headers=list(ALLOWED_HEADERS),
                 max_age=Duration.seconds(MAX_AGE_S),
@@ -329,7 +342,8 @@ class Api(Construct):
         withdraws its credentials, `citewise.ports.credentials.TenantCredentials`). Returns the token URL.
 
         The domain is a Cognito-hosted prefix (`citewise-<env>-<account>`: unique per region, no certificate
-        to manage); it serves no sign-in page to anyone, since the people's app client has OAuth off."""
+        to manage); its sign-in page serves the console's app client only (`citewise_infra.console`), since
+        the people's API client has OAuth off."""
         pool.add_resource_server(
             "CredentialScopes",
             identifier=RESOURCE_SERVER,
@@ -343,6 +357,7 @@ class Api(Construct):
             "TokenDomain",
             cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"citewise-{self._config.name}-{Aws.ACCOUNT_ID}"),
         )
+        self.user_pool_domain = domain
         token_url = f"{domain.base_url()}/oauth2/token"
         documents.function.add_environment("CITEWISE_USER_POOL_ID", pool.user_pool_id)
         documents.function.add_environment("CITEWISE_CREDENTIAL_TOKEN_URL", token_url)
@@ -361,26 +376,20 @@ class Api(Construct):
 
     def _build_resource_metadata(self, mcp: CitewiseFunction, pool: cognito.UserPool) -> str:
         """The MCP function serves the protected-resource metadata (its public route in ROUTES) naming the
-        user pool as the authorization server; the `WWW-Authenticate` value of the API's 401s, pointing at it.
-
-        The base URL is the stage's, built from the API's id rather than its `url`, which would make the
-        function (and the gateway responses) depend on the stage, whose deployment depends on them."""
-        base = (
-            f"https://{self.rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
-            f"/{self._config.api.stage_name}"
-        )
-        mcp.function.add_environment("CITEWISE_PUBLIC_URL", base)
+        user pool as the authorization server; the `WWW-Authenticate` value of the API's 401s, pointing at it."""
+        mcp.function.add_environment("CITEWISE_PUBLIC_URL", self.base_url)
         mcp.function.add_environment("CITEWISE_AUTHORIZATION_SERVER", pool.user_pool_provider_url)
-        return challenge(base)
+        return challenge(self.base_url)
 
     # --- errors ---------------------------------------------------------------------------------------------
 
     def _build_gateway_responses(self) -> None:
         headers = None
-        origins = self._config.api.cors_allow_origins
-        if len(origins) == 1:
-            # Let a browser read the error body; with several origins there is no single value to send.
-            headers = {"Access-Control-Allow-Origin": f"'{origins[0]}'"}
+        # Let a browser read the error body (an expired token's 401 above all). A gateway response has one
+        # value to send: the console's origin, else the one configured origin; with several, none.
+        origin = self._console_origin or (self._origins[0] if len(self._origins) == 1 else None)
+        if origin is not None:
+            headers = {"Access-Control-Allow-Origin": f"'{origin}'"}
         no_route = _NO_ROUTE if self._config.auth.mode == "cognito" else _NO_ROUTE_IAM
         for response_type, (error, status) in GATEWAY_ERRORS.items():
             message = json.dumps(no_route) if response_type == "MISSING_AUTHENTICATION_TOKEN" else None

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from citewise.aws import bedrock_models, bedrock_rerank
 from citewise.aws.bedrock_embeddings import COHERE_DIMENSION, COHERE_ENGLISH_V3, COHERE_MULTILINGUAL_V3, TITAN_V2
+from citewise.aws.tenant_keys import MAX_DELETION_DAYS, MIN_DELETION_DAYS
 from citewise.domain.errors import CitewiseError
 from citewise.domain.models import TENANT_ID_PATTERN
 from citewise.domain.quotas import Quotas
@@ -106,9 +107,18 @@ class SearchConfig(_Block):
     master_nodes: Literal[0, 3, 5] = 0
     # Serverless only: standby replicas double the OCUs (and the bill) for availability-zone redundancy.
     standby_replicas: bool = False
+    # s3vectors only: a KMS key per tenant (citewise.aws.tenant_keys), created with the tenant's index and
+    # destroyed by its erasure ($1 a month per tenant, docs/deploy.md); off: every index uses the stack's key.
+    key_per_tenant: bool = False
+    # How long KMS waits before deleting an erased tenant's key (the key is unusable from the erasure on).
+    key_deletion_days: int = Field(default=MIN_DELETION_DAYS, ge=MIN_DELETION_DAYS, le=MAX_DELETION_DAYS)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        if self.key_per_tenant and self.mode != "s3vectors":
+            raise ValueError(
+                f"key_per_tenant applies to search mode s3vectors only (an index per tenant), not {self.mode!r}"
+            )
         if (self.master_nodes == 0) != (self.master_node_type is None):
             raise ValueError("master_nodes and master_node_type go together")
         if self.availability_zones > 1 and self.data_nodes % self.availability_zones:
@@ -240,6 +250,15 @@ class ApiConfig(_Block):
         return value
 
 
+class ConsoleConfig(_Block):
+    """The web console on AWS (`citewise_infra.console`): its built files in a private bucket behind a
+    CloudFront distribution, people signing in on the user pool's hosted UI. Nothing is billed while nobody
+    loads it beyond a few megabytes of S3 storage (docs/deploy.md); off unless an environment turns it on, since
+    it needs auth mode cognito."""
+
+    enabled: bool = False
+
+
 class FunctionConfig(_Block):
     """Size of one Lambda function (an API function's timeout defaults to the most the gateway allows it)."""
 
@@ -326,6 +345,7 @@ class EnvironmentConfig(_Block):
     models: ModelsConfig = ModelsConfig()
     auth: AuthConfig = AuthConfig()
     api: ApiConfig = ApiConfig()
+    console: ConsoleConfig = ConsoleConfig()
     ingest: IngestConfig = IngestConfig()
     query: FunctionConfig = FunctionConfig()
     documents: FunctionConfig = FunctionConfig(memory_mb=512)
@@ -346,6 +366,15 @@ class EnvironmentConfig(_Block):
     @model_validator(mode="after")
     def _reranker_is_offered(self) -> Self:
         self.rerank.check_region(self.region)
+        return self
+
+    @model_validator(mode="after")
+    def _console_signs_in_with_cognito(self) -> Self:
+        if self.console.enabled and self.auth.mode != "cognito":
+            raise ValueError(
+                "the console signs people in on the Cognito hosted UI, which auth mode iam has none of: set "
+                "console.enabled to false, or auth.mode to cognito"
+            )
         return self
 
     @model_validator(mode="after")

@@ -17,13 +17,21 @@ FUNCTIONS_DIR: Final = REPO_ROOT / "functions"
 LIBRARY_DIR: Final = REPO_ROOT / "layers" / "citewise"
 PYPROJECT: Final = REPO_ROOT / "pyproject.toml"
 LAYER_REQUIREMENTS: Final = REPO_ROOT / "cdk" / "layer" / "requirements.txt"
+WEB_LAYER_REQUIREMENTS: Final = REPO_ROOT / "cdk" / "layer" / "web-requirements.txt"
+"""The web layer's pins: what pyproject's `web` extra adds on top of the base layer (`citewise_infra.layer`)."""
 CDK_JSON: Final = REPO_ROOT / "cdk.json"
+CONSOLE_ASSETS: Final = REPO_ROOT / "local" / "citewise_local" / "console"
+"""The web console's built files (the local package serves them too); `-c console_assets=DIR` overrides."""
+CONSOLE_ENTRY: Final = "index.html"
+CONSOLE_CONFIG_FILE: Final = "config.json"
+"""What the console's page reads first, beside its entry page: the API's URL and how to sign in."""
 
 # --- context -------------------------------------------------------------------------------------------
 CONTEXT_ENV: Final = "env"  # `cdk synth -c env=dev`
 CONTEXT_ENVIRONMENTS: Final = "citewise:environments"  # the per-environment blocks in cdk.json
 CONTEXT_ALARM_EMAIL: Final = "alarm_email"  # `-c alarm_email=ops@example.com`: overrides alarms.email
 CONTEXT_SEARCH_MODE: Final = "search_mode"  # `-c search_mode=s3vectors`: overrides search.mode
+CONTEXT_CONSOLE_ASSETS: Final = "console_assets"  # `-c console_assets=DIR`: the console's built files
 # CDK's own key: stacks whose assets are bundled (`[]` skips bundling: the tests synthesize that way).
 CONTEXT_BUNDLING_STACKS: Final = "aws:cdk:bundling-stacks"
 
@@ -76,7 +84,9 @@ OBSERVABILITY_ID: Final = "Observability"
 ERASURE_ID: Final = "Erasure"
 AUDIT_ID: Final = "Audit"
 TENANT_READER_ID: Final = "TenantReader"
+CONSOLE_ID: Final = "Console"
 LAYER_ID: Final = "CitewiseLayer"
+WEB_LAYER_ID: Final = "CitewiseWebLayer"
 
 INDEX_RESOURCE_TYPE: Final = "Custom::CitewiseIndex"
 COGNITO_TENANT_ATTRIBUTE: Final = "tenant_id"  # a custom attribute: `custom:tenant_id` in the ID token
@@ -101,6 +111,9 @@ class Outputs:
     ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
     DASHBOARD_NAME: Final = "DashboardName"
     AUDIT_LOG_GROUP: Final = "AuditLogGroupName"
+    CONSOLE_URL: Final = "ConsoleUrl"
+    CONSOLE_CLIENT_ID: Final = "ConsoleClientId"
+    CONSOLE_BUCKET: Final = "ConsoleBucketName"
 
 
 def stack_name(environment: str) -> str:

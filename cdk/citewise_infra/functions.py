@@ -1,4 +1,4 @@
-"""The Lambda functions and their shared layer: one role per function, each granted only what its code calls.
+"""The Lambda functions and their layers: one role per function, each granted only what its code calls.
 
 What each function calls (and so what its role may do):
 - ingest: S3 HeadObject/GetObject(+Version) and ListBucket under `tenants/`; the registry table and its
@@ -30,9 +30,13 @@ What each function calls (and so what its role may do):
   object version under `tenants/` (list and delete versions), the index (search, bulk deletes). It and
   the documents function may send to the erasure queue (`citewise_infra.erasure`). No Bedrock.
 Every function also writes its own log group and X-Ray segments.
+Every function carries the base layer (the library and its dependencies); the web layer (main-content
+extraction of web pages, `citewise_infra.layer`) goes only to the function that extracts pages, by
+`FunctionsFactory.add_web_layer`: it is built at its first use, so a stack with no such function has none.
 In search mode `s3vectors` the index grants are S3 Vectors actions on the tenants' indexes instead
 (`citewise_infra.vectors`): ingest writes, documents deletes, erasure erases; query and MCP get none of
-their own, and there is no bootstrap.
+their own, and there is no bootstrap. With a key per tenant, ingest creates a tenant's KMS key with its
+index and erasure destroys it (the KMS grants there).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from aws_cdk import AssetHashType, BundlingOptions, Duration, FileSystem
@@ -70,9 +75,10 @@ from citewise_infra.constants import (
     METRICS_NAMESPACE,
     SERVICE_NAMES,
     STREAM_RUNTIME,
+    WEB_LAYER_ID,
     FunctionKey,
 )
-from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash
+from citewise_infra.layer import Architecture, LocalLayerBundling, source_hash, web_source_hash
 from citewise_infra.nag import acknowledge
 from citewise_infra.search import SearchAccess, SearchBackend
 from citewise_infra.storage import Storage
@@ -225,9 +231,12 @@ class FunctionsFactory(Construct):
         storage: Storage,
         search: SearchBackend | VectorStore,
         audit: AuditTrail,
+        origins: tuple[str, ...],
     ) -> None:
+        """`origins`: the browser origins the API functions answer (`api.cors_allow_origins`, the console's)."""
         super().__init__(scope, construct_id)
         self._config = config
+        self._origins = origins
         self._storage = storage
         self._search = search
         self._audit = audit
@@ -246,22 +255,47 @@ class FunctionsFactory(Construct):
     # --- the layer ---------------------------------------------------------------------------------------
 
     def _build_layer(self) -> lambda_.LayerVersion:
+        return self._layer_version(
+            LAYER_ID,
+            source_hash(LAYER_ARCHITECTURE),
+            LocalLayerBundling(LAYER_ARCHITECTURE),
+            "citewise library and its runtime dependencies (boto3 comes with the runtime)",
+        )
+
+    @cached_property
+    def web_layer(self) -> lambda_.LayerVersion:
+        """The web layer (trafilatura and what it pulls), on top of the base layer; created at the first
+        access, so a stack whose functions extract no page has no such layer (and bundles none)."""
+        return self._layer_version(
+            WEB_LAYER_ID,
+            web_source_hash(LAYER_ARCHITECTURE),
+            LocalLayerBundling(LAYER_ARCHITECTURE, web=True),
+            "citewise web page extraction (trafilatura and its dependencies), on top of the citewise layer",
+        )
+
+    def add_web_layer(self, fn: CitewiseFunction) -> None:
+        """Let `fn` extract web pages: the web layer after the base layer (both unpack into /opt/python)."""
+        fn.function.add_layers(self.web_layer)
+
+    def _layer_version(
+        self, construct_id: str, asset_hash: str, bundling: LocalLayerBundling, description: str
+    ) -> lambda_.LayerVersion:
         return lambda_.LayerVersion(
             self,
-            LAYER_ID,
+            construct_id,
             code=lambda_.Code.from_asset(
                 str(LIBRARY_DIR.parent),
                 asset_hash_type=AssetHashType.CUSTOM,
-                asset_hash=source_hash(LAYER_ARCHITECTURE),
+                asset_hash=asset_hash,
                 bundling=BundlingOptions(
                     # Only used if local bundling declined, which it never does: it builds or raises.
                     image=RUNTIME.bundling_image,
-                    local=LocalLayerBundling(LAYER_ARCHITECTURE),
+                    local=bundling,
                 ),
             ),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
-            description="citewise library and its runtime dependencies (boto3 comes with the runtime)",
+            description=description,
             removal_policy=self._config.removal,
         )
 
@@ -272,7 +306,7 @@ class FunctionsFactory(Construct):
         config = self._config
         embedder = {"embedder": config.models.embedder, "embedding_dimension": str(config.models.embedding_dimension)}
         if isinstance(self._search, VectorStore):
-            return {"backend": "aws", "vector_bucket": self._search.bucket_name, **embedder}
+            return {"backend": "aws", **self._search.environment(), **embedder}
         values = {
             "backend": "aws",
             "opensearch_endpoint": self._search.endpoint,
@@ -317,8 +351,7 @@ class FunctionsFactory(Construct):
 
     def _cors_values(self) -> dict[str, str]:
         """The browser origins whose pages may read the API functions' responses (`citewise.runtime.cors`)."""
-        origins = self._config.api.cors_allow_origins
-        return {"cors_allow_origins": json.dumps(list(origins))} if origins else {}
+        return {"cors_allow_origins": json.dumps(list(self._origins))} if self._origins else {}
 
     def _function(
         self,
@@ -379,7 +412,7 @@ class FunctionsFactory(Construct):
         self._grant_search(
             fn,
             (SearchAccess.READ, SearchAccess.WRITE, SearchAccess.DESCRIBE),
-            (VectorAccess.WRITE, VectorAccess.VECTOR_SPACE, VectorAccess.TAG_SPACE),
+            (VectorAccess.WRITE, VectorAccess.VECTOR_SPACE, VectorAccess.TAG_SPACE, VectorAccess.KEY_CREATE),
         )
         self._grant_model(fn, self._config.models.embedding_model_id)
         return fn
@@ -519,7 +552,7 @@ class FunctionsFactory(Construct):
             "tenant erasure, resumed through its own queue",
         )
         self._storage.grant_erase_tenants(fn.role)
-        self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE,))
+        self._grant_search(fn, (SearchAccess.READ, SearchAccess.WRITE), (VectorAccess.ERASE, VectorAccess.KEY_DESTROY))
         return fn
 
     def _build_bootstrap(self) -> CitewiseFunction | None:

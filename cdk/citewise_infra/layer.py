@@ -1,4 +1,7 @@
-"""The shared Lambda layer: the `citewise` package and its pinned runtime dependencies, built without Docker.
+"""The Lambda layers, built without Docker: the base layer (the `citewise` package and its pinned runtime
+dependencies), which every function carries, and the web layer (main-content extraction of web pages:
+pyproject's `web` extra, trafilatura and what it pulls), which only the function extracting pages carries
+on top of it, so that no other function's cold start or size pays for its ~53 MiB.
 
 `pip install --platform manylinux2014_<arch> --only-binary=:all: --python-version 3.12` fetches the
 wheels built for the Lambda runtime whatever machine synthesizes, so no container is needed; pure
@@ -10,6 +13,12 @@ packages' metadata (markers evaluated for Python 3.12 on Linux) and refuses the 
 is unmet, a pin is unused, a package the runtime provides (boto3, botocore, s3transfer) or a local-only
 one (numpy, tokenizers) slipped in, or a shadowed package would break the runtime's botocore (the
 layer comes first on `sys.path`, so its urllib3 or python-dateutil is the one botocore imports).
+
+The web layer is pinned in `cdk/layer/web-requirements.txt` and checked the same way against the `web`
+extra, over the base layer beneath it (both unpack into `/opt/python`): a requirement may be met by either
+layer, a web pin nothing in the extra needs or that the base layer has already is refused, so the two
+together meet every requirement and no package is in both. Lambda's size limit is on a function and all
+its layers together, so the web layer's budget is checked with the base layer's size added.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,7 +45,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from citewise_infra.constants import LAYER_REQUIREMENTS, LIBRARY_DIR, PYPROJECT
+from citewise_infra.constants import LAYER_REQUIREMENTS, LIBRARY_DIR, PYPROJECT, WEB_LAYER_REQUIREMENTS
 
 Architecture = Literal["arm64", "x86_64"]
 PYTHON_VERSION = "3.12"
@@ -44,7 +54,8 @@ PIP_MACHINES: dict[Architecture, str] = {"arm64": "aarch64", "x86_64": "x86_64"}
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 # Never in the layer: the local mode's model runtime, and what opensearch-py 3 would drag in.
 FORBIDDEN = frozenset({"numpy", "tokenizers", "safetensors", "torch", "grpcio", "protobuf"})
-# Lambda's limit on a function plus its layers, unzipped; keep room for the function code.
+# Lambda's limit (250 MiB) is on a function plus all its layers, unzipped: the layers a function carries
+# together stay within this, which keeps room for the function's code (kilobytes today).
 MAX_UNZIPPED_BYTES = 200 * 1024 * 1024
 _SKIPPED_FILES = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 NOT_IN_LAYER = frozenset({"client.py"})
@@ -70,10 +81,16 @@ def lambda_markers(architecture: Architecture) -> dict[str, str]:
 
 
 def root_requirements(pyproject: Path = PYPROJECT) -> list[Requirement]:
-    """What the layer must satisfy: pyproject `dependencies` and the `aws` extra."""
+    """What the base layer must satisfy: pyproject `dependencies` and the `aws` extra."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     lines: list[str] = [*project["dependencies"], *project["optional-dependencies"]["aws"]]
     return [Requirement(line) for line in lines]
+
+
+def web_requirements(pyproject: Path = PYPROJECT) -> list[Requirement]:
+    """What the web layer must satisfy, with the base layer beneath it: pyproject's `web` extra."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    return [Requirement(line) for line in project["optional-dependencies"]["web"]]
 
 
 def sdk_floor(roots: Iterable[Requirement]) -> Version:
@@ -134,19 +151,26 @@ def check_layer(
     markers: Mapping[str, str],
     sdk: Version,
     shadowed_by_runtime: Sequence[Requirement] = (),
+    beneath: Mapping[str, Installed] | None = None,
 ) -> list[str]:
     """Every reason the layer is unfit to ship; empty when it is fine.
 
     Walks `roots` through `installed` (each package with the extras asked of it), checking versions;
     requirements on the runtime's SDK are checked against `sdk`. `shadowed_by_runtime` are the runtime
-    botocore's requirements, which the layer's copies of those packages must meet.
+    botocore's requirements, which the layer's copies of those packages must meet. `beneath` is the base
+    layer under this one (for the web layer): its packages meet requirements too, and none may be repeated
+    here; it is checked on its own, so only this layer's packages must each be needed.
     """
+    below: Mapping[str, Installed] = beneath or {}
     problems: list[str] = []
     for name in sorted(installed):
         if name in RUNTIME_PROVIDED:
             problems.append(f"{name} is provided by the Lambda runtime and must not be in the layer")
         if name in FORBIDDEN:
             problems.append(f"{name} must not be in the layer (local-only or too heavy)")
+        if name in below:
+            problems.append(f"{name} is in the base layer already: drop its pin here")
+    available = {**below, **installed}
     reached: set[str] = set()
     visited: set[tuple[str, frozenset[str]]] = set()
     pending: list[tuple[Requirement, str]] = [(requirement, "pyproject") for requirement in roots]
@@ -159,7 +183,7 @@ def check_layer(
                     f"{needed_by} needs {requirement}: newer than the runtime SDK the project supports ({sdk})"
                 )
             continue
-        dist = installed.get(name)
+        dist = available.get(name)
         if dist is None:
             problems.append(f"{needed_by} needs {requirement}, which is not in the layer")
             continue
@@ -240,7 +264,8 @@ def sizes(root: Path) -> tuple[int, int]:
 
 
 def source_hash(architecture: Architecture) -> str:
-    """The asset hash: the library's files, the pins and the target. Unchanged inputs reuse the bundle."""
+    """The base layer's asset hash: the library's files, the pins and the target. Unchanged inputs reuse
+    the bundle."""
     digest = hashlib.sha256()
     digest.update(f"{architecture}/{PYTHON_VERSION}\n".encode())
     digest.update(LAYER_REQUIREMENTS.read_bytes())
@@ -252,6 +277,16 @@ def source_hash(architecture: Architecture) -> str:
     return digest.hexdigest()
 
 
+def web_source_hash(architecture: Architecture) -> str:
+    """The web layer's asset hash: its pins, the base layer's pins it is checked over, and the target (the
+    library is not in it: editing citewise rebuilds only the base layer)."""
+    digest = hashlib.sha256()
+    digest.update(f"web/{architecture}/{PYTHON_VERSION}\n".encode())
+    digest.update(WEB_LAYER_REQUIREMENTS.read_bytes())
+    digest.update(LAYER_REQUIREMENTS.read_bytes())
+    return digest.hexdigest()
+
+
 Runner = Callable[[list[str]], None]
 
 
@@ -259,28 +294,83 @@ def _run(command: list[str]) -> None:
     subprocess.run(command, check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})  # noqa: S603
 
 
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
 @jsii.implements(ILocalBundling)
 class LocalLayerBundling:
-    """CDK local bundling of the layer (`BundlingOptions(local=...)`): pip on this machine, no Docker."""
+    """CDK local bundling of a layer (`BundlingOptions(local=...)`): pip on this machine, no Docker.
+
+    `web=False` builds the base layer; `web=True` the web layer, which is checked over a base layer built
+    beside it in a temporary folder (its packages' metadata and its size are what the check needs).
+    """
 
     def __init__(
-        self, architecture: Architecture, *, runner: Runner = _run, report: Callable[[str], None] | None = None
+        self,
+        architecture: Architecture,
+        *,
+        web: bool = False,
+        runner: Runner = _run,
+        report: Callable[[str], None] | None = None,
     ):
         self._architecture = architecture
+        self._web = web
         self._runner = runner
         self._report = report or (lambda line: print(line, file=sys.stderr))
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_options: Any) -> bool:
         """Build the layer into `output_dir/python`; raises (failing the synth) if it is unfit."""
-        site = Path(output_dir) / "python"
-        site.mkdir(parents=True, exist_ok=True)
-        self._runner(pip_command(site, self._architecture))
-        # Console scripts for this machine's Python (dotenv, normalizer): nothing in Lambda runs them.
-        shutil.rmtree(site / "bin", ignore_errors=True)
-        copy_library(site)
-        roots = root_requirements()
+        output = Path(output_dir)
+        if not self._web:
+            self._build_base(output)
+            unzipped, zipped = sizes(output)
+            self._check_size(unzipped, "the Lambda layer is")
+            self._report(f"citewise layer ({self._target()}): {_mib(unzipped)} unzipped, {_mib(zipped)} zipped")
+            return True
+        with tempfile.TemporaryDirectory(prefix="citewise-base-layer-") as base:
+            beneath = self._build_base(Path(base))
+            base_unzipped, _ = sizes(Path(base))
+        site = self._install(output, WEB_LAYER_REQUIREMENTS)
         problems = check_layer(
             installed_distributions(site),
+            web_requirements(),
+            markers=lambda_markers(self._architecture),
+            sdk=sdk_floor(root_requirements()),
+            shadowed_by_runtime=botocore_requirements(),
+            beneath=beneath,
+        )
+        if problems:
+            raise RuntimeError("the Lambda web layer is unfit:\n  " + "\n  ".join(problems))
+        unzipped, zipped = sizes(output)
+        self._check_size(base_unzipped + unzipped, "the base and web layers are together")
+        self._report(
+            f"citewise web layer ({self._target()}): {_mib(unzipped)} unzipped, {_mib(zipped)} zipped; "
+            f"{_mib(base_unzipped + unzipped)} unzipped with the base layer"
+        )
+        return True
+
+    def _target(self) -> str:
+        return f"{self._architecture}, Python {PYTHON_VERSION}"
+
+    def _install(self, output: Path, requirements_file: Path) -> Path:
+        """pip-install the pins of `requirements_file` into `output/python`, which it returns."""
+        site = output / "python"
+        site.mkdir(parents=True, exist_ok=True)
+        self._runner(pip_command(site, self._architecture, requirements_file))
+        # Console scripts for this machine's Python (dotenv, normalizer, dateparser-download): nothing in
+        # Lambda runs them.
+        shutil.rmtree(site / "bin", ignore_errors=True)
+        return site
+
+    def _build_base(self, output: Path) -> dict[str, Installed]:
+        """The base layer into `output/python`, checked; its distributions (what the web layer sits on)."""
+        site = self._install(output, LAYER_REQUIREMENTS)
+        copy_library(site)
+        roots = root_requirements()
+        installed = installed_distributions(site)
+        problems = check_layer(
+            installed,
             roots,
             markers=lambda_markers(self._architecture),
             sdk=sdk_floor(roots),
@@ -288,11 +378,9 @@ class LocalLayerBundling:
         )
         if problems:
             raise RuntimeError("the Lambda layer is unfit:\n  " + "\n  ".join(problems))
-        unzipped, zipped = sizes(Path(output_dir))
+        return installed
+
+    @staticmethod
+    def _check_size(unzipped: int, what: str) -> None:
         if unzipped > MAX_UNZIPPED_BYTES:
-            raise RuntimeError(f"the Lambda layer is {unzipped / 2**20:.1f} MiB unzipped, over the budget")
-        self._report(
-            f"citewise layer ({self._architecture}, Python {PYTHON_VERSION}): "
-            f"{unzipped / 2**20:.1f} MiB unzipped, {zipped / 2**20:.1f} MiB zipped"
-        )
-        return True
+            raise RuntimeError(f"{what} {_mib(unzipped)} unzipped, over the budget of {_mib(MAX_UNZIPPED_BYTES)}")

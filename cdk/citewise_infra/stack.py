@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Environment, Stack, Tags
@@ -10,9 +11,12 @@ from constructs import Construct
 from citewise_infra.api import Api
 from citewise_infra.audit import AuditTrail
 from citewise_infra.config import EnvironmentConfig
+from citewise_infra.console import ANY_CLOUDFRONT_ORIGIN, Console
 from citewise_infra.constants import (
     API_ID,
     AUDIT_ID,
+    CONSOLE_ASSETS,
+    CONSOLE_ID,
     ERASURE_ID,
     FUNCTIONS_ID,
     INDEX_BOOTSTRAP_ID,
@@ -37,10 +41,17 @@ from citewise_infra.vectors import VectorStore
 
 class CitewiseStack(Stack):
     """Storage, search (OpenSearch, or an S3 Vectors bucket), functions, ingestion, index bootstrap (OpenSearch
-    only), API and observability of one environment."""
+    only), API, the web console (if on) and observability of one environment."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, env: Environment, **kwargs: Any
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        env: Environment,
+        console_assets: Path = CONSOLE_ASSETS,
+        **kwargs: Any,
     ) -> None:
         super().__init__(
             scope,
@@ -60,8 +71,28 @@ class CitewiseStack(Stack):
             else build_search(self, SEARCH_ID, config=config, key=self.storage.key)
         )
         self.audit = AuditTrail(self, AUDIT_ID, config=config)
+        # Before the API: its CORS names the console's origin (`citewise_infra.console` says how it names the API).
+        self.console: Console | None = None
+        origins = config.api.cors_allow_origins
+        if config.console.enabled:
+            self.console = Console(
+                self,
+                CONSOLE_ID,
+                config=config,
+                assets=console_assets,
+                access_logs=self.storage.access_logs,
+                documents=self.storage.bucket,
+            )
+            self.storage.allow_browsers([ANY_CLOUDFRONT_ORIGIN])
+            origins = (*origins, self.console.origin)
         factory = FunctionsFactory(
-            self, FUNCTIONS_ID, config=config, storage=self.storage, search=self.search, audit=self.audit
+            self,
+            FUNCTIONS_ID,
+            config=config,
+            storage=self.storage,
+            search=self.search,
+            audit=self.audit,
+            origins=origins,
         )
         self.functions = factory.functions
         self.layer = factory.layer
@@ -87,6 +118,7 @@ class CitewiseStack(Stack):
                 key=self.storage.key,
                 readers=[self.functions.query, self.functions.mcp],
             )
+            self.search.grant_tenant_key_reads(self.tenant_reader.role)
         self.ingestion = Ingestion(
             self, INGESTION_ID, config=config, storage=self.storage, function=self.functions.ingest
         )
@@ -112,7 +144,11 @@ class CitewiseStack(Stack):
                 "mcp": self.functions.mcp,
             },
             erasure=self.functions.erasure,
+            origins=origins,
+            console_origin=self.console.origin if self.console else None,
         )
+        if self.console is not None:
+            self.console.connect(self.api)
         self.observability = Observability(
             self,
             OBSERVABILITY_ID,
@@ -145,6 +181,10 @@ class CitewiseStack(Stack):
         if self.api.user_pool is not None and self.api.user_pool_client is not None:
             values[Outputs.USER_POOL_ID] = self.api.user_pool.user_pool_id
             values[Outputs.USER_POOL_CLIENT_ID] = self.api.user_pool_client.user_pool_client_id
+        if self.console is not None and self.console.client is not None:
+            values[Outputs.CONSOLE_URL] = self.console.url
+            values[Outputs.CONSOLE_CLIENT_ID] = self.console.client.user_pool_client_id
+            values[Outputs.CONSOLE_BUCKET] = self.console.bucket.bucket_name
         if self.api.credential_token_url is not None:
             values[Outputs.CREDENTIAL_TOKEN_URL] = self.api.credential_token_url
         for key, value in values.items():

@@ -60,6 +60,8 @@ class Storage(Construct):
         self.key = self._build_key()
         self.access_logs = self._build_access_log_bucket()
         self.bucket = self._build_documents_bucket()
+        if config.api.cors_allow_origins:
+            self.allow_browsers(config.api.cors_allow_origins)
         self.table = self._build_registry_table()
 
     # --- resources -----------------------------------------------------------------------------------------
@@ -94,17 +96,6 @@ class Storage(Construct):
 
     def _build_documents_bucket(self) -> s3.Bucket:
         config = self._config
-        cors = None
-        if config.api.cors_allow_origins:
-            # Browsers upload with the presigned PUT URL of POST /v1/uploads: the bucket must allow it.
-            cors = [
-                s3.CorsRule(
-                    allowed_methods=[s3.HttpMethods.PUT],
-                    allowed_origins=list(config.api.cors_allow_origins),
-                    allowed_headers=["*"],
-                    max_age=3000,
-                )
-            ]
         return s3.Bucket(
             self,
             "Documents",
@@ -126,9 +117,20 @@ class Storage(Construct):
                     expired_object_delete_marker=True,
                 )
             ],
-            cors=cors,
             removal_policy=self._removal,
             auto_delete_objects=config.destroy_on_delete,
+        )
+
+    def allow_browsers(self, origins: Sequence[str]) -> None:
+        """Let pages on `origins` use the documents bucket's presigned URLs: PUT (uploads, POST /v1/uploads),
+        and GET (the original behind a citation, which pdf.js may read in byte ranges)."""
+        self.bucket.add_cors_rule(
+            allowed_methods=[s3.HttpMethods.PUT, s3.HttpMethods.GET],
+            allowed_origins=list(origins),
+            allowed_headers=["*"],
+            # What pdf.js reads to fetch a PDF in ranges; without them it reads the whole file.
+            exposed_headers=["Accept-Ranges", "Content-Length", "Content-Range", "ETag"],
+            max_age=3000,
         )
 
     def _build_registry_table(self) -> dynamodb.Table:

@@ -19,6 +19,17 @@ before its first write or delete):
   the embedder's tags); TAG_SPACE (ingest): TagResource on the bucket (`ensure` tags a bucket without
   them, at the first document).
 
+With `search.key_per_tenant` each tenant's index is created under a KMS key of its own
+(`citewise.aws.tenant_keys`), and the roles get exactly the KMS calls of that code, on keys carrying the
+stack's tag (`aws:ResourceTag/citewise:stack`) and aliases under `alias/<scope>/t-*`:
+- KEY_CREATE (ingest): CreateKey and TagResource only with the stack's tag and the tenant tag
+  (`aws:RequestTag`, `aws:TagKeys`: CreateKey with tags needs both actions); CreateAlias on the tenant
+  aliases and on stack-tagged keys; DescribeKey (the alias lookup); ScheduleKeyDeletion (a key that lost
+  the alias race is discarded);
+- KEY_DESTROY (erasure): DescribeKey, ScheduleKeyDeletion, DeleteAlias on stack-tagged keys and tenant
+  aliases;
+- the tenant-reader role (`grant_tenant_key_reads`): Decrypt on stack-tagged keys through S3 Vectors only.
+
 A QueryVectors with a filter or metadata also needs GetVectors (the S3 Vectors permissions reference),
 so both go together. The functions that read (query, MCP) get nothing here: their reads are fenced per
 tenant by the tenant-reader role (issue 28, section 3), not by their own roles.
@@ -35,6 +46,7 @@ from aws_cdk import aws_s3vectors as s3vectors
 from constructs import Construct
 
 from citewise.aws.s3vectors_requests import INDEX_PREFIX
+from citewise.aws.tenant_keys import STACK_TAG, TENANT_TAG
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.nag import acknowledge
 
@@ -47,6 +59,8 @@ class VectorAccess(enum.Enum):
     ERASE = "erase"
     VECTOR_SPACE = "vector-space"
     TAG_SPACE = "tag-space"
+    KEY_CREATE = "key-create"
+    KEY_DESTROY = "key-destroy"
 
 
 _INDEX_ACTIONS: dict[VectorAccess, tuple[str, ...]] = {
@@ -87,11 +101,19 @@ class VectorStore(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, key: kms.IKey) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        self._deletion_days = config.search.key_deletion_days
         # Named, so that a policy can name the bucket and its indexes without a reference to the resource
         # (3-63 characters of [a-z0-9-]; environment names are at most 16).
         self.bucket_name = f"citewise-{config.name}-vectors"
         self.bucket_arn = stack.format_arn(service="s3vectors", resource="bucket", resource_name=self.bucket_name)
         self.index_arns = f"{self.bucket_arn}/index/{INDEX_PREFIX}*"
+        # A key per tenant: the keys' tag value and alias prefix (`alias/<scope>/t-...`), and their ARNs.
+        self.key_per_tenant = config.search.key_per_tenant
+        self.key_scope = f"citewise-{config.name}"
+        self.tenant_keys_arn = stack.format_arn(service="kms", resource="key", resource_name="*")
+        self.tenant_aliases_arn = stack.format_arn(
+            service="kms", resource="alias", resource_name=f"{self.key_scope}/{INDEX_PREFIX}*"
+        )
         self.bucket = s3vectors.CfnVectorBucket(
             self,
             "Bucket",
@@ -152,6 +174,91 @@ class VectorStore(Construct):
             )
         if bucket_actions:
             role.add_to_principal_policy(iam.PolicyStatement(actions=bucket_actions, resources=[self.bucket_arn]))
+        if self.key_per_tenant and VectorAccess.KEY_CREATE in access:
+            self._grant_key_creation(role)
+        if self.key_per_tenant and VectorAccess.KEY_DESTROY in access:
+            self._grant_tenant_keys(role, "kms:DeleteAlias", "kms:DescribeKey", "kms:ScheduleKeyDeletion")
+
+    def environment(self) -> dict[str, str]:
+        """The functions' settings of this store: the bucket, and with a key per tenant what its keys need."""
+        values = {"vector_bucket": self.bucket_name}
+        if self.key_per_tenant:
+            values.update(
+                vector_bucket_arn=self.bucket_arn,
+                tenant_key_scope=self.key_scope,
+                tenant_key_deletion_days=str(self._deletion_days),
+            )
+        return values
+
+    def grant_tenant_key_reads(self, role: iam.IRole) -> None:
+        """With a key per tenant, let `role` (the tenant-reader role) decrypt with the tenants' keys, only
+        through S3 Vectors: the stack's tag names them (a session narrows it to its tenant's tag)."""
+        if not self.key_per_tenant:
+            return
+        region = Stack.of(self).region
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[self.tenant_keys_arn],
+                conditions={
+                    "StringEquals": {
+                        "kms:ViaService": f"s3vectors.{region}.amazonaws.com",
+                        f"aws:ResourceTag/{STACK_TAG}": self.key_scope,
+                    }
+                },
+            )
+        )
+        self._acknowledge_keys(role)
+
+    def _grant_key_creation(self, role: iam.IRole) -> None:
+        """CreateKey (and the TagResource its tags need) only with the stack's tag and a tenant's; then the
+        alias, the lookup, and the discard of a key that lost the alias race."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:CreateKey", "kms:TagResource"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {f"aws:RequestTag/{STACK_TAG}": self.key_scope},
+                    "StringLike": {f"aws:RequestTag/{TENANT_TAG}": f"{INDEX_PREFIX}*"},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": [STACK_TAG, TENANT_TAG]},
+                },
+            )
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "kms:CreateKey names no resource (the key does not exist yet), nor does the TagResource that CreateKey "
+            "with tags needs: both are allowed only with this stack's tag and a tenant index's tag (aws:RequestTag, "
+            "aws:TagKeys), so every key the role makes is one the stack's other grants name.",
+        )
+        self._grant_tenant_keys(role, "kms:CreateAlias", "kms:DescribeKey", "kms:ScheduleKeyDeletion")
+
+    def _grant_tenant_keys(self, role: iam.IRole, *actions: str) -> None:
+        """`actions` on the stack's tenant keys (by tag), the alias ones also on the tenant aliases."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=sorted(actions),
+                resources=[self.tenant_keys_arn],
+                conditions={"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": self.key_scope}},
+            )
+        )
+        if on_alias := sorted(a for a in actions if a in ("kms:CreateAlias", "kms:DeleteAlias")):
+            role.add_to_principal_policy(iam.PolicyStatement(actions=on_alias, resources=[self.tenant_aliases_arn]))
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::{_as_nag_renders(Stack.of(self).resolve(self.tenant_aliases_arn))}]",
+                "Each tenant's key alias is made with its first index, so the stack cannot name them: the grant "
+                f"covers this stack's tenant aliases (alias/{self.key_scope}/{INDEX_PREFIX}*) only.",
+            )
+        self._acknowledge_keys(role)
+
+    def _acknowledge_keys(self, role: iam.IRole) -> None:
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::{_as_nag_renders(Stack.of(self).resolve(self.tenant_keys_arn))}]",
+            "Each tenant's key is created with its first index, so the stack cannot name them: the grant is "
+            f"conditioned on the tag every tenant key of this stack carries (aws:ResourceTag/{STACK_TAG}).",
+        )
 
 
 def _as_nag_renders(value: object) -> str:

@@ -687,25 +687,22 @@ def _parser() -> argparse.ArgumentParser:
         "TOKEN=$(citewise token --tenant acme --user alice --group admin)",
         "OPS=$(citewise token --operator --user ops)",
     )
-    whose = token.add_mutually_exclusive_group()
-    whose.add_argument("--tenant", help="tenant id, the token's custom:tenant_id (or CITEWISE_TENANT)")
-    whose.add_argument(
-        "--operator",
-        action="store_true",
-        help=f"a token of the platform operator: no tenant, in the {OPERATOR_GROUP!r} group (the /v1/admin/ routes)",
-    )
-    token.add_argument(
-        "--user", default=DEFAULT_USER, help=f"user id, the token's sub (or CITEWISE_USER; default: {DEFAULT_USER})"
-    )
-    token.add_argument("--group", action="append", default=[], help="a cognito:groups entry (repeatable)")
-    token.add_argument(
-        "--ttl",
-        metavar="SECONDS",
-        type=int,
-        default=3600,
-        help=f"seconds until it expires, 1-{MAX_TTL} (default 3600)",
-    )
+    _token_identity(token)
     token.set_defaults(run=_token, own_services=True)
+
+    console = _command(
+        commands,
+        "console",
+        "print a sign-in link of the web console for a running `citewise serve` (docs/console.md)",
+        "citewise console --tenant acme --user alice --group admin",
+    )
+    _token_identity(console)
+    console.add_argument(
+        "--server",
+        metavar="URL",
+        help="the server's URL (default: CITEWISE_PUBLIC_URL, else http://127.0.0.1:8080)",
+    )
+    console.set_defaults(run=_console, own_services=True)
 
     from citewise_local import upload
 
@@ -759,6 +756,36 @@ def _parser() -> argparse.ArgumentParser:
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilogs' example lines as written."""
+
+
+def _token_identity(parser: argparse.ArgumentParser) -> None:
+    """The identity of a token `citewise token` prints, or of the one a console sign-in link buys."""
+    whose = parser.add_mutually_exclusive_group()
+    whose.add_argument("--tenant", help="tenant id, the token's custom:tenant_id (or CITEWISE_TENANT)")
+    whose.add_argument(
+        "--operator",
+        action="store_true",
+        help=f"a token of the platform operator: no tenant, in the {OPERATOR_GROUP!r} group (the /v1/admin/ routes)",
+    )
+    parser.add_argument(
+        "--user", default=DEFAULT_USER, help=f"user id, the token's sub (or CITEWISE_USER; default: {DEFAULT_USER})"
+    )
+    parser.add_argument("--group", action="append", default=[], help="a cognito:groups entry (repeatable)")
+    parser.add_argument(
+        "--ttl",
+        metavar="SECONDS",
+        type=int,
+        default=3600,
+        help=f"seconds until it expires, 1-{MAX_TTL} (default 3600)",
+    )
+
+
+def _token_claims(args: argparse.Namespace) -> dict[str, Any]:
+    """`mint_token`'s identity arguments from `_token_identity`'s flags. The tenant a config file or
+    CITEWISE_TENANT may give is not the operator's: it has none."""
+    if args.operator:
+        return {"tenant_id": None, "user_id": args.user, "groups": [OPERATOR_GROUP, *args.group], "ttl": args.ttl}
+    return {"tenant_id": args.tenant, "user_id": args.user, "groups": args.group, "ttl": args.ttl}
 
 
 def _choices(parser: argparse.ArgumentParser, metavar: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
@@ -1493,6 +1520,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     home = f" --home {args.home}" if args.home is not None else ""
     print(f"citewise API on {server.url} (Swagger UI: {server.url}/v1/docs); Ctrl-C stops it", flush=True)
     print(f"token: citewise{home} token --tenant T --user U, sent as 'Authorization: Bearer <token>'", flush=True)
+    print(f"web console: {server.url}/console/ (sign in: citewise{home} console --tenant T --user U)", flush=True)
     if log_file is not None:
         print(f"handler logs: {log_file}", flush=True)
     stops = _stop_on_sigterm()
@@ -1559,12 +1587,21 @@ def _upload(args: argparse.Namespace, settings: Settings) -> int:
 def _token(args: argparse.Namespace, settings: Settings) -> int:
     from citewise_local.auth import TOKEN_PURPOSE, local_key, mint_token
 
-    key = local_key(settings.home_dir, TOKEN_PURPOSE)
-    if args.operator:
-        # The tenant a config file or CITEWISE_TENANT may give is not the operator's: it has none.
-        print(mint_token(key, tenant_id=None, user_id=args.user, groups=[OPERATOR_GROUP, *args.group], ttl=args.ttl))
-    else:
-        print(mint_token(key, tenant_id=args.tenant, user_id=args.user, groups=args.group, ttl=args.ttl))
+    print(mint_token(local_key(settings.home_dir, TOKEN_PURPOSE), **_token_claims(args)))
+    return 0
+
+
+def _console(args: argparse.Namespace, settings: Settings) -> int:
+    """A one-time sign-in link of the web console (`citewise_local.webconsole`) for the server on this home."""
+    from citewise_local.auth import TOKEN_PURPOSE, local_key
+    from citewise_local.webconsole import SIGN_IN_PURPOSE, sign_in_code, sign_in_url
+
+    home = settings.home_dir
+    code = sign_in_code(
+        local_key(home, SIGN_IN_PURPOSE), token_key=local_key(home, TOKEN_PURPOSE), **_token_claims(args)
+    )
+    server = args.server or (settings.public_url if "public_url" in settings.model_fields_set else None)
+    print(sign_in_url(server or "http://127.0.0.1:8080", code))
     return 0
 
 

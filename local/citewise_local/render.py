@@ -183,7 +183,7 @@ def render_routing(routing: Routing) -> str:
     if dropped is not None:
         phrases = ", ".join(f'"{phrase}"' for phrase in dropped.dropped_phrases)
         return f"routed ({routing.router}{fell_back}): {phrases} dropped: {dropped.reason}: {dropped.message}"
-    if not (routing.consumed_phrases or routing.pinned_documents):
+    if not (routing.consumed_phrases or routing.pinned_documents or routing.versions):
         return f"routed ({routing.router}{fell_back}): nothing" if fell_back else ""
     phrases = ", ".join(f'"{phrase}"' for phrase in routing.consumed_phrases)
     line = f"routed ({routing.router}{fell_back}): {phrases or 'no phrase'}"
@@ -191,6 +191,10 @@ def render_routing(routing: Routing) -> str:
         line += f" -> {json.dumps(routing.applied_filters)}"
     if routing.pinned_documents:
         line += f"; pinned {', '.join(routing.pinned_documents)}"
+    if (versions := routing.versions) is not None:
+        line += (
+            f"; preferred version {', '.join(versions.versions)} ({len(versions.demoted_documents)} documents after)"
+        )
     return line + " (--no-route to search the whole text)"
 
 
@@ -353,6 +357,11 @@ def render_erasure(erasure: Erasure) -> str:
         remaining = "-" if part.remaining is None else f"{part.remaining:,}"
         note = "  kept (billing)" if part.kept else ""
         lines.append(f"  {part.store:<10} {part.deleted:>10,} {remaining:>10}{note}")
+    for part in erasure.stores:
+        if part.key is not None:  # search mode s3vectors with a key per tenant
+            lines.append(
+                f"  {part.store}: key {part.key.key_arn} deleted by KMS on {part.key.deletion_date.isoformat()}"
+            )
     return escape_terminal_controls("\n".join(lines))
 
 

@@ -110,6 +110,16 @@ from citewise_local.emulator import (
 from citewise_local.lambdaenv import ExecutionEnvironment, FunctionPool, HandlerError, Output
 from citewise_local.registry import LocalRegistry
 from citewise_local.servelog import LogFormat, ServeLog
+from citewise_local.webconsole import (
+    CONSOLE_PATH,
+    MAX_SESSION_REQUEST_BYTES,
+    SECURITY_HEADERS,
+    SESSION_PATH,
+    SignIns,
+    cache_control,
+    console_config,
+    console_files,
+)
 
 INGEST_FUNCTION = "ingest"
 FUNCTIONS: tuple[str, ...] = tuple(sorted({route.function for route in ROUTES} | {INGEST_FUNCTION}))
@@ -409,6 +419,7 @@ class LocalServer(ThreadingHTTPServer):
             self.handler_output = handler_output
             self.home = settings.home_dir.resolve()
             self.token_key = local_key(self.home, TOKEN_PURPOSE)
+            self.sign_ins = SignIns.of_home(self.home)
             self.blobs = local_blob_store(self.settings.model_copy(update={"home": self.home}))
             self.credentials = LocalCredentials(self.home / "credentials.db", token_url=local_token_url(self.settings))
             self.sequencer = Sequencer()
@@ -694,6 +705,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 status = self._download(raw_path, request_id)
             elif self.command == "POST" and raw_path == TOKEN_PATH:
                 status = self._token(request_id)
+            elif raw_path == CONSOLE_PATH or raw_path.startswith(f"{CONSOLE_PATH}/"):
+                status = self._console(raw_path, request_id)
             else:
                 status = self._api(raw_path, request_id)
         except TimeoutError:  # the client stopped sending within the body: it is disconnected
@@ -908,6 +921,45 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return self._send_json(502, body, request_id)
         return self._send(mapped.status, mapped.body, mapped.headers, request_id, proxied=True)
 
+    # --- the web console (citewise_local.webconsole) --------------------------------------------------
+
+    def _console(self, raw_path: str, request_id: str) -> int:
+        """The console's files and `config.json` (GET), and sign-in with a one-time code (POST session)."""
+        try:
+            body = self._read_body(MAX_SESSION_REQUEST_BYTES)
+        except CitewiseError as exc:
+            return self._send_error(exc, request_id, close=True)
+        headers = list(SECURITY_HEADERS.items())
+        if raw_path == SESSION_PATH:
+            if self.command != "POST":
+                return self._send_error(MethodNotAllowedError(self.command, ("POST",)), request_id)
+            try:
+                session = self.server.sign_ins.redeem(_sign_in_code(body))
+            except CitewiseError as exc:
+                return self._send_error(exc, request_id)
+            answer = [("Content-Type", "application/json"), ("Cache-Control", "no-store"), *headers]
+            return self._send(200, _json(session).encode(), answer, request_id)
+        if self.command not in ("GET", "HEAD"):
+            return self._send_error(MethodNotAllowedError(self.command, ("GET", "HEAD")), request_id)
+        if raw_path == CONSOLE_PATH:  # relative asset URLs resolve under the folder, not beside it
+            return self._send(308, b"", [("Location", f"{CONSOLE_PATH}/"), *headers], request_id)
+        name = raw_path[len(CONSOLE_PATH) + 1 :]
+        if name == "config.json":
+            config = _json(console_config(self.server.url)).encode()
+            return self._send(
+                200, config, [("Content-Type", "application/json"), ("Cache-Control", "no-cache"), *headers], request_id
+            )
+        files = console_files()
+        if name not in files:
+            missing = (
+                "no such console file" if files else "the console is not built into this install: run `make console`"
+            )
+            return self._send_error(NotFoundError(missing), request_id)
+        data, content_type = files[name]
+        return self._send(
+            200, data, [("Content-Type", content_type), ("Cache-Control", cache_control(name)), *headers], request_id
+        )
+
     # --- uploads ------------------------------------------------------------------------------------
 
     def _upload(self, raw_path: str, request_id: str) -> int:
@@ -1074,6 +1126,17 @@ def _client_authentication(authorization: str, fields: dict[str, str]) -> tuple[
         client_id, _, secret = decoded.partition(":")
         return unquote_plus(client_id), unquote_plus(secret)
     return fields.get("client_id", ""), fields.get("client_secret", "")
+
+
+def _sign_in_code(body: bytes) -> str:
+    """The `code` of a console sign-in request, `{"code": "..."}`."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("code"), str):
+        raise ValidationError('send {"code": "<the code of the sign-in link>"} as JSON')
+    return str(parsed["code"])
 
 
 def _asks_for_stream(body: bytes) -> bool:

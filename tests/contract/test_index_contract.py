@@ -20,13 +20,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError, TransportError
 
 from citewise.aws.opensearch import OpenSearchIndex, connect
 from citewise.aws.opensearch_queries import index_body, new_generation
 from citewise.aws.s3vectors import S3VectorsIndex
+from citewise.aws.tenant_keys import TenantKeys
 from citewise.builtin.hashing import HashingEmbedder
 from citewise.domain.errors import SearchBackendError, ThrottledError, ValidationError
 from citewise.domain.models import AttributeValue, Caller, Chunk, DocumentMetadata, Filter, SearchRequest, Visibility
@@ -49,6 +52,7 @@ ADAPTERS = [
     "opensearch-domain",
     "opensearch-serverless",
     "s3vectors",
+    "s3vectors-keys",
 ]
 ALICE = Caller(tenant_id="acme", user_id="alice")
 BOB = Caller(tenant_id="acme", user_id="bob")
@@ -78,6 +82,13 @@ def open_index(kind: str, directory: Path) -> Iterator[VectorIndex]:
         fake = FakeS3Vectors()
         fake.create_bucket("citewise-test")
         yield S3VectorsIndex(fake.client(), "citewise-test")
+    elif kind == "s3vectors-keys":  # a KMS key per tenant (moto's KMS), each index created under its own
+        fake = FakeS3Vectors()
+        bucket = fake.create_bucket("citewise-test")
+        with mock_aws():
+            kms = boto3.client("kms", region_name=fake.region, aws_access_key_id="x", aws_secret_access_key="x")  # noqa: S106
+            keys = TenantKeys(lambda: kms, scope="citewise-test", bucket_arn=bucket.arn)
+            yield S3VectorsIndex(fake.client(), "citewise-test", keys=keys)
     else:
         with running(FakeOpenSearch(serverless=kind == "opensearch-serverless")) as server:
             client = OpenSearch(hosts=[server.url], timeout=10)
@@ -609,6 +620,75 @@ def test_source_and_source_date_filter_alike_on_every_adapter(index: VectorIndex
         flt = Filter.model_validate(raw)
         assert sorted(keyword(index, ALICE, "queue retries", flt)) == expected, raw
         assert sorted(vector(index, ALICE, "queue retries", flt)) == expected, raw
+
+
+# --- versions compared as versions, on every adapter --------------------------------------------------
+
+VERSIONED: dict[str, dict[str, AttributeValue]] = {
+    "py39": {"version": "3.9"},
+    "py312": {"version": "3.12"},
+    "py312rc": {"version": "3.12.0rc1"},
+    "fastapi": {"version": "0.100.0", "introduced_in": "0.95", "deprecated_in": "0.115"},
+    "unversioned": {},
+    # Written before versions were checked at ingest (the pipeline refuses it now): it is no version.
+    "legacy": {"version": "latest"},
+}
+ALL_VERSIONED = sorted(VERSIONED)
+
+
+@pytest.fixture(scope="module", params=ADAPTERS)
+def versioned_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VectorIndex]:
+    """One chunk per document of `VERSIONED`, all with the same text."""
+    with open_index(request.param, tmp_path_factory.mktemp(request.param)) as opened:
+        opened.ensure(EMBEDDER.name, DIMENSION)
+        for doc_id, attributes in VERSIONED.items():
+            put(opened, make_chunk("acme", doc_id, 0, "Configure the event loop policy.", attributes=attributes))
+        yield opened
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"versionGreaterThan": {"key": "version", "value": "3.10"}}, ["py312", "py312rc"]),
+        ({"versionLessThan": {"key": "version", "value": "3.12"}}, ["fastapi", "py312rc", "py39"]),
+        ({"versionEquals": {"key": "version", "value": "3.12.0"}}, ["py312"]),
+        ({"versionNotEquals": {"key": "version", "value": "v3.12"}}, [d for d in ALL_VERSIONED if d != "py312"]),
+        ({"versionGreaterThanOrEquals": {"key": "version", "value": "0.99"}}, ["fastapi", "py312", "py312rc", "py39"]),
+        ({"versionLessThanOrEquals": {"key": "version", "value": "0.100"}}, ["fastapi"]),
+        ({"versionLessThanOrEquals": {"key": "introduced_in", "value": "0.95.0"}}, ["fastapi"]),
+        ({"versionGreaterThan": {"key": "deprecated_in", "value": "0.114.9"}}, ["fastapi"]),
+        ({"versionGreaterThan": {"key": "deprecated_in", "value": "0.115"}}, []),
+        (
+            {
+                "orAll": [
+                    {"versionEquals": {"key": "version", "value": "3.9"}},
+                    {"versionGreaterThanOrEquals": {"key": "version", "value": "3.12rc2"}},
+                ]
+            },
+            ["py312", "py39"],
+        ),
+        (
+            {
+                "andAll": [
+                    {"versionLessThanOrEquals": {"key": "introduced_in", "value": "0.99"}},
+                    {"versionGreaterThan": {"key": "deprecated_in", "value": "0.99"}},
+                ]
+            },
+            ["fastapi"],
+        ),
+    ],
+)
+def test_version_operators_compare_versions_alike_on_every_adapter(
+    versioned_index: VectorIndex, raw: dict[str, Any], expected: list[str]
+) -> None:
+    # Given documents of versions whose string order is not their version order (3.9 > 3.12 as strings)
+    flt = Filter.model_validate(raw)
+
+    # When both searches run under the version filter / Then each keeps exactly the documents of those versions
+    by_keyword = versioned_index.keyword_search(BOB, "event loop policy", flt, 50)
+    by_vector = versioned_index.vector_search(BOB, EMBEDDER.embed_query("event loop policy"), flt, 50)
+    assert sorted(scored.doc_id for scored in by_keyword) == expected
+    assert sorted(scored.doc_id for scored in by_vector) == expected
 
 
 # --- the OpenSearch adapter: faults and extras ---------------------------------------------------------

@@ -25,6 +25,8 @@ Semantics held to the S3 User Guide ("Metadata filtering", "Limitations and rest
   60 is the usual constant, and docs/aws.md lists both as what a real account must confirm;
 - vectors: the index's dimension, finite values, no zero vector under `cosine` (the API reference's
   PutInputVector), stored as float32;
+- an index's own `encryptionConfiguration` (a key per tenant) is kept and shown by GetIndex, `kmsKeyArn`
+  only with `aws:kms`; the key itself is not used (KMS is moto's, and the encryption is the service's);
 - limits: `topK` at most 100, 50 metadata keys, 2 KB filterable and 40 KB in all per vector, 20 MiB per
   request, the dimension of the index; the 500 per PutVectors/DeleteVectors and 100 per GetVectors are
   the model's own and botocore refuses them before the double sees them.
@@ -79,6 +81,7 @@ class Index:
     non_filterable: frozenset[str]
     text_keys: dict[str, str]  # metadata key: language
     tags: dict[str, str]
+    encryption: Json | None = None  # CreateIndex's `encryptionConfiguration`; None: the bucket's
     building: bool = False
     vectors: dict[str, tuple[list[float], Json]] = field(default_factory=dict)
     terms: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)  # (vector, metadata key): analysed
@@ -223,6 +226,7 @@ class FakeS3Vectors:
                 c["metadataKey"]: c.get("language", "standard") for c in config.get("textSearchConfigurations", [])
             },
             tags=dict(params.get("tags", {})),
+            encryption=_encryption(params.get("encryptionConfiguration")),
         )
         return {"indexArn": bucket.indexes[name].arn}
 
@@ -239,6 +243,7 @@ class FakeS3Vectors:
                 "dimension": index.dimension,
                 "distanceMetric": index.metric,
                 "indexMode": "ENHANCED",
+                **({"encryptionConfiguration": index.encryption} if index.encryption else {}),
                 "metadataConfiguration": {
                     "nonFilterableMetadataKeys": sorted(index.non_filterable),
                     "textSearchConfigurations": [
@@ -351,6 +356,16 @@ class ServiceQuotaExceeded(ServiceError):
 
 
 _NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _encryption(configuration: Json | None) -> Json | None:
+    """An index's own encryption, as the API reference's EncryptionConfiguration says: `kmsKeyArn` if and
+    only if `sseType` is `aws:kms` (the model checks the ARN's pattern, not this pairing)."""
+    if configuration is None:
+        return None
+    if (configuration.get("sseType") == "aws:kms") != ("kmsKeyArn" in configuration):
+        raise ServiceError("ValidationException", "kmsKeyArn is allowed if and only if sseType is aws:kms")
+    return dict(configuration)
 
 
 def _valid_name(name: str) -> bool:

@@ -121,6 +121,10 @@ def test_the_wheel_and_the_sdist_hold_the_library_the_local_platform_the_handler
     corpus = {f"citewise_samples/corpus/{path.name}" for path in (REPO / "samples" / "corpus").iterdir()}
     squad = {"citewise_samples/squad/dev-v2.0-sample.json.xz", "citewise_samples/squad/NOTICE.md"}
     assert corpus | squad | {"citewise_samples/questions.json"} <= wheel
+    # And the web console's built files, which the installed server serves with no npm (docs/console.md)
+    built = REPO / "local" / "citewise_local" / "console"
+    console = {f"citewise_local/console/{p.relative_to(built).as_posix()}" for p in built.rglob("*") if p.is_file()}
+    assert "citewise_local/console/index.html" in console and console <= wheel
     with tarfile.open(installed.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"functions/query/handler.py", "samples/questions.json", "layers/citewise/__init__.py"} <= names
@@ -179,6 +183,8 @@ def test_the_installed_server_runs_the_installed_handlers(installed: Installed, 
         reply = server.request("POST", "/v1/search", token=token, json_body={"query": "anything"})
         assert reply.status == 200, reply.body
         assert reply.json()["hits"] == []
+        page = server.request("GET", "/console/")
+        assert page.status == 200 and b'<div id="app">' in page.body
     finally:
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(timeout=30)

@@ -46,8 +46,11 @@ def _header_id(reply: Reply) -> str:
 def test_text_output_is_one_readable_line_per_request_and_the_logs_go_to_the_file(tmp_path: Path) -> None:
     api, replies, stderr = _run(tmp_path)
     log_file = api.home / "logs" / "serve.log"
-    # stdout: the banner, naming the log file
-    assert api.log.read_text().splitlines()[2:] == [f"handler logs: {log_file}"]
+    # stdout: the banner, naming the web console and the log file
+    assert api.log.read_text().splitlines()[2:] == [
+        f"web console: {api.url}/console/ (sign in: citewise console --tenant T --user U)",
+        f"handler logs: {log_file}",
+    ]
     # stderr: nothing but request lines, each exactly "METHOD PATH STATUS MSms REQUEST-ID"
     lines = stderr.splitlines()
     assert lines and all(REQUEST_LINE.fullmatch(line) for line in lines), stderr

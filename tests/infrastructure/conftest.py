@@ -47,12 +47,16 @@ SERVERLESS_IAM = {
         "guardrail_version": "3",
     },
     "api": {"cors_allow_origins": []},
+    # The console signs in on Cognito's hosted UI: none in IAM mode (`citewise_infra.config.ConsoleConfig`).
+    "console": {"enabled": False},
 }
 
 
 S3VECTORS = {"search": {"mode": "s3vectors"}}
 """Search mode s3vectors: a vector bucket, an index per tenant, no OpenSearch (`citewise_infra.vectors`);
 cdk.json's dev is in it."""
+S3VECTORS_KEYS = {"search": {"mode": "s3vectors", "key_per_tenant": True}}
+"""Search mode s3vectors with a KMS key per tenant (`citewise.aws.tenant_keys`): the KMS grants."""
 MANAGED = {"search": {"mode": "managed"}}
 """Search mode managed: an OpenSearch domain of the environment's sizes (`make synth SEARCH_MODE=managed`)."""
 
@@ -147,6 +151,12 @@ def serverless_iam(tmp_path_factory: pytest.TempPathFactory, _no_default_account
 def s3vectors(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) -> Synth:
     """dev as cdk.json has it: search mode s3vectors, the cheapest mode that works (docs/deploy.md)."""
     return synthesize(tmp_path_factory.mktemp("cdk-s3vectors"), "dev")
+
+
+@pytest.fixture(scope="session")
+def s3vectors_keys(tmp_path_factory: pytest.TempPathFactory, _no_default_account: None) -> Synth:
+    """dev in search mode s3vectors with a key per tenant."""
+    return synthesize(tmp_path_factory.mktemp("cdk-s3vectors-keys"), "dev", S3VECTORS_KEYS)
 
 
 @pytest.fixture(scope="session", params=["dev", "prod", "serverless_iam"])

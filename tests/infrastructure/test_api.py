@@ -18,8 +18,8 @@ from citewise.domain.access import ADMIN_GROUP, OPERATOR_GROUP
 from citewise.runtime import cors
 from citewise.runtime.resource_metadata import METADATA_PATH
 
-from .conftest import Synth
-from .templates import method_paths, references
+from .conftest import Synth, synthesize
+from .templates import flat, method_paths, references
 
 # The responses the issue names, and the code each must answer with.
 REQUIRED_RESPONSES = {
@@ -98,9 +98,18 @@ def test_the_pool_defines_the_two_scopes_and_a_token_endpoint(dev: Synth) -> Non
     variables = function["Environment"]["Variables"]
     assert {"CITEWISE_USER_POOL_ID", "CITEWISE_CREDENTIAL_TOKEN_URL"} <= set(variables)
     assert "/oauth2/token" in json.dumps(variables["CITEWISE_CREDENTIAL_TOKEN_URL"])
-    # The people's app client keeps OAuth off: the domain serves programs' tokens only
+    # The people's API client keeps OAuth off: the domain serves programs' tokens, and the console's
+    # sign-in to its own client only (tests/infrastructure/test_console.py)
+    assert api_client(dev)["AllowedOAuthFlowsUserPoolClient"] is False
     clients = [c["Properties"] for c in dev.of_type("AWS::Cognito::UserPoolClient").values()]
-    assert [c.get("AllowedOAuthFlowsUserPoolClient") for c in clients] == [False]
+    assert dev.stack.console is not None and dev.stack.console.client is not None
+    console_client = dev.resources[dev.logical_id(dev.stack.console.client)]["Properties"]
+    assert [c for c in clients if c["AllowedOAuthFlowsUserPoolClient"]] == [console_client]
+
+
+def api_client(synth: Synth) -> dict[str, Any]:
+    """The properties of the app client people's programs and browsers use with the API (no OAuth)."""
+    return synth.resources[synth.logical_id(synth.stack.api.user_pool_client)]["Properties"]  # type: ignore[no-any-return]
 
 
 def test_iam_mode_signs_every_method_but_the_public_ones(serverless_iam: Synth) -> None:
@@ -153,16 +162,20 @@ def test_gateway_responses_answer_with_the_library_error_body(synth: Synth) -> N
     assert responses["MISSING_AUTHENTICATION_TOKEN"]["StatusCode"] == "404"
 
 
-def test_error_bodies_are_readable_from_the_one_allowed_browser_origin(dev: Synth, prod: Synth) -> None:
+def test_error_bodies_are_readable_from_the_one_allowed_browser_origin(
+    tmp_path: Path, _no_default_account: None, serverless_iam: Synth
+) -> None:
+    # dev without its console: one configured origin (with the console, the console's: test_console.py)
+    dev = synthesize(tmp_path, "dev", {"console": {"enabled": False}})
     (origin,) = dev.stack.config.api.cors_allow_origins
     for response in dev.of_type("AWS::ApiGateway::GatewayResponse").values():
         parameters = response["Properties"]["ResponseParameters"].items()
         headers = {name: value for name, value in parameters if not name.endswith("WWW-Authenticate")}  # see below
         assert headers == {"gatewayresponse.header.Access-Control-Allow-Origin": f"'{origin}'"}
+    # No origin at all: no CORS header
     assert all(
         "ResponseParameters" not in r["Properties"]
-        for r in prod.of_type("AWS::ApiGateway::GatewayResponse").values()
-        if r["Properties"]["ResponseType"] not in CHALLENGED
+        for r in serverless_iam.of_type("AWS::ApiGateway::GatewayResponse").values()
     )
 
 
@@ -212,7 +225,7 @@ def joined(value: Any) -> str:
     raise AssertionError(f"not a string expression: {value}")
 
 
-def test_cors_preflight_exists_only_where_origins_are_configured(dev: Synth, prod: Synth) -> None:
+def test_cors_preflight_exists_only_where_origins_are_configured(dev: Synth, serverless_iam: Synth) -> None:
     options = [m for (verb, _), m in method_paths(dev).items() if verb == "OPTIONS"]
     assert options and all(m["AuthorizationType"] == "NONE" for m in options)
     headers = options[0]["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
@@ -220,18 +233,23 @@ def test_cors_preflight_exists_only_where_origins_are_configured(dev: Synth, pro
         headers["method.response.header.Access-Control-Allow-Origin"]
         == f"'{dev.stack.config.api.cors_allow_origins[0]}'"
     )
-    assert not [verb for (verb, _) in method_paths(prod) if verb == "OPTIONS"]
+    # Neither an origin nor a console (prod has its console's: test_console.py): no preflight
+    assert not [verb for (verb, _) in method_paths(serverless_iam) if verb == "OPTIONS"]
 
 
 @pytest.mark.parametrize("key", API_FUNCTIONS)
-def test_the_api_functions_answer_the_configured_origins_themselves(dev: Synth, prod: Synth, key: str) -> None:
+def test_the_api_functions_answer_the_configured_origins_themselves(
+    dev: Synth, serverless_iam: Synth, key: str
+) -> None:
     # A proxy response carries CORS only if the function adds it: the functions get the stack's origins
+    # (and the console's, last: test_console.py)
     def variables(synth: Synth) -> dict[str, Any]:
         function = synth.resources[synth.logical_id(getattr(synth.stack.functions, key).function)]
         return function["Properties"]["Environment"]["Variables"]  # type: ignore[no-any-return]
 
-    assert json.loads(variables(dev)["CITEWISE_CORS_ALLOW_ORIGINS"]) == list(dev.stack.config.api.cors_allow_origins)
-    assert "CITEWISE_CORS_ALLOW_ORIGINS" not in variables(prod)  # no origin configured: no CORS at all
+    configured = list(dev.stack.config.api.cors_allow_origins)
+    assert json.loads(flat(variables(dev)["CITEWISE_CORS_ALLOW_ORIGINS"]))[: len(configured)] == configured
+    assert "CITEWISE_CORS_ALLOW_ORIGINS" not in variables(serverless_iam)  # no origin, no console: no CORS at all
     # And the gateway's preflight allows the headers the functions' pages send (MCP's version header too)
     options = next(m for (verb, _), m in method_paths(dev).items() if verb == "OPTIONS")
     allowed = options["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
@@ -261,8 +279,7 @@ def test_users_get_their_tenant_from_an_administrator_only(dev: Synth) -> None:
     assert tenant["Mutable"] is False and tenant["AttributeDataType"] == "String"
     assert properties["Policies"]["PasswordPolicy"]["MinimumLength"] >= 12
     assert properties["MfaConfiguration"] == "OPTIONAL"
-    (client,) = dev.of_type("AWS::Cognito::UserPoolClient").values()
-    client_properties = client["Properties"]
+    client_properties = api_client(dev)
     assert client_properties["GenerateSecret"] is False
     assert "custom:tenant_id" in client_properties["ReadAttributes"]
     assert "custom:tenant_id" not in client_properties["WriteAttributes"]
@@ -282,9 +299,8 @@ def test_the_pool_has_the_admin_and_operators_groups_and_its_client_no_oauth_flo
     assert set(groups) == {ADMIN_GROUP, OPERATOR_GROUP} == {"admin", "operators"}
     assert all(group["UserPoolId"] == {"Ref": pool_id} for group in groups.values())
     assert "without a tenant" in groups[OPERATOR_GROUP]["Description"]
-    # No hosted UI: no OAuth flow at all (CDK's default: implicit and code flows to https://example.com)
-    (client,) = synth.of_type("AWS::Cognito::UserPoolClient").values()
-    properties = client["Properties"]
+    # No hosted UI for it: no OAuth flow at all (CDK's default: implicit and code flows to https://example.com)
+    properties = api_client(synth)
     assert properties["AllowedOAuthFlowsUserPoolClient"] is False
     assert not {"AllowedOAuthFlows", "CallbackURLs", "LogoutURLs", "AllowedOAuthScopes"} & set(properties)
     assert "example.com" not in json.dumps(properties)
@@ -295,8 +311,7 @@ def test_prod_requires_mfa_and_keeps_its_users(prod: Synth) -> None:
     assert pool["Properties"]["MfaConfiguration"] == "ON"
     assert pool["Properties"]["DeletionProtection"] == "ACTIVE"
     assert pool["DeletionPolicy"] == "RetainExceptOnCreate"
-    (client,) = prod.of_type("AWS::Cognito::UserPoolClient").values()
-    assert "ALLOW_USER_PASSWORD_AUTH" not in client["Properties"]["ExplicitAuthFlows"]
+    assert "ALLOW_USER_PASSWORD_AUTH" not in api_client(prod)["ExplicitAuthFlows"]
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.path}")

@@ -132,6 +132,9 @@ def test_outputs_for_the_deploy_walkthrough(dev: Synth, serverless_iam: Synth) -
         Outputs.USER_POOL_ID,
         Outputs.USER_POOL_CLIENT_ID,
         Outputs.CREDENTIAL_TOKEN_URL,
+        Outputs.CONSOLE_URL,
+        Outputs.CONSOLE_CLIENT_ID,
+        Outputs.CONSOLE_BUCKET,
     }
     assert set(serverless_iam.template["Outputs"]) == common  # no user pool in IAM mode
 

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
+from aws_cdk import App
+from citewise_infra.app import build
 from citewise_infra.constants import (
     API_FUNCTIONS,
     API_GATEWAY_TIMEOUT_S,
     COLD_START_MARGIN_S,
     FUNCTION_KEYS,
+    FUNCTIONS_ID,
     HANDLER,
     METRICS_NAMESPACE,
     SERVICE_NAMES,
     FunctionKey,
 )
-from citewise_infra.functions import settings_environment
+from citewise_infra.functions import FunctionsFactory, settings_environment
 
 from citewise.domain.quotas import Quotas
 from citewise.runtime.settings import (
@@ -34,7 +38,7 @@ from citewise.runtime.settings import (
 )
 from citewise_local.emulator import API_TIMEOUT_S, INGEST_TIMEOUT_S
 
-from .conftest import MANAGED, OPERATOR_ROLE, SERVERLESS_IAM, Synth, synthesize
+from .conftest import MANAGED, OPERATOR_ROLE, SERVERLESS_IAM, Synth, cdk_context, synthesize
 from .templates import flat
 
 SETTINGS: dict[FunctionKey, type[Settings]] = {
@@ -97,6 +101,17 @@ DEPLOY_TIME = {
     "CITEWISE_USER_POOL_ID": "us-east-1_ABC",
     "CITEWISE_CREDENTIAL_TOKEN_URL": "https://citewise-dev-123456789012.auth.us-east-1.amazoncognito.com/oauth2/token",
 }
+CONSOLE_DOMAIN = "d111111abcdef8.cloudfront.net"
+"""A stand-in for the console's distribution's domain, in the origins the API functions answer."""
+
+
+def deploy_time(name: str, value: Any) -> str:
+    """The value of variable `name` once deployed: `value` itself, or a stand-in for what CloudFormation fills in."""
+    if isinstance(value, str):
+        return value
+    if name == "CITEWISE_CORS_ALLOW_ORIGINS":  # the configured origins and the console's distribution
+        return re.sub(r"<[A-Za-z0-9]+\.DomainName>", CONSOLE_DOMAIN, flat(value))
+    return DEPLOY_TIME[name]
 
 
 def function_properties(synth: Synth, key: FunctionKey) -> dict[str, Any]:
@@ -170,9 +185,42 @@ def test_every_function_has_a_role_of_its_own(synth: Synth) -> None:
 
 
 def test_the_layer_targets_the_functions_runtime(synth: Synth) -> None:
-    (layer,) = synth.of_type("AWS::Lambda::LayerVersion").values()
+    layer = synth.resources[synth.logical_id(synth.stack.layer)]
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+def citewise_layers(synth: Synth) -> set[str]:
+    """The logical ids of citewise's layers (the console's deployment brings CDK's AWS CLI layer too)."""
+    layers = synth.of_type("AWS::Lambda::LayerVersion")
+    return {key for key, layer in layers.items() if layer["Properties"].get("Description", "").startswith("citewise ")}
+
+
+def test_no_stack_has_the_web_layer_while_no_function_extracts_pages(synth: Synth) -> None:
+    # The web layer is built at its first use: the templates have the base layer only, and bundle nothing more
+    assert citewise_layers(synth) == {synth.logical_id(synth.stack.layer)}
+
+
+def test_add_web_layer_gives_one_function_the_web_layer_on_top_of_the_base_layer(
+    tmp_path: Path, _no_default_account: None
+) -> None:
+    # Given a stack whose factory is asked to let the ingest function extract pages
+    app = App(context=cdk_context("dev"), outdir=str(tmp_path))
+    stack = build(app)
+    factory = stack.node.find_child(FUNCTIONS_ID)
+    assert isinstance(factory, FunctionsFactory)
+    factory.add_web_layer(stack.functions.ingest)
+    synth = Synth(stack, app.synth().get_stack_artifact(stack.artifact_id).template, tmp_path)
+    # Then the template has one web layer, for the functions' runtime and architecture
+    base, web = synth.logical_id(stack.layer), synth.logical_id(factory.web_layer)
+    assert citewise_layers(synth) == {base, web}
+    properties = synth.resources[web]["Properties"]
+    assert (properties["CompatibleRuntimes"], properties["CompatibleArchitectures"]) == (["python3.12"], ["arm64"])
+    # And the ingest function carries both, the base layer first; every other function only the base layer
+    assert function_properties(synth, "ingest")["Layers"] == [{"Ref": base}, {"Ref": web}]
+    for key in FUNCTION_KEYS:
+        if key != "ingest" and getattr(stack.functions, key) is not None:
+            assert function_properties(synth, key)["Layers"] == [{"Ref": base}], key
 
 
 @pytest.mark.parametrize("key", FUNCTION_KEYS)
@@ -191,7 +239,7 @@ def test_the_environment_validates_as_the_functions_settings(
     # Given the function's variables, deploy-time values stood in for, in its code's directory (the
     # working directory on Lambda)
     for name, value in variables(synth, key).items():
-        monkeypatch.setenv(name, value if isinstance(value, str) else DEPLOY_TIME[name])
+        monkeypatch.setenv(name, deploy_time(name, value))
     monkeypatch.chdir(code_directory(synth, key))
     # When the function loads its settings at cold start, they validate, and mean what the stack meant
     settings = load_settings(SETTINGS[key])
@@ -214,6 +262,8 @@ def test_the_environment_validates_as_the_functions_settings(
     if isinstance(settings, ApiSettings):
         assert settings.auth_mode == config.auth.mode
         assert settings.tenant_map == config.auth.tenant_map
+        console = (f"https://{CONSOLE_DOMAIN}",) if config.console.enabled else ()
+        assert settings.cors_allow_origins == (*config.api.cors_allow_origins, *console)
     # the usage routes (the documents function's) estimate costs at the environment's prices; no other function
     assert settings.prices == (config.prices if key == "documents" else None)
 

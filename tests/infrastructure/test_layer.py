@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 from aws_cdk import DockerImage
 from citewise_infra import layer
-from citewise_infra.constants import LIBRARY_DIR
+from citewise_infra.constants import LAYER_REQUIREMENTS, LIBRARY_DIR, PYPROJECT, WEB_LAYER_REQUIREMENTS
 from citewise_infra.layer import (
     FORBIDDEN,
     NOT_IN_LAYER,
@@ -27,6 +28,10 @@ from citewise_infra.layer import (
     pip_command,
     root_requirements,
     sdk_floor,
+    sizes,
+    source_hash,
+    web_requirements,
+    web_source_hash,
 )
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -56,9 +61,12 @@ def dist(version: str, *requires: str) -> Installed:
     return Installed(Version(version), requires)
 
 
-def real_installed() -> dict[str, Installed]:
+def real_installed(requirements_file: Path = LAYER_REQUIREMENTS) -> dict[str, Installed]:
     """The pinned packages with the requirements their real metadata declares (from this environment)."""
-    return {name: Installed(version, tuple(metadata.requires(name) or ())) for name, version in pinned().items()}
+    return {
+        name: Installed(version, tuple(metadata.requires(name) or ()))
+        for name, version in pinned(requirements_file).items()
+    }
 
 
 def test_the_pins_satisfy_pyproject_and_leave_out_the_runtime_and_local_packages() -> None:
@@ -80,6 +88,60 @@ def test_the_pins_are_closed_under_their_own_requirements() -> None:
         real_installed(), roots, markers=MARKERS, sdk=sdk_floor(roots), shadowed_by_runtime=botocore_requirements()
     )
     assert problems == []
+
+
+def test_page_extraction_is_the_web_extra_not_a_runtime_dependency_and_local_mode_has_it() -> None:
+    base = {canonicalize_name(requirement.name) for requirement in root_requirements()}
+    web = {canonicalize_name(requirement.name) for requirement in web_requirements()}
+    assert web == {"trafilatura", "lxml-html-clean"}
+    assert not base & web
+    # `make demo` and `make test` install the local extra: local mode extracts pages too
+    extras = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    local = [Requirement(line) for line in extras["local"]]
+    assert any(req.name == "citewise" and req.extras == {"web"} for req in local)
+
+
+def test_the_web_pins_satisfy_the_web_extra_and_repeat_no_base_pin() -> None:
+    base, web = pinned(), pinned(WEB_LAYER_REQUIREMENTS)
+    for requirement in web_requirements():
+        name = canonicalize_name(requirement.name)
+        assert name in web and requirement.specifier.contains(web[name]), requirement
+    assert not set(base) & set(web)
+    assert not set(web) & (RUNTIME_PROVIDED | FORBIDDEN)
+
+
+def test_the_web_pins_are_closed_over_the_base_layer() -> None:
+    # The same check the web layer's bundling runs, over the metadata of the pinned packages of both files
+    problems = check_layer(
+        real_installed(WEB_LAYER_REQUIREMENTS),
+        web_requirements(),
+        markers=MARKERS,
+        sdk=sdk_floor(root_requirements()),
+        shadowed_by_runtime=botocore_requirements(),
+        beneath=real_installed(),
+    )
+    assert problems == []
+    # and the web layer needs the base one: its packages alone leave requirements unmet
+    alone = check_layer(real_installed(WEB_LAYER_REQUIREMENTS), web_requirements(), markers=MARKERS, sdk=SDK)
+    assert "trafilatura needs certifi, which is not in the layer" in alone
+
+
+def test_a_layer_on_top_of_another_counts_its_packages_but_may_not_repeat_them() -> None:
+    base = {"requests": dist("2.34", "urllib3>=2"), "urllib3": dist("2.8"), "six": dist("1.17")}
+    web = {"extractor": dist("1.0", "requests>=2", "lxml"), "lxml": dist("6.1")}
+    # requirements met below count; the base layer's unused packages are its own check's business
+    assert check_layer(web, [Requirement("extractor")], markers=MARKERS, sdk=SDK, beneath=base) == []
+    # a version below that does not fit is reported as any other
+    old = {**base, "requests": dist("1.0")}
+    assert check_layer(web, [Requirement("extractor")], markers=MARKERS, sdk=SDK, beneath=old) == [
+        "extractor needs requests>=2, the layer has requests 1.0"
+    ]
+    # a package in both layers, and one in this layer that nothing needs, are refused
+    repeated = {**web, "urllib3": dist("2.8"), "babel": dist("2.19")}
+    assert check_layer(repeated, [Requirement("extractor")], markers=MARKERS, sdk=SDK, beneath=base) == [
+        "urllib3 is in the base layer already: drop its pin here",
+        "babel is in the layer but nothing needs it: drop its pin",
+    ]
 
 
 def test_the_sdk_floor_is_pyprojects_oldest_boto3() -> None:
@@ -195,7 +257,7 @@ class FakePip:
     def __call__(self, command: list[str]) -> None:
         self.commands.append(command)
         target = Path(command[command.index("--target") + 1])
-        for name, version in pinned().items():
+        for name, version in pinned(Path(command[command.index("--requirement") + 1])).items():
             if name == self._drop:
                 continue
             info = target / f"{name.replace('-', '_')}-{version}.dist-info"
@@ -254,3 +316,73 @@ def test_the_bundled_layer_holds_the_library_and_nothing_of_the_local_platform(t
         if any(name == local or name.startswith(f"{local}.") for local in LOCAL_ONLY_IMPORTS)
     }
     assert leaks == {}
+
+
+def _bundle(tmp_path: Path, name: str, *, web: bool, pip: FakePip | None = None) -> tuple[Path, list[str]]:
+    lines: list[str] = []
+    bundling = LocalLayerBundling("arm64", web=web, runner=pip or FakePip(), report=lines.append)
+    assert bundling.try_bundle(str(tmp_path / name), image=DockerImage.from_registry("unused")) is True
+    return tmp_path / name, lines
+
+
+def test_the_web_layer_holds_only_the_web_pins_checked_over_a_base_layer_built_beside_it(tmp_path: Path) -> None:
+    # Given the web layer bundled as `make synth` would bundle it
+    pip = FakePip()
+    output, lines = _bundle(tmp_path, "web", web=True, pip=pip)
+    # Then pip installed the base pins (for the check) and then the web pins, for the Lambda platform
+    files = [Path(command[command.index("--requirement") + 1]) for command in pip.commands]
+    assert files == [LAYER_REQUIREMENTS, WEB_LAYER_REQUIREMENTS]
+    assert all("--platform" in command for command in pip.commands)
+    # And the layer has the web pins only: no base package, no library, no console scripts
+    site = output / "python"
+    assert set(installed_distributions(site)) == set(pinned(WEB_LAYER_REQUIREMENTS))
+    assert not (site / "citewise").exists() and not (site / "bin").exists()
+    # And the report gives its size and the size with the base layer
+    (line,) = lines
+    assert line.startswith("citewise web layer (arm64, Python 3.12): ") and line.endswith(
+        "MiB unzipped with the base layer"
+    )
+
+
+def test_the_web_layer_fails_the_synth_when_the_base_layer_does_not_meet_its_requirements(tmp_path: Path) -> None:
+    # certifi is the base layer's (requests needs it) and trafilatura's: dropping it fails the base check first
+    with pytest.raises(RuntimeError, match="(?s)the Lambda layer is unfit:.*needs certifi"):
+        _bundle(tmp_path, "web", web=True, pip=FakePip(drop="certifi"))
+    with pytest.raises(RuntimeError, match="the Lambda web layer is unfit:\n  dateparser needs regex"):
+        _bundle(tmp_path, "web2", web=True, pip=FakePip(drop="regex"))
+
+
+def test_the_size_budget_is_on_the_base_and_web_layers_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a budget that each layer fits alone but not both together
+    base_bytes = sizes(_bundle(tmp_path, "base", web=False)[0])[0]
+    web_bytes = sizes(_bundle(tmp_path, "web", web=True)[0])[0]
+    monkeypatch.setattr(layer, "MAX_UNZIPPED_BYTES", base_bytes + web_bytes - 1)
+    assert max(base_bytes, web_bytes) < layer.MAX_UNZIPPED_BYTES
+    _bundle(tmp_path, "base-again", web=False)
+    # Then the web layer, which a function carries on top of the base one, is refused
+    with pytest.raises(RuntimeError, match="the base and web layers are together .* MiB unzipped, over the budget"):
+        _bundle(tmp_path, "web-again", web=True)
+
+
+def test_the_web_layer_is_rebuilt_for_its_pins_and_the_base_pins_not_for_the_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base_pins, web_pins = tmp_path / "requirements.txt", tmp_path / "web-requirements.txt"
+    base_pins.write_text(LAYER_REQUIREMENTS.read_text())
+    web_pins.write_text(WEB_LAYER_REQUIREMENTS.read_text())
+    monkeypatch.setattr(layer, "LAYER_REQUIREMENTS", base_pins)
+    monkeypatch.setattr(layer, "WEB_LAYER_REQUIREMENTS", web_pins)
+    source = tmp_path / "citewise"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    monkeypatch.setattr(layer, "LIBRARY_DIR", source)
+    hashes = [web_source_hash("arm64")]
+    (source / "__init__.py").write_text("changed = True\n")
+    assert web_source_hash("arm64") == hashes[0]  # the library is the base layer's
+    for pins in (web_pins, base_pins):
+        pins.write_text(pins.read_text() + "six==1.17.0\n")
+        hashes.append(web_source_hash("arm64"))
+    hashes.append(web_source_hash("x86_64"))
+    assert len(set(hashes)) == 4 and source_hash("arm64") not in hashes

@@ -87,17 +87,20 @@ def test_the_access_log_bucket_is_private_and_expires_logs(synth: Synth) -> None
     assert rule["ExpirationInDays"] == synth.stack.config.data.access_log_days
 
 
-def test_browser_uploads_are_allowed_only_from_configured_origins(dev: Synth, prod: Synth) -> None:
+def test_browser_uploads_and_downloads_are_allowed_only_from_configured_origins(
+    dev: Synth, serverless_iam: Synth
+) -> None:
     rules = dev.resources[dev.logical_id(dev.stack.storage.bucket)]["Properties"]["CorsConfiguration"]["CorsRules"]
-    assert rules == [
-        {
-            "AllowedHeaders": ["*"],
-            "AllowedMethods": ["PUT"],
-            "AllowedOrigins": list(dev.stack.config.api.cors_allow_origins),
-            "MaxAge": 3000,
-        }
-    ]
-    assert "CorsConfiguration" not in prod.resources[prod.logical_id(prod.stack.storage.bucket)]["Properties"]
+    # The configured origins' rule first (the console's follows it: test_console.py)
+    assert rules[0] == {
+        "AllowedHeaders": ["*"],
+        "AllowedMethods": ["PUT", "GET"],
+        "AllowedOrigins": list(dev.stack.config.api.cors_allow_origins),
+        "ExposedHeaders": ["Accept-Ranges", "Content-Length", "Content-Range", "ETag"],
+        "MaxAge": 3000,
+    }
+    bucket = serverless_iam.resources[serverless_iam.logical_id(serverless_iam.stack.storage.bucket)]
+    assert "CorsConfiguration" not in bucket["Properties"]  # no origin, no console
 
 
 def test_registry_table_is_the_adapters_schema(synth: Synth) -> None:

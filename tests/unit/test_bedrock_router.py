@@ -92,6 +92,19 @@ def test_no_tool_call_is_no_constraint(router: BedrockRouter, stub: Stubber) -> 
     assert route.constraints.empty and route.consumed_phrases == []
 
 
+def test_versions_are_read_as_the_deterministic_router_reads_them(router: BedrockRouter, stub: Stubber) -> None:
+    # Given a model that calls no tool, and a question naming a version
+    _, response = _recorded("no_constraint")
+    stub.add_response("converse", response)
+    question = "How do I set the event loop policy for Python 3.12?"
+
+    # When routed / Then the version is read without a tool, the same as the deterministic router reads it
+    route = router.route(question, CONTEXT)
+    assert route.router == "bedrock" and route.text == question
+    assert route.constraints.versions == DETERMINISTIC.route(question, CONTEXT).constraints.versions
+    assert [(v.version, v.phrase) for v in route.constraints.versions] == [("3.12", "Python 3.12")]
+
+
 def test_the_request_offers_one_tool_per_constraint_with_the_known_sources_and_the_clock(
     router: BedrockRouter, stub: Stubber
 ) -> None:

@@ -11,7 +11,7 @@ import pytest
 from citewise.aws.opensearch_queries import tenant_count_query, tenant_entries_query
 from citewise.aws.sqs_erasure import erasure_message, parse_erasure
 from citewise.domain.errors import ValidationError
-from citewise.ports.erasure import Erasure, ErasureStatus, run_erasure, start_erasure
+from citewise.ports.erasure import Erasure, ErasureStatus, KeyDeletion, run_erasure, start_erasure
 
 T0 = datetime(2026, 11, 27, tzinfo=UTC)
 
@@ -92,3 +92,44 @@ def test_the_opensearch_erasure_bodies_name_the_tenant_exactly() -> None:
     count = tenant_count_query("acme")
     assert (count["size"], count["track_total_hits"]) == (0, True)
     assert count["query"] == page["query"]
+
+
+class KeyedStore(LaggingStore):
+    """A store whose tenant has a key of its own (`TenantKeyHolder`), recording the order of events."""
+
+    def __init__(self, findable: int, events: list[str], log: MemoryLog) -> None:
+        super().__init__(findable, lagging=0)
+        self.events, self.log = events, log
+        self.aliased = True
+        self.scheduled: KeyDeletion | None = None
+
+    def erase_tenant(self, tenant_id: str, *, limit: int = 500) -> int:
+        deleted = super().erase_tenant(tenant_id, limit=limit)
+        self.events.append(f"erase {deleted}")
+        return deleted
+
+    def schedule_key_deletion(self, tenant_id: str) -> KeyDeletion | None:
+        if not self.aliased:
+            return None
+        self.events.append("schedule")
+        self.scheduled = self.scheduled or KeyDeletion(key_arn="arn:k", alias="alias/t", deletion_date=T0)
+        return self.scheduled
+
+    def release_key(self, tenant_id: str) -> None:
+        recorded = self.log.records[tenant_id].store("index").key
+        self.events.append(f"release (recorded: {recorded == self.scheduled})")
+        self.aliased = False
+
+
+def test_a_tenants_key_is_destroyed_after_every_store_is_empty_and_named_before_its_alias_goes() -> None:
+    events: list[str] = []
+    log = MemoryLog()
+    index, registry = KeyedStore(findable=3, events=events, log=log), LaggingStore(findable=2, lagging=0)
+    start_erasure(log, "acme", operator="ops", known=True, clock=lambda: T0)
+    record = run_erasure(log, "acme", {"index": index, "registry": registry}, {}, limit=2)
+    assert record.status is ErasureStatus.ERASED
+    # the index emptied, then (the registry emptied too) the key scheduled, recorded, and only then released
+    assert events == ["erase 2", "erase 1", "erase 0", "schedule", "release (recorded: True)"]
+    assert registry.findable == 0 and record.store("index").key == index.scheduled
+    # a run again changes nothing: the receipt keeps the key
+    assert run_erasure(log, "acme", {"index": index, "registry": registry}, {}) == record

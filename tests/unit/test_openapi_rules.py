@@ -48,6 +48,9 @@ LEAF = {"equals": {"key": "dept", "value": "ops"}}
         {"equals": {"key": "year", "value": 2**53 + 2}},
         {"in": {"key": "dept", "value": ["x"] * 1001}},
         {"nope": LEAF},
+        {"versionEquals": {"key": "year", "value": "3.12"}},
+        {"versionLessThan": {"key": "version", "value": "latest"}},
+        {"versionLessThan": {"key": "version", "value": 3.12}},
     ],
     ids=[
         "two-operators",
@@ -58,6 +61,9 @@ LEAF = {"equals": {"key": "dept", "value": "ops"}}
         "huge-number",
         "long-list",
         "unknown",
+        "version-of-another-key",
+        "no-version",
+        "version-as-number",
     ],
 )
 def test_the_filter_schema_refuses_what_the_model_refuses(filters: dict[str, Any]) -> None:
@@ -74,6 +80,7 @@ def test_the_filter_schema_refuses_what_the_model_refuses(filters: dict[str, Any
         {"in": {"key": "dept", "value": ["ops", "hr"]}},
         {"andAll": [LEAF, {"orAll": [LEAF] * 5}]},
         {"orAll": [{"andAll": [LEAF] * 5}] * MAX_FILTER_BRANCHES},
+        {"andAll": [{"versionGreaterThanOrEquals": {"key": "introduced_in", "value": "v2.0.0-rc.1+build.7"}}]},
     ],
 )
 def test_the_filter_schema_accepts_what_the_model_accepts(filters: dict[str, Any]) -> None:

@@ -234,6 +234,28 @@ def test_filterable_fields_type_the_metadata_view_with_system_fields_winning() -
     assert len(fields) == 17  # one entry per key, never two
 
 
+def test_a_version_attribute_also_has_an_entry_holding_its_sort_key() -> None:
+    # Given a chunk declaring a version and a deprecation
+    chunk = _chunk(version="3.12", deprecated_in="3.13rc1")
+
+    # When its filterable fields are built
+    entries = {entry["key"]: entry for entry in q.filterable_fields(chunk)}
+
+    # Then each keeps its string entry and gains a `#v:` entry with the fixed-width key that orders as versions
+    assert entries["version"] == {"key": "version", "str": "3.12"}
+    assert entries["#v:version"] == {"key": "#v:version", "str": "00003000120000000000400000000"}
+    assert entries["#v:deprecated_in"] == {"key": "#v:deprecated_in", "str": "00003000130000000000300010000"}
+
+
+def test_a_version_comparison_is_a_range_on_the_sort_key_entry() -> None:
+    flt = Filter.model_validate({"versionLessThan": {"key": "version", "value": "3.12"}})
+    nested = {"path": "attributes", "query": {"bool": {"filter": [{"term": {"attributes.key": "#v:version"}}]}}}
+    nested["query"]["bool"]["filter"].append({"range": {"attributes.str": {"lt": "00003000120000000000400000000"}}})
+    assert q.translate_filter(flt) == {"nested": nested}
+    negated = q.translate_filter(Filter.model_validate({"versionNotEquals": {"key": "version", "value": "1"}}))
+    assert list(negated["bool"]) == ["must_not"]
+
+
 def test_a_missing_page_is_no_field_at_all() -> None:
     chunk = _chunk().model_copy(update={"page": None})
     assert "page" not in {entry["key"] for entry in q.filterable_fields(chunk)}

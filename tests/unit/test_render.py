@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import textwrap
+from datetime import UTC, datetime
 
-from citewise_local.render import HIT_LINES, WIDTH, render_evaluation, render_hits
+from citewise.ports.erasure import Erasure, ErasureStatus, KeyDeletion, StoreReceipt
+from citewise_local.render import HIT_LINES, WIDTH, render_erasure, render_evaluation, render_hits
 from tests.factories import hit
 
 # The first paragraph as a PDF gives it: its lines broken where the page broke them.
@@ -75,3 +77,16 @@ def test_an_evaluation_on_opensearch_names_the_node_and_the_index_in_its_last_li
         "809 queries, embedder minilm-l6-v2, backend opensearch 2.19.1, index citewise-eval-1a2b (deleted), "
         "ingest 412.3 s, 450.0 s in all"
     )
+
+
+def test_an_erasure_receipt_names_the_tenants_destroyed_key() -> None:
+    arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    key = KeyDeletion(key_arn=arn, alias="alias/citewise-dev/t-acme", deletion_date=datetime(2026, 12, 4, tzinfo=UTC))
+    erasure = Erasure(
+        tenant_id="acme",
+        status=ErasureStatus.ERASED,
+        requested_by="ops",
+        started_at=datetime(2026, 11, 27, tzinfo=UTC),
+        stores=[StoreReceipt(store="index", deleted=2, remaining=0, key=key)],
+    )
+    assert f"index: key {arn} deleted by KMS on 2026-12-04T00:00:00+00:00" in render_erasure(erasure)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from citewise.domain.models import MAX_FILTER_LIST_VALUES, Filter
-from citewise.ports.router import Constraints, DateRange, Route, RoutingContext
+from citewise.ports.router import MAX_VERSION_MENTIONS, Constraints, DateRange, Route, RoutingContext
 from citewise.query.routing import (
     DEFAULT_ID_PATTERN,
     MAX_ROUTED_NODES,
@@ -134,6 +134,31 @@ def _chained_names(draw: st.DrawFn) -> tuple[list[str], str]:
     ]
     repetitions = draw(st.integers(min_value=24, max_value=34))
     return names, draw(_PREPOSITION) + joiner.join([name] * repetitions) + draw(_ENDING)
+
+
+def test_long_hostile_version_phrasings_are_read_in_linear_time_and_bounded() -> None:
+    # Dotted numbers of every length, long names before them, numbers glued to words and signs: the version
+    # pattern tries a bounded name per position, and a question names at most MAX_VERSION_MENTIONS versions
+    for chunk in (
+        "1.2.3.4.5.",
+        "v1.2 ",
+        "a" * 31 + " 1.2 ",
+        "Python 3.12 ",
+        "1." * 7,
+        "x1.2 ",
+        "1.2% ",
+        "9" * 6 + ".1 ",
+    ):
+        question = (chunk * (MAX_QUESTION // len(chunk)))[:MAX_QUESTION]
+        route, seconds = _timed(question, _context("jira"))
+        assert seconds < GENEROUS, (chunk, seconds)
+        assert len(route.constraints.versions) <= MAX_VERSION_MENTIONS
+    # and what the versions do is a preference, never a filter: the routed filter is unchanged by them
+    route, _ = _timed("for Python 3.12 and 3.13 in 2024", _context("jira"))
+    assert [v.version for v in route.constraints.versions] == ["3.12", "3.13"]
+    assert constraint_filter(route.constraints) == constraint_filter(
+        route.constraints.model_copy(update={"versions": []})
+    )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

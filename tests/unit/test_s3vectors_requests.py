@@ -193,3 +193,63 @@ def test_what_s3_vectors_cannot_evaluate_is_a_400_naming_operator_key_and_mode(
     assert refused.value.http_status == 400
     assert refused.value.details == {"operator": operator, "key": key, "mode": "s3vectors"}
     assert refused.value.message.startswith(f"{operator} on '{key}' is not supported in search mode s3vectors")
+
+
+def test_each_version_attribute_is_stored_as_two_numbers_and_a_non_version_as_none() -> None:
+    # Given a chunk declaring a version and when it was introduced, and one whose version is no version
+    metadata = r.chunk_metadata(_chunk({"version": "3.12.1", "introduced_in": "3.8"}), "g1")
+    legacy = r.chunk_metadata(_chunk({"version": "latest"}), "g1")
+
+    # Then each version has its high and low numbers, exact integers; a value that is none has neither
+    assert metadata["#vh:version"] == 300012_00001 and metadata["#vl:version"] == 400000000
+    assert metadata["#vh:introduced_in"] == 300008_00000 and "#vh:deprecated_in" not in metadata
+    assert metadata["version"] == "3.12.1"  # the attribute itself stays as written, for equals and in
+    assert not any(key.startswith(("#vh:", "#vl:")) for key in legacy)
+
+
+@pytest.mark.parametrize(
+    ("raw", "translated"),
+    [
+        (
+            {"versionEquals": {"key": "version", "value": "3.12"}},
+            {"$and": [{"#vh:version": {"$eq": 300012_00000}}, {"#vl:version": {"$eq": 400000000}}]},
+        ),
+        (
+            {"versionNotEquals": {"key": "version", "value": "3.12"}},
+            {
+                "$or": [
+                    {"#vh:version": {"$exists": False}},
+                    {"#vh:version": {"$ne": 300012_00000}},
+                    {"#vl:version": {"$ne": 400000000}},
+                ]
+            },
+        ),
+        (
+            {"versionGreaterThan": {"key": "deprecated_in", "value": "3.12"}},
+            {
+                "$or": [
+                    {"#vh:deprecated_in": {"$gt": 300012_00000}},
+                    {"$and": [{"#vh:deprecated_in": {"$eq": 300012_00000}}, {"#vl:deprecated_in": {"$gt": 400000000}}]},
+                ]
+            },
+        ),
+        (
+            {"versionLessThanOrEquals": {"key": "introduced_in", "value": "3.12rc1"}},
+            {
+                "$or": [
+                    {"#vh:introduced_in": {"$lt": 300012_00000}},
+                    {
+                        "$and": [
+                            {"#vh:introduced_in": {"$eq": 300012_00000}},
+                            {"#vl:introduced_in": {"$lte": 300010000}},
+                        ]
+                    },
+                ]
+            },
+        ),
+    ],
+)
+def test_version_operators_become_native_comparisons_of_the_stored_pair(
+    raw: dict[str, Any], translated: dict[str, Any]
+) -> None:
+    assert r.translate_filter(Filter.model_validate(raw)) == translated

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from citewise.aws.s3vectors_requests import index_name
+from citewise.aws.tenant_keys import TENANT_TAG
 from citewise.aws.tenant_sessions import (
     MAX_SESSION_POLICY,
     READ_ACTIONS,
@@ -54,3 +55,19 @@ def test_every_tenants_session_name_is_one_sts_accepts_and_names_its_index(tenan
 
 def test_tenants_differing_in_case_get_different_sessions() -> None:
     assert session_name("Acme") != session_name("acme")
+
+
+def test_with_a_key_per_tenant_the_session_decrypts_with_its_tenants_key_only() -> None:
+    # Given the longest names, and a key per tenant (`citewise.aws.tenant_keys`: the key carries its index's name)
+    index = "t-" + "x" * 61
+    arn = f"{bucket_arn('aws-iso-b', 'ap-southeast-5', '123456789012', 'b' * 63)}/index/{index}"
+    policy = session_policy(arn, "ap-southeast-5", tenant_key=index)
+    # Then decryption is narrowed to the key tagged with that index, still through S3 Vectors only
+    _, decrypt = json.loads(policy)["Statement"]
+    assert decrypt["Condition"] == {
+        "StringEquals": {
+            "kms:ViaService": "s3vectors.ap-southeast-5.amazonaws.com",
+            f"aws:ResourceTag/{TENANT_TAG}": index,
+        }
+    }
+    assert len(policy) <= MAX_SESSION_POLICY / 3, len(policy)

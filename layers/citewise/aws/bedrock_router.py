@@ -36,6 +36,7 @@ from citewise.ports.router import (
     RoutingContext,
     remainder,
     time_zone,
+    version_mentions,
     without_phrases,
 )
 
@@ -199,7 +200,12 @@ class BedrockRouter:
             raise UnusableRoute(str(exc)) from exc
         return Route(
             text=remainder(masked),
-            constraints=Constraints(dates=dates, sources=list(dict.fromkeys(sources)), ids=list(dict.fromkeys(ids))),
+            constraints=Constraints(
+                dates=dates,
+                sources=list(dict.fromkeys(sources)),
+                ids=list(dict.fromkeys(ids)),
+                versions=version_mentions(query),  # read as the deterministic router reads them
+            ),
             consumed_phrases=consumed,
             router=self.name,
         )

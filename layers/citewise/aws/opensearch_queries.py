@@ -26,6 +26,9 @@ Decisions:
   `domain.metadata.MAX_ATTRIBUTES`. Dates are compared as ISO-8601 strings, as the local index does.
   Strings longer than 8191 characters are not indexed for filtering (`ignore_above`; Lucene's term
   limit is 32766 bytes), and `domain.metadata` caps attribute values well below that.
+- Versions: each version attribute (`domain.versions.VERSION_KEYS`) that parses also has an entry under
+  the key `#v:<key>` (no user key starts with `#`) whose `str` is its `Version.sort_key`, fixed-width
+  digits that order as the versions do, so a version operator is a `term` or `range` on that entry.
 - The system fields (tenant_id, doc_id, owner, visibility, ...) are also top-level keyword/date/integer
   fields: the access filter, document operations and aggregations use those.
 - `text` holds `textutil.keyword_text(...)` (the title and heading path, weighted by repetition, then the
@@ -49,8 +52,9 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from citewise.domain.matching import metadata_view, system_fields
-from citewise.domain.models import Caller, Chunk, Comparison, Filter, Vector, Visibility
+from citewise.domain.models import VERSION_OPERATORS, Caller, Chunk, Comparison, Filter, Vector, Visibility
 from citewise.domain.textutil import keyword_text
+from citewise.domain.versions import declared_versions, parse_version
 
 SCHEMA_VERSION = "3"  # 3: `citewise_english`, weighted headings; 2: nested attributes; 1: a field per key
 VECTOR_FIELD = "vector"
@@ -75,6 +79,7 @@ KEYWORD_LIMIT = 8191  # characters: 4 bytes each stays under Lucene's 32766-byte
 MAX_BULK_BYTES = 10 * 1024 * 1024  # the smallest HTTP payload limit of an OpenSearch Service domain
 STR, NUM, BOOL, LIST = "str", "num", "bool", "list"
 ATTRIBUTES = "attributes"
+VERSION_KEY_PREFIX = "#v:"
 _WILDCARD_SPECIAL = re.compile(r"([\\*?])")
 
 Body = dict[str, Any]
@@ -185,6 +190,8 @@ def filterable_fields(chunk: Chunk) -> list[dict[str, Any]]:
             entry[STR] = list(value)
             entry[LIST] = _canonical_list(value)
         entries.append(entry)
+    for key, version in declared_versions(chunk.document.attributes).items():
+        entries.append({"key": VERSION_KEY_PREFIX + key, STR: version.sort_key})
     return entries
 
 
@@ -342,6 +349,8 @@ def translate_filter(flt: Filter) -> Body:
     if operator == "orAll":
         return {"bool": {"should": [translate_filter(child) for child in operand], "minimum_should_match": 1}}
     comparison: Comparison = operand
+    if operator in VERSION_OPERATORS:
+        return _version(VERSION_OPERATORS[operator], comparison)
     if operator == "notEquals":
         return {"bool": {"must_not": [_equals(comparison.key, comparison.value)]}}
     if operator == "notIn":
@@ -400,6 +409,18 @@ def _range(bound: str) -> Callable[[str, Any], Body]:
         return _scalar(key, {"range": {_field(kind): {bound: value}}})
 
     return build
+
+
+def _version(plain: str, comparison: Comparison) -> Body:
+    """A version operator: the plain comparison it mirrors, on the sort keys of the `#v:` entries."""
+    key = VERSION_KEY_PREFIX + comparison.key
+    value = parse_version(str(comparison.value)).sort_key  # a version string: `Filter` checked it
+    if plain == "notEquals":
+        return {"bool": {"must_not": [_on_key(key, {"term": {_field(STR): value}})]}}
+    if plain == "equals":
+        return _on_key(key, {"term": {_field(STR): value}})
+    bound = {"greaterThan": "gt", "greaterThanOrEquals": "gte", "lessThan": "lt", "lessThanOrEquals": "lte"}[plain]
+    return _on_key(key, {"range": {_field(STR): {bound: value}}})
 
 
 def _starts_with(key: str, value: Any) -> Body:

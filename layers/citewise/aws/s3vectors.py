@@ -23,9 +23,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import s3vectors_requests as r
 from citewise.aws.clients import error_code, translate
+from citewise.aws.tenant_keys import TenantKeys
 from citewise.domain.errors import CitewiseError, SearchBackendError, ValidationError
 from citewise.domain.models import Caller, Chunk, Filter, Vector, Visibility
-from citewise.ports.erasure import ERASE_BATCH
+from citewise.ports.erasure import ERASE_BATCH, KeyDeletion
 from citewise.ports.index import ScoredChunk
 
 logger = logging.getLogger(__name__)
@@ -41,10 +42,20 @@ class S3VectorsIndex:
     `client` is a boto3 `s3vectors` client (`citewise.aws.clients.client("s3vectors")`): the writes, the
     erasure and the ingest's reads use it. `reader(tenant_id)` is the client of a caller's reads (searches,
     sources); by default `client`, and in the deployed mode a client on that tenant's session credentials
-    (`citewise.aws.tenant_sessions`), which IAM lets read that tenant's index and no other."""
+    (`citewise.aws.tenant_sessions`), which IAM lets read that tenant's index and no other. With `keys`
+    (search.key_per_tenant) each index is created under a KMS key of its tenant's own, which the erasure
+    destroys (`citewise.aws.tenant_keys`); without, every index uses the bucket's key."""
 
-    def __init__(self, client: Any, bucket: str, *, reader: Callable[[str], Any] | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        *,
+        reader: Callable[[str], Any] | None = None,
+        keys: TenantKeys | None = None,
+    ) -> None:
         self._client = client
+        self._keys = keys
         self._reader: Callable[[str], Any] = reader or (lambda _tenant_id: client)
         self._bucket = bucket
         self._dimension: int | None = None
@@ -85,7 +96,7 @@ class S3VectorsIndex:
                 raise translate(exc, SearchBackendError, "read a tenant's index") from exc
             if not create:
                 return None
-            self._create_index(name)
+            self._create_index(tenant_id, name)
             self._existing.add(name)
             return name
         except BotoCoreError as exc:
@@ -117,11 +128,16 @@ class S3VectorsIndex:
         if active:
             self._searchable.add(name)
 
-    def _create_index(self, name: str) -> None:
+    def _create_index(self, tenant_id: str, name: str) -> None:
         if self._dimension is None:
             raise SearchBackendError("the S3 Vectors index was not ensured before its first write")
+        request = r.index_request(self._dimension)
+        if self._keys is not None:
+            # The key first (created, or the one an earlier, interrupted run left under the tenant's alias).
+            key_arn = self._keys.key_for(tenant_id)
+            request["encryptionConfiguration"] = {"sseType": "aws:kms", "kmsKeyArn": key_arn}
         try:
-            self._client.create_index(vectorBucketName=self._bucket, indexName=name, **r.index_request(self._dimension))
+            self._client.create_index(vectorBucketName=self._bucket, indexName=name, **request)
         except ClientError as exc:
             code = error_code(exc)
             if code == "ServiceQuotaExceededException":  # not throttling: retrying cannot help
@@ -233,6 +249,17 @@ class S3VectorsIndex:
             self._delete_keys(index, keys)
             if erased := sum(1 for key in keys if not _is_marker(key)):
                 return erased
+
+    def schedule_key_deletion(self, tenant_id: str) -> KeyDeletion | None:
+        """With a key per tenant, schedule the deletion of the tenant's key once its index is dropped
+        (`citewise.ports.erasure.TenantKeyHolder`): anything of the index left anywhere is unreadable
+        then. None without a key per tenant, or when the tenant has none."""
+        return self._keys.schedule_deletion(tenant_id) if self._keys is not None else None
+
+    def release_key(self, tenant_id: str) -> None:
+        """Release the name of the tenant's key (its alias), after its deletion was scheduled and recorded."""
+        if self._keys is not None:
+            self._keys.release(tenant_id)
 
     def _delete_keys(self, index: str, keys: list[str]) -> None:
         for start in range(0, len(keys), r.MAX_DELETE_VECTORS):

@@ -18,8 +18,9 @@ from typing import Any
 
 from citewise.domain.errors import UnsupportedFilterError, ValidationError
 from citewise.domain.matching import metadata_view
-from citewise.domain.models import Caller, Chunk, Comparison, DocumentMetadata, Filter, Visibility
+from citewise.domain.models import VERSION_OPERATORS, Caller, Chunk, Comparison, DocumentMetadata, Filter, Visibility
 from citewise.domain.textutil import keyword_text
+from citewise.domain.versions import declared_versions, parse_version
 
 Body = dict[str, Any]
 
@@ -34,6 +35,8 @@ HASH_KEY = "#hash"
 PATH_PREFIXES_KEY = "#path_prefixes"
 LIST_KEYS_KEY = "#lists"
 DATE_KEYS = ("created_at", "updated_at", "source_date")
+VERSION_HIGH_PREFIX = "#vh:"  # + a version key: `Version.high`, a number
+VERSION_LOW_PREFIX = "#vl:"  # + a version key: `Version.low`, a number
 NON_FILTERABLE = (CHUNK_KEY, TEXT_KEY)
 
 MAX_TOP_K = 100
@@ -108,6 +111,9 @@ def chunk_metadata(chunk: Chunk, generation: str) -> Body:
             derived[f"#{key}"] = moment.timestamp()
     if lists := sorted(key for key, value in filterable.items() if isinstance(value, list)):
         derived[LIST_KEYS_KEY] = lists
+    for key, version in declared_versions(doc.attributes).items():
+        derived[VERSION_HIGH_PREFIX + key] = version.high
+        derived[VERSION_LOW_PREFIX + key] = version.low
     metadata = {
         **filterable,
         **derived,
@@ -205,6 +211,8 @@ def translate_filter(flt: Filter) -> Body:
         return {"$and" if operator == "andAll" else "$or": [translate_filter(child) for child in operand]}
     comparison: Comparison = operand
     key, value = comparison.key, comparison.value
+    if operator in VERSION_OPERATORS:
+        return _version(VERSION_OPERATORS[operator], key, str(value))  # a version string: `Filter` checked it
     if operator == "equals":
         return {key: {"$eq": _scalar(operator, key, value)}}
     if operator == "notEquals":
@@ -263,6 +271,23 @@ def _ordered(operator: str, key: str, value: Any) -> Body:
         wanted = "$gte" if operator.startswith("greater") else "$lt"
         return {f"#{key}": {wanted: moment.timestamp()}}
     return {f"#{key}": {_ORDERED[operator]: moment.timestamp()}}
+
+
+def _version(plain: str, key: str, value: str) -> Body:
+    """A version operator on the two numbers stored per version (`#vh:`, `#vl:`), compared as a pair:
+    (high, low) > (h, l) is high > h, or high = h and low > l. A document without the version (or with a
+    value that is none) has neither number, so it matches only the negation, as on every backend."""
+    version = parse_version(value)
+    high, low = VERSION_HIGH_PREFIX + key, VERSION_LOW_PREFIX + key
+    if plain == "equals":
+        return {"$and": [{high: {"$eq": version.high}}, {low: {"$eq": version.low}}]}
+    if plain == "notEquals":
+        return {"$or": [{high: {"$exists": False}}, {high: {"$ne": version.high}}, {low: {"$ne": version.low}}]}
+    strict = "$gt" if plain.startswith("greater") else "$lt"
+    last = _ORDERED[plain]  # the bound on `low` keeps the operator's own strictness
+    return {
+        "$or": [{high: {strict: version.high}}, {"$and": [{high: {"$eq": version.high}}, {low: {last: version.low}}]}]
+    }
 
 
 def _starts_with(key: str, value: Any) -> Body:

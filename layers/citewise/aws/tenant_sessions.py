@@ -32,6 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws.clients import translate
 from citewise.aws.s3vectors_requests import index_name
+from citewise.aws.tenant_keys import TENANT_TAG
 from citewise.domain.errors import SearchBackendError
 
 # What the read path of `S3VectorsIndex` calls (GetIndex, QueryVectors: searches and the sources markers)
@@ -55,18 +56,17 @@ def bucket_arn(partition: str, region: str, account: str, bucket: str) -> str:
     return f"arn:{partition}:s3vectors:{region}:{account}:bucket/{bucket}"
 
 
-def session_policy(index_arn: str, region: str) -> str:
+def session_policy(index_arn: str, region: str, *, tenant_key: str | None = None) -> str:
     """The inline session policy of one tenant's reads: `READ_ACTIONS` on its index, and the decryption
     S3 Vectors asks on the caller's behalf for an index under a customer managed key (the role's policy
-    names the key), compact JSON."""
+    names the keys), compact JSON. With a key per tenant, `tenant_key` (the index's name, which its key
+    carries as `TENANT_TAG`) narrows the decryption to that tenant's key."""
+    condition: dict[str, dict[str, str]] = {"StringEquals": {"kms:ViaService": f"s3vectors.{region}.amazonaws.com"}}
+    if tenant_key is not None:
+        condition["StringEquals"][f"aws:ResourceTag/{TENANT_TAG}"] = tenant_key
     statements = [
         {"Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": index_arn},
-        {
-            "Effect": "Allow",
-            "Action": "kms:Decrypt",
-            "Resource": "*",
-            "Condition": {"StringEquals": {"kms:ViaService": f"s3vectors.{region}.amazonaws.com"}},
-        },
+        {"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*", "Condition": condition},
     ]
     return json.dumps({"Version": "2012-10-17", "Statement": statements}, separators=(",", ":"))
 
@@ -88,7 +88,8 @@ class TenantSessions:
 
     `sts` is a boto3 STS client (on the function's own credentials); `role_arn` the tenant-reader role;
     `bucket` the vector bucket's name (its ARN's partition and account are the role's, its region
-    `region`); `make_client(credentials)` builds an `s3vectors` client on AssumeRole's `Credentials`."""
+    `region`); `make_client(credentials)` builds an `s3vectors` client on AssumeRole's `Credentials`;
+    `key_per_tenant` narrows each session's decryption to its tenant's own key (`session_policy`)."""
 
     def __init__(
         self,
@@ -100,12 +101,14 @@ class TenantSessions:
         make_client: Callable[[Credentials], Any],
         capacity: int = 64,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        key_per_tenant: bool = False,
     ) -> None:
         partition, account = _role_partition_and_account(role_arn)
         self._sts = sts
         self._role_arn = role_arn
         self._bucket_arn = bucket_arn(partition, region, account, bucket)
         self._region = region
+        self._key_per_tenant = key_per_tenant
         self._make_client = make_client
         self._capacity = capacity
         self._now = now
@@ -133,7 +136,11 @@ class TenantSessions:
             answer = self._sts.assume_role(
                 RoleArn=self._role_arn,
                 RoleSessionName=session_name(tenant_id),
-                Policy=session_policy(self.index_arn(tenant_id), self._region),
+                Policy=session_policy(
+                    self.index_arn(tenant_id),
+                    self._region,
+                    tenant_key=index_name(tenant_id) if self._key_per_tenant else None,
+                ),
                 DurationSeconds=SESSION_SECONDS,
             )
         except (ClientError, BotoCoreError) as exc:

@@ -2,7 +2,9 @@
 
 Semantics follow OpenSearch's translation of the same filter, so the local and AWS modes agree: a
 missing key never matches a positive operator and always matches a negated one (`notEquals`,
-`notIn`); comparing values of different types (a string with a number) does not match.
+`notIn`, `versionNotEquals`); comparing values of different types (a string with a number) does not
+match. The version operators compare `Version.sort_key`s, the encoding the other backends store: a
+stored value that is not a version counts as missing.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from citewise.domain.models import Chunk, Comparison, Filter
+from citewise.domain.models import VERSION_OPERATORS, Chunk, Comparison, Filter
 from citewise.domain.provenance import iso
+from citewise.domain.versions import parse_version, try_version
 
 MetadataView = dict[str, Any]
 
@@ -48,11 +51,21 @@ def matches(flt: Filter, metadata: MetadataView) -> bool:
     if operator == "orAll":
         return any(matches(child, metadata) for child in operand)
     comparison: Comparison = operand
+    if operator in VERSION_OPERATORS:
+        return _versions(VERSION_OPERATORS[operator], metadata.get(comparison.key), comparison.value)
     if operator in _NEGATED:
         return not _POSITIVE[_NEGATED[operator]](metadata.get(comparison.key), comparison.value)
     if comparison.key not in metadata or metadata[comparison.key] is None:
         return False
     return _POSITIVE[operator](metadata[comparison.key], comparison.value)
+
+
+def _versions(plain: str, actual: Any, expected: Any) -> bool:
+    """A version operator, as the plain comparison it mirrors applied to the two sort keys."""
+    stored = try_version(actual)
+    if plain in _NEGATED:
+        return stored is None or not _POSITIVE[_NEGATED[plain]](stored.sort_key, parse_version(expected).sort_key)
+    return stored is not None and _POSITIVE[plain](stored.sort_key, parse_version(expected).sort_key)
 
 
 def _same_kind(a: Any, b: Any) -> bool:

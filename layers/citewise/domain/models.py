@@ -6,6 +6,7 @@ shape of a chunk indexed by the ingest Lambda, and the API schema is generated f
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -22,6 +23,8 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+
+from citewise.domain.versions import ACCEPTED, MAX_VERSION_CHARS, VERSION_PATTERN, VersionKey
 
 TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_ID_PATTERN)]
@@ -247,6 +250,23 @@ class Comparison(Frozen):
         return value
 
 
+class VersionComparison(Comparison):
+    """The operand of a version operator: a version attribute and a version string (docs/versions.md)."""
+
+    key: VersionKey
+    value: Annotated[str, StringConstraints(max_length=MAX_VERSION_CHARS, pattern=VERSION_PATTERN)]
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _a_version(cls, value: Any) -> Any:
+        # Said before the pattern's own message, which does not say what a version is.
+        if not isinstance(value, str):
+            raise ValueError('a version operator takes a version string, such as "3.12"')
+        if len(value) <= MAX_VERSION_CHARS and not re.fullmatch(VERSION_PATTERN, value):
+            raise ValueError(f"{value!r} is not a version: {ACCEPTED}")
+        return value
+
+
 COMPARISON_OPERATORS = (
     "equals",
     "notEquals",
@@ -260,6 +280,16 @@ COMPARISON_OPERATORS = (
     "stringContains",
     "listContains",
 )
+VERSION_OPERATORS = {
+    "versionEquals": "equals",
+    "versionNotEquals": "notEquals",
+    "versionGreaterThan": "greaterThan",
+    "versionGreaterThanOrEquals": "greaterThanOrEquals",
+    "versionLessThan": "lessThan",
+    "versionLessThanOrEquals": "lessThanOrEquals",
+}
+"""Comparisons of versions as versions (`citewise.domain.versions`), each by the plain comparison it mirrors:
+on the keys `versions.VERSION_KEYS` only, with a version string as the value (`VersionComparison`, docs/versions.md)."""
 LOGICAL_OPERATORS = ("andAll", "orAll")
 
 
@@ -267,7 +297,8 @@ class Filter(BaseModel):
     """A metadata filter in the Bedrock Knowledge Bases grammar: exactly one operator per object.
 
     Example: `{"andAll": [{"equals": {"key": "source", "value": "wiki"}},
-    {"greaterThan": {"key": "year", "value": 2020}}]}`.
+    {"greaterThan": {"key": "year", "value": 2020}}]}`. `version...` operators compare `version`,
+    `introduced_in` or `deprecated_in` as versions (`3.9 < 3.12`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -283,6 +314,12 @@ class Filter(BaseModel):
     startsWith: Comparison | None = None  # noqa: N815
     stringContains: Comparison | None = None  # noqa: N815
     listContains: Comparison | None = None  # noqa: N815
+    versionEquals: VersionComparison | None = None  # noqa: N815
+    versionNotEquals: VersionComparison | None = None  # noqa: N815
+    versionGreaterThan: VersionComparison | None = None  # noqa: N815
+    versionGreaterThanOrEquals: VersionComparison | None = None  # noqa: N815
+    versionLessThan: VersionComparison | None = None  # noqa: N815
+    versionLessThanOrEquals: VersionComparison | None = None  # noqa: N815
     andAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
     orAll: list[Filter] | None = Field(default=None, min_length=1, max_length=MAX_FILTER_BRANCHES)  # noqa: N815
 
@@ -484,6 +521,15 @@ class QueryRequest(SearchRequest):
     )
 
 
+# Carried twice by every MCP tool list, as FilterFallback is: docs/versions.md says what the fields hold.
+class VersionPreference(Frozen):
+    """The versions the question names: documents valid for them were ranked first (docs/versions.md)."""
+
+    versions: list[str]
+    phrases: list[str]
+    demoted_documents: list[str] = Field(default_factory=list)
+
+
 class Routing(Frozen):
     """What the router did with the query: it can only narrow (its filters are ANDed inside yours)."""
 
@@ -510,6 +556,11 @@ class Routing(Frozen):
     )
     filter_fallback: FilterFallback | None = Field(
         default=None, description="Set when the routed filter was dropped: `applied_filters` is then empty."
+    )
+    versions: VersionPreference | None = Field(
+        default=None,
+        description="Set when the question names a version and some candidate declares versions: documents "
+        "valid for it ranked first, `demoted_documents` after them.",
     )
 
 

@@ -12,7 +12,8 @@ metadata either way:
   applies only if it was signed for the document's owner; any other sidecar is ignored (never parsed),
   so nobody can rewrite, or break, a document they may not modify by writing its sidecar.
 - an object without owner metadata (written by some other S3 client) belongs to "system" and is shared.
-- an object that cannot be ingested (over the size limit, malformed metadata or sidecar) is still
+- an object that cannot be ingested (over the size limit, malformed metadata or sidecar, a `version`,
+  `introduced_in` or `deprecated_in` that is no version: `citewise.domain.versions`) is still
   returned, with the reason in `defect`: the pipeline records it FAILED under the object's own owner and
   visibility (never a made-up owner, never wider visibility: unreadable visibility counts as private).
 - uploads are conditional writes: a presigned PUT carries `If-None-Match: *` when the path was free and
@@ -35,6 +36,7 @@ from citewise.domain.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, SYSTEM_K
 from citewise.domain.models import AttributeValue, Frozen, Visibility
 from citewise.domain.objects import DEFAULT_OWNER, RefusedSidecar, SourceObject
 from citewise.domain.tenancy import document_id, validate_document_name, validate_path, validate_tenant_id
+from citewise.domain.versions import check_versions
 from citewise.ports.erasure import ERASE_BATCH
 
 OWNER_KEY = "owner"
@@ -351,6 +353,7 @@ def stored_object(
             else:
                 refused_sidecar = RefusedSidecar(sidecar_owner, sidecar.version)
         check_limits(attributes)
+        check_versions(attributes)
     except (ValidationError, PayloadTooLargeError) as exc:
         defect = defect or exc
     return SourceObject(

@@ -17,6 +17,11 @@ found by that count and erased too). Then the record becomes the receipt: ERASED
 deleted and remaining counts, the operator who asked, start and end times. The record lives outside
 every tenant's data (its own partition or file), so erasing the tenant never erases it.
 
+A store that encrypts each tenant's data under a key of the tenant's own (`TenantKeyHolder`: search mode
+s3vectors with a key per tenant) destroys that key once every store counts 0: it schedules the key's
+deletion, the record names the key and its deletion date, and only then is the key's name (its alias)
+released, so a run interrupted anywhere finds the key again and the receipt always names it.
+
 Usage counters are kept (`kept_stores`): they hold no document content, only per-day counts under the
 tenant id, and billing the tenant's last period needs them after it has left (docs/operations.md). The
 receipt reports how many day records are kept; `UsageMeter.erase_tenant` exists for when the billing
@@ -31,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -57,6 +62,29 @@ class TenantStore(Protocol):
 
     def count_tenant(self, tenant_id: str) -> int:
         """How many of the tenant's items remain."""
+        ...
+
+
+class KeyDeletion(Frozen):
+    """A tenant's encryption key whose deletion an erasure scheduled: what the receipt shows of it."""
+
+    key_arn: str = Field(description="The KMS key, by ARN.")
+    alias: str = Field(description="The alias it had (released once the deletion was scheduled).")
+    deletion_date: datetime = Field(description="When KMS deletes the key; until then it is disabled.")
+
+
+@runtime_checkable
+class TenantKeyHolder(Protocol):
+    """A `TenantStore` that may encrypt a tenant's data under a key of the tenant's own (module docstring):
+    both methods are idempotent, so an interrupted erasure converges when run again."""
+
+    def schedule_key_deletion(self, tenant_id: str) -> KeyDeletion | None:
+        """Schedule the deletion of the tenant's key (a key already scheduled answers its date); None when
+        the tenant has no key (or its name was released already)."""
+        ...
+
+    def release_key(self, tenant_id: str) -> None:
+        """Release the key's name (its alias), so a tenant that comes back gets a new key."""
         ...
 
 
@@ -96,6 +124,9 @@ class StoreReceipt(Frozen):
         default=None, ge=0, description="`count_tenant` after the last delete; None until counted."
     )
     kept: bool = Field(default=False, description="The store is kept on purpose (usage: for billing).")
+    key: KeyDeletion | None = Field(
+        default=None, description="The tenant's own encryption key this store destroyed, if it had one."
+    )
 
 
 class Erasure(Frozen):
@@ -258,6 +289,12 @@ def run_erasure(
             # Counted but not found to delete: a Serverless index still shows entries deleted within its
             # refresh window. The caller runs the job again later (`RETRY_SECONDS`).
             return _save(log, record, parts, status=ErasureStatus.ERASING)
+    for name, store in stores.items():
+        if isinstance(store, TenantKeyHolder) and (deletion := store.schedule_key_deletion(tenant_id)) is not None:
+            # Recorded before the alias goes: a run interrupted in between finds the key by it again.
+            parts[name] = parts[name].model_copy(update={"key": deletion})
+            record = _save(log, record, parts, status=ErasureStatus.ERASING)
+            store.release_key(tenant_id)
     for name, count in counts.items():
         parts[name] = parts[name].model_copy(update={"remaining": count})
     for name, store in kept.items():

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from citewise.domain.errors import ValidationError
 from citewise.domain.models import Frozen
+from citewise.domain.versions import parse_version
 
 
 class DateRange(Frozen):
@@ -26,6 +27,13 @@ class DateRange(Frozen):
 
     start: datetime | None = None
     end: datetime | None = None
+
+
+class VersionMention(Frozen):
+    """A version a question names, and the phrase it was read from (`Python 3.12`, `v0.115`)."""
+
+    version: str
+    phrase: str
 
 
 class Constraints(Frozen):
@@ -36,11 +44,13 @@ class Constraints(Frozen):
     """Source values exactly as documents carry them (`Document.source`)."""
     ids: list[str] = Field(default_factory=list)
     """Identifiers (`PROJ-123`) whose documents must be among the results."""
+    versions: list[VersionMention] = Field(default_factory=list)
+    """Versions the question is about (`for Python 3.12`): documents valid for them are preferred."""
 
     @property
     def empty(self) -> bool:
         """True when the question stated no constraint at all."""
-        return not (self.dates or self.sources or self.ids)
+        return not (self.dates or self.sources or self.ids or self.versions)
 
 
 class Route(Frozen):
@@ -162,3 +172,34 @@ def without_phrases(query: str, phrases: Iterable[str]) -> tuple[str, list[str]]
         found.append((at, query[at:end]))
         masked = masked[:at] + MASK * (end - at) + masked[end:]
     return masked, [text for _, text in sorted(found)]
+
+
+_VERSION_MENTION = re.compile(
+    r"(?<![\w.])(?:(?P<name>[A-Za-z][\w+#-]{0,30})\s{1,3})?(?P<version>v?\d{1,5}(?:\.\d{1,5}){1,3})(?![\w%]|\.\d)"
+)
+"""A dotted version of 2-4 numbers (a bare `3` or `2024` is no version here), not inside a longer number or
+word, with the word before it as its name. Fixed and bounded: at most a 31-character name tried per
+position, so reading is linear in the question."""
+_NOT_NAMES = frozenset(
+    {"in", "for", "on", "of", "with", "to", "since", "until", "before", "after", "from", "using", "under", "and"}
+    | {"or", "the", "is", "at", "by", "as", "than", "vs", "about"}
+)
+MAX_VERSION_MENTIONS = 5
+"""Versions one question may name: enough for a comparison, and the preference reads each for every candidate."""
+
+
+def version_mentions(query: str, budget: RoutingBudget | None = None) -> list[VersionMention]:
+    """The versions `query` names (`for Python 3.12` -> 3.12, phrase `Python 3.12`), distinct, in order, at
+    most `MAX_VERSION_MENTIONS`. The phrases stay in the searched text: they are good keywords, and a
+    version names no filter, only a preference (`citewise.query.versioning`)."""
+    found: dict[str, VersionMention] = {}
+    for match in _VERSION_MENTION.finditer(query):
+        if budget is not None:
+            budget.check()
+        version = parse_version(match["version"])
+        name = match["name"]
+        phrase = match[0] if name and name.lower() not in _NOT_NAMES else match["version"]
+        found.setdefault(version.sort_key, VersionMention(version=version.text.lstrip("vV"), phrase=phrase))
+        if len(found) == MAX_VERSION_MENTIONS:
+            break
+    return list(found.values())

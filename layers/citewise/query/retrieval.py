@@ -44,6 +44,7 @@ from citewise.query.fusion import Fusion, FusionMethod
 from citewise.query.ranking import Signals, rescore
 from citewise.query.relevance import estimates, relevance_scores
 from citewise.query.routing import DEFAULT_ID_PATTERN, constraint_filter, source_vocabulary
+from citewise.query.versioning import prefer_valid
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class Retriever:
                 ranked, reranking = self._ranked_lists(lists, text, signals, now)
             else:
                 ranked, reranking = self._ranked(caller, request, request.query, request.filters, signals, now)
+        ranked, versions = prefer_valid(ranked, route.constraints.versions)
         pinned = _pins(ranked, found, request.min_score)
         report = Routing(
             applied_filters=_dumped(routed) if routed and not dropped else None,
@@ -185,6 +187,7 @@ class Retriever:
             router=route.router,
             fallback=route.fallback,
             filter_fallback=dropped,
+            versions=versions,
         )
         return Retrieval(_hits(self._cut(ranked, request, pinned)), report, reranking)
 

@@ -7,7 +7,9 @@ What it recognises (case-insensitive; see docs/routing.md for the whole list):
 - rolling windows: `in the last 30 days`, `over the past two weeks`, `past 3 months`;
 - sources: `in|from|on|within <source>` where <source> is a known source of the tenant or an alias
   (`in Jira`, `from Confluence`, `in the runbooks`), with an optional `tickets|pages|docs...` after it;
-- identifiers: the configured patterns (default `[A-Z][A-Z0-9]+-\\d+`, Jira-style `PROJ-123`).
+- identifiers: the configured patterns (default `[A-Z][A-Z0-9]+-\\d+`, Jira-style `PROJ-123`);
+- versions: a dotted version of 2-4 numbers, optionally after a name or `v` (`for Python 3.12`, `in FastAPI
+  0.115`, `v3.12`), read by `ports.router.version_mentions` for both routers (docs/versions.md).
 
 Dates resolve against the request time in the configured time zone: a calendar period is
 [its first local midnight, the next period's); a month, quarter or day given without a year is its
@@ -47,6 +49,7 @@ from citewise.ports.router import (
     remainder,
     time_zone,
     unrouted,
+    version_mentions,
 )
 
 logger = logging.getLogger(__name__)
@@ -165,7 +168,12 @@ class DeterministicRouter:
                 ids.append(found_id.group(0))
         return Route(
             text=remainder(text),
-            constraints=Constraints(dates=dates, sources=list(dict.fromkeys(sources)), ids=list(dict.fromkeys(ids))),
+            constraints=Constraints(
+                dates=dates,
+                sources=list(dict.fromkeys(sources)),
+                ids=list(dict.fromkeys(ids)),
+                versions=version_mentions(query, budget),
+            ),
             consumed_phrases=[phrase for _, phrase in sorted(consumed)],
             router=self.name,
         )

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     # Imported where they are built: the ingest function never loads the query side, nor the API
     # functions the ingest pipeline (`Services.ingestor`, `Services.retriever`); the query function
     # never loads the blob store's rules (sidecars, object metadata).
+    from citewise.aws.tenant_keys import TenantKeys
+    from citewise.builtin.web_fetch import WebPageFetcher
     from citewise.ingest.pipeline import Ingestor
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.conversations import ConversationStore
@@ -642,7 +644,9 @@ class AwsBackend:
 
             bucket = settings.vector_bucket
             own = aws.client("s3vectors", region=settings.aws_region)
-            return S3VectorsIndex(own, bucket, reader=s3vectors_reader(settings, bucket))
+            return S3VectorsIndex(
+                own, bucket, reader=s3vectors_reader(settings, bucket), keys=s3vectors_tenant_keys(settings)
+            )
         from citewise.aws.opensearch import OpenSearchIndex, connect
 
         endpoint = _required(settings.opensearch_endpoint)
@@ -792,8 +796,37 @@ def s3vectors_reader(settings: Settings, bucket: str) -> Callable[[str], Any] | 
         bucket,
         region=region,
         make_client=lambda credentials: aws.session_client("s3vectors", credentials, region=region),
+        key_per_tenant=settings.tenant_key_scope is not None,
     )
     return sessions.client
+
+
+def page_fetcher(settings: Settings) -> WebPageFetcher:
+    """The web sources' fetcher for `settings` (docs/web-fetch.md): its page size cap, its per-host delay, its
+    User-Agent contact, and loopback addresses only where the local settings allow them."""
+    from citewise.builtin.web_fetch import FetchLimits, WebPageFetcher, user_agent
+
+    return WebPageFetcher(
+        limits=FetchLimits(max_bytes=settings.web_max_page_bytes, host_delay=settings.web_host_delay),
+        agent=user_agent(settings.web_contact_url),
+        allow_loopback=settings.web_allow_loopback,
+    )
+
+
+def s3vectors_tenant_keys(settings: Settings) -> TenantKeys | None:
+    """Search mode s3vectors with a key per tenant (`CITEWISE_TENANT_KEY_SCOPE`): the tenants' KMS keys,
+    whose client is made on first use (only the ingest and erasure functions create or destroy one)."""
+    if settings.tenant_key_scope is None:
+        return None
+    from citewise.aws import clients as aws
+    from citewise.aws.tenant_keys import TenantKeys
+
+    return TenantKeys(
+        lambda: aws.client("kms", region=settings.aws_region),
+        scope=settings.tenant_key_scope,
+        bucket_arn=_required(settings.vector_bucket_arn),
+        deletion_days=settings.tenant_key_deletion_days,
+    )
 
 
 def _required(value: str | None) -> str:

@@ -91,6 +91,21 @@ class Settings(BaseSettings):
     )
     max_parse_seconds: float = Field(default=120.0, gt=0, le=900, description="Seconds one document may take to parse.")
     max_chunks: int = Field(default=10_000, ge=1, description="A document making more chunks than this is FAILED.")
+    # --- web sources: fetching pages (citewise.builtin.web_fetch; docs/web-fetch.md)
+    web_allow_loopback: bool = Field(
+        default=False,
+        description="Local mode and tests only: let web sources fetch from 127.0.0.0/8 and ::1 (every other "
+        "non-public address stays refused). Refused by every Lambda function's settings and on the AWS backend.",
+    )
+    web_max_page_bytes: int = Field(
+        default=10 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024, description="The most bytes one fetched page may have."
+    )
+    web_host_delay: float = Field(
+        default=1.0, ge=0.0, le=60.0, description="Seconds between two requests to one host (robots.txt may ask more)."
+    )
+    web_contact_url: str | None = Field(
+        default=None, description="Named in the crawler's User-Agent (`citewise/<version> (+URL)`) for site owners."
+    )
     search_mode: SearchMode = "hybrid"
     fusion_method: FusionMethod = Field(
         default="relevance",
@@ -243,6 +258,26 @@ class Settings(BaseSettings):
         description="AWS: the S3 Vectors bucket of search mode `s3vectors` (an index per tenant), instead of "
         "CITEWISE_OPENSEARCH_ENDPOINT.",
     )
+    vector_bucket_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:s3vectors:[a-z0-9-]+:[0-9]{12}:bucket/[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+        description="Search mode s3vectors with a key per tenant: the vector bucket's ARN, which each tenant key's "
+        "policy names (and its account); set by the stack.",
+    )
+    tenant_key_scope: str | None = Field(
+        default=None,
+        pattern=r"^[a-zA-Z0-9_-]{1,64}$",
+        description="Search mode s3vectors: a KMS key per tenant (`citewise.aws.tenant_keys`), named "
+        "`alias/<scope>/<index>` and tagged `citewise:stack=<scope>`; the stack sets its name. Unset: every "
+        "index uses the bucket's key.",
+    )
+    tenant_key_deletion_days: int = Field(
+        default=7,
+        ge=7,
+        le=30,
+        description="Search mode s3vectors with a key per tenant: the days KMS waits before it deletes an erased "
+        "tenant's key (7 to 30; the key is unusable from the erasure on).",
+    )
     opensearch_service: OpenSearchService = "es"
     index_name: str = Field(default="citewise-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
     index_replicas: int | None = Field(
@@ -373,6 +408,17 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _loopback_fetching_is_local_only(self) -> Settings:
+        # Only this class (the CLI and `citewise serve`) may turn it on: every Lambda function has a subclass
+        # of its own, so no deployed function can be made to fetch from its own host, whatever its variables.
+        if self.web_allow_loopback and (type(self) is not Settings or self.backend == "aws"):
+            raise ValueError(
+                "CITEWISE_WEB_ALLOW_LOOPBACK is for local mode and tests: a Lambda function and the AWS backend "
+                "never fetch from loopback addresses"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _overlap_below_budget(self) -> Settings:
         if self.chunk_overlap >= self.chunk_tokens:
             raise ValueError("CITEWISE_CHUNK_OVERLAP must be smaller than CITEWISE_CHUNK_TOKENS")
@@ -386,6 +432,11 @@ class Settings(BaseSettings):
                 raise ValueError(f"CITEWISE_BACKEND=aws needs {', '.join(missing)}")
         if self.opensearch_endpoint and self.vector_bucket:
             raise ValueError("set CITEWISE_OPENSEARCH_ENDPOINT or CITEWISE_VECTOR_BUCKET (the chunk index), not both")
+        if self.tenant_key_scope is not None and (self.vector_bucket is None or self.vector_bucket_arn is None):
+            raise ValueError(
+                "CITEWISE_TENANT_KEY_SCOPE (a key per tenant) needs CITEWISE_VECTOR_BUCKET and "
+                "CITEWISE_VECTOR_BUCKET_ARN"
+            )
         if self.backend == "aws" and self.audit_log_group and self.audit_hash_key is None:
             raise ValueError("CITEWISE_AUDIT_LOG_GROUP needs CITEWISE_AUDIT_HASH_KEY (the questions' hashing key)")
         if (self.guardrail_id is None) != (self.guardrail_version is None):

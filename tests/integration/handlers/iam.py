@@ -37,6 +37,8 @@ from urllib.parse import unquote, urlparse
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.iam.access_control import IAMPolicyStatement, PermissionResult
 
+from citewise.aws.tenant_keys import STACK_TAG, TENANT_TAG
+
 REGION = "us-east-1"
 ACCOUNT = DEFAULT_ACCOUNT_ID
 PARTITION = "aws"
@@ -195,6 +197,7 @@ class Environment:
 
     serverless: bool = False
     s3vectors: bool = False
+    key_per_tenant: bool = False  # search mode s3vectors with a KMS key per tenant
     rerank_region: str | None = None  # reranking on (in this region), or off
 
     @classmethod
@@ -206,6 +209,7 @@ class Environment:
         return cls(
             serverless=variables.get("CITEWISE_OPENSEARCH_SERVICE") == "aoss",
             s3vectors="CITEWISE_VECTOR_BUCKET" in variables,
+            key_per_tenant="CITEWISE_TENANT_KEY_SCOPE" in variables,
             rerank_region=variables.get("CITEWISE_RERANK_REGION", REGION) if reranking else None,
         )
 
@@ -213,11 +217,11 @@ class Environment:
 @functools.cache
 def deployment(environment: Environment, names: Names) -> Deployment:
     """`environment` synthesized offline (once per session) from the real CDK app, with `names`."""
-    from tests.infrastructure.conftest import MANAGED, S3VECTORS, SERVERLESS_IAM, synthesize
+    from tests.infrastructure.conftest import MANAGED, S3VECTORS, S3VECTORS_KEYS, SERVERLESS_IAM, synthesize
 
     overrides = dict(SERVERLESS_IAM) if environment.serverless else dict(MANAGED)
     if environment.s3vectors:
-        overrides.update(S3VECTORS)
+        overrides.update(S3VECTORS_KEYS if environment.key_per_tenant else S3VECTORS)
     if environment.rerank_region is not None:
         overrides["rerank"] = {"enabled": True, "region": environment.rerank_region}
     account = os.environ.pop("CDK_DEFAULT_ACCOUNT", None)  # an account-agnostic template, as in the tests
@@ -410,6 +414,47 @@ def s3vectors_requests(operation: str, params: dict[str, Any], deploy: Deploymen
     raise NotImplementedError(f"no IAM mapping for S3 Vectors {operation}: add it")
 
 
+def _key_tags(key_id: str) -> dict[str, str]:
+    """The `aws:ResourceTag/...` condition values of a key moto holds (an absent tag as "", which no
+    `StringEquals` on it matches, as IAM refuses a condition on a missing key; moto would ignore it)."""
+    from moto.kms.models import kms_backends
+
+    tags = {t["TagKey"]: t["TagValue"] for t in kms_backends[ACCOUNT][REGION].list_resource_tags(key_id)["Tags"]}
+    return {f"aws:ResourceTag/{name}": tags.get(name, "") for name in (STACK_TAG, TENANT_TAG)}
+
+
+def _kms_key(key_id: str) -> tuple[str, dict[str, str]] | None:
+    """The ARN and tag conditions of the key `key_id` names (an id, an ARN or an alias), None if none."""
+    from moto.kms.models import kms_backends
+
+    backend = kms_backends[ACCOUNT][REGION]
+    raw = backend.get_key_id_from_alias(key_id) if key_id.startswith("alias/") else backend.get_key_id(key_id)
+    if raw is None or raw not in backend.keys:
+        return None
+    return backend.keys[raw].arn, _key_tags(raw)
+
+
+def _kms(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
+    """The KMS calls of search mode s3vectors with a key per tenant (`citewise.aws.tenant_keys`), as the
+    KMS API reference authorizes them: CreateKey (with `Tags`, also TagResource) with the request's tags as
+    `aws:RequestTag/...`; an alias call on the alias's ARN and on its key; a key call on the key's ARN, with
+    the key's tags as `aws:ResourceTag/...`. A lookup of an alias that does not exist authorizes nothing
+    (KMS answers NotFoundException)."""
+    if operation == "CreateKey":
+        tags = {f"aws:RequestTag/{t['TagKey']}": t["TagValue"] for t in params.get("Tags", [])}
+        tagging = [Request("kms:TagResource", "*", tags)] if tags else []
+        return [Request("kms:CreateKey", "*", tags), *tagging]
+    if operation in ("CreateAlias", "DeleteAlias"):
+        alias = str(params["AliasName"])
+        key = _kms_key(str(params["TargetKeyId"]) if operation == "CreateAlias" else alias)
+        on_key = [Request(f"kms:{operation}", key[0], key[1])] if key else []
+        return [Request(f"kms:{operation}", _arn("kms", alias)), *on_key]
+    if operation in ("DescribeKey", "ScheduleKeyDeletion"):
+        key = _kms_key(str(params["KeyId"]))
+        return [Request(f"kms:{operation}", key[0], key[1])] if key else []
+    raise NotImplementedError(f"no IAM mapping for KMS {operation}: add it")
+
+
 def _sts(operation: str, params: dict[str, Any], deploy: Deployment) -> list[Request]:
     if operation != "AssumeRole":
         raise NotImplementedError(f"no IAM mapping for STS {operation}: add it")
@@ -447,6 +492,7 @@ REQUIREMENTS: dict[str, Callable[[str, dict[str, Any], Deployment], list[Request
     "cognito-idp": _cognito_idp,
     "s3vectors": s3vectors_requests,
     "sts": _sts,
+    "kms": _kms,
 }
 
 

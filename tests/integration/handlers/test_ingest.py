@@ -515,8 +515,10 @@ def test_an_object_over_the_size_limit_is_recorded_failed_without_retries(
         ({f"k{n}": n for n in range(51)}, "at most 50 metadata attributes; this one has 51"),
         ({"regions": [f"r{n}" for n in range(101)]}, "'regions' is a list of 101 values; at most 100"),
         ({"summary": "x" * 2049}, "'summary' has a value longer than 2048 characters"),
+        ({"version": "latest"}, "metadata 'version' is not a version: 'latest'"),
+        ({"deprecated_in": 3.10}, "metadata 'deprecated_in' must be a version string (write it as a string"),
     ],
-    ids=["too many keys", "too long a list", "too long a value"],
+    ids=["too many keys", "too long a list", "too long a value", "a version that is none", "a version as a number"],
 )
 def test_a_document_over_the_attribute_caps_is_failed_with_the_reason(
     stack: Stack, attributes: dict[str, object], reason: str

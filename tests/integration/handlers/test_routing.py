@@ -63,6 +63,7 @@ def test_a_routed_search_returns_only_documents_inside_the_constraint(stack: Sta
         "router": "off",
         "fallback": None,
         "filter_fallback": None,
+        "versions": None,
     }
 
 
