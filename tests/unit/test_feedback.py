@@ -4,7 +4,8 @@ and is off by default."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import boto3
 import pytest
@@ -12,10 +13,15 @@ from botocore.stub import Stubber
 
 from citewise.aws.dynamodb_feedback import DynamoFeedback
 from citewise.domain.errors import CitewiseError, ConflictError, NotFoundError
+from citewise.domain.models import Caller
 from citewise.domain.tenant_settings import TenantSettings
-from citewise.ports.conversations import Owner, TurnContext, new_conversation_id
-from citewise.ports.feedback import Feedback, SourceTally, moved, parse_response_id, source_key
+from citewise.ports.conversations import Owner, Turn, TurnContext, new_conversation_id
+from citewise.ports.feedback import Feedback, FeedbackRequest, SourceTally, moved, parse_response_id, source_key
+from citewise.query.feedback import FeedbackService
 from citewise.query.ranking import UNKNOWN_EFFECTIVENESS, FeedbackPrior, Signals, rescore
+from citewise.query.retrieval import Retriever
+from citewise_local.conversations import LocalConversations
+from citewise_local.feedback import LocalFeedback
 from tests.factories import hit
 from tests.unit.test_ranking import NOW, _hit
 
@@ -121,3 +127,48 @@ def test_a_cancelled_feedback_transaction_is_a_conflict_only_when_a_retry_can_su
         with pytest.raises(CitewiseError) as raised:
             store.put(Owner("acme", "alice"), _given(True, "jira"), previous=None)
     assert isinstance(raised.value, ConflictError) is conflict
+
+
+class _Contended(LocalFeedback):
+    """A feedback store whose first `conflicts` writes lose a race (ConflictError), as under contention."""
+
+    def __init__(self, path: Path, conflicts: int) -> None:
+        super().__init__(path)
+        self.conflicts, self.writes = conflicts, 0
+
+    def put(self, owner: Owner, feedback: Feedback, *, previous: Feedback | None) -> None:
+        self.writes += 1
+        if self.writes <= self.conflicts:
+            raise ConflictError("another rating was in flight")
+        super().put(owner, feedback, previous=previous)
+
+
+def _no_retriever() -> Retriever:
+    raise AssertionError("giving feedback reads no index")
+
+
+@pytest.mark.parametrize(("conflicts", "kept"), [(0, True), (2, True), (3, False)])
+def test_feedback_that_loses_a_race_is_written_again_from_a_fresh_read_twice_at_most(
+    tmp_path: Path, conflicts: int, kept: bool
+) -> None:
+    # Given alice's answer, and a feedback store whose first writes lose races
+    owner, conversation_id = Owner("acme", "alice"), new_conversation_id()
+    conversations = LocalConversations(tmp_path / "conversations.db")
+    conversations.create(owner, conversation_id, "q", AT, AT + timedelta(days=3650))
+    turn = Turn(index=1, question="q", standalone_question="q", answer="a [1].", at=AT, cited_sources={1: "jira"})
+    conversations.append(owner, conversation_id, turn, AT + timedelta(days=3650))
+    store = _Contended(tmp_path / "feedback.db", conflicts)
+    service = FeedbackService(store, conversations, _no_retriever, FeedbackPrior())
+    caller = Caller(tenant_id="acme", user_id="alice")
+    request = FeedbackRequest(response_id=f"{conversation_id}-1", helpful=True)
+    # When she rates it, then it is kept after up to two lost races, and the third is a conflict
+    if kept:
+        assert service.give(caller, request).feedback.sources == ["jira"]
+        assert store.tally("acme", "jira") == SourceTally(helpful=1)
+    else:
+        with pytest.raises(ConflictError):
+            service.give(caller, request)
+        assert store.tally("acme", "jira") is None
+    assert store.writes == min(conflicts + 1, 3)
+    store.close()
+    conversations.close()

@@ -61,18 +61,19 @@ class FeedbackService:
         owner = owner_of(caller)
         turn = self._turn(caller, request.response_id)
         sources = _counted_sources(turn, request.citation)
-        for attempt in range(1, _PUT_ATTEMPTS + 1):
+        attempts = 0
+        while True:
             previous = self.store.get(owner, request.response_id, request.citation)
             feedback = Feedback(**request.model_dump(), sources=sources, at=self._clock())
             try:
                 self.store.put(owner, feedback, previous=previous)
+                return FeedbackReceipt(feedback=feedback, replaced=previous is not None)
             except ConflictError:
-                # The same user sent feedback on the same citation meanwhile: read it again and replace it.
-                if attempt == _PUT_ATTEMPTS:
+                # The same user rated the same citation meanwhile, or another rating of a source was in
+                # flight: read it again and write on top of it.
+                attempts += 1
+                if attempts == _PUT_ATTEMPTS:
                     raise
-                continue
-            return FeedbackReceipt(feedback=feedback, replaced=previous is not None)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def stats(self, caller: Caller, source: str) -> SourceStats:
         """The tenant's tally of `source`; NotFoundError when neither feedback nor a document the caller may
