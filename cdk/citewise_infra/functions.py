@@ -10,14 +10,16 @@ What each function calls (and so what its role may do):
   (no document item's attributes), UpdateItem of the usage counters and of the rate bucket's `tat_us`,
   GetItem and Query of the quota overrides, the bucket and the usage counters; with reranking on,
   `bedrock:Rerank` and InvokeModel on the reranker model; get, query, update and delete the items of the
-  conversation partitions (`#conversations#<tenant>`) only. No S3, no other DynamoDB action, no index
+  conversation partitions (`#conversations#<tenant>`) only; get, query and update those of the feedback
+  partitions (`#feedback#<tenant>`) only. No S3, no other DynamoDB action, no index
   writes or deletes.
 - documents: the registry table; S3 PutObject (uploads are presigned with this role's credentials),
   DeleteObject, HeadObject/GetObject(+Version: presigned downloads of the indexed version) and ListBucket
   under `tenants/`; the index (search, bulk deletes,
   refresh); SQS SendMessage on the ingest queue (the operator's re-queue of quota-refused documents).
   No Bedrock. The audit trail's log group: append and FilterLogEvents (the operator's export).
-- mcp: read only, but for the usage counters, the rate bucket and the conversations (as the query function). The index's
+- mcp: read only, but for the usage counters, the rate bucket and the conversations (as the query function); the
+  feedback partitions read only (the ranking signal's tallies). The index's
   `_search`, Bedrock InvokeModel on the embedding and generation models (and ApplyGuardrail on the
   guardrail, and the reranker's two grants when reranking is on), GetItem/Query on the registry table
   with decryption. No S3 at all, no index writes or deletes.
@@ -460,6 +462,8 @@ class FunctionsFactory(Construct):
         self._storage.grant_count_usage(fn.role)
         self._storage.grant_check_quotas(fn.role)
         self._storage.grant_conversations(fn.role)
+        # Feedback is given through REST only (the query function); both rank with its tallies.
+        self._storage.grant_feedback(fn.role, write=fn.key == "query")
         if self._config.auth.mode == "cognito":  # programs' credentials exist with Cognito only
             self._storage.grant_read_credentials(fn.role)
         self._grant_model(fn, models.embedding_model_id)

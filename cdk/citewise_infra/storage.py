@@ -22,6 +22,7 @@ from citewise.aws.dynamodb import QUOTAS_ATTRIBUTE, SETTINGS_ATTRIBUTE, TABLE_SC
 from citewise.aws.dynamodb_conversations import CONVERSATIONS_PREFIX
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
 from citewise.aws.dynamodb_erasure import STATUS_ATTRIBUTE
+from citewise.aws.dynamodb_feedback import FEEDBACK_PREFIX
 from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
 from citewise.aws.dynamodb_sources import DUE_PARTITION, SOURCES_PREFIX
 from citewise.domain.sources import DOCUMENT_PREFIX as SOURCE_DOCUMENTS
@@ -352,6 +353,22 @@ class Storage(Construct):
             "Web pages are stored under tenants/{tenant}/sources/: the function refreshes every tenant's "
             "sources, so it needs that folder of each tenant, and nothing else of the bucket.",
         )
+
+    def grant_feedback(self, role: iam.IRole, *, write: bool) -> None:
+        """Read the items of the tenants' feedback partitions only (`citewise.aws.dynamodb_feedback`,
+        partition keys `#feedback#<tenant>`, by `dynamodb:LeadingKeys`): the ranking signal's tallies and a
+        source's stats; with `write`, give feedback too (UpdateItem in a transaction). Never a delete:
+        feedback is erased with its tenant only."""
+        actions = ["dynamodb:GetItem", "dynamodb:Query", *(["dynamodb:UpdateItem"] if write else [])]
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=actions,
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{FEEDBACK_PREFIX}*"]}},
+            )
+        )
+        kms = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey") if write else ("kms:Decrypt",)
+        self._grant_key(role, "dynamodb", *kms, "kms:DescribeKey")
 
     def grant_count_usage(self, role: iam.IRole) -> None:
         """UpdateItem of the registry table touching only the key and the usage counters

@@ -49,6 +49,7 @@ from citewise.domain.tenant_settings import TenantSettings
 from citewise.ingest.layout import DocumentText
 from citewise.ports.blobstore import PresignedDownload, PresignedUpload
 from citewise.ports.conversations import Conversation, ConversationPage
+from citewise.ports.feedback import FeedbackReceipt, FeedbackRequest, SourceStats
 from citewise.ports.registry import DocumentPage
 
 _Model = TypeVar("_Model", bound=pydantic.BaseModel)
@@ -201,6 +202,20 @@ class CitewiseClient:
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete one of your conversations and its turns."""
         self._request("DELETE", f"/v1/conversations/{_segment(conversation_id)}")
+
+    # --- feedback -----------------------------------------------------------------------------------
+
+    def feedback(
+        self, response_id: str, *, helpful: bool, citation: int | None = None, comment: str | None = None
+    ) -> FeedbackReceipt:
+        """Say whether your answer `response_id` (`answer.conversation.response_id`), or its citation [n],
+        helped; again on the same answer and citation replaces it."""
+        request = FeedbackRequest(response_id=response_id, citation=citation, helpful=helpful, comment=comment)
+        return self._call("POST", "/v1/feedback", FeedbackReceipt, body=request.model_dump(exclude_none=True))
+
+    def source_stats(self, source_id: str) -> SourceStats:
+        """How helpful the tenant's users found the citations of a source."""
+        return self._call("GET", f"/v1/sources/{_segment(source_id)}/stats", SourceStats)
 
     # --- documents ----------------------------------------------------------------------------------
 

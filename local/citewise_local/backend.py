@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from citewise_local.conversations import LocalConversations
     from citewise_local.credentials import LocalCredentials
     from citewise_local.erasure import LocalErasureLog
+    from citewise_local.feedback import LocalFeedback
     from citewise_local.index import LocalIndex
     from citewise_local.rates import LocalRates
     from citewise_local.registry import LocalRegistry
@@ -127,9 +128,16 @@ class LocalBackend:
     def refresh_queue(self) -> LocalSources:
         return self.sources()
 
+    def feedback(self) -> LocalFeedback:
+        from citewise_local.feedback import LocalFeedback
+
+        feedback = LocalFeedback(self._settings.home_dir / "feedback.db")
+        self._closers.append(feedback.close)
+        return feedback
+
     def close(self) -> None:
-        """Close the index, registry, usage, rate, credentials, conversation, source and erasure databases
-        built so far."""
+        """Close the index, registry, usage, rate, credentials, conversation, source, feedback and erasure
+        databases built so far."""
         for close in self._closers:
             close()
 

@@ -54,6 +54,7 @@ from citewise.ingest.pipeline import IngestResult, Outcome
 from citewise.ingest.requeue import requeue_refused
 from citewise.ports.audit import AuditQuery
 from citewise.ports.erasure import Erasure, ErasureStatus, start_erasure
+from citewise.ports.feedback import MAX_CITATION, MAX_COMMENT_CHARS, FeedbackRequest
 from citewise.ports.quotas import quota_status, save_quotas
 from citewise.ports.synthesizer import AnswerDone, TextDelta
 from citewise.ports.usage import TenantUsagePage, report_range, tenants_usage, usage_report
@@ -292,6 +293,36 @@ def _parser() -> argparse.ArgumentParser:
     deleting_conversation.add_argument("conversation_id", metavar="ID", help="the conversation's id")
     _identity(deleting_conversation)
     deleting_conversation.set_defaults(run=_conversations_delete)
+
+    feedback = _choices(_command(commands, "feedback", "say whether an answer helped; a source's stats"), "ACTION")
+    giving = _command(
+        feedback,
+        "give",
+        "say whether your answer (or its citation [n]) helped; again on the same one replaces it",
+        "citewise feedback give c0193a4b5c6d7e8f9a0b1c2d3e4f5-1 --helpful --tenant acme --user alice",
+        "citewise feedback give c0193a4b5c6d7e8f9a0b1c2d3e4f5-1 --citation 2 --not-helpful --comment 'outdated'",
+    )
+    giving.add_argument(
+        "response_id", metavar="RESPONSE_ID", help="the answer's id (printed after a conversation turn)"
+    )
+    verdict = giving.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--helpful", dest="helpful", action="store_true", help="it helped")
+    verdict.add_argument("--not-helpful", dest="helpful", action="store_false", help="it did not help")
+    giving.add_argument("--citation", metavar="N", type=_within(int, 1, MAX_CITATION), help="the citation [n]")
+    giving.add_argument("--comment", metavar="TEXT", help=f"free text, at most {MAX_COMMENT_CHARS} characters")
+    _identity(giving)
+    _json_flag(giving, "the feedback kept")
+    giving.set_defaults(run=_feedback_give)
+    stats = _command(
+        feedback,
+        "stats",
+        "how helpful the tenant's users found a source's citations",
+        "citewise feedback stats jira --tenant acme --user alice",
+    )
+    stats.add_argument("source_id", metavar="SOURCE", help="a registered source's id, or an upload's source")
+    _identity(stats)
+    _json_flag(stats, "the stats")
+    stats.set_defaults(run=_feedback_stats)
 
     docs = _choices(_command(commands, "docs", "list, show or delete documents"), "ACTION")
     listing = _command(
@@ -1004,6 +1035,39 @@ def _conversations_show(args: argparse.Namespace, services: Services) -> int:
 def _conversations_delete(args: argparse.Namespace, services: Services) -> int:
     services.conversations.delete(_caller(args), args.conversation_id)
     print(escape_terminal_controls(f"deleted {args.conversation_id}"))
+    return 0
+
+
+def _feedback_give(args: argparse.Namespace, services: Services) -> int:
+    request = FeedbackRequest(
+        response_id=args.response_id, citation=args.citation, helpful=args.helpful, comment=args.comment
+    )
+    receipt = services.feedback.give(_caller(args), request)
+    if args.json:
+        print(escape_terminal_controls(receipt.model_dump_json(indent=2)))
+        return 0
+    kept = receipt.feedback
+    what = f"citation [{kept.citation}]" if kept.citation else "the answer"
+    verdict = "helpful" if kept.helpful else "not helpful"
+    counted = ", ".join(kept.sources) or "no source"
+    line = (
+        f"{'replaced' if receipt.replaced else 'kept'}: {what} of {kept.response_id} {verdict} (counts for {counted})"
+    )
+    print(escape_terminal_controls(line))
+    return 0
+
+
+def _feedback_stats(args: argparse.Namespace, services: Services) -> int:
+    stats = services.feedback.stats(_caller(args), args.source_id)
+    if args.json:
+        print(escape_terminal_controls(stats.model_dump_json(indent=2)))
+        return 0
+    share = "-" if stats.helpful_share is None else f"{stats.helpful_share:.0%}"
+    line = (
+        f"{stats.source_id}: {stats.helpful} helpful, {stats.not_helpful} not helpful ({share} helpful); "
+        f"effectiveness {stats.effectiveness:.3f}{'' if stats.ranks else ' (too few ratings to move rankings)'}"
+    )
+    print(escape_terminal_controls(line))
     return 0
 
 

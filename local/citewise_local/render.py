@@ -132,11 +132,16 @@ def _reflowed(lines: list[str]) -> list[str]:
 
 
 def _components(hit: SearchHit) -> str:
-    """` (fused 0.800, freshness 0.981, credibility 0.300)` when ranking signals re-scored the hit."""
+    """` (fused 0.800, freshness 0.981, credibility 0.300)` when ranking signals re-scored the hit (and
+    `, feedback 0.400` when the feedback signal is on)."""
     parts = hit.components
     if parts is None or (parts.freshness is None and parts.credibility is None):
         return ""
-    return f" (fused {parts.fused:.3f}, freshness {parts.freshness or 0:.3f}, credibility {parts.credibility or 0:.3f})"
+    feedback = "" if parts.feedback is None else f", feedback {parts.feedback:.3f}"
+    return (
+        f" (fused {parts.fused:.3f}, freshness {parts.freshness or 0:.3f}, credibility {parts.credibility or 0:.3f}"
+        f"{feedback})"
+    )
 
 
 def _provenance(chunk: Chunk) -> str:
@@ -259,7 +264,10 @@ ANSWER_MEASURES = (
 
 def render_turn(turn: TurnContext) -> str:
     """Where an answer sits in its conversation: the id to continue it, and what retrieval was asked."""
-    lines = [f"  Conversation {turn.conversation_id}, turn {turn.turn}"]
+    lines = [
+        f"  Conversation {turn.conversation_id}, turn {turn.turn}",
+        f"  Feedback: citewise feedback give {turn.response_id} --helpful (or --not-helpful)",
+    ]
     if turn.rewriter != AS_ASKED:
         lines.append(f"  Asked as ({turn.rewriter}): {turn.standalone_question}")
     if turn.rewrite_notice:

@@ -21,6 +21,7 @@ from citewise.aws.dynamodb import TABLE_SCHEMA, DynamoRegistry
 from citewise.aws.dynamodb_conversations import DynamoConversations
 from citewise.aws.dynamodb_credentials import DynamoCredentials
 from citewise.aws.dynamodb_erasure import DynamoErasureLog
+from citewise.aws.dynamodb_feedback import DynamoFeedback
 from citewise.aws.dynamodb_rates import DynamoRates
 from citewise.aws.dynamodb_sources import DynamoSources
 from citewise.aws.dynamodb_usage import DynamoUsage
@@ -46,6 +47,7 @@ from citewise.ports.erasure import (
     run_erasure,
     start_erasure,
 )
+from citewise.ports.feedback import Feedback, FeedbackStore
 from citewise.ports.index import VectorIndex
 from citewise.ports.quotas import RateLimiter
 from citewise.ports.registry import DocumentRegistry
@@ -55,6 +57,7 @@ from citewise_local.blobstore import LocalBlobStore
 from citewise_local.conversations import LocalConversations
 from citewise_local.credentials import LocalCredentials
 from citewise_local.erasure import LocalErasureLog
+from citewise_local.feedback import LocalFeedback
 from citewise_local.index import LocalIndex
 from citewise_local.rates import LocalRates
 from citewise_local.registry import LocalRegistry
@@ -86,6 +89,7 @@ class Platform:
     rates: RateLimiter
     conversations: ConversationStore
     sources: SourceRegistry
+    feedback: FeedbackStore
 
     def stores(self) -> dict[str, TenantStore]:
         credentials = TenantCredentials(self.credentials, lambda: self.issuer)
@@ -97,6 +101,7 @@ class Platform:
             rates=self.rates,
             conversations=self.conversations,
             sources=self.sources,
+            feedback=self.feedback,
         )
 
     def counts(self, tenant_id: str) -> dict[str, int]:
@@ -125,6 +130,7 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
         rates = LocalRates(tmp_path / "rates.db")
         conversations = LocalConversations(tmp_path / "conversations.db")
         sources = LocalSources(tmp_path / "sources.db")
+        feedback = LocalFeedback(tmp_path / "feedback.db")
         yield Platform(
             registry,
             index,
@@ -137,10 +143,12 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             rates,
             conversations,
             sources,
+            feedback,
         )
         rates.close()
         conversations.close()
         sources.close()
+        feedback.close()
         for adapter in opened:
             adapter.close()
         return
@@ -172,13 +180,14 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platfor
             DynamoRates(TABLE),
             DynamoConversations(TABLE),
             DynamoSources(TABLE),
+            DynamoFeedback(TABLE),
         )
         client.close()
 
 
 def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
     """Documents in every store (each written twice: two versions of its object), a tombstone, settings,
-    a day of usage, a credential and two users' conversations."""
+    a day of usage, a credential, two users' conversations and their feedback."""
     for n in range(documents):
         path = f"doc{n}.md"
         for text in (b"first", b"second"):
@@ -207,6 +216,8 @@ def fill(platform: Platform, tenant_id: str, documents: int = 3) -> None:
         platform.conversations.create(owner, conversation_id, "walnuts", T0, expires)
         turn = Turn(index=1, question="walnuts?", standalone_question="walnuts?", answer="Walnuts [1].", at=T0)
         platform.conversations.append(owner, conversation_id, turn, expires)
+        given = Feedback(response_id=f"{conversation_id}-1", helpful=True, sources=["walnuts"], at=T0)
+        platform.feedback.put(owner, given, previous=None)
     source = make_source("a", tenant_id)
     platform.sources.put_source(source)
     platform.sources.put_pages(tenant_id, source.source_id, [PageState(url="https://docs.example.com/a")])
@@ -277,7 +288,7 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
     # Then the receipt shows each store's deletes, nothing remaining, the kept usage, who asked and when
     assert receipt.status is ErasureStatus.ERASED
     assert (receipt.requested_by, receipt.started_at, receipt.finished_at) == ("ops", T0, T0 + timedelta(1))
-    for name in ("credentials", "sources", "blobs", "index", "conversations", "rates", "registry"):
+    for name in ("credentials", "sources", "blobs", "index", "conversations", "feedback", "rates", "registry"):
         assert receipt.store(name).deleted == before["acme"][name] > 0
         assert receipt.store(name).remaining == 0
     assert receipt.store("usage").kept and receipt.store("usage").remaining == 1
@@ -289,6 +300,7 @@ def test_the_job_erases_the_tenant_from_every_store_and_ends_with_a_receipt(plat
         "blobs": 0,
         "index": 0,
         "conversations": 0,
+        "feedback": 0,
         "rates": 0,
         "registry": 0,
         "usage": 1,

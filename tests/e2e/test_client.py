@@ -231,3 +231,23 @@ def test_web_sources_through_the_client(api: Api) -> None:
     with pytest.raises(CitewiseClientError) as bad:
         admin.create_source(SourceSpec(kind=SourceKind.URLS, urls=["http://10.0.0.1/"]))
     assert bad.value.status == 400 and bad.value.details["reason"] == "private_address"
+
+
+def test_feedback_through_the_client(api: Api, tmp_path: Path) -> None:
+    # Given alice's answer from a runbook under ops/
+    tenant = _tenant()
+    client = CitewiseClient(api.url, api.token(tenant, "alice"))
+    client.upload_and_wait(write(tmp_path, "runbook.md", RUNBOOK), filename="ops/runbook.md", timeout=INGEST_TIMEOUT_S)
+    answer = client.query("How often is the signing key rotated?")
+    assert answer.conversation is not None and answer.citations
+    # When she rates its first citation helpful
+    receipt = client.feedback(answer.conversation.response_id, helpful=True, citation=answer.citations[0].source)
+    # Then it counts for the runbook's source, and the source's stats say so
+    assert (receipt.replaced, receipt.feedback.sources) == (False, ["ops"])
+    stats = client.source_stats("ops")
+    assert (stats.helpful, stats.not_helpful, stats.rated) == (1, 0, 1)
+    # And bob of her tenant cannot rate her answer
+    bob = CitewiseClient(api.url, api.token(tenant, "bob"))
+    with pytest.raises(CitewiseClientError) as refused:
+        bob.feedback(answer.conversation.response_id, helpful=False)
+    assert (refused.value.code, refused.value.status) == ("NOT_FOUND", 404)

@@ -92,6 +92,10 @@ class Corpus:
     sources: list[str] = field(default_factory=list)
     """Web sources reads and refreshes may name (a refresh holds its source: a second is 409)."""
     disposable_sources: list[str] = field(default_factory=list)
+    responses: list[str] = field(default_factory=list)
+    """The `response_id` of the tenant's answers: what feedback cases name."""
+    source_names: list[str] = field(default_factory=list)
+    """Sources of uploaded documents (their `source`): what a source's stats may name besides a web source."""
 
 
 CORPUS = Corpus()
@@ -109,6 +113,11 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     credentials). Invalid ids are left alone: they are what a negative case tests."""
     doc_id = (path_parameters or {}).get("id")
     deleting = context.operation is not None and context.operation.method.upper() == "DELETE"
+    if context.operation is not None and context.operation.path.endswith("/stats"):
+        if path_parameters is None or not isinstance(doc_id, str):
+            return st.just(path_parameters)
+        named = [doc_id, *CORPUS.source_names, *CORPUS.sources]
+        return st.sampled_from(named).map(lambda chosen: {**path_parameters, "id": chosen})
     if context.operation is not None and "/conversations/" in context.operation.path:
         if path_parameters is None or not isinstance(doc_id, str) or not CONVERSATION_ID.match(doc_id):
             return st.just(path_parameters)
@@ -146,8 +155,14 @@ def flatmap_body(context: HookContext, body: Any) -> st.SearchStrategy[Any]:
 
     Alongside each generated upload body come two variants whatever else the body holds: its file name with
     a `.md` suffix, and a plain `fuzz/upload.md`, both with the Markdown content type and a size under the
-    limit. Bodies of the other operations, and bodies that are not objects, are left alone."""
+    limit. Random response ids name no answer, so feedback would only ever see 404: a feedback body comes
+    with a variant naming one of the tenant's answers, and one naming it as a whole (no citation). Bodies of
+    the other operations, and bodies that are not objects, are left alone."""
     operation = context.operation
+    if operation is not None and operation.path == "/v1/feedback" and isinstance(body, dict):
+        named = [{**body, "response_id": response_id} for response_id in CORPUS.responses]
+        whole = [{key: value for key, value in variant.items() if key != "citation"} for variant in named]
+        return st.sampled_from([body, *named, *whole])
     if operation is None or operation.path != "/v1/uploads" or not isinstance(body, dict):
         return st.just(body)
     filename = body.get("filename")
@@ -230,6 +245,8 @@ def corpus(api: Api) -> Iterator[Corpus]:
     ]
     ids = [answer["conversation"]["conversation_id"] for answer in asked]
     CORPUS.conversations, CORPUS.disposable_conversations = ids[:2], ids[2:]
+    CORPUS.responses = [answer["conversation"]["response_id"] for answer in asked[:2]]
+    CORPUS.source_names = ["ops", "notes"]  # the documents' first folders above
     CORPUS.conversation_cursor = api.request("GET", "/v1/conversations?limit=1", token=token).json()["next_cursor"]
     # Web sources: a few that reads and refreshes find, two that deletes may use up
     registered = [
@@ -252,6 +269,7 @@ def corpus(api: Api) -> Iterator[Corpus]:
     CORPUS.erasable, CORPUS.erased = "", ""
     CORPUS.conversations, CORPUS.disposable_conversations, CORPUS.conversation_cursor = [], [], ""
     CORPUS.sources, CORPUS.disposable_sources = [], []
+    CORPUS.responses, CORPUS.source_names = [], []
 
 
 @dataclass

@@ -13,6 +13,7 @@ from citewise_infra.constants import FUNCTION_KEYS, FunctionKey
 
 from citewise.aws.dynamodb_conversations import CONVERSATIONS_PREFIX
 from citewise.aws.dynamodb_credentials import CREDENTIALS_PARTITION
+from citewise.aws.dynamodb_feedback import FEEDBACK_PREFIX
 from citewise.aws.dynamodb_rates import TAT_ATTRIBUTE
 from citewise.ports.usage import COUNTERS
 
@@ -222,6 +223,7 @@ def test_query_reads_only_the_settings_attribute_of_the_registry(synth: Synth) -
         and s not in [usage_statement(synth, "query"), *quota_statements(synth, "query")]
         and s not in credentials_statements(synth, "query")
         and s not in conversation_statements(synth, "query")
+        and s not in feedback_statements(synth, "query")
     ]
     # Then it is one GetItem on the table itself (no index), returning only the keys, `settings` and the
     # status of an erasure record (every request checks its tenant is not being erased)
@@ -248,6 +250,24 @@ def credentials_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
 def conversation_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
     """The function's statements on the conversation partitions (`citewise.aws.dynamodb_conversations`)."""
     return [s for s in statements(synth, key) if CONVERSATIONS_PREFIX in str(s.condition)]
+
+
+def feedback_statements(synth: Synth, key: FunctionKey) -> list[Statement]:
+    """The function's statements on the feedback partitions (`citewise.aws.dynamodb_feedback`)."""
+    return [s for s in statements(synth, key) if FEEDBACK_PREFIX in str(s.condition)]
+
+
+@pytest.mark.parametrize(("key", "writes"), [("query", True), ("mcp", False)])
+def test_the_answering_functions_reach_the_feedback_partitions_only_by_that_grant(
+    synth: Synth, key: FunctionKey, writes: bool
+) -> None:
+    # Given the statement that lets a function rank with the tenants' feedback (and the query function take it)
+    (statement,) = feedback_statements(synth, key)
+    # Then it reads (and for the query function writes) items of the table whose partition key is a tenant's
+    # feedback partition only, and deletes nothing: feedback goes with its tenant's erasure
+    assert statement.actions == {"dynamodb:GetItem", "dynamodb:Query", *(["dynamodb:UpdateItem"] if writes else [])}
+    assert statement.resources == (f"<{synth.logical_id(synth.stack.storage.table)}.Arn>",)
+    assert statement.condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{FEEDBACK_PREFIX}*"]}}
 
 
 @pytest.mark.parametrize("key", ["query", "mcp"])

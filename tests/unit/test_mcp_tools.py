@@ -185,9 +185,9 @@ def test_the_tool_list_is_smaller_than_with_the_filter_inlined() -> None:
     # operators (a property at each level of the filter's spelled-out tree, and their operand's schema with the
     # version pattern, in rag_query's and search's input) and the routing report's `versions` (in both outputs),
     # then 36,938 with list_sources (issue 31: a compact summary of each source, not the REST API's whole
-    # record), hence this bound.
+    # record), then 37,041 with the answers' `response_id` (issue 31's feedback), hence this bound.
     listed = json.dumps({"tools": Toolbox(services=None).definitions()}, separators=(",", ":"))  # type: ignore[arg-type]
-    assert len(listed.encode()) < 37_000
+    assert len(listed.encode()) < 38_000
 
 
 def test_list_documents_describes_source_as_the_contents_origin(toolbox: Toolbox) -> None:

@@ -43,6 +43,8 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("GET", "/v1/conversations"): "conversation.list",
     ("GET", "/v1/conversations/{id}"): "conversation.get",
     ("DELETE", "/v1/conversations/{id}"): "conversation.delete",
+    ("POST", "/v1/feedback"): "feedback.give",
+    ("GET", "/v1/sources/{id}/stats"): "source.stats",
     ("GET", "/v1/documents"): "document.list",
     ("GET", "/v1/documents/{id}"): "document.get",
     ("GET", "/v1/documents/{id}/content"): "document.content",

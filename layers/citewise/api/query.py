@@ -15,6 +15,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from citewise.api.app import SECURED, request_id, responses
 from citewise.api.audit import AuditNote, note
 from citewise.api.conversations import add_conversation_routes
+from citewise.api.feedback import add_feedback_routes
 from citewise.api.identity import request_scope
 from citewise.api.schemas import QueryResponse, SearchResponse
 from citewise.api.streaming import EVENT_STREAM, STREAM_HEADERS, StreamSlot, sse_frames, wants_stream
@@ -95,7 +96,7 @@ def _streamed(app: APIGatewayRestResolver, services: Services, caller: Caller, r
 
 
 def add_query_routes(app: APIGatewayRestResolver) -> None:
-    """Register the query function's routes on `app`: query, search and the conversations."""
+    """Register the query function's routes on `app`: query, search, the conversations and the feedback."""
 
     @app.post(
         "/v1/query",
@@ -165,3 +166,4 @@ def add_query_routes(app: APIGatewayRestResolver) -> None:
         )
 
     add_conversation_routes(app)
+    add_feedback_routes(app)

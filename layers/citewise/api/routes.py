@@ -56,6 +56,9 @@ HUMAN_ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/conversations", "query", programs=READ),
     Route("GET", "/v1/conversations/{id}", "query", programs=READ),
     Route("DELETE", "/v1/conversations/{id}", "query", programs=FULL),
+    # Feedback on a user's own answers, and what it says of each source (`citewise.api.feedback`).
+    Route("POST", "/v1/feedback", "query", programs=FULL),
+    Route("GET", "/v1/sources/{id}/stats", "query", programs=READ),
     Route("GET", "/v1/documents", "documents", programs=READ),
     Route("GET", "/v1/documents/{id}", "documents", programs=READ),
     Route("GET", "/v1/documents/{id}/content", "documents", programs=READ),

@@ -588,6 +588,9 @@ class ScoreComponents(Frozen):
     credibility: float | None = Field(
         default=None, description="The tenant's weight of the hit's source (1 when unlisted); null when off."
     )
+    feedback: float | None = Field(
+        default=None, description="Users' feedback on the hit's source (0-1; 0.5 until rated enough); null when off."
+    )
     final: float = Field(description="The score the hit is ranked by (`score`).")
 
 

@@ -71,6 +71,18 @@ class TenantSettings(Frozen):
         max_length=MAX_ENTRIES,
         description='Source -> credibility in 0-1 (`{"handbook": 1, "community": 0.3}`); an unlisted source is 1.',
     )
+    feedback_weight: Weight | None = Field(
+        default=None,
+        description="0-1: how much the helpfulness users gave a source's answers (POST /v1/feedback) scales the "
+        "fused score; 0 turns it off.",
+    )
+    feedback_min_votes: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        strict=True,
+        description="Ratings a source needs before the feedback signal moves its score.",
+    )
     routing_aliases: dict[Phrase, SourceName] | None = Field(
         default=None,
         max_length=MAX_ENTRIES,

@@ -24,7 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple, Protocol
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from citewise.domain.errors import NotFoundError, ValidationError
 from citewise.domain.models import CONVERSATION_ID_PATTERN, Citation, Frozen
@@ -58,6 +58,11 @@ class Turn(Frozen):
     citations: list[Citation] = Field(default_factory=list)
     at: datetime
     status: TurnStatus = TurnStatus.COMPLETE
+    cited_sources: dict[int, str] = Field(
+        default_factory=dict,
+        description="The source of each cited [n] (`citewise.ports.feedback.source_key`): what feedback on the "
+        "answer counts for. Empty for a turn kept before it was recorded.",
+    )
 
 
 class ConversationSummary(Frozen):
@@ -92,6 +97,7 @@ class TurnContext(Frozen):
 
     conversation_id: str = Field(description="Pass it back as `conversation_id` to ask a follow-up.")
     turn: int = Field(ge=1, description="This turn's number in the conversation (1: its first question).")
+    response_id: str = Field(default="", description="The answer's id, for `POST /v1/feedback`.")
     standalone_question: str = Field(description="The question retrieval and the answer used.")
     rewriter: str = Field(
         description="What made the follow-up standalone (`deterministic`, `bedrock`, `openai`); `none` when the "
@@ -103,6 +109,12 @@ class TurnContext(Frozen):
     dropped_turns: int = Field(
         default=0, ge=0, description="Older turns left out of the rewrite's history to stay within its budget."
     )
+
+    @model_validator(mode="after")
+    def _response_id(self) -> TurnContext:
+        # Derived, never chosen: the id always names this very turn (`citewise.ports.feedback`).
+        object.__setattr__(self, "response_id", response_id_of(self.conversation_id, self.turn))
+        return self
 
 
 class ConversationStore(Protocol):
@@ -148,6 +160,11 @@ def new_conversation_id() -> str:
     """A fresh id of CONVERSATION_ID_PATTERN: ids sort by creation time to the millisecond (the listing's
     order, newest first) and cannot be guessed (64 random bits)."""
     return f"c{time.time_ns() // 1_000_000:012x}{secrets.token_hex(8)}"
+
+
+def response_id_of(conversation_id: str, turn: int) -> str:
+    """The id of the answer given as turn `turn` of `conversation_id` (`citewise.ports.feedback`)."""
+    return f"{conversation_id}-{turn}"
 
 
 def check_conversation_id(conversation_id: str) -> str:

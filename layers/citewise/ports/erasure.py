@@ -184,19 +184,22 @@ def erased_stores(
     rates: TenantStore,
     conversations: TenantStore,
     sources: TenantStore,
+    feedback: TenantStore,
 ) -> dict[str, TenantStore]:
     """Every store an erasure empties, by the name its receipt shows, in the order they are emptied:
     the programs' credentials first (no program of the tenant gets a token any more), the originals next
     (nothing new is ingested from them), then the index, the users' conversations (their answers quote
-    the documents), the query-rate bucket, the registry last (its catalogue item keeps the tenant known
-    until the end). The web sources go before the originals: no refresh of the tenant starts once they
-    are gone (one running finds its source gone at its next save). A later store joins here."""
+    the documents) and their feedback on them, the query-rate bucket, the registry last (its catalogue
+    item keeps the tenant known until the end). The web sources go before the originals: no refresh of
+    the tenant starts once they are gone (one running finds its source gone at its next save). A later
+    store joins here."""
     return {
         "credentials": credentials,
         "sources": sources,
         "blobs": blobs,
         "index": index,
         "conversations": conversations,
+        "feedback": feedback,
         "rates": rates,
         "registry": registry,
     }

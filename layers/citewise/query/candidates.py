@@ -34,6 +34,7 @@ class Candidate(NamedTuple):
     pinned document's chunk that did not rank."""
     freshness: float | None = None
     credibility: float | None = None
+    feedback: float | None = None
     rerank_score: float | None = None
 
     @property
@@ -55,7 +56,11 @@ class Candidate(NamedTuple):
         if self.fused is None:
             return None
         return ScoreComponents(
-            fused=self.fused, freshness=self.freshness, credibility=self.credibility, final=self.score
+            fused=self.fused,
+            freshness=self.freshness,
+            credibility=self.credibility,
+            feedback=self.feedback,
+            final=self.score,
         )
 
     def hit(self) -> SearchHit:

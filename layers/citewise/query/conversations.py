@@ -39,6 +39,7 @@ from citewise.ports.conversations import (
     not_found,
     title_of,
 )
+from citewise.ports.feedback import source_key
 from citewise.ports.rewriter import Exchange, HistoryBudget, Rewriter
 from citewise.ports.synthesizer import Synthesizer
 from citewise.query.answering import Stage, answer_question, untimed
@@ -161,6 +162,7 @@ class Conversations:
                 citations=answer.citations if answer is not None else [],
                 at=now,
                 status=status,
+                cited_sources=cited_sources(answer) if answer is not None else {},
             )
             try:
                 self.store.append(draft.owner, conversation_id, turn, now + self._ttl)
@@ -197,8 +199,19 @@ def answer_in_conversation(
         stage=stage,
         instructions=instructions,
     )
-    conversations.record(draft, answer)
-    return answer, draft.context
+    turn = conversations.record(draft, answer)
+    # The turn's number moves on when another request of the conversation recorded first: the context
+    # returned names the turn as kept, so its `response_id` is the one feedback finds.
+    return answer, TurnContext.model_validate(draft.context.model_dump(exclude={"response_id"}) | {"turn": turn.index})
+
+
+def cited_sources(answer: Answer) -> dict[int, str]:
+    """The source (`source_key`) of each [n] the answer cites, for the feedback on it."""
+    return {
+        citation.source: source_key(answer.sources[citation.source - 1].chunk.document)
+        for citation in answer.citations
+        if citation.source <= len(answer.sources)
+    }
 
 
 def standalone(request: QueryRequest, question: str) -> SearchRequest:

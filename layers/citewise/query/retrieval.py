@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from citewise.domain.models import (
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.domain.textutil import content_terms, embedding_text, word_prefix
 from citewise.ports.embedder import Embedder
+from citewise.ports.feedback import SourceTally
 from citewise.ports.index import ScoredChunk, VectorIndex
 from citewise.ports.reranker import Reranker, reranked_order
 from citewise.ports.router import Route, Router, RoutingContext
@@ -127,16 +128,19 @@ class Retriever:
         routing: RoutingOptions | None = None,
         signals: Signals | None = None,
         tenant_settings: Callable[[str], TenantSettings | None] | None = None,
+        feedback_tallies: Callable[[str], Mapping[str, SourceTally] | None] | None = None,
         reranker: Reranker | None = None,
         rerank_candidates: int = 50,
     ) -> None:
         """`signals` are the deployment's ranking signals (off by default); `tenant_settings` reads a
         tenant's overrides of them and of the routing time zone and aliases (a `TenantSettingsCache`);
+        `feedback_tallies` reads a tenant's feedback per source, for the feedback signal when it is on;
         `reranker` (None: off) reorders the best `rerank_candidates` fused hits."""
         self.index = index
         self.routing = routing or RoutingOptions()
         self.signals = signals or Signals()
         self.tenant_settings = tenant_settings or (lambda _: None)
+        self.feedback_tallies = feedback_tallies or (lambda _: None)
         self.embedder = embedder
         self.mode = mode
         self.candidates = candidates
@@ -156,6 +160,8 @@ class Retriever:
         tenant = self.tenant_settings(caller.tenant_id)
         now = self.routing.clock()
         signals = self.signals.for_tenant(tenant)
+        if signals.feedback_weight > 0:
+            signals = replace(signals, feedback=self.feedback_tallies(caller.tenant_id) or {})
         route = self._route(caller, request, tenant, now)
         if route is None:
             ranked, reranking = self._ranked(caller, request, request.query, request.filters, signals, now)

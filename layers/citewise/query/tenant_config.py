@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from citewise.domain.access import require_admin, require_write
 from citewise.domain.errors import CitewiseError
@@ -25,15 +26,17 @@ from citewise.ports.registry import DocumentRegistry
 logger = logging.getLogger(__name__)
 
 DEFAULT_TTL_SECONDS = 60.0
+_Value = TypeVar("_Value")
 
 
-class TenantSettingsCache:
+class TenantSettingsCache(Generic[_Value]):
     """`cache(tenant_id)`: the tenant's settings (None: it has none), read through `read` at most once per
-    `ttl` seconds per tenant."""
+    `ttl` seconds per tenant. Any per-tenant value the query path reads on every request is cached alike
+    (the feedback tallies of `citewise.ports.feedback`)."""
 
     def __init__(
         self,
-        read: Callable[[str], TenantSettings | None],
+        read: Callable[[str], _Value],
         *,
         ttl: float = DEFAULT_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
@@ -41,15 +44,16 @@ class TenantSettingsCache:
         self._read = read
         self._ttl = ttl
         self._clock = clock
-        self._entries: dict[str, tuple[float, TenantSettings | None]] = {}
+        self._entries: dict[str, tuple[float, _Value | None]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, tenant_id: str) -> TenantSettings | None:
+    def __call__(self, tenant_id: str) -> _Value | None:
         now = self._clock()
         with self._lock:
             cached = self._entries.get(tenant_id)
         if cached is not None and now - cached[0] < self._ttl:
             return cached[1]
+        value: _Value | None
         try:
             value = self._read(tenant_id)
         except CitewiseError as exc:

@@ -63,10 +63,13 @@ if TYPE_CHECKING:
     from citewise.ingest.sources import DocumentWriter, Refresher
     from citewise.ports.blobstore import BlobStore
     from citewise.ports.conversations import ConversationStore
+    from citewise.ports.feedback import FeedbackStore, SourceTally
     from citewise.ports.requeue import IngestQueue
     from citewise.ports.sources import RefreshQueue, SourceRegistry
     from citewise.ports.web import PageFetcher
     from citewise.query.conversations import Conversations
+    from citewise.query.feedback import FeedbackService
+    from citewise.query.ranking import FeedbackPrior
     from citewise.query.retrieval import Retriever
     from citewise.runtime.identity import CredentialCache
 
@@ -116,6 +119,7 @@ class Backend(Protocol):
     def sources(self) -> SourceRegistry: ...
 
     def refresh_queue(self) -> RefreshQueue: ...
+    def feedback(self) -> FeedbackStore: ...
 
     def close(self) -> None:
         """Release what the adapters built so far hold open (database connections)."""
@@ -204,6 +208,7 @@ class Services:
             rates=self.rates,
             conversations=self.conversation_store,
             sources=self.sources,
+            feedback=self.feedback_store,
         )
 
     def run_erasure(self, tenant_id: str) -> Erasure:
@@ -354,8 +359,11 @@ class Services:
                 freshness_weight=settings.ranking_freshness_weight,
                 half_life_days=settings.ranking_half_life_days,
                 credibility_weight=settings.ranking_credibility_weight,
+                feedback_weight=settings.ranking_feedback_weight,
+                feedback_prior=self.feedback_prior,
             ),
             tenant_settings=TenantSettingsCache(self._tenant_settings, ttl=settings.tenant_settings_ttl),
+            feedback_tallies=TenantSettingsCache(self._feedback_tallies, ttl=settings.tenant_settings_ttl),
             reranker=build_reranker(settings),
             rerank_candidates=settings.rerank_candidates,
         )
@@ -366,6 +374,34 @@ class Services:
         if self.settings.backend == "aws" and not self.settings.registry_table:
             return None
         return self.registry.tenant_settings(tenant_id)
+
+    def _feedback_tallies(self, tenant_id: str) -> dict[str, SourceTally] | None:
+        """The tenant's feedback per source; None where the function has no registry (as `_tenant_settings`)."""
+        if self.settings.backend == "aws" and not self.settings.registry_table:
+            return None
+        return self.feedback_store.tallies(tenant_id)
+
+    @cached_property
+    def feedback_prior(self) -> FeedbackPrior:
+        from citewise.query.ranking import FeedbackPrior
+
+        settings = self.settings
+        return FeedbackPrior(
+            prior_votes=settings.ranking_feedback_prior_votes, min_votes=settings.ranking_feedback_min_votes
+        )
+
+    @cached_property
+    def feedback_store(self) -> FeedbackStore:
+        return self._backend.feedback()
+
+    @cached_property
+    def feedback(self) -> FeedbackService:
+        """Feedback on the callers' answers and the sources' stats (`citewise.query.feedback`)."""
+        from citewise.query.feedback import FeedbackService
+
+        return FeedbackService(
+            self.feedback_store, self.conversation_store, lambda: self.retriever, self.feedback_prior
+        )
 
     @cached_property
     def synthesizer(self) -> Synthesizer:
@@ -469,6 +505,8 @@ _ADAPTERS = frozenset(
         "refresh_queue",
         "page_fetcher",
         "document_writer",
+        "feedback_store",
+        "feedback",
     }
 )
 
@@ -789,6 +827,11 @@ class AwsBackend:
         return SqsRefreshQueue(
             _required(settings.refresh_queue_url), client=aws.client("sqs", region=settings.aws_region)
         )
+
+    def feedback(self) -> FeedbackStore:
+        from citewise.aws.dynamodb_feedback import DynamoFeedback
+
+        return DynamoFeedback(_required(self._settings.registry_table), client=self._dynamodb)
 
     def blobs(self) -> BlobStore:
         from citewise.aws.s3 import S3BlobStore, s3_client

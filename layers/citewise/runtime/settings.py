@@ -195,6 +195,21 @@ class Settings(BaseSettings):
     ranking_credibility_weight: float = Field(
         default=0.0, ge=0.0, le=1.0, description="0-1: how much source credibility scales fused scores (0: off)."
     )
+    ranking_feedback_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="0-1: how much users' feedback on a source scales fused scores (0: off).",
+    )
+    ranking_feedback_min_votes: int = Field(
+        default=5, ge=1, le=10_000, description="Ratings a source needs before the feedback signal moves its score."
+    )
+    ranking_feedback_prior_votes: float = Field(
+        default=4.0,
+        gt=0,
+        le=10_000,
+        description="The Beta prior's weight in votes (at 0.5) that smooths a source's share.",
+    )
     tenant_settings_ttl: float = Field(
         default=60.0, ge=0, le=3600, description="Seconds a query function keeps a tenant's settings document."
     )

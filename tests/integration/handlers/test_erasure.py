@@ -100,12 +100,16 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
     # acme there warms the function's view of acme's index, and the search after its erasure then fails with
     # the index gone, a 502: a finding of issue 28's mode, reported, not this test's subject)
     asking = ("acme-eu",) if stack.kind == "s3vectors" else ("acme", "acme-eu")
-    conversations = {
+    turns = {
         tenant: stack.api("POST", "/v1/query", body={"query": "vault"}, identity=claims(tenant, "alice"))[1][
             "conversation"
-        ]["conversation_id"]
+        ]
         for tenant in asking
     }
+    conversations = {tenant: turn["conversation_id"] for tenant, turn in turns.items()}
+    for tenant, turn in turns.items():  # and feedback on each answer
+        feedback = {"response_id": turn["response_id"], "helpful": True}
+        assert stack.api("POST", "/v1/feedback", body=feedback, identity=claims(tenant, "alice"))[0] == 200
     # When the operator asks for acme's erasure
     status, started = stack.api("POST", ERASURE.format("acme"), identity=OPERATOR)
     # Then it is accepted, recorded with the operator who asked
@@ -160,9 +164,20 @@ def test_the_operator_erases_a_tenant_and_fetches_its_receipt(
     assert receipt["status"] == "ERASED" and receipt["requested_by"] == "ops-1"
     assert receipt["started_at"] <= receipt["finished_at"]
     parts = {part["store"]: part for part in receipt["stores"]}
-    assert set(parts) == {"credentials", "sources", "blobs", "index", "conversations", "rates", "registry", "usage"}
+    assert set(parts) == {
+        "credentials",
+        "sources",
+        "blobs",
+        "index",
+        "conversations",
+        "feedback",
+        "rates",
+        "registry",
+        "usage",
+    }
     erased_turns = 2 if "acme" in conversations else 0  # the conversation and its turn
     assert parts["conversations"]["deleted"] == erased_turns and parts["conversations"]["remaining"] == 0
+    assert parts["feedback"]["deleted"] == (1 if "acme" in conversations else 0) and parts["feedback"]["remaining"] == 0
     assert parts["credentials"]["deleted"] == 1 and parts["credentials"]["remaining"] == 0
     if stack.kind == "aws":  # acme's app client is withdrawn by the erasure function, acme-eu's kept
         listed = credential_pool.client.list_user_pool_clients(UserPoolId=credential_pool.pool_id, MaxResults=60)

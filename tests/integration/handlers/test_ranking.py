@@ -23,6 +23,8 @@ DEFAULTS = {
     "freshness_half_life_days": None,
     "credibility_weight": None,
     "source_credibility": {},
+    "feedback_weight": None,
+    "feedback_min_votes": None,
     "routing_aliases": None,
     "routing_time_zone": None,
     "updated_at": None,
@@ -77,6 +79,7 @@ def test_signals_reorder_only_the_tenant_that_turned_them_on(stack: Stack) -> No
             "fused": hit["score"],
             "freshness": None,
             "credibility": None,
+            "feedback": None,
             "final": hit["score"],
         }
     # And with them the fresh official document ranks first, each hit showing how its score was made
