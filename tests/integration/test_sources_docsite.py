@@ -45,13 +45,16 @@ OTHER = Caller(tenant_id="globex", user_id="carol", groups=("admin",))
 MAX_PAGE_BYTES = 1024 * 1024
 
 
+def versioned_site(root: Path) -> DocSite:
+    """The documentation under `/3.11/` of `root` (a version in the URL, as docs.python.org has), the
+    sitemap listing `PAGES`; to be started with `with`."""
+    shutil.copytree(python_docs(), root / VERSION)
+    return DocSite(root, pages=PAGES)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocSite]:
-    """The documentation under `/3.11/` (a version in the URL, as docs.python.org has), the sitemap
-    listing `PAGES`."""
-    root = tmp_path_factory.mktemp("docsite")
-    shutil.copytree(python_docs(), root / VERSION)
-    with DocSite(root, pages=PAGES) as served:
+    with versioned_site(tmp_path_factory.mktemp("docsite")) as served:
         yield served
 
 
