@@ -227,8 +227,12 @@ class DocSite:
             return None
         body = path.read_bytes()
         if version:
+            # Under the page's first heading, in its main content: a change its extracted text shows
             marker = f"<p>Changed for the {version}. time by the test.</p>".encode()
-            body = body.replace(b"</body>", marker + b"</body>", 1)
+            if b"</h1>" in body:
+                body = body.replace(b"</h1>", b"</h1>" + marker, 1)
+            else:
+                body = body.replace(b"</body>", marker + b"</body>", 1)
         return body, _EPOCH + version * 86_400
 
     def robots_txt(self) -> str:

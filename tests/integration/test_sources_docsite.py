@@ -161,6 +161,10 @@ def test_a_sitemap_source_becomes_documents_refreshed_by_conditional_requests(
     after = _stored(_documents(services, MEMBER, source_id))
     assert (third.summary.changed, third.summary.gone, third.summary.removed) == (1, 1, 0)
     assert [url for url in before if after.get(url) != before[url]] == [changed]
+    hits = services.retriever.retrieve(MEMBER, SearchRequest(query="Changed for the 1. time by the test")).hits
+    assert [hit.chunk.document.attributes["url"] for hit in hits if "Changed for the 1. time" in hit.chunk.text] == [
+        changed
+    ]  # its new text is indexed
     fourth = _refresh(services, source_id)
     assert (fourth.summary.gone, fourth.summary.removed, fourth.summary.not_modified) == (1, 1, len(PAGES) - 1)
     assert gone not in _documents(services, MEMBER, source_id)
