@@ -44,7 +44,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
         yield running
     finally:
         running.process.send_signal(signal.SIGTERM)
-        running.process.wait(timeout=30)
+        status = running.process.wait(timeout=30)
+    assert status == 0, running.log.read_text()[-3000:]  # stopped cleanly, its refresh thread with it
 
 
 def _add(server: Api, tenant: str, *options: str) -> dict[str, Any]:
