@@ -9,25 +9,33 @@ real ingest pipeline (the hashing embedder, so the figures count work, not a mod
 For each: HTTP requests, 304s, pages fetched whole but unchanged (content hash), pages stored again,
 chunks embedded and chunk vectors reused, wall time. Run once with ETags and once without validators.
 
-`python -m benchmarks.source_refresh [--pages N]` runs it. The real site served on 127.0.0.1 (the
-web-fetch branch's test site) replaces the double when it is merged.
+`python -m benchmarks.source_refresh [--pages N]` runs it. `--site docsite` refreshes the real test
+site instead (`tests.doubles.docsite`: Python 3.11's documentation served on 127.0.0.1 with ETags, its
+sitemap listing the first N library pages) with the real fetcher (`citewise.builtin.web_fetch`, loopback
+allowed, `--delay` seconds of politeness between requests, default 0): requests and 304s as the site
+logged them, and the wall time as the median of `--repeats` runs (default 3), each on a new home.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from citewise.builtin.web_fetch import FetchLimits, WebPageFetcher
 from citewise.domain.models import Caller
 from citewise.domain.sources import SourceCategory, SourceKind, SourceSpec
 from citewise.ingest.sources import BlobWriter, hold_source, register_source
 from citewise.runtime.services import build_services
 from citewise.runtime.settings import Settings
+from tests.doubles.docsite import DocSite, python_docs
 from tests.doubles.web import FakeSite, Page, html, sitemap
 
 SITE = "https://docs.example.com"
@@ -66,21 +74,67 @@ def _site(pages: int, validators: bool) -> FakeSite:
 
 
 def measure(pages: int, validators: bool) -> dict[str, Any]:
-    """The three refreshes of one site; their figures by step."""
+    """The three refreshes of a site of the PageFetcher double; their figures by step."""
+    site = _site(pages, validators)
+
+    def change() -> None:
+        changed = f"{SITE}/guide/page-{pages // 2}.html"
+        site.pages[changed] = Page(html("Changed", f"{PARAGRAPH} A new paragraph."), validators=validators)
+
+    return _refreshes(
+        site, f"{SITE}/sitemap.xml", change, requests=site.requests, not_modified=None, clear=site.log.clear
+    )
+
+
+def measure_docsite(pages: int, delay: float, repeats: int) -> dict[str, Any]:
+    """The three refreshes of the real test site, `repeats` times on new homes; counts of the last run,
+    the median of the wall times."""
+    listed = sorted(str(path.relative_to(python_docs())) for path in (python_docs() / "library").glob("*.html"))
+    runs = []
+    for _ in range(repeats):
+        with DocSite(python_docs(), pages=listed[:pages]) as site:
+            fetcher = WebPageFetcher(allow_loopback=True, limits=FetchLimits(host_delay=delay))
+            runs.append(
+                _refreshes(
+                    fetcher,
+                    f"{site.url}/sitemap.xml",
+                    functools.partial(site.change, listed[pages // 2]),
+                    requests=site.count,
+                    not_modified=functools.partial(site.count, status=304),
+                    clear=site.requests.clear,
+                )
+            )
+    figures = runs[-1]
+    for step in figures:
+        figures[step]["seconds"] = round(statistics.median(run[step]["seconds"] for run in runs), 2)
+        figures[step]["seconds_each"] = [run[step]["seconds"] for run in runs]
+    return figures
+
+
+def _refreshes(
+    fetcher: Any,
+    sitemap_url: str,
+    change: Callable[[], None],
+    *,
+    requests: Callable[[], int],
+    not_modified: Callable[[], int] | None,
+    clear: Callable[[], None],
+) -> dict[str, Any]:
+    """A sitemap source refreshed into a new local home: first, with nothing changed, and after
+    `change` (one page); each step's figures. `requests` and `not_modified` count what the site saw
+    (304s from the refresh's summary when the site does not count them)."""
     with tempfile.TemporaryDirectory(prefix="citewise-refresh-") as home:
         settings = Settings(home=Path(home), embedder="hashing")
         services = build_services(settings)
-        site = _site(pages, validators)
         writer = CountingWriter(services)
-        services.__dict__.update(page_fetcher=site, document_writer=writer)
-        spec = SourceSpec(kind=SourceKind.SITEMAP, url=f"{SITE}/sitemap.xml", category=SourceCategory.OFFICIAL_DOCS)
-        source = register_source(services.sources, ADMIN, spec, now=datetime.now(UTC))
+        services.__dict__.update(page_fetcher=fetcher, document_writer=writer)
+        spec = SourceSpec(kind=SourceKind.SITEMAP, url=sitemap_url, category=SourceCategory.OFFICIAL_DOCS)
+        source = register_source(services.sources, ADMIN, spec, now=datetime.now(UTC), allow_loopback=True)
         figures: dict[str, Any] = {}
         for step in ("first refresh", "nothing changed", "1 page changed"):
             if step == "1 page changed":
-                changed = f"{SITE}/guide/page-{pages // 2}.html"
-                site.pages[changed] = Page(html("Changed", f"{PARAGRAPH} A new paragraph."), validators=validators)
-            site.log.clear()
+                change()
+            clear()
             writer.stored = writer.embedded = writer.reused = 0
             started = time.perf_counter()
             message = hold_source(services.sources, "acme", source.source_id, now=datetime.now(UTC))
@@ -88,8 +142,8 @@ def measure(pages: int, validators: bool) -> dict[str, Any]:
             assert run is not None and run.finished_at is not None
             summary = run.summary
             figures[step] = {
-                "requests": site.requests(),
-                "not_modified": summary.not_modified,
+                "requests": requests(),
+                "not_modified": summary.not_modified if not_modified is None else not_modified(),
                 "unchanged_by_hash": summary.unchanged,
                 "bytes_downloaded": summary.bytes,
                 "pages_stored": writer.stored,
@@ -104,7 +158,14 @@ def measure(pages: int, validators: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=200, help="pages of the site (default 200)")
+    parser.add_argument("--site", choices=("double", "docsite"), default="double", help="the site (default double)")
+    parser.add_argument("--delay", type=float, default=0.0, help="docsite: politeness delay, seconds (default 0)")
+    parser.add_argument("--repeats", type=int, default=3, help="docsite: runs, for the median time (default 3)")
     args = parser.parse_args()
+    if args.site == "docsite":
+        docsite = {"pages": args.pages, "delay": args.delay, **measure_docsite(args.pages, args.delay, args.repeats)}
+        print(json.dumps(docsite, indent=2))
+        return
     report = {
         "pages": args.pages,
         "with ETags": measure(args.pages, validators=True),

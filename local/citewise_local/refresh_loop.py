@@ -2,7 +2,8 @@
 
 A thread wakes every `interval` seconds: it starts a run for each source whose time has come
 (`start_due`, as the schedule's tick on AWS) and runs what the local refresh queue holds, one run after
-another (the runs the tick just started, and those `POST /v1/sources/{id}/refresh` queued). Pages go where
+another (the runs the tick just started, and those `POST /v1/sources/{id}/refresh` queued: the server
+`wake`s the loop when it answers one, so a refresh asked now starts now). Pages go where
 an upload goes: into the blob store, then an S3 notification to the server's ingest queue
 (`NotifyingWriter`), so the ingest function indexes them exactly as it indexes an upload.
 
@@ -78,14 +79,20 @@ class RefreshLoop:
         self.interval = interval
         self.log = log
         self._stopping = threading.Event()
+        self._woken = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="citewise-refresh", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def wake(self) -> None:
+        """Run the queue now, not at the next tick (a refresh asked through the API was queued)."""
+        self._woken.set()
+
     def close(self, timeout: float = 30.0) -> None:
         """Stop after the page in progress; a run cut short goes back on the queue."""
         self._stopping.set()
+        self._woken.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -125,8 +132,9 @@ class RefreshLoop:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            self._woken.clear()  # before the pass: a wake during it brings another at once
             try:
                 self.tick()
             except Exception:  # noqa: BLE001 - a failing pass is logged; the next one tries again
                 logger.warning("refresh pass failed", exc_info=True)
-            self._stopping.wait(self.interval)
+            self._woken.wait(self.interval)

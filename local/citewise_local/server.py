@@ -125,6 +125,8 @@ from citewise_local.webconsole import (
 )
 
 INGEST_FUNCTION = "ingest"
+REFRESH_ROUTE = "/v1/sources/{id}/refresh"
+"""The route that queues a refresh for the server's refresh loop (`citewise.api.sources`)."""
 FUNCTIONS: tuple[str, ...] = tuple(sorted({route.function for route in ROUTES} | {INGEST_FUNCTION}))
 MAX_RECEIVES = 3
 """Receives of one message before it is dead-lettered, as the queue's redrive policy (maxReceiveCount)."""
@@ -226,6 +228,9 @@ def handler_environment(home: Path, public_url: str) -> tuple[dict[str, str], di
         # their issuer, named in the MCP endpoint's protected-resource metadata.
         "CITEWISE_AUTHORIZATION_SERVER": public_url,
         "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon to send segments to
+        # The functions never fetch pages (the server's refresh loop does, with its own settings) and their
+        # settings refuse the loopback switch, as on Lambda: a server started with it must still start.
+        "CITEWISE_WEB_ALLOW_LOOPBACK": "false",
     }
     defaults = {
         "POWERTOOLS_SERVICE_NAME": "citewise",
@@ -838,6 +843,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             response = self.server.invoke(route.function, event, _fairness_key(claims))
         except FunctionTimeoutError as exc:  # as API Gateway answers once its integration timeout passes
             return self._send_error(exc, request_id)
+        if route.path == REFRESH_ROUTE and self.server.refreshes is not None:
+            self.server.refreshes.wake()  # a refresh asked now starts now, not at the loop's next tick
         return self._send_proxy_response(response, request_id)
 
     def _send_stream(self, chunks: Generator[bytes, None, None], request_id: str) -> int:

@@ -16,7 +16,8 @@ Usage:
         assert site.count("/library/json.html") == 1
 
 What it serves (`site.url` is `http://127.0.0.1:<port>`, or https with `tls`):
-- every `.html` file under the root at its relative path, with a strong `ETag` (a hash of the bytes
+- every `.html` file under the root at its relative path (a folder's path ending in `/` serves its
+  `index.html`, as documentation hosts do), with a strong `ETag` (a hash of the bytes
   served) and `Last-Modified`, answering `304` to a matching `If-None-Match` or a not older
   `If-Modified-Since`;
 - `/sitemap.xml`: a `<urlset>` of `pages` (default: every page) with each page's `<lastmod>`;
@@ -215,6 +216,8 @@ class DocSite:
     def page(self, page: str) -> tuple[bytes, float] | None:
         """The bytes the page is served with now and its Last-Modified (seconds), or None if it is not."""
         page = page.lstrip("/")
+        if page.endswith("/"):
+            page += "index.html"  # a crawl's prefix is a folder
         with self._lock:
             if page in self._removed:
                 return None
@@ -224,8 +227,12 @@ class DocSite:
             return None
         body = path.read_bytes()
         if version:
+            # Under the page's first heading, in its main content: a change its extracted text shows
             marker = f"<p>Changed for the {version}. time by the test.</p>".encode()
-            body = body.replace(b"</body>", marker + b"</body>", 1)
+            if b"</h1>" in body:
+                body = body.replace(b"</h1>", b"</h1>" + marker, 1)
+            else:
+                body = body.replace(b"</body>", marker + b"</body>", 1)
         return body, _EPOCH + version * 86_400
 
     def robots_txt(self) -> str:

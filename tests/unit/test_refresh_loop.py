@@ -4,6 +4,7 @@ that leaves the run in progress saved and queued for the next serve."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,3 +87,32 @@ def test_a_clean_stop_saves_the_run_and_queues_it_for_the_next_serve(queue: Loca
     site.loop = None
     assert loop_over(queue, site, documents, tmp_path).tick() == 1
     assert sorted(url for url, _ in site.log) == sorted(URLS)
+
+
+def test_a_refresh_asked_now_runs_now_not_at_the_next_tick(queue: LocalSources, tmp_path: Path) -> None:
+    # Given a running loop whose ticks are an hour apart, that has run what was due
+    site = FakeSite({url: Page(html("P", "Text.")) for url in URLS})
+    documents = Documents()
+    source = register_source(queue, ADMIN, SourceSpec(kind=SourceKind.URLS, urls=URLS[:2]), now=datetime.now(UTC))
+    loop = loop_over(queue, site, documents, tmp_path)
+    loop.interval = 3600
+    loop.start()
+    try:
+        deadline = time.monotonic() + 10
+        while _last_run(queue, source.source_id) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(site.log) == 2
+        # When a refresh is asked through the API, and the server wakes the loop
+        request_refresh(queue, queue, ADMIN, source.source_id, now=datetime.now(UTC))
+        loop.wake()
+        # Then it runs at once
+        while len(site.log) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(site.log) == 4
+    finally:
+        loop.close()
+
+
+def _last_run(queue: LocalSources, source_id: str) -> object:
+    source = queue.source(ADMIN.tenant_id, source_id)
+    return source.last_run if source is not None else None
