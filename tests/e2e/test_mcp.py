@@ -285,7 +285,7 @@ def test_the_event_stream_is_not_offered_and_sessions_are_stateless(server: Api)
         headers={"Accept": "application/json, text/event-stream"},
     )
     assert listed.status == 200 and "mcp-session-id" not in listed.headers
-    assert listed.json()["id"] == 7 and len(listed.json()["result"]["tools"]) == 5
+    assert listed.json()["id"] == 7 and len(listed.json()["result"]["tools"]) == 6
     notified = server.request(
         "POST", "/mcp", token=token, json_body={"jsonrpc": "2.0", "method": "notifications/initialized"}
     )
@@ -353,7 +353,7 @@ def test_the_inspector_lists_the_tools_and_finds_their_schemas_portable(
     code, listed = inspector("--method", "tools/list", "--strict")
     assert code == 0, listed
     tools = {tool["name"]: tool for tool in listed["tools"]}
-    assert set(tools) == {"rag_query", "search", "list_documents", "get_document", "rag_query_external"}
+    assert set(tools) == {"rag_query", "search", "list_documents", "get_document", "list_sources", "rag_query_external"}
     assert "$ref" in json.dumps(tools["rag_query"]["inputSchema"]["properties"]["filters"])
 
 

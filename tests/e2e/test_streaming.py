@@ -68,7 +68,11 @@ def test_a_streamed_answer_ends_with_exactly_the_answer_of_the_plain_call(api: A
     # (each call is a turn of a conversation of its own: the same turn, of another conversation)
     assert final["conversation"]["conversation_id"] != expected["conversation"]["conversation_id"]
     assert {**final, "request_id": None, "conversation": None} == {**expected, "request_id": None, "conversation": None}
-    assert {**final["conversation"], "conversation_id": ""} == {**expected["conversation"], "conversation_id": ""}
+    # and its response id names that turn of that conversation
+    for answer in (final, expected):
+        assert answer["conversation"]["response_id"] == f"{answer['conversation']['conversation_id']}-1"
+    other = {"conversation_id": "", "response_id": ""}
+    assert {**final["conversation"], **other} == {**expected["conversation"], **other}
     assert final["request_id"] == streamed.headers["x-amzn-requestid"]
     assert "".join(data["text"] for name, data in events if name == "text") == final["answer"]
     assert [data["citation"] for name, data in events if name == "citation"] == final["citations"]

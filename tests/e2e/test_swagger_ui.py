@@ -38,7 +38,8 @@ OPERATOR_ONLY = {
 # Executed in this order: the document routes last, deleting after reading; then the operator's.
 ORDER = ["health", "openapi", "createUpload", "query", "search", "listDocuments", "getTenantSettings"]
 ORDER += ["replaceTenantSettings", "getUsage", "createCredential", "listCredentials", "revokeCredential"]
-ORDER += ["listConversations", "getConversation", "deleteConversation"]
+ORDER += ["listSources", "createSource", "getSource", "getSourceStats", "deleteSource", "refreshSource"]
+ORDER += ["listConversations", "getConversation", "giveFeedback", "deleteConversation"]
 ORDER += ["getDocument", "getDocumentText", "getDocumentContent", "deleteDocument", *sorted(OPERATOR_ONLY)]
 
 
@@ -60,9 +61,10 @@ def _authorize(page: Page, token: str) -> None:
     dialog.locator("button.btn-done").click()
 
 
-def _execute(page: Page, operation_id: str, path_id: str) -> str:
-    """Open the operation, "Try it out", fill a path id, Execute: the status Swagger UI shows. Closed
-    again after, so the page does not grow with every response it renders."""
+def _execute(page: Page, operation_id: str, path_id: str, body: str | None = None) -> str:
+    """Open the operation, "Try it out", fill a path id (and the body, where the schema's example would not
+    name anything of the tenant's), Execute: the status Swagger UI shows. Closed again after, so the page
+    does not grow with every response it renders."""
     block = page.locator(f"div.opblock[id$='-{operation_id}']")
     summary = block.locator(".opblock-summary").first
     summary.click()
@@ -71,6 +73,8 @@ def _execute(page: Page, operation_id: str, path_id: str) -> str:
         field = block.locator(f"tr[data-param-name='{name}'] input")
         if field.count():
             field.fill(value)
+    if body is not None:
+        block.locator("textarea.body-param__text").fill(body)
     block.locator("button.execute").click()
     status = block.locator(".live-responses-table td.response-col_status:not(.col_header)")
     shown = status.inner_text().strip()
@@ -90,6 +94,14 @@ def test_swagger_ui_renders_offline_authorizes_and_tries_every_route(
     credential_id = created.json()["credential"]["credential_id"]
     asked = api.request("POST", "/v1/query", token=token, json_body={"query": "What do I redrive?"})
     conversation_id = asked.json()["conversation"]["conversation_id"]
+    response_id = asked.json()["conversation"]["response_id"]
+    # And two web sources: one to read and refresh, one to delete (a source being refreshed is not deleted)
+    read, deleted = (
+        api.request(
+            "POST", "/v1/sources", token=token, json_body={"kind": "urls", "urls": [f"https://docs.example.com/{n}"]}
+        ).json()["source_id"]
+        for n in range(2)
+    )
     # And a browser that may reach nothing but this machine
     left_the_machine: list[str] = []
 
@@ -119,7 +131,15 @@ def test_swagger_ui_renders_offline_authorizes_and_tries_every_route(
         _authorize(page, token)
         ids = {"revokeCredential": credential_id, "getConversation": conversation_id}
         ids["deleteConversation"] = conversation_id
-        statuses = {operation: _execute(page, operation, ids.get(operation, doc_id)) for operation in ORDER}
+        ids |= {"getSource": read, "refreshSource": read, "deleteSource": deleted, "getSourceStats": "ops"}
+        bodies = {
+            "createSource": json.dumps({"kind": "urls", "urls": ["https://docs.example.com/new"]}),
+            "giveFeedback": json.dumps({"response_id": response_id, "helpful": True}),
+        }
+        statuses = {
+            operation: _execute(page, operation, ids.get(operation, doc_id), bodies.get(operation))
+            for operation in ORDER
+        }
         assert statuses == {op: "403" if op in OPERATOR_ONLY else code for op, code in SUCCESS.items()}
         # And the page never reached beyond loopback nor logged an error
         assert left_the_machine == []

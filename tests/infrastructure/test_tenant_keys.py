@@ -22,7 +22,7 @@ from tests.integration.handlers.iam import ACCOUNT, PARTITION, REGION, Deploymen
 from .conftest import Synth
 from .templates import Statement, role_statements
 from .test_app import findings
-from .test_functions import DEPLOY_TIME, SETTINGS, code_directory, variables
+from .test_functions import SETTINGS, code_directory, deploy_time, variables
 
 SCOPE = "citewise-dev"
 KEYS = "arn:aws:kms:us-east-1:<AWS::AccountId>:key/*"  # dev's region
@@ -112,7 +112,8 @@ def test_without_the_option_no_role_may_touch_a_tenant_key(s3vectors: Synth) -> 
 def test_the_functions_are_told_the_scope_the_bucket_arn_and_the_waiting_period(
     s3vectors_keys: Synth, s3vectors: Synth
 ) -> None:
-    for key in (key for key in FUNCTION_KEYS if key != "bootstrap"):
+    # Every function but the two that reach no tenant index: the bootstrap (none in this mode) and the refresh
+    for key in (key for key in FUNCTION_KEYS if key not in ("bootstrap", "refresh")):
         function = getattr(s3vectors_keys.stack.functions, key).function
         variables = s3vectors_keys.resources[s3vectors_keys.logical_id(function)]["Properties"]["Environment"]
         assert variables["Variables"]["CITEWISE_TENANT_KEY_SCOPE"] == SCOPE
@@ -128,12 +129,11 @@ def test_the_keyed_environment_validates_as_each_functions_settings(
     s3vectors_keys: Synth, key: FunctionKey, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stand_ins = {
-        **DEPLOY_TIME,
         "CITEWISE_VECTOR_BUCKET_ARN": f"arn:aws:s3vectors:us-east-1:{ACCOUNT}:bucket/citewise-dev-vectors",
         "CITEWISE_TENANT_READER_ROLE_ARN": f"arn:aws:iam::{ACCOUNT}:role/citewise-dev-TenantReaderRole-ABC",
     }
     for name, value in variables(s3vectors_keys, key).items():
-        monkeypatch.setenv(name, value if isinstance(value, str) else stand_ins[name])
+        monkeypatch.setenv(name, stand_ins.get(name) or deploy_time(name, value))
     monkeypatch.chdir(code_directory(s3vectors_keys, key))
     settings = load_settings(SETTINGS[key])
     assert (settings.tenant_key_scope, settings.tenant_key_deletion_days) == (SCOPE, 7)

@@ -75,6 +75,7 @@ def test_the_operator_reaches_no_tenant_route(stack: Stack) -> None:
         "/v1/settings": {},
         "/v1/credentials": {"name": "agent", "user": "agent"},
         "/v1/sources": {"kind": "sitemap", "url": "https://docs.example.com/sitemap.xml"},
+        "/v1/feedback": {"response_id": f"{CONVERSATION}-1", "helpful": True},
     }
     # When the operator calls every authenticated route that is not an operator's
     tenant_routes = [r for r in ROUTES if r.authenticated and not r.path.startswith("/v1/admin/")]
