@@ -20,8 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from citewise.domain.models import Visibility
-from citewise.ingest.sources import start_due
+from citewise.ingest.sources import BlobWriter, start_due
 from citewise.ports.blobstore import BlobStore, object_key
 from citewise.ports.sources import RefreshMessage
 from citewise.runtime.services import Services
@@ -33,33 +32,25 @@ REFRESH_INTERVAL_S = 60.0
 """How often `citewise serve` looks for due sources and queued refreshes."""
 
 
-class NotifyingWriter:
-    """A `DocumentWriter` for `citewise serve`: the object in the blob store, then its S3 notification to
-    the ingest queue, as S3 sends one on AWS."""
+class NotifyingWriter(BlobWriter):
+    """A `DocumentWriter` for `citewise serve`: the object in the blob store (as on AWS), then its S3
+    notification to the ingest queue, as S3 sends one there."""
 
     def __init__(self, blobs: BlobStore, notify: Callable[[dict[str, Any]], None], sequence: Callable[[], str]) -> None:
-        self.blobs = blobs
+        super().__init__(blobs)
         self.notify = notify
         self.sequence = sequence
 
     def store(
         self, tenant_id: str, path: str, data: bytes, *, content_type: str, owner: str, metadata: dict[str, str]
     ) -> None:
-        self.blobs.put(
-            tenant_id,
-            path,
-            data,
-            content_type=content_type,
-            owner=owner,
-            visibility=Visibility.SHARED,
-            metadata=metadata,
-        )
+        super().store(tenant_id, path, data, content_type=content_type, owner=owner, metadata=metadata)
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
         key = object_key(tenant_id, path)
         self.notify(s3_record("ObjectCreated:Put", key, size=len(data), etag=etag, sequencer=self.sequence()))
 
     def remove(self, tenant_id: str, path: str) -> None:
-        self.blobs.delete(tenant_id, path)
+        super().remove(tenant_id, path)
         self.notify(s3_record("ObjectRemoved:Delete", object_key(tenant_id, path), sequencer=self.sequence()))
 
 
