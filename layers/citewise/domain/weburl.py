@@ -19,10 +19,11 @@ from urllib.parse import urlsplit, urlunsplit
 from citewise.domain.errors import ValidationError
 
 _PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
-URL_PATTERN: Final = rf"^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+(:{_PORT}?)?([/?#][!-~]*)?$"
+URL_PATTERN: Final = rf"^https?://[A-Za-z0-9_~%!$&'()*+,;=-][A-Za-z0-9._~%!$&'()*+,;=-]*(:{_PORT}?)?([/?#][!-~]*)?$"
 """An http(s) URL of printable ASCII (a name in punycode, a path percent-encoded) whose authority is a host
-(a name or an IPv4 address) with an optional port (0-65535), without user info. No bracketed IPv6 literal: no
-pattern tells a valid one from `[0]`, and a documentation site has a name; an IPv6 address is still
+(a name or an IPv4 address, not starting with a dot: all dots is no host) with an optional port
+(0-65535), without user info. No bracketed IPv6 literal: no pattern tells a valid one from `[0]`, and a
+documentation site has a name; an IPv6 address is still
 checked where the fetcher resolves a name to one. ASCII classes only, so the OpenAPI document's pattern
 and Python's `re` accept exactly the same strings."""
 _URL = re.compile(URL_PATTERN)
