@@ -11,16 +11,13 @@ after `MAX_RECEIVES` receives, parked in the dead-letter queue, whose depth is a
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from citewise.runtime.settings import DocumentsSettings, ErasureSettings
 from citewise_infra.config import EnvironmentConfig
-from citewise_infra.functions import CitewiseFunction, settings_environment
-from citewise_infra.ingestion import encrypted_queue, visibility_timeout_s
+from citewise_infra.functions import CitewiseFunction
+from citewise_infra.ingestion import work_queue
 
 MAX_RECEIVES = 5
 """Receives of one message before it is parked: a run is idempotent, so retries are safe."""
@@ -44,31 +41,17 @@ class Erasure(Construct):
         """`key` encrypts both queues: the ingest queues' own key (`citewise_infra.ingestion`), so the
         erasure adds no key of its own to pay for and rotate."""
         super().__init__(scope, construct_id)
-        removal = config.removal
         self.key = key
-        self.dead_letter_queue = encrypted_queue(self, "DeadLetterQueue", self.key, RETENTION, removal)
-        self.queue = encrypted_queue(
+        jobs = work_queue(
             self,
-            "Queue",
             self.key,
-            RETENTION,
-            removal,
-            visibility_timeout=Duration.seconds(visibility_timeout_s(config.erasure.timeout_s, 0)),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVES),
+            config,
+            function,
+            ((function, ErasureSettings), (starter, DocumentsSettings)),
+            "erasure_queue_url",
+            timeout_s=config.erasure.timeout_s,
+            retention=RETENTION,
+            max_receives=MAX_RECEIVES,
         )
-        self.queue.grant_consume_messages(function.role)
-        for sender, settings in ((function, ErasureSettings), (starter, DocumentsSettings)):
-            for name, value in settings_environment(settings, {"erasure_queue_url": self.queue.queue_url}).items():
-                sender.function.add_environment(name, value)
-            sender.role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
-            )
-            self.key.grant(sender.role, "kms:GenerateDataKey", "kms:Decrypt")
-        self.event_source_mapping = lambda_.EventSourceMapping(
-            self,
-            "EventSourceMapping",
-            target=function.function,
-            event_source_arn=self.queue.queue_arn,
-            batch_size=1,
-            report_batch_item_failures=True,
-        )
+        self.dead_letter_queue, self.queue = jobs.dead_letter_queue, jobs.queue
+        self.event_source_mapping = jobs.event_source_mapping

@@ -14,6 +14,8 @@ reserves nothing from an account's concurrency pool (a new account may have as l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy, Stack
@@ -25,7 +27,7 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from citewise.runtime.settings import DocumentsSettings, IngestSettings
+from citewise.runtime.settings import DocumentsSettings, IngestSettings, Settings
 from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
 from citewise_infra.functions import CitewiseFunction, settings_environment
@@ -56,6 +58,60 @@ def encrypted_queue(
 def visibility_timeout_s(timeout_s: int, batching_window_s: int) -> int:
     """The queue visibility timeout for a function timeout and batching window (both in seconds)."""
     return 6 * timeout_s + batching_window_s + VISIBILITY_MARGIN_S
+
+
+@dataclass(frozen=True)
+class WorkQueue:
+    """A function's own job queue (`work_queue`): its dead-letter queue, the queue, and their mapping."""
+
+    dead_letter_queue: sqs.Queue
+    queue: sqs.Queue
+    event_source_mapping: lambda_.EventSourceMapping
+
+
+def work_queue(
+    scope: Construct,
+    key: kms.IKey,
+    config: EnvironmentConfig,
+    worker: CitewiseFunction,
+    senders: Sequence[tuple[CitewiseFunction, type[Settings]]],
+    url_setting: str,
+    *,
+    timeout_s: int,
+    retention: Duration,
+    max_receives: int,
+) -> WorkQueue:
+    """The queue of a job that outlives one invocation (an erasure, a refresh): one message at a time to
+    `worker`, which re-queues what is left; after `max_receives` a message is parked in the dead-letter
+    queue. Each sender (the worker itself, and the function that starts the job) is told the queue's URL
+    in `url_setting` of its settings class and may send to it."""
+    dead_letters = encrypted_queue(scope, "DeadLetterQueue", key, retention, config.removal)
+    queue = encrypted_queue(
+        scope,
+        "Queue",
+        key,
+        retention,
+        config.removal,
+        visibility_timeout=Duration.seconds(visibility_timeout_s(timeout_s, 0)),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=max_receives),
+    )
+    queue.grant_consume_messages(worker.role)
+    for sender, settings in senders:
+        for name, value in settings_environment(settings, {url_setting: queue.queue_url}).items():
+            sender.function.add_environment(name, value)
+        sender.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
+        )
+        key.grant(sender.role, "kms:GenerateDataKey", "kms:Decrypt")
+    mapping = lambda_.EventSourceMapping(
+        scope,
+        "EventSourceMapping",
+        target=worker.function,
+        event_source_arn=queue.queue_arn,
+        batch_size=1,
+        report_batch_item_failures=True,
+    )
+    return WorkQueue(dead_letters, queue, mapping)
 
 
 class Ingestion(Construct):

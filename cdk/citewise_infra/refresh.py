@@ -24,16 +24,14 @@ import json
 from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from citewise.runtime.refresh_handler import SCHEDULE_EVENT
 from citewise.runtime.settings import DocumentsSettings, RefreshSettings
 from citewise_infra.config import EnvironmentConfig
-from citewise_infra.functions import CitewiseFunction, settings_environment
-from citewise_infra.ingestion import encrypted_queue, visibility_timeout_s
+from citewise_infra.functions import CitewiseFunction
+from citewise_infra.ingestion import work_queue
 
 SCHEDULE_MINUTES = 15
 """How often the schedule looks for due sources."""
@@ -58,33 +56,19 @@ class SourceRefresh(Construct):
     ) -> None:
         """`key` encrypts both queues: the ingest queues' own key, as the erasure queues'."""
         super().__init__(scope, construct_id)
-        removal = config.removal
-        self.dead_letter_queue = encrypted_queue(self, "DeadLetterQueue", key, RETENTION, removal)
-        self.queue = encrypted_queue(
+        jobs = work_queue(
             self,
-            "Queue",
             key,
-            RETENTION,
-            removal,
-            visibility_timeout=Duration.seconds(visibility_timeout_s(config.refresh.timeout_s, 0)),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVES),
+            config,
+            function,
+            ((function, RefreshSettings), (starter, DocumentsSettings)),
+            "refresh_queue_url",
+            timeout_s=config.refresh.timeout_s,
+            retention=RETENTION,
+            max_receives=MAX_RECEIVES,
         )
-        self.queue.grant_consume_messages(function.role)
-        for sender, settings in ((function, RefreshSettings), (starter, DocumentsSettings)):
-            for name, value in settings_environment(settings, {"refresh_queue_url": self.queue.queue_url}).items():
-                sender.function.add_environment(name, value)
-            sender.role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
-            )
-            key.grant(sender.role, "kms:GenerateDataKey", "kms:Decrypt")
-        self.event_source_mapping = lambda_.EventSourceMapping(
-            self,
-            "EventSourceMapping",
-            target=function.function,
-            event_source_arn=self.queue.queue_arn,
-            batch_size=1,
-            report_batch_item_failures=True,
-        )
+        self.dead_letter_queue, self.queue = jobs.dead_letter_queue, jobs.queue
+        self.event_source_mapping = jobs.event_source_mapping
         self.schedule = self._build_schedule(function)
 
     def _build_schedule(self, function: CitewiseFunction) -> scheduler.CfnSchedule:
