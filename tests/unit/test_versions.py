@@ -285,6 +285,8 @@ def test_the_version_operators_are_listed_among_the_operators() -> None:
         ("v3.12 or 3.9? and 3.12.0 again", [("3.12", "v3.12"), ("3.9", "3.9")]),
         ("version 3.12.", [("3.12", "version 3.12")]),
         ("our 2024 roadmap, Python 3, py3.12, 1.2.3.4.5, 2.5% and 2026-03-03", []),
+        ("can a 3.5 GB file take 1.5 s, cost $3.50 or 2.5 times more on 10.4 MiB?", []),
+        ("is 3.5 GB enough for 3.12?", [("3.12", "3.12")]),  # the quantity is no version; the version still is
         (" ".join(f"{n}.0" for n in range(1, 20)), [(f"{n}.0", f"{n}.0") for n in range(1, 6)]),
     ],
 )

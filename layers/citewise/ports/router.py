@@ -174,12 +174,18 @@ def without_phrases(query: str, phrases: Iterable[str]) -> tuple[str, list[str]]
     return masked, [text for _, text in sorted(found)]
 
 
+_UNITS = (
+    r"[kmgtp]i?b|bytes?|[kmg]?hz|ms|s|secs?|seconds?|min|minutes?|h|hrs?|hours?|days?|weeks?|months?|years?"
+    r"|x|times|percent|pct|pp|points?|kg|g|mg|km|m|cm|mm|miles?|k|m|bn|million|billion|usd|eur|gbp|dollars?"
+)
 _VERSION_MENTION = re.compile(
-    r"(?<![\w.])(?:(?P<name>[A-Za-z][\w+#-]{0,30})\s{1,3})?(?P<version>v?\d{1,5}(?:\.\d{1,5}){1,3})(?![\w%]|\.\d)"
+    r"(?<![\w.$€£¥])(?:(?P<name>[A-Za-z][\w+#-]{0,30})\s{1,3})?(?P<version>v?\d{1,5}(?:\.\d{1,5}){1,3})"
+    rf"(?![\w%]|\.\d|[ \t]{{1,2}}(?i:{_UNITS})\b)"
 )
 """A dotted version of 2-4 numbers (a bare `3` or `2024` is no version here), not inside a longer number or
-word, with the word before it as its name. Fixed and bounded: at most a 31-character name tried per
-position, so reading is linear in the question."""
+word, not an amount (`$3.50`) or a quantity (`3.5 GB`, `1.5 s`, `2.5 times`), with the word before it as its
+name. Fixed and bounded: at most a 31-character name tried per position and one unit word after it, so
+reading is linear in the question."""
 _NOT_NAMES = frozenset(
     {"in", "for", "on", "of", "with", "to", "since", "until", "before", "after", "from", "using", "under", "and"}
     | {"or", "the", "is", "at", "by", "as", "than", "vs", "about"}

@@ -4,8 +4,8 @@
 valid for it (`domain.versions.valid_for`: its `version` on the 3.12 line, not `introduced_in` after 3.12,
 not `deprecated_in` before it) ranks before one that is not; a document that declares no version counts as
 valid. A preference, not a filter: the others keep their order after the valid ones, so a question whose
-version no document matches (or a number misread as a version: "3.5 GB") still gets its best answers, and
-nothing the router reads can empty a result. It applies to the candidates of the ranking (the whole fused
+version no document matches (or a number misread as a version: "the 1.2.0 rollout") still gets its best
+answers, and nothing the router reads can empty a result. It applies to the candidates of the ranking (the whole fused
 depth, 100 a list by default), after ranking signals and the reranker, before pins and the cut.
 """
 
