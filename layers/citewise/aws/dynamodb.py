@@ -85,6 +85,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import clients as aws
 from citewise.aws import dynamodb_erase as erasing
+from citewise.aws.dynamodb_partition import partition_query
 from citewise.aws.dynamodb_rates import RATE_KEY
 from citewise.aws.dynamodb_usage import USAGE_PREFIX
 from citewise.domain.errors import CitewiseError, ThrottledError, ValidationError
@@ -403,7 +404,8 @@ class DynamoRegistry:
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete up to `limit` items of the tenant's partition, its usage counters left to `DynamoUsage`;
         the catalogue item once the partition holds nothing else."""
-        request = partition_request(self.table_name, tenant_id)
+        # strongly consistent: an erasure's proof must see its own deletes
+        request = partition_query(self.table_name, tenant_id, consistent=True)
         keys = erasing.tenant_keys(self._client, request, limit=limit, keep=_erasable)
         if keys:
             return erasing.delete_keys(self._client, self.table_name, keys)
@@ -417,14 +419,11 @@ class DynamoRegistry:
         return 1 if "Attributes" in response else 0
 
     def count_tenant(self, tenant_id: str) -> int:
-        request = partition_request(self.table_name, tenant_id)
+        request = partition_query(self.table_name, tenant_id, consistent=True)
         # What `_erasable` keeps is not the registry's to count
         request["FilterExpression"] = "NOT begins_with(#key, :usage) AND #key <> :rate"
-        request["ExpressionAttributeNames"] = request["ExpressionAttributeNames"] | {"#key": "doc_id"}
-        request["ExpressionAttributeValues"] = request["ExpressionAttributeValues"] | {
-            ":usage": {"S": USAGE_PREFIX},
-            ":rate": {"S": RATE_KEY},
-        }
+        request["ExpressionAttributeNames"]["#key"] = "doc_id"
+        request["ExpressionAttributeValues"] |= {":usage": {"S": USAGE_PREFIX}, ":rate": {"S": RATE_KEY}}
         return erasing.count(self._client, request) + int(self.has_tenant(tenant_id))
 
     @staticmethod
@@ -552,18 +551,6 @@ def query_request(
     if filters:
         request["FilterExpression"] = " AND ".join(filters)
     return request
-
-
-def partition_request(table_name: str, tenant_id: str) -> dict[str, Any]:
-    """The Query of every item of the tenant's partition, strongly consistent (an erasure's proof must
-    see its own deletes)."""
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#tenant = :tenant",
-        "ExpressionAttributeNames": {"#tenant": "tenant_id"},
-        "ExpressionAttributeValues": {":tenant": {"S": tenant_id}},
-        "ConsistentRead": True,
-    }
 
 
 def _erasable(sort_key: str) -> bool:

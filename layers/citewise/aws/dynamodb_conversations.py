@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -35,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from citewise.aws import clients as aws
 from citewise.aws.dynamodb import TTL_ATTRIBUTE
 from citewise.aws.dynamodb_erase import count, delete_keys, tenant_keys
+from citewise.aws.dynamodb_partition import partition_query, query_items
 from citewise.domain.errors import CitewiseError, ConflictError
 from citewise.ports.conversations import PAGE_LIMIT, ConversationPage, ConversationSummary, Owner, Turn, not_found
 from citewise.ports.cursors import decode_conversation, encode_conversation
@@ -95,25 +95,16 @@ class DynamoConversations:
         return _summary(item) if item and _owned(item, owner) else None
 
     def turns(self, owner: Owner, conversation_id: str, *, last: int | None = None) -> list[Turn]:
-        request: dict[str, Any] = {
-            **_prefix_query(self.table_name, owner, f"{_user(owner)}#t#{conversation_id}#"),
-            "ScanIndexForward": False,
-            "ConsistentRead": True,
-        }
+        request = {**self._query(owner, f"{_user(owner)}#t#{conversation_id}#"), "ScanIndexForward": False}
         if last is not None:
             request["Limit"] = last
         found: list[Turn] = []
-        now = _epoch(datetime.now(UTC))
-        while True:
-            response = aws.call("DynamoDB Query", partial(self._client.query, **request))
-            found += [
-                Turn.model_validate_json(item[BODY_ATTRIBUTE]["S"])
-                for item in response.get("Items", [])
-                if int(item[TTL_ATTRIBUTE]["N"]) > int(now)
-            ]
-            if "LastEvaluatedKey" not in response or (last is not None and len(found) >= last):
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        now = int(_epoch(datetime.now(UTC)))
+        for item in query_items(self._client, request):
+            if int(item[TTL_ATTRIBUTE]["N"]) > now:
+                found.append(Turn.model_validate_json(item[BODY_ATTRIBUTE]["S"]))
+                if last is not None and len(found) >= last:
+                    break
         found.reverse()
         return found
 
@@ -160,25 +151,17 @@ class DynamoConversations:
             raise aws.translate(exc, CitewiseError, "DynamoDB TransactWriteItems") from exc
 
     def page(self, owner: Owner, *, limit: int = PAGE_LIMIT, cursor: str | None = None) -> ConversationPage:
-        request: dict[str, Any] = {
-            **_prefix_query(self.table_name, owner, f"{_user(owner)}#c#"),
-            "ScanIndexForward": False,  # ids sort by creation time: newest first
-            "ConsistentRead": True,
-        }
+        # ids sort by creation time: newest first
+        request = {**self._query(owner, f"{_user(owner)}#c#"), "ScanIndexForward": False}
         if cursor:
             request["ExclusiveStartKey"] = _key(owner, _head(owner, decode_conversation(cursor, *owner)))
         found: list[ConversationSummary] = []
         now = int(_epoch(datetime.now(UTC)))
-        while len(found) <= limit:
-            response = aws.call("DynamoDB Query", partial(self._client.query, **request))
-            found += [
-                _summary(item)
-                for item in response.get("Items", [])
-                if _owned(item, owner) and int(item[TTL_ATTRIBUTE]["N"]) > now
-            ]
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for item in query_items(self._client, request):
+            if _owned(item, owner) and int(item[TTL_ATTRIBUTE]["N"]) > now:
+                found.append(_summary(item))
+                if len(found) > limit:
+                    break
         more = len(found) > limit
         found = found[:limit]
         return ConversationPage(
@@ -188,7 +171,7 @@ class DynamoConversations:
     def delete(self, owner: Owner, conversation_id: str) -> bool:
         if self.summary(owner, conversation_id) is None:
             return False
-        turns = _prefix_query(self.table_name, owner, f"{_user(owner)}#t#{conversation_id}#")
+        turns = partition_query(self.table_name, _partition(owner.tenant_id), f"{_user(owner)}#t#{conversation_id}#")
         while keys := tenant_keys(self._client, turns, limit=ERASE_BATCH):
             delete_keys(self._client, self.table_name, keys)
         request = {
@@ -209,14 +192,16 @@ class DynamoConversations:
         return True
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        return delete_keys(
-            self._client,
-            self.table_name,
-            tenant_keys(self._client, _tenant_query(self.table_name, tenant_id), limit=limit),
-        )
+        everything = partition_query(self.table_name, _partition(tenant_id), consistent=True)
+        return delete_keys(self._client, self.table_name, tenant_keys(self._client, everything, limit=limit))
 
     def count_tenant(self, tenant_id: str) -> int:
-        return count(self._client, _tenant_query(self.table_name, tenant_id))
+        return count(self._client, partition_query(self.table_name, _partition(tenant_id), consistent=True))
+
+    def _query(self, owner: Owner, prefix: str) -> dict[str, Any]:
+        """The strongly consistent Query of `owner`'s tenant partition under `prefix`: a turn just appended
+        or a conversation just created is read back at once."""
+        return partition_query(self.table_name, _partition(owner.tenant_id), prefix, consistent=True)
 
 
 def _partition(tenant_id: str) -> str:
@@ -237,25 +222,6 @@ def _turn(owner: Owner, conversation_id: str, index: int) -> str:
 
 def _key(owner: Owner, sort_key: str) -> dict[str, Any]:
     return {"tenant_id": {"S": _partition(owner.tenant_id)}, "doc_id": {"S": sort_key}}
-
-
-def _tenant_query(table_name: str, tenant_id: str) -> dict[str, Any]:
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#partition = :partition",
-        "ExpressionAttributeNames": {"#partition": "tenant_id"},
-        "ExpressionAttributeValues": {":partition": {"S": _partition(tenant_id)}},
-        "ConsistentRead": True,
-    }
-
-
-def _prefix_query(table_name: str, owner: Owner, prefix: str) -> dict[str, Any]:
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#partition = :partition AND begins_with(#sort, :prefix)",
-        "ExpressionAttributeNames": {"#partition": "tenant_id", "#sort": "doc_id"},
-        "ExpressionAttributeValues": {":partition": {"S": _partition(owner.tenant_id)}, ":prefix": {"S": prefix}},
-    }
 
 
 def _owned(item: dict[str, Any], owner: Owner) -> bool:

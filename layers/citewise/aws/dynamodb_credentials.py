@@ -22,6 +22,7 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import clients as aws
+from citewise.aws.dynamodb_partition import partition_query, query_items
 from citewise.domain.credentials import Credential
 from citewise.domain.errors import CitewiseError, ConflictError, NotFoundError
 
@@ -95,20 +96,11 @@ class DynamoCredentials:
 
     def _items(self, tenant_id: str) -> Iterator[dict[str, Any]]:
         """The tenant's credential items, page by page."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#partition = :partition",
-            "FilterExpression": "#owner = :tenant",
-            "ExpressionAttributeNames": {"#partition": "tenant_id", "#owner": OWNER_ATTRIBUTE},
-            "ExpressionAttributeValues": {":partition": {"S": CREDENTIALS_PARTITION}, ":tenant": {"S": tenant_id}},
-            "ConsistentRead": True,
-        }
-        while True:
-            response = aws.call("DynamoDB Query", lambda: self._client.query(**request))
-            yield from response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        request = partition_query(self.table_name, CREDENTIALS_PARTITION, consistent=True)
+        request["FilterExpression"] = "#owner = :tenant"
+        request["ExpressionAttributeNames"]["#owner"] = OWNER_ATTRIBUTE
+        request["ExpressionAttributeValues"][":tenant"] = {"S": tenant_id}
+        return query_items(self._client, request)
 
 
 def _key(credential_id: str) -> dict[str, Any]:

@@ -21,13 +21,13 @@ and a tally is always the sum of the feedback it counts.
 from __future__ import annotations
 
 import hashlib
-from functools import partial
 from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import clients as aws
 from citewise.aws.dynamodb_erase import count, delete_keys, tenant_keys
+from citewise.aws.dynamodb_partition import partition_query, query_items
 from citewise.domain.errors import CitewiseError, ConflictError
 from citewise.ports.conversations import Owner
 from citewise.ports.erasure import ERASE_BATCH
@@ -111,33 +111,17 @@ class DynamoFeedback:
         return _tally(item) if item else None
 
     def tallies(self, tenant_id: str) -> dict[str, SourceTally]:
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#partition = :partition AND begins_with(#sort, :prefix)",
-            "ExpressionAttributeNames": {"#partition": "tenant_id", "#sort": "doc_id"},
-            "ExpressionAttributeValues": {
-                ":partition": {"S": _partition(tenant_id)},
-                ":prefix": {"S": TALLY_PREFIX},
-            },
+        request = partition_query(self.table_name, _partition(tenant_id), TALLY_PREFIX)
+        return {
+            item["doc_id"]["S"].removeprefix(TALLY_PREFIX): _tally(item) for item in query_items(self._client, request)
         }
-        found: dict[str, SourceTally] = {}
-        while True:
-            response = aws.call("DynamoDB Query", partial(self._client.query, **request))
-            for item in response.get("Items", []):
-                found[item["doc_id"]["S"].removeprefix(TALLY_PREFIX)] = _tally(item)
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        return delete_keys(
-            self._client,
-            self.table_name,
-            tenant_keys(self._client, _tenant_query(self.table_name, tenant_id), limit=limit),
-        )
+        everything = partition_query(self.table_name, _partition(tenant_id), consistent=True)
+        return delete_keys(self._client, self.table_name, tenant_keys(self._client, everything, limit=limit))
 
     def count_tenant(self, tenant_id: str) -> int:
-        return count(self._client, _tenant_query(self.table_name, tenant_id))
+        return count(self._client, partition_query(self.table_name, _partition(tenant_id), consistent=True))
 
 
 def _partition(tenant_id: str) -> str:
@@ -151,16 +135,6 @@ def _feedback(owner: Owner, response_id: str, citation: int | None) -> str:
 
 def _key(tenant_id: str, sort_key: str) -> dict[str, Any]:
     return {"tenant_id": {"S": _partition(tenant_id)}, "doc_id": {"S": sort_key}}
-
-
-def _tenant_query(table_name: str, tenant_id: str) -> dict[str, Any]:
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#partition = :partition",
-        "ExpressionAttributeNames": {"#partition": "tenant_id"},
-        "ExpressionAttributeValues": {":partition": {"S": _partition(tenant_id)}},
-        "ConsistentRead": True,
-    }
 
 
 def _tally(item: dict[str, Any]) -> SourceTally:

@@ -30,6 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from citewise.aws import clients as aws
 from citewise.aws.dynamodb_erase import count, delete_keys, tenant_keys
+from citewise.aws.dynamodb_partition import partition_query, query_items
 from citewise.domain.errors import CitewiseError, ConflictError, NotFoundError
 from citewise.domain.sources import PageState, RefreshLock, RefreshRun, RefreshRunningError, Source, url_key
 from citewise.ports.erasure import ERASE_BATCH
@@ -83,28 +84,24 @@ class DynamoSources:
         return _source(item) if item else None
 
     def tenant_sources(self, tenant_id: str) -> list[Source]:
-        found = [_source(item) for item in self._query(_prefix_query(self.table_name, tenant_id, "s#"))]
+        found = [_source(item) for item in self._items(_partition(tenant_id), "s#")]
         return sorted(found, key=lambda source: (source.created_at, source.source_id))
 
     def delete_source(self, tenant_id: str, source_id: str) -> bool:
         if self.source(tenant_id, source_id) is None:
             return False
-        pages = _prefix_query(self.table_name, tenant_id, f"p#{source_id}#")
+        pages = partition_query(self.table_name, _partition(tenant_id), f"p#{source_id}#")
         while keys := tenant_keys(self._client, pages, limit=ERASE_BATCH):
             delete_keys(self._client, self.table_name, keys)
         delete_keys(self._client, self.table_name, [_due_key(tenant_id, source_id), _source_key(tenant_id, source_id)])
         return True
 
     def due(self, now: datetime, *, limit: int) -> list[tuple[str, str]]:
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#partition = :partition",
-            "FilterExpression": "due_at <= :now",
-            "ExpressionAttributeNames": {"#partition": "tenant_id"},
-            "ExpressionAttributeValues": {":partition": {"S": DUE_PARTITION}, ":now": {"N": _epoch(now)}},
-        }
+        request = partition_query(self.table_name, DUE_PARTITION, consistent=True)
+        request["FilterExpression"] = "due_at <= :now"
+        request["ExpressionAttributeValues"][":now"] = {"N": _epoch(now)}
         found: list[tuple[str, str]] = []
-        for item in self._query(request):
+        for item in query_items(self._client, request):
             tenant_id, source_id = item["doc_id"]["S"].rsplit("#", 1)
             found.append((tenant_id, source_id))
             if len(found) >= limit:
@@ -177,8 +174,8 @@ class DynamoSources:
         )
 
     def pages(self, tenant_id: str, source_id: str) -> list[PageState]:
-        request = _prefix_query(self.table_name, tenant_id, f"p#{source_id}#")
-        return [PageState.model_validate_json(item["body"]["S"]) for item in self._query(request)]
+        items = self._items(_partition(tenant_id), f"p#{source_id}#")
+        return [PageState.model_validate_json(item["body"]["S"]) for item in items]
 
     def put_pages(self, tenant_id: str, source_id: str, pages: Iterable[PageState]) -> None:
         for page in pages:
@@ -195,14 +192,12 @@ class DynamoSources:
         delete_keys(self._client, self.table_name, [_page_key(tenant_id, source_id, url) for url in urls])
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        keys = tenant_keys(self._client, _due_query(self.table_name, tenant_id), limit=limit)
-        keys += tenant_keys(self._client, _tenant_query(self.table_name, tenant_id), limit=limit - len(keys))
+        keys = tenant_keys(self._client, self._due(tenant_id), limit=limit)
+        keys += tenant_keys(self._client, self._everything(tenant_id), limit=limit - len(keys))
         return delete_keys(self._client, self.table_name, keys)
 
     def count_tenant(self, tenant_id: str) -> int:
-        return count(self._client, _tenant_query(self.table_name, tenant_id)) + count(
-            self._client, _due_query(self.table_name, tenant_id)
-        )
+        return count(self._client, self._everything(tenant_id)) + count(self._client, self._due(tenant_id))
 
     def _due_update(self, tenant_id: str, source_id: str, at: datetime) -> dict[str, Any]:
         return {
@@ -230,14 +225,18 @@ class DynamoSources:
             raise aws.translate(exc, CitewiseError, f"DynamoDB {action}") from exc
         return True
 
-    def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        request = dict(request, ConsistentRead=True)
-        while True:
-            response = aws.call("DynamoDB Query", partial(self._client.query, **request))
-            yield from response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    def _items(self, partition: str, prefix: str) -> Iterator[dict[str, Any]]:
+        """The items of `partition` under `prefix`, strongly consistent: a refresh reads what the last one
+        saved, an admin's listing what was just registered."""
+        return query_items(self._client, partition_query(self.table_name, partition, prefix, consistent=True))
+
+    def _everything(self, tenant_id: str) -> dict[str, Any]:
+        """The Query of every item of the tenant's sources partition (sources and their pages)."""
+        return partition_query(self.table_name, _partition(tenant_id), consistent=True)
+
+    def _due(self, tenant_id: str) -> dict[str, Any]:
+        """The Query of the tenant's entries in the due partition, which all tenants share."""
+        return partition_query(self.table_name, DUE_PARTITION, f"{tenant_id}#", consistent=True)
 
 
 def _partition(tenant_id: str) -> str:
@@ -266,35 +265,6 @@ def _source(item: dict[str, Any]) -> Source:
     if "run" in item:
         update["running"] = RefreshLock.model_validate_json(item["run"]["S"])
     return Source.model_validate_json(item["body"]["S"]).model_copy(update=update)
-
-
-def _tenant_query(table_name: str, tenant_id: str) -> dict[str, Any]:
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#partition = :partition",
-        "ExpressionAttributeNames": {"#partition": "tenant_id"},
-        "ExpressionAttributeValues": {":partition": {"S": _partition(tenant_id)}},
-        "ConsistentRead": True,
-    }
-
-
-def _prefix_query(table_name: str, tenant_id: str, prefix: str) -> dict[str, Any]:
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#partition = :partition AND begins_with(#sort, :prefix)",
-        "ExpressionAttributeNames": {"#partition": "tenant_id", "#sort": "doc_id"},
-        "ExpressionAttributeValues": {":partition": {"S": _partition(tenant_id)}, ":prefix": {"S": prefix}},
-    }
-
-
-def _due_query(table_name: str, tenant_id: str) -> dict[str, Any]:
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#partition = :partition AND begins_with(#sort, :prefix)",
-        "ExpressionAttributeNames": {"#partition": "tenant_id", "#sort": "doc_id"},
-        "ExpressionAttributeValues": {":partition": {"S": DUE_PARTITION}, ":prefix": {"S": f"{tenant_id}#"}},
-        "ConsistentRead": True,
-    }
 
 
 def _epoch(at: datetime) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from citewise.aws import clients as aws
 from citewise.aws import dynamodb_erase as erasing
+from citewise.aws.dynamodb_partition import partition_query, query_items
 from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.usage import COUNTERS, DayUsage, UsageCounts
 
@@ -48,13 +49,7 @@ class DynamoUsage:
 
     def read(self, tenant_id: str, from_day: date, to_day: date) -> list[DayUsage]:
         request = read_request(self.table_name, tenant_id, from_day, to_day)
-        days: list[DayUsage] = []
-        while True:
-            response = aws.call("DynamoDB Query", lambda: self._client.query(**request))
-            days.extend(day_usage(item) for item in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return days
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [day_usage(item) for item in query_items(self._client, request)]
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         keys = erasing.tenant_keys(self._client, days_request(self.table_name, tenant_id), limit=limit)
@@ -102,13 +97,7 @@ def read_request(table_name: str, tenant_id: str, from_day: date, to_day: date) 
 
 def days_request(table_name: str, tenant_id: str) -> dict[str, Any]:
     """The Query of every usage item of the tenant, strongly consistent."""
-    return {
-        "TableName": table_name,
-        "KeyConditionExpression": "#tenant = :tenant AND begins_with(#key, :usage)",
-        "ExpressionAttributeNames": {"#tenant": "tenant_id", "#key": "doc_id"},
-        "ExpressionAttributeValues": {":tenant": {"S": tenant_id}, ":usage": {"S": USAGE_PREFIX}},
-        "ConsistentRead": True,
-    }
+    return partition_query(table_name, tenant_id, USAGE_PREFIX, consistent=True)
 
 
 def day_usage(item: dict[str, Any]) -> DayUsage:
