@@ -122,10 +122,6 @@ class LocalRegistry(TenantTables):
         (version,) = self._conn.execute("PRAGMA user_version").fetchone()
         return int(version)
 
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
-
     def get(self, tenant_id: str, doc_id: str) -> Document | None:
         with self._lock:
             row = self._conn.execute(
