@@ -27,6 +27,20 @@ BUSY_TIMEOUT_SECONDS = 30.0
 (threads of one process wait on the store's own lock instead)."""
 
 
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` when the block raises, KeyboardInterrupt included, or
+    the commit itself fails: the connection is never left inside a transaction. The caller holds whatever
+    lock keeps other threads off `conn` meanwhile."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 class SQLiteFile:
     """One SQLite file, its schema applied, and the connection its store's threads take turns on."""
 
@@ -57,16 +71,9 @@ class SQLiteFile:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: committed when the block ends, rolled back if it raises (or is
-        interrupted), the connection held by this thread throughout."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        """One write `transaction`, the connection held by this thread throughout."""
+        with self._lock, transaction(self._conn):
+            yield self._conn
 
     def _count_rows(self, tenant_id: str, tables: Iterable[str]) -> int:
         """How many rows the tenant has in `tables`, counted in one statement (one snapshot)."""
