@@ -8,7 +8,9 @@ so that nothing opens a transaction behind the code's back: a read is one statem
 must be atomic says so with `_write()`, one `BEGIN IMMEDIATE` transaction. That takes SQLite's write lock
 before its first read, so a check and the write it guards see no other writer in between, across threads
 and processes alike (`citewise serve` and the CLI may share a home), as a DynamoDB condition does on AWS.
-The journal is WAL: readers do not wait for a writer, nor a writer for readers.
+The journal is WAL: readers do not wait for a writer, nor a writer for readers. The local index is not
+one of these stores (a connection per reading thread, a watcher, a matrix in memory); it shares only
+`transaction`.
 """
 
 from __future__ import annotations
