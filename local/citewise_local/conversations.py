@@ -10,7 +10,6 @@ write of the home's store deletes what has expired (the TTL sweep DynamoDB runs 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from citewise.ports.conversations import (
     not_found,
 )
 from citewise.ports.cursors import decode_conversation, encode_conversation
-from citewise.ports.erasure import ERASE_BATCH
+from citewise_local.sqlite import TenantTables
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS conversations (
@@ -49,26 +48,17 @@ _SCHEMA = (
         PRIMARY KEY (tenant_id, user_id, conversation_id, turn)
     )""",
 )
-BUSY_TIMEOUT_SECONDS = 30.0
 
 
-class LocalConversations:
+class LocalConversations(TenantTables):
     """A `ConversationStore` in a SQLite file."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        # A commit is not fsynced (WAL with synchronous=NORMAL, as the usage counters): a power cut may
-        # lose the last turns, never corrupt the file, and a query does not wait for a disk flush.
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
-        self._lock = threading.Lock()  # one connection: threads take turns on it
+    tenant_tables = ("turns", "conversations")
 
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
+    def __init__(self, path: Path) -> None:
+        # A commit is not fsynced (as the usage counters): a power cut may lose the last turns, never
+        # corrupt the file, and a query does not wait for a disk flush.
+        super().__init__(path, _SCHEMA, synchronous_normal=True)
 
     def create(self, owner: Owner, conversation_id: str, title: str, at: datetime, expires_at: datetime) -> None:
         with self._write() as conn:
@@ -152,46 +142,18 @@ class LocalConversations:
             ).rowcount
         return bool(deleted)
 
-    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        with self._write() as conn:
-            erased = conn.execute(
-                "DELETE FROM turns WHERE rowid IN (SELECT rowid FROM turns WHERE tenant_id = ? LIMIT ?)",
-                (tenant_id, limit),
-            ).rowcount
-            erased += conn.execute(
-                "DELETE FROM conversations "
-                "WHERE rowid IN (SELECT rowid FROM conversations WHERE tenant_id = ? LIMIT ?)",
-                (tenant_id, limit - erased),
-            ).rowcount
-        return int(erased)
-
-    def count_tenant(self, tenant_id: str) -> int:
-        with self._lock:
-            (count,) = self._conn.execute(
-                "SELECT (SELECT COUNT(*) FROM conversations WHERE tenant_id = ?) "
-                "+ (SELECT COUNT(*) FROM turns WHERE tenant_id = ?)",
-                (tenant_id, tenant_id),
-            ).fetchone()
-        return int(count)
-
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, which first sweeps expired conversations (DynamoDB's TTL, here)."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                now = _now()
-                self._conn.execute(
-                    "DELETE FROM turns WHERE (tenant_id, user_id, conversation_id) IN (SELECT tenant_id, user_id, "
-                    "conversation_id FROM conversations WHERE expires_at <= ?)",
-                    (now,),
-                )
-                self._conn.execute("DELETE FROM conversations WHERE expires_at <= ?", (now,))
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with super()._write() as conn:
+            now = _now()
+            conn.execute(
+                "DELETE FROM turns WHERE (tenant_id, user_id, conversation_id) IN (SELECT tenant_id, user_id, "
+                "conversation_id FROM conversations WHERE expires_at <= ?)",
+                (now,),
+            )
+            conn.execute("DELETE FROM conversations WHERE expires_at <= ?", (now,))
+            yield conn
 
 
 def _now() -> float:

@@ -16,12 +16,12 @@ import hashlib
 import hmac
 import secrets
 import sqlite3
-import threading
 from datetime import datetime
 from pathlib import Path
 
 from citewise.domain.credentials import Credential, CredentialScope
 from citewise.domain.errors import ConflictError, NotFoundError, UnauthorizedError
+from citewise_local.sqlite import SQLiteFile
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS credentials (
@@ -39,24 +39,14 @@ _SCHEMA = (
 )
 CLIENT_ID_CHARS = 26
 """Lower-case letters and digits, as long as a Cognito app client id."""
-BUSY_TIMEOUT_SECONDS = 30.0
 
 
-class LocalCredentials:
+class LocalCredentials(SQLiteFile):
     """Credential records and client secrets of one home."""
 
     def __init__(self, path: Path, *, token_url: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(path, _SCHEMA)
         self.token_url = token_url
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
-        self._lock = threading.Lock()  # one connection: threads take turns on it
-
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
 
     # --- CredentialStore ---------------------------------------------------------------------------
 
@@ -90,49 +80,31 @@ class LocalCredentials:
         return [Credential.model_validate_json(body) for (body,) in rows]
 
     def revoke_credential(self, tenant_id: str, credential_id: str, at: datetime, by: str) -> Credential:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._conn.execute(
-                    "SELECT body FROM credentials WHERE credential_id = ? AND tenant_id = ?",
-                    (credential_id, tenant_id),
-                ).fetchone()
-                if row is None:
-                    raise NotFoundError("no such credential", details={"id": credential_id})
-                credential = Credential.model_validate_json(row[0])
-                if not credential.revoked:
-                    credential = credential.model_copy(update={"revoked_at": at, "revoked_by": by})
-                    self._conn.execute(
-                        "UPDATE credentials SET body = ? WHERE credential_id = ?",
-                        (credential.model_dump_json(), credential_id),
-                    )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT body FROM credentials WHERE credential_id = ? AND tenant_id = ?", (credential_id, tenant_id)
+            ).fetchone()
+            if row is None:
+                raise NotFoundError("no such credential", details={"id": credential_id})
+            credential = Credential.model_validate_json(row[0])
+            if not credential.revoked:
+                credential = credential.model_copy(update={"revoked_at": at, "revoked_by": by})
+                conn.execute(
+                    "UPDATE credentials SET body = ? WHERE credential_id = ?",
+                    (credential.model_dump_json(), credential_id),
+                )
         return credential
 
     def count_tenant(self, tenant_id: str) -> int:
-        with self._lock:
-            (count,) = self._conn.execute(
-                "SELECT COUNT(*) FROM credentials WHERE tenant_id = ?", (tenant_id,)
-            ).fetchone()
-        return int(count)
+        return self._count_rows(tenant_id, ("credentials",))
 
     def erase_tenant(self, tenant_id: str) -> int:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(
-                    "DELETE FROM clients WHERE client_id IN "
-                    "(SELECT credential_id FROM credentials WHERE tenant_id = ?)",
-                    (tenant_id,),
-                )
-                erased = self._conn.execute("DELETE FROM credentials WHERE tenant_id = ?", (tenant_id,)).rowcount
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._write() as conn:
+            conn.execute(
+                "DELETE FROM clients WHERE client_id IN (SELECT credential_id FROM credentials WHERE tenant_id = ?)",
+                (tenant_id,),
+            )
+            erased = conn.execute("DELETE FROM credentials WHERE tenant_id = ?", (tenant_id,)).rowcount
         return int(erased)
 
     # --- CredentialIssuer --------------------------------------------------------------------------

@@ -8,27 +8,19 @@ and the CLI) asking at once start one erasure.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from pathlib import Path
 
 from citewise.ports.erasure import Erasure, ErasureInProgressError, ErasureStatus
+from citewise_local.sqlite import SQLiteFile
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS erasures (tenant_id TEXT PRIMARY KEY, status TEXT NOT NULL, body TEXT NOT NULL)"
 
 
-class LocalErasureLog:
+class LocalErasureLog(SQLiteFile):
     """An `ErasureLog` in a SQLite file."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(_SCHEMA)
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
+        super().__init__(path, (_SCHEMA,))
 
     def get(self, tenant_id: str) -> Erasure | None:
         with self._lock:
@@ -41,28 +33,21 @@ class LocalErasureLog:
         return row is not None and row[0] == ErasureStatus.ERASING.value
 
     def start(self, erasure: Erasure) -> None:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._conn.execute(
-                    "SELECT status FROM erasures WHERE tenant_id = ?", (erasure.tenant_id,)
-                ).fetchone()
-                if row is not None and row[0] == ErasureStatus.ERASING.value:
-                    raise ErasureInProgressError(
-                        "an erasure of this tenant is already running", details={"tenant_id": erasure.tenant_id}
-                    )
-                self._write(erasure)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._write() as conn:
+            row = conn.execute("SELECT status FROM erasures WHERE tenant_id = ?", (erasure.tenant_id,)).fetchone()
+            if row is not None and row[0] == ErasureStatus.ERASING.value:
+                raise ErasureInProgressError(
+                    "an erasure of this tenant is already running", details={"tenant_id": erasure.tenant_id}
+                )
+            _put(conn, erasure)
 
     def save(self, erasure: Erasure) -> None:
         with self._lock:
-            self._write(erasure)
+            _put(self._conn, erasure)
 
-    def _write(self, erasure: Erasure) -> None:
-        self._conn.execute(
-            "INSERT OR REPLACE INTO erasures (tenant_id, status, body) VALUES (?, ?, ?)",
-            (erasure.tenant_id, erasure.status.value, erasure.model_dump_json()),
-        )
+
+def _put(conn: sqlite3.Connection, erasure: Erasure) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO erasures (tenant_id, status, body) VALUES (?, ?, ?)",
+        (erasure.tenant_id, erasure.status.value, erasure.model_dump_json()),
+    )

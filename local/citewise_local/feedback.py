@@ -7,16 +7,12 @@ checked against the feedback it replaces, as the DynamoDB store's transaction is
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from citewise.domain.errors import ConflictError
 from citewise.ports.conversations import Owner
-from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.feedback import Feedback, SourceTally, moved
+from citewise_local.sqlite import TenantTables
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS feedback (
@@ -36,23 +32,15 @@ _SCHEMA = (
         PRIMARY KEY (tenant_id, source)
     )""",
 )
-BUSY_TIMEOUT_SECONDS = 30.0
 
 
-class LocalFeedback:
+class LocalFeedback(TenantTables):
     """A `FeedbackStore` in a SQLite file."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
-        self._lock = threading.Lock()  # one connection: threads take turns on it
+    tenant_tables = ("feedback", "tallies")
 
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
 
     def get(self, owner: Owner, response_id: str, citation: int | None) -> Feedback | None:
         with self._lock:
@@ -96,35 +84,3 @@ class LocalFeedback:
                 "SELECT source, helpful, not_helpful FROM tallies WHERE tenant_id = ?", (tenant_id,)
             ).fetchall()
         return {source: SourceTally(helpful=helpful, not_helpful=down) for source, helpful, down in rows}
-
-    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        with self._write() as conn:
-            erased = conn.execute(
-                "DELETE FROM feedback WHERE rowid IN (SELECT rowid FROM feedback WHERE tenant_id = ? LIMIT ?)",
-                (tenant_id, limit),
-            ).rowcount
-            erased += conn.execute(
-                "DELETE FROM tallies WHERE rowid IN (SELECT rowid FROM tallies WHERE tenant_id = ? LIMIT ?)",
-                (tenant_id, limit - erased),
-            ).rowcount
-        return int(erased)
-
-    def count_tenant(self, tenant_id: str) -> int:
-        with self._lock:
-            (count,) = self._conn.execute(
-                "SELECT (SELECT COUNT(*) FROM feedback WHERE tenant_id = ?) "
-                "+ (SELECT COUNT(*) FROM tallies WHERE tenant_id = ?)",
-                (tenant_id, tenant_id),
-            ).fetchone()
-        return int(count)
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise

@@ -43,6 +43,7 @@ from citewise.domain.textutil import keyword_text
 from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.index import ScoredChunk
 from citewise_local.analysis import keyword_terms
+from citewise_local.sqlite import transaction
 
 SCHEMA_VERSION = "3"  # 3: Snowball terms of `textutil.keyword_text` (2: the light stemmer's of embedding_text)
 _SCHEMA = """
@@ -138,7 +139,7 @@ class LocalIndex:
             # writing (`citewise serve` starts execution environments while ingestion runs) need not wait.
             self._dimension = dimension
             return
-        with self._write_lock, _transaction(self._writer):
+        with self._write_lock, transaction(self._writer):
             stored = dict(self._writer.execute("SELECT key, value FROM index_meta").fetchall())
             if not stored:
                 self._writer.executemany("INSERT INTO index_meta (key, value) VALUES (?, ?)", wanted.items())
@@ -161,7 +162,7 @@ class LocalIndex:
         if chunks and self._dimension is not None and matrix.shape[1] != self._dimension:
             raise SearchBackendError(f"vectors have {matrix.shape[1]} dimensions, the index {self._dimension}")
         prefix = _term_prefix(tenant_id)
-        with self._write_lock, _transaction(self._writer):
+        with self._write_lock, transaction(self._writer):
             self._delete(tenant_id, doc_id, keep_staged=False)
             for chunk, row in zip(chunks, matrix, strict=True):
                 if chunk.document.tenant_id != tenant_id or chunk.document.doc_id != doc_id:
@@ -201,7 +202,7 @@ class LocalIndex:
         self._writer.execute("UPDATE index_meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
 
     def delete_document(self, tenant_id: str, doc_id: str, *, keep_staged: bool = False) -> int:
-        with self._write_lock, _transaction(self._writer):
+        with self._write_lock, transaction(self._writer):
             return self._delete(tenant_id, doc_id, keep_staged=keep_staged)
 
     def stage_vectors(self, tenant_id: str, doc_id: str, vectors: Mapping[str, Vector]) -> None:
@@ -213,7 +214,7 @@ class LocalIndex:
             (tenant_id, doc_id, content_hash, np.asarray(vector, dtype=np.float32).tobytes())
             for content_hash, vector in vectors.items()
         ]
-        with self._write_lock, _transaction(self._writer):
+        with self._write_lock, transaction(self._writer):
             self._writer.executemany("INSERT OR REPLACE INTO staged_vectors VALUES (?, ?, ?, ?)", rows)
 
     def _delete(self, tenant_id: str, doc_id: str, *, keep_staged: bool) -> int:
@@ -233,7 +234,7 @@ class LocalIndex:
 
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete up to `limit` of the tenant's chunks (with their keyword rows), then its staged vectors."""
-        with self._write_lock, _transaction(self._writer):
+        with self._write_lock, transaction(self._writer):
             ids = [
                 row[0]
                 for row in self._writer.execute("SELECT id FROM chunks WHERE tenant_id = ? LIMIT ?", (tenant_id, limit))
@@ -426,19 +427,6 @@ class LocalIndex:
             owner_codes=owner_codes,
             tenant_slices=tenant_slices,
         )
-
-
-class _transaction:  # noqa: N801 - used like a function: `with _transaction(conn):`
-    """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` on any exception (including KeyboardInterrupt)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
 def _allowed(matrix: _Matrix, caller: Caller, lo: int, hi: int) -> npt.NDArray[np.bool_]:

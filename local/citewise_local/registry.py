@@ -10,10 +10,6 @@ read of `documents` can ever return one; each delete purges those older than the
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -34,6 +30,7 @@ from citewise.ports.registry import (
     moment,
     refused_write,
 )
+from citewise_local.sqlite import TenantTables
 
 # Schema migrations, applied in order; `PRAGMA user_version` counts those a database has had. The first
 # is the original schema, so a registry.db created before versioning (version 0, table present) takes
@@ -90,20 +87,21 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
-_TENANT_TABLES = ("documents", "tombstones", "tenant_settings", "tenant_quotas")
-"""The tables holding a tenant's rows besides the catalogue (`tenants`): what `erase_tenant` empties."""
+BUSY_TIMEOUT_SECONDS = 5.0
+"""sqlite3's own default, which the registry has always had (the other stores wait 30 s)."""
 
 
-class LocalRegistry:
+class LocalRegistry(TenantTables):
     """A `DocumentRegistry` in a SQLite file; paging cursors as in `registry.cursors`."""
+
+    tenant_tables = ("documents", "tombstones", "tenant_settings", "tenant_quotas")
+    """The tables holding a tenant's rows besides the catalogue (`tenants`), which `erase_tenant` empties
+    first."""
 
     def __init__(self, path: Path, *, tombstone_retention: timedelta = TOMBSTONE_RETENTION) -> None:
         self._retention_us = tombstone_retention // timedelta(microseconds=1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        super().__init__(path, busy_timeout=BUSY_TIMEOUT_SECONDS)
         self._migrate()
-        self._lock = threading.Lock()
 
     def _migrate(self) -> None:
         """Bring the file up to `SCHEMA_VERSION` in one transaction: a user's existing registry.db keeps
@@ -113,25 +111,16 @@ class LocalRegistry:
             return  # the usual case: no write lock taken just to open the file
         self._conn.create_function("citewise_body_source", 1, _body_source, deterministic=True)
         self._conn.create_function("citewise_body_int", 2, _body_int, deterministic=True)
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write() as conn:
             version = self._schema_version()
             for statements in _MIGRATIONS[version:]:
                 for statement in statements:
-                    self._conn.execute(statement)
-            self._conn.execute(f"PRAGMA user_version = {max(version, SCHEMA_VERSION)}")
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {max(version, SCHEMA_VERSION)}")
 
     def _schema_version(self) -> int:
         (version,) = self._conn.execute("PRAGMA user_version").fetchone()
         return int(version)
-
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
 
     def get(self, tenant_id: str, doc_id: str) -> Document | None:
         with self._lock:
@@ -195,18 +184,6 @@ class LocalRegistry:
                     (tenant_id, doc_id, deleted_us),
                 )
             conn.execute("DELETE FROM tombstones WHERE deleted_us < ?", (deleted_us - self._retention_us,))
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: the check and the write it guards see no other writer in between."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
 
     def _tombstone(self, document: Document) -> Tombstone | None:
         """The tombstone `document` would replace, if its last record was deleted (and not purged)."""
@@ -292,28 +269,14 @@ class LocalRegistry:
     def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
         """Delete up to `limit` rows of the tenant, table by table; the catalogue row goes last, once the
         tenant has nothing else left (`DocumentRegistry.erase_tenant`)."""
-        deleted = 0
         with self._write() as conn:
-            for table in _TENANT_TABLES:
-                if deleted < limit:
-                    deleted += conn.execute(
-                        f"DELETE FROM {table} WHERE rowid IN"  # noqa: S608 - a table name of this module
-                        f" (SELECT rowid FROM {table} WHERE tenant_id = ? LIMIT ?)",
-                        (tenant_id, limit - deleted),
-                    ).rowcount
+            deleted = self._erase_rows(conn, tenant_id, limit)
             if deleted == 0:
                 deleted = conn.execute("DELETE FROM tenants WHERE tenant_id = ?", (tenant_id,)).rowcount
         return deleted
 
     def count_tenant(self, tenant_id: str) -> int:
-        with self._lock:
-            return sum(
-                self._conn.execute(
-                    f"SELECT count(*) FROM {table} WHERE tenant_id = ?",  # noqa: S608 - a table name of this module
-                    (tenant_id,),
-                ).fetchone()[0]
-                for table in (*_TENANT_TABLES, "tenants")
-            )
+        return self._count_rows(tenant_id, (*self.tenant_tables, "tenants"))
 
     def stored_totals(self, tenant_id: str) -> StoredTotals:
         """Counted when asked, one aggregate over the tenant's rows (the primary key's prefix): always

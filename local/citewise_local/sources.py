@@ -9,16 +9,14 @@ one `BEGIN IMMEDIATE` transaction. `refresh_queue` is what SQS is on AWS: the ru
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
 from citewise.domain.errors import ConflictError, NotFoundError
 from citewise.domain.sources import PageState, RefreshLock, RefreshRun, RefreshRunningError, Source, url_key
-from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.sources import RefreshMessage
+from citewise_local.sqlite import TenantTables
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS sources (
@@ -44,23 +42,15 @@ _SCHEMA = (
         run_id TEXT NOT NULL
     )""",
 )
-BUSY_TIMEOUT_SECONDS = 30.0
 
 
-class LocalSources:
+class LocalSources(TenantTables):
     """A `SourceRegistry` and a `RefreshQueue` in a SQLite file."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
-        self._lock = threading.Lock()
+    tenant_tables = ("pages", "sources", "refresh_queue")
 
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
 
     def put_source(self, source: Source) -> None:
         with self._write() as conn:
@@ -165,25 +155,6 @@ class LocalSources:
         with self._write() as conn:
             conn.executemany("DELETE FROM pages WHERE tenant_id = ? AND source_id = ? AND url_key = ?", rows)
 
-    def erase_tenant(self, tenant_id: str, *, limit: int = ERASE_BATCH) -> int:
-        erased = 0
-        with self._write() as conn:
-            for table in ("pages", "sources", "refresh_queue"):
-                erased += conn.execute(
-                    f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE tenant_id = ? LIMIT ?)",  # noqa: S608 - fixed names
-                    (tenant_id, limit - erased),
-                ).rowcount
-        return erased
-
-    def count_tenant(self, tenant_id: str) -> int:
-        with self._lock:
-            (count,) = self._conn.execute(
-                "SELECT (SELECT COUNT(*) FROM pages WHERE tenant_id = ?) + (SELECT COUNT(*) FROM sources "
-                "WHERE tenant_id = ?) + (SELECT COUNT(*) FROM refresh_queue WHERE tenant_id = ?)",
-                (tenant_id, tenant_id, tenant_id),
-            ).fetchone()
-        return int(count)
-
     # --- the refresh queue ---------------------------------------------------------------------------
 
     def send(self, message: RefreshMessage, *, delay_seconds: int = 0) -> None:
@@ -202,17 +173,6 @@ class LocalSources:
                 return None
             conn.execute("DELETE FROM refresh_queue WHERE seq = ?", (row[0],))
         return RefreshMessage(tenant_id=row[1], source_id=row[2], run_id=row[3])
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
 
 
 def _held(conn: sqlite3.Connection, tenant_id: str, source_id: str, run_id: str) -> Source | None:

@@ -13,13 +13,12 @@ keeps its full durability, and the query path does not wait for a disk flush.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from datetime import date
 from pathlib import Path
 
 from citewise.ports.erasure import ERASE_BATCH
 from citewise.ports.usage import COUNTERS, DayUsage, UsageCounts
+from citewise_local.sqlite import SQLiteFile
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS usage (
     tenant_id TEXT NOT NULL,
@@ -28,41 +27,24 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS usage (
     value INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, day, counter)
 )"""
-BUSY_TIMEOUT_SECONDS = 30.0
-"""How long a writer waits for another's lock before failing (and the `Meter` logging it)."""
 
 
-class LocalUsage:
+class LocalUsage(SQLiteFile):
     """A `UsageMeter` in a SQLite file."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(_SCHEMA)
-        self._lock = threading.Lock()  # one connection: threads take turns on it
-
-    def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
+        super().__init__(path, (_SCHEMA,), synchronous_normal=True)
 
     def add(self, tenant_id: str, day: date, counts: UsageCounts) -> None:
         rows = [(tenant_id, day.isoformat(), name, value) for name, value in counts.nonzero().items()]
         if not rows:
             return
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.executemany(
-                    "INSERT INTO usage (tenant_id, day, counter, value) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (tenant_id, day, counter) DO UPDATE SET value = value + excluded.value",
-                    rows,
-                )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT INTO usage (tenant_id, day, counter, value) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, day, counter) DO UPDATE SET value = value + excluded.value",
+                rows,
+            )
 
     def read(self, tenant_id: str, from_day: date, to_day: date) -> list[DayUsage]:
         with self._lock:
