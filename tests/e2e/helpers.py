@@ -146,6 +146,21 @@ def wait_for_status(api: Api, token: str, doc_id: str) -> dict[str, Any]:
     pytest.fail(f"document {doc_id} was not ingested within {INGEST_TIMEOUT_S}s")
 
 
+def settle_source(api: Api, token: str, source_id: str) -> None:
+    """Refresh the web source now and wait until no refresh holds it. A new source is due at once, so the
+    server's own loop may refresh it at any tick (a removal or a refresh asked meanwhile is refused 409);
+    once a refresh has ended, the next is due only after the source's interval (hours)."""
+    asked = api.request("POST", f"/v1/sources/{source_id}/refresh", token=token)
+    assert asked.status in (202, 409), asked.body  # 409: the loop's refresh came first, as good
+    deadline = time.monotonic() + INGEST_TIMEOUT_S
+    while time.monotonic() < deadline:
+        source = api.request("GET", f"/v1/sources/{source_id}", token=token).json()
+        if source["last_run"] is not None and source["running"] is None:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the refresh of source {source_id} did not end within {INGEST_TIMEOUT_S}s")
+
+
 def server_environment(home: Path) -> dict[str, str]:
     """The test process's environment without its CITEWISE_ variables, for a server on `home` with the
     hashing embedder."""

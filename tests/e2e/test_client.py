@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from citewise.domain.models import DocumentStatus
 from citewise.domain.sources import SourceKind, SourceSpec
 from citewise.domain.tenant_settings import TenantSettings
 from citewise.query.notices import NO_DOCUMENTS
-from tests.e2e.helpers import INGEST_TIMEOUT_S, Api, citewise_script
+from tests.e2e.helpers import INGEST_TIMEOUT_S, Api, citewise_script, settle_source
 from tests.e2e.helpers import new_tenant as _tenant
 
 RUNBOOK = b"# Runbook\n\n## Rotation\n\nRotate the signing key every ninety days. Keys live in KMS.\n"
@@ -210,7 +209,8 @@ def test_a_conversation_through_the_client(api: Api, tmp_path: Path) -> None:
 def test_web_sources_through_the_client(api: Api) -> None:
     # Given a tenant admin and a member
     tenant = _tenant()
-    admin = CitewiseClient(api.url, api.token(tenant, "root", "admin"))
+    admin_token = api.token(tenant, "root", "admin")
+    admin = CitewiseClient(api.url, admin_token)
     member = CitewiseClient(api.url, api.token(tenant, "alice"))
     # When the admin registers two sources
     spec = SourceSpec(kind=SourceKind.SITEMAP, url="https://docs.example.com/sitemap.xml", version="3.12")
@@ -229,25 +229,13 @@ def test_web_sources_through_the_client(api: Api) -> None:
         assert admin.refresh_source(first.source_id).running is not None
     except CitewiseClientError as running:
         assert (running.status, running.code) == (409, "REFRESH_RUNNING")
-    # And the other source is removed once no refresh holds it (the loop may be refreshing it too)
-    _remove_when_idle(admin, second.source_id)
+    # And the other source is removed once no refresh holds it (the server's loop may be refreshing it too)
+    settle_source(api, admin_token, second.source_id)
+    admin.delete_source(second.source_id)
     assert [s.source_id for s in member.list_sources()] == [first.source_id]
     with pytest.raises(CitewiseClientError) as bad:
         admin.create_source(SourceSpec(kind=SourceKind.URLS, urls=["http://10.0.0.1/"]))
     assert bad.value.status == 400 and bad.value.details["reason"] == "private_address"
-
-
-def _remove_when_idle(admin: CitewiseClient, source_id: str) -> None:
-    """Remove a source, waiting out a refresh the server's own loop may hold on it (removal then says 409)."""
-    deadline = time.monotonic() + INGEST_TIMEOUT_S
-    while True:
-        try:
-            admin.delete_source(source_id)
-            return
-        except CitewiseClientError as running:
-            if (running.status, running.code) != (409, "REFRESH_RUNNING") or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def test_feedback_through_the_client(api: Api, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import BrowserContext, Page, Request, Route
 
-from tests.e2e.helpers import Api, upload, wait_for_status
+from tests.e2e.helpers import Api, settle_source, upload, wait_for_status
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 # What a route answers with its pre-filled example: its documented success. Deleting a document
@@ -102,6 +102,8 @@ def test_swagger_ui_renders_offline_authorizes_and_tries_every_route(
         ).json()["source_id"]
         for n in range(2)
     )
+    for source_id in (read, deleted):
+        settle_source(api, token, source_id)
     # And a browser that may reach nothing but this machine
     left_the_machine: list[str] = []
 
