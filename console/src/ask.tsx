@@ -96,7 +96,7 @@ function Citations({ citations, open }: { citations: Citation[]; open: (citation
 function TurnView({ turn, number, live, open }: { turn: ShownTurn; number: number; live: boolean; open: (citation: Citation) => void }) {
   const { answer } = turn;
   return (
-    <article class="turn" aria-label={`Question ${number}`} data-state={turn.state}>
+    <article class="turn" aria-label={`Turn ${number}`} data-state={turn.state}>
       <p class="turn-question">
         <span class="visually-hidden">You asked: </span>
         {turn.question}
