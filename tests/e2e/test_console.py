@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.builders import make_pdf
+from tests.doubles.chat_server import ChatServer
 from tests.e2e.helpers import Api, citewise_script, new_tenant, upload, wait_for_status
 
 REPO = Path(__file__).resolve().parents[2]
@@ -287,6 +289,43 @@ def test_a_conversation_is_followed_up_reopened_after_a_reload_and_deleted(
     nav(page, "Ask").click()
     expect(page.get_by_text("No conversations yet")).to_be_visible()
     assert_accessible(page, "ask (no conversations)")
+
+
+def test_a_question_left_before_its_answer_reopens_as_a_turn_without_an_answer(
+    paced_model: tuple[Api, ChatServer], browser: BrowserContext
+) -> None:
+    # Given a model that writes its answers slowly, and a user who asks
+    api, chat = paced_model
+    tenant = new_tenant()
+    token = api.token(tenant, "alice")
+    keys = b"# Keys\n\nRotate the signing key every ninety days.\n"
+    assert wait_for_status(api, token, upload(api, token, "keys.md", keys, "text/markdown"))["status"] == "INDEXED"
+    page = open_console(browser, sign_in_link(api, "--tenant", tenant, "--user", "alice"))
+    nav(page, "Ask").click()
+    page.get_by_label("Question").fill("How often is the signing key rotated?")
+    page.locator("form.ask").get_by_role("button", name="Ask").click()
+    expect(page.locator("article.turn .answer-text")).to_contain_text("Rotate the signing key")
+    # When they start a new conversation while the answer is still being written
+    page.get_by_role("button", name="New conversation").click()
+    # Then the page has left the stream (the model call stops), and the conversation keeps the turn
+    assert chat.abandoned.wait(10.0)
+    for _ in range(100):
+        listed = api.request("GET", "/v1/conversations", token=token).json()["conversations"]
+        if listed:
+            break
+        time.sleep(0.1)
+    assert [c["turns"] for c in listed] == [1]
+    # And, reopened from the list, the turn shows its question and says it has no answer
+    page.get_by_role("region", name="Your conversations").get_by_role("button", name="Refresh").click()
+    page.locator("ul.conversations li button.conversation-open").click()
+    turn = page.locator("article.turn")
+    expect(turn).to_have_count(1)
+    expect(turn.locator(".turn-question")).to_contain_text("How often is the signing key rotated?")
+    expect(turn.locator(".interrupted")).to_have_text(
+        "No answer: this question was interrupted before its answer was complete."
+    )
+    assert turn.locator(".answer-text, ol.citations").count() == 0
+    assert_accessible(page, "ask (interrupted turn)")
 
 
 def test_a_link_is_used_once_and_an_expired_session_returns_to_sign_in(
