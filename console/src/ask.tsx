@@ -376,7 +376,12 @@ export function Ask({ api, open }: { api: Api; open: (citation: Citation) => voi
                 <span class="muted small">
                   {when(summary.updated_at)} · {summary.turns === 1 ? '1 turn' : `${summary.turns} turns`}
                 </span>
-                <button type="button" class="danger" onClick={() => remove(summary)} aria-label={`Delete the conversation: ${summary.title}`}>
+                <button
+                  type="button"
+                  class="danger"
+                  onClick={() => remove(summary)}
+                  aria-label={`Delete the conversation: ${summary.title}`}
+                >
                   Delete
                 </button>
               </li>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type Citation, type Conversation, appendPage, searchedAs, turnsOf } from './conversation';
+import { type Citation, type Conversation, type HistoryTurn, appendPage, searchedAs, turnsOf } from './conversation';
 
 const citation: Citation = {
   source: 1,
@@ -14,6 +14,19 @@ const citation: Citation = {
 
 function summary(id: string) {
   return { conversation_id: id, title: id, created_at: '2026-11-27T10:00:00Z', updated_at: '2026-11-27T10:00:00Z', turns: 1 };
+}
+
+function turn(index: number, question: string, standalone: string, status: HistoryTurn['status']): HistoryTurn {
+  const complete = status === 'complete';
+  return {
+    index,
+    question,
+    standalone_question: standalone,
+    answer: complete ? 'Yes [1].' : '',
+    citations: complete ? [citation] : [],
+    at: '2026-11-27T10:00:00Z',
+    status,
+  };
 }
 
 describe('searched as', () => {
@@ -32,9 +45,9 @@ describe('a reopened conversation', () => {
       ...summary('c1'),
       turns: 3,
       history: [
-        { index: 1, question: 'Do otters sleep?', standalone_question: 'Do otters sleep?', answer: 'Yes [1].', citations: [citation], at: '', status: 'complete' },
-        { index: 2, question: 'And hold hands?', standalone_question: 'And hold hands? (otters sleep)', answer: 'Yes [1].', citations: [citation], at: '', status: 'complete' },
-        { index: 3, question: 'Why?', standalone_question: 'Why? (otters)', answer: '', citations: [], at: '', status: 'interrupted' },
+        turn(1, 'Do otters sleep?', 'Do otters sleep?', 'complete'),
+        turn(2, 'And hold hands?', 'And hold hands? (otters sleep)', 'complete'),
+        turn(3, 'Why?', 'Why? (otters)', 'interrupted'),
       ],
     };
     const turns = turnsOf(conversation);
