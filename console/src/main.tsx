@@ -3,7 +3,7 @@ import { render } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { Operator, Settings } from './admin';
 import { Api } from './api';
-import { Ask, type Citation } from './ask';
+import { Ask } from './ask';
 import {
   ADMIN_GROUP,
   type ConsoleConfig,
@@ -20,6 +20,7 @@ import {
   refreshCognitoSession,
   saveSession,
 } from './auth';
+import type { Citation } from './conversation';
 import { Documents } from './documents';
 import { ErrorBox } from './ui';
 import { Viewer } from './viewer';

@@ -1,4 +1,4 @@
-import type { ComponentChildren } from 'preact';
+import type { ComponentChildren, Ref } from 'preact';
 import { ApiError } from './api';
 
 /** An error as a person can act on it: the API's message, and the request id to quote to an operator. */
@@ -15,11 +15,24 @@ export function ErrorBox({ error, title }: { error: unknown; title?: string }) {
   );
 }
 
-export function Panel({ title, children, actions }: { title: string; children: ComponentChildren; actions?: ComponentChildren }) {
+/** A titled section; with `heading`, its title can take the focus (where a screen leads it after an action). */
+export function Panel({
+  title,
+  children,
+  actions,
+  heading,
+}: {
+  title: string;
+  children: ComponentChildren;
+  actions?: ComponentChildren;
+  heading?: Ref<HTMLHeadingElement>;
+}) {
   return (
     <section class="panel" aria-label={title}>
       <header class="panel-head">
-        <h2>{title}</h2>
+        <h2 ref={heading} tabIndex={heading ? -1 : undefined}>
+          {title}
+        </h2>
         {actions && <div class="panel-actions">{actions}</div>}
       </header>
       {children}

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { Api, ApiError } from './api';
-import type { Citation } from './ask';
+import type { Citation } from './conversation';
 import { markQuote, pageAt, quoteSpan, scrollWithin, type Span, type TextWindow } from './highlight';
 import { ErrorBox } from './ui';
 

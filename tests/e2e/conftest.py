@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, sync_playwright
 
+from tests.doubles.chat_server import ChatServer, chat_server
+from tests.doubles.models import ScriptedModel
 from tests.e2e.helpers import Api, serve, server_environment
 
 CHROMIUM = Path(os.environ.get("CITEWISE_CHROMIUM", "/usr/bin/chromium"))
@@ -74,3 +76,23 @@ def browser(tmp_path: Path) -> Iterator[BrowserContext]:
             yield context
         finally:
             context.close()
+
+
+@pytest.fixture
+def paced_model(tmp_path: Path) -> Iterator[tuple[Api, ChatServer]]:
+    """A server answering with an OpenAI-compatible model that writes a long cited answer slowly."""
+    reply = " ".join(["Rotate the signing key every ninety days [1]."] * 200)
+    with chat_server(ScriptedModel(reply)) as chat:
+        chat.pace = 0.05
+        home = tmp_path / "home"
+        env = server_environment(home) | {
+            "CITEWISE_SYNTHESIZER": "openai",
+            "CITEWISE_OPENAI_BASE_URL": chat.url,
+            "CITEWISE_OPENAI_MODEL": "llama3.2",
+        }
+        server = serve(home, tmp_path / "server.log", env)
+        try:
+            yield server, chat
+        finally:
+            server.process.send_signal(signal.SIGTERM)
+            server.process.wait(timeout=30)

@@ -11,9 +11,11 @@ screen go to $CONSOLE_SCREENSHOTS when it is set (docs/console.png is one of the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.builders import make_pdf
+from tests.doubles.chat_server import ChatServer
 from tests.e2e.helpers import Api, citewise_script, new_tenant, upload, wait_for_status
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +33,10 @@ PAGES = [
     "The herons nest in the reeds by the northern lake.\n\nThey leave for the south in October.",
     "Otters float on their backs and hold hands while they sleep, so the current does not part them.",
 ]
+OTTERS = (
+    b"# Otters\n\nSea otters hold hands while they sleep, so that the current does not carry them apart.\n\n"
+    b"They sleep floating on their backs in kelp forests, wrapped in kelp as an anchor.\n"
+)
 NOTES = b"# Badgers\n\nBadgers dig their setts in dry banks at the edge of the woods.\n"
 
 
@@ -100,10 +107,26 @@ def nav(page: Page, screen: str) -> Any:
 
 
 def ask(page: Page, question: str) -> None:
+    """Ask in the conversation on the screen (a new one if there is none) and wait for the whole answer."""
     nav(page, "Ask").click()
+    turns = page.locator("article.turn")
+    before = turns.count()
     page.get_by_label("Question").fill(question)
     page.locator("form.ask").get_by_role("button", name="Ask").click()
-    expect(page.locator(".request-id").last).to_be_visible(timeout=INDEXING_TIMEOUT_MS)
+    expect(turns).to_have_count(before + 1)
+    expect(turns.last.locator(".request-id")).to_be_visible(timeout=INDEXING_TIMEOUT_MS)
+
+
+def ask_and_watch(page: Page, question: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`ask`, returning the body the console sent to POST /v1/query and the answer event it received."""
+    with page.expect_response(lambda response: response.url.endswith("/v1/query")) as reply:
+        ask(page, question)
+    answer = next(
+        json.loads(frame.split("\ndata: ", 1)[1])
+        for frame in reply.value.text().split("\n\n")
+        if frame.startswith("event: answer\n")
+    )
+    return reply.value.request.post_data_json, answer
 
 
 @pytest.fixture
@@ -162,6 +185,9 @@ def test_sign_in_upload_ask_and_open_a_citation_at_its_highlighted_passage(
 
     # And, back to the answer, a Markdown citation opens as parsed text with the quote highlighted
     page.get_by_role("button", name="Back to the answer").click()
+    page.get_by_role("button", name="New conversation").click()  # not a follow-up about otters
+    expect(page.locator("article.turn")).to_have_count(0)
+    expect(page.get_by_label("Question")).to_be_focused()
     ask(page, "Where do badgers dig their setts?")
     page.locator("ol.citations button.citation", has_text="badgers.md").first.click()
     mark = page.locator(".text-frame mark.quote")
@@ -192,6 +218,114 @@ def test_a_user_of_another_tenant_sees_none_of_it(api: Api, browser: BrowserCont
     expect(other.locator(".notice")).to_contain_text("No documents")
     assert other.locator("ol.citations").count() == 0
     assert "night porter" not in other.locator("main").inner_text()
+
+
+def test_a_conversation_is_followed_up_reopened_after_a_reload_and_deleted(
+    api: Api, browser: BrowserContext, tenant: str
+) -> None:
+    # Given a document, and a user who asks about it
+    token = api.token(tenant, "alice")
+    assert wait_for_status(api, token, upload(api, token, "otters.md", OTTERS, "text/markdown"))["status"] == "INDEXED"
+    page = open_console(browser, sign_in_link(api, "--tenant", tenant, "--user", "alice"))
+    sent, first = ask_and_watch(page, "Do otters hold hands while they sleep?")
+    assert "conversation_id" not in sent  # a first question starts a conversation
+    conversation_id = first["conversation"]["conversation_id"]
+    assert first["conversation"]["turn"] == 1
+    # When they ask a follow-up
+    sent, second = ask_and_watch(page, "And why do they do it?")
+    # Then it is sent in the same conversation, and the API's answer is its turn 2
+    assert sent["conversation_id"] == conversation_id
+    assert (second["conversation"]["conversation_id"], second["conversation"]["turn"]) == (conversation_id, 2)
+    # And the thread shows both turns; the follow-up says what it was searched as
+    turns = page.locator("article.turn")
+    expect(turns).to_have_count(2)
+    expect(turns.nth(0).locator(".turn-question")).to_have_text("You asked: Do otters hold hands while they sleep?")
+    assert turns.nth(0).locator(".searched-as").count() == 0
+    standalone = second["conversation"]["standalone_question"]
+    assert standalone != "And why do they do it?"
+    expect(turns.nth(1).locator(".searched-as")).to_have_text(f"searched as: {standalone}")
+    expect(turns.nth(1).locator("ol.citations button.citation").first).to_contain_text("otters.md")
+    # And the list shows the conversation once, with its two turns
+    listed = page.locator("ul.conversations li")
+    expect(listed).to_have_count(1)
+    expect(listed).to_contain_text("2 turns")
+    screenshot(page, "conversation")
+    assert_accessible(page, "ask (conversation)")
+
+    # When the page is reloaded and the conversation reopened from the list
+    page.reload()
+    nav(page, "Ask").click()
+    expect(turns).to_have_count(0)
+    listed.first.locator("button.conversation-open").click()
+    # Then both turns are back, and the focus is on the thread
+    expect(turns).to_have_count(2)
+    expect(page.get_by_role("heading", name="Conversation", exact=True)).to_be_focused()
+    expect(turns.nth(0).locator(".turn-question")).to_contain_text("Do otters hold hands while they sleep?")
+    expect(turns.nth(1).locator(".turn-question")).to_contain_text("And why do they do it?")
+    expect(turns.nth(1).locator(".searched-as")).to_have_text(f"searched as: {standalone}")
+    expect(turns.nth(1).locator(".answer-text")).to_have_text(second["answer"])
+    # And asking continues it
+    sent, third = ask_and_watch(page, "And where do they do it?")
+    assert sent["conversation_id"] == conversation_id and third["conversation"]["turn"] == 3
+    expect(listed).to_contain_text("3 turns")
+
+    # And another user of the same tenant does not see it
+    other = open_console(browser, sign_in_link(api, "--tenant", tenant, "--user", "bob"))
+    nav(other, "Ask").click()
+    expect(other.get_by_text("No conversations yet")).to_be_visible()
+    other.close()
+    assert api.request("GET", f"/v1/conversations/{conversation_id}", token=api.token(tenant, "bob")).status == 404
+
+    # When it is deleted, after confirming
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name=re.compile(r"^Delete the conversation: ")).click()
+    # Then it leaves the list and the screen, the screen says so, and the API no longer has it
+    expect(listed).to_have_count(0)
+    expect(page.get_by_role("status")).to_contain_text("Deleted the conversation")
+    expect(page.get_by_role("heading", name="Your conversations")).to_be_focused()
+    expect(turns).to_have_count(0)
+    assert api.request("GET", f"/v1/conversations/{conversation_id}", token=token).status == 404
+    page.reload()
+    nav(page, "Ask").click()
+    expect(page.get_by_text("No conversations yet")).to_be_visible()
+    assert_accessible(page, "ask (no conversations)")
+
+
+def test_a_question_left_before_its_answer_reopens_as_a_turn_without_an_answer(
+    paced_model: tuple[Api, ChatServer], browser: BrowserContext
+) -> None:
+    # Given a model that writes its answers slowly, and a user who asks
+    api, chat = paced_model
+    tenant = new_tenant()
+    token = api.token(tenant, "alice")
+    keys = b"# Keys\n\nRotate the signing key every ninety days.\n"
+    assert wait_for_status(api, token, upload(api, token, "keys.md", keys, "text/markdown"))["status"] == "INDEXED"
+    page = open_console(browser, sign_in_link(api, "--tenant", tenant, "--user", "alice"))
+    nav(page, "Ask").click()
+    page.get_by_label("Question").fill("How often is the signing key rotated?")
+    page.locator("form.ask").get_by_role("button", name="Ask").click()
+    expect(page.locator("article.turn .answer-text")).to_contain_text("Rotate the signing key")
+    # When they start a new conversation while the answer is still being written
+    page.get_by_role("button", name="New conversation").click()
+    # Then the page has left the stream (the model call stops), and the conversation keeps the turn
+    assert chat.abandoned.wait(10.0)
+    for _ in range(100):
+        listed = api.request("GET", "/v1/conversations", token=token).json()["conversations"]
+        if listed:
+            break
+        time.sleep(0.1)
+    assert [c["turns"] for c in listed] == [1]
+    # And, reopened from the list, the turn shows its question and says it has no answer
+    page.get_by_role("region", name="Your conversations").get_by_role("button", name="Refresh").click()
+    page.locator("ul.conversations li button.conversation-open").click()
+    turn = page.locator("article.turn")
+    expect(turn).to_have_count(1)
+    expect(turn.locator(".turn-question")).to_contain_text("How often is the signing key rotated?")
+    expect(turn.locator(".interrupted")).to_have_text(
+        "No answer: this question was interrupted before its answer was complete."
+    )
+    assert turn.locator(".answer-text, ol.citations").count() == 0
+    assert_accessible(page, "ask (interrupted turn)")
 
 
 def test_a_link_is_used_once_and_an_expired_session_returns_to_sign_in(

@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import http.client
 import json
-import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from citewise.client import CitewiseClient, CitewiseClientError
-from tests.doubles.chat_server import ChatServer, chat_server
-from tests.doubles.models import ScriptedModel
-from tests.e2e.helpers import Api, new_tenant, serve, server_environment, upload, wait_for_status
+from tests.doubles.chat_server import ChatServer
+from tests.e2e.helpers import Api, new_tenant, upload, wait_for_status
 
 GUIDE = (
     b"# Operations\n\nRotate the signing key every ninety days. Keys live in KMS.\n\n"
@@ -85,26 +81,6 @@ def test_errors_before_the_stream_are_the_usual_json(api: Api, indexed: str) -> 
     for reply, code in ((unauthenticated, "UNAUTHORIZED"), (invalid, "VALIDATION_ERROR")):
         assert reply.headers["content-type"].startswith("application/json")
         assert reply.json()["error"]["code"] == code and reply.json()["error"]["request_id"]
-
-
-@pytest.fixture
-def paced_model(tmp_path: Path) -> Iterator[tuple[Api, ChatServer]]:
-    """A server answering with an OpenAI-compatible model that writes a long cited answer slowly."""
-    reply = " ".join(["Rotate the signing key every ninety days [1]."] * 200)
-    with chat_server(ScriptedModel(reply)) as chat:
-        chat.pace = 0.05
-        home = tmp_path / "home"
-        env = server_environment(home) | {
-            "CITEWISE_SYNTHESIZER": "openai",
-            "CITEWISE_OPENAI_BASE_URL": chat.url,
-            "CITEWISE_OPENAI_MODEL": "llama3.2",
-        }
-        server = serve(home, tmp_path / "server.log", env)
-        try:
-            yield server, chat
-        finally:
-            server.process.send_signal(signal.SIGTERM)
-            server.process.wait(timeout=30)
 
 
 def test_a_client_leaving_mid_stream_stops_the_generation(paced_model: tuple[Api, ChatServer]) -> None:
