@@ -24,8 +24,8 @@ from citewise.domain.errors import ConflictError, NotFoundError, ValidationError
 from citewise.domain.models import Citation
 from citewise.ports.conversations import ConversationStore, Owner, Turn, TurnStatus, new_conversation_id
 from citewise_local.conversations import LocalConversations
+from tests.contract.stores import TABLE, local_or_dynamo
 
-TABLE = "citewise-documents"
 ALICE = Owner("acme", "alice")
 BOB = Owner("acme", "bob")
 ALICE_ELSEWHERE = Owner("acme-eu", "alice")
@@ -33,15 +33,11 @@ ALICE_ELSEWHERE = Owner("acme-eu", "alice")
 
 @pytest.fixture(params=["local", "dynamodb"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
-    if request.param == "local":
-        local = LocalConversations(tmp_path / "conversations.db")
-        yield local
-        local.close()
-        return
-    request.getfixturevalue("aws_credentials")
-    with mock_aws():
-        boto3.client("dynamodb").create_table(TableName=TABLE, **TABLE_SCHEMA)
-        yield DynamoConversations(TABLE, client=boto3.client("dynamodb"))
+    yield from local_or_dynamo(
+        request,
+        lambda: LocalConversations(tmp_path / "conversations.db"),
+        lambda client: DynamoConversations(TABLE, client=client),
+    )
 
 
 def now() -> datetime:

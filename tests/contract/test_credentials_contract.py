@@ -21,23 +21,19 @@ from citewise.domain.credentials import Credential, CredentialScope
 from citewise.domain.errors import ConflictError, NotFoundError, UnauthorizedError
 from citewise.ports.credentials import CredentialStore, erase_credentials
 from citewise_local.credentials import LocalCredentials
+from tests.contract.stores import TABLE, local_or_dynamo
 from tests.contract.test_registry_contract import make_document
 
-TABLE = "citewise-documents"
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(params=["local", "dynamodb"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CredentialStore]:
-    if request.param == "local":
-        local = LocalCredentials(tmp_path / "credentials.db", token_url="http://127.0.0.1:8080/oauth2/token")
-        yield local
-        local.close()
-        return
-    request.getfixturevalue("aws_credentials")
-    with mock_aws():
-        boto3.client("dynamodb").create_table(TableName=TABLE, **TABLE_SCHEMA)
-        yield DynamoCredentials(TABLE, client=boto3.client("dynamodb"))
+    yield from local_or_dynamo(
+        request,
+        lambda: LocalCredentials(tmp_path / "credentials.db", token_url="http://127.0.0.1:8080/oauth2/token"),
+        lambda client: DynamoCredentials(TABLE, client=client),
+    )
 
 
 def credential(credential_id: str, tenant_id: str = "acme", *, minutes: int = 0) -> Credential:

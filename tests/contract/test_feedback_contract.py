@@ -14,18 +14,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from citewise.aws.dynamodb import TABLE_SCHEMA
 from citewise.aws.dynamodb_feedback import DynamoFeedback
 from citewise.domain.errors import ConflictError
 from citewise.ports.conversations import Owner
 from citewise.ports.feedback import Feedback, FeedbackStore, SourceTally
 from citewise_local.feedback import LocalFeedback
+from tests.contract.stores import TABLE, local_or_dynamo
 
-TABLE = "citewise-documents"
 ALICE = Owner("acme", "alice")
 BOB = Owner("acme", "bob")
 ALICE_ELSEWHERE = Owner("acme-eu", "alice")
@@ -35,15 +32,9 @@ _start = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 @pytest.fixture(params=["local", "dynamodb"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FeedbackStore]:
-    if request.param == "local":
-        local = LocalFeedback(tmp_path / "feedback.db")
-        yield local
-        local.close()
-        return
-    request.getfixturevalue("aws_credentials")
-    with mock_aws():
-        boto3.client("dynamodb").create_table(TableName=TABLE, **TABLE_SCHEMA)
-        yield DynamoFeedback(TABLE, client=boto3.client("dynamodb"))
+    yield from local_or_dynamo(
+        request, lambda: LocalFeedback(tmp_path / "feedback.db"), lambda client: DynamoFeedback(TABLE, client=client)
+    )
 
 
 def feedback(

@@ -11,11 +11,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from citewise.aws.dynamodb import TABLE_SCHEMA
 from citewise.aws.dynamodb_sources import DynamoSources
 from citewise.domain.errors import ConflictError, NotFoundError
 from citewise.domain.sources import (
@@ -30,23 +27,17 @@ from citewise.domain.sources import (
 )
 from citewise.ports.sources import SourceRegistry
 from citewise_local.sources import LocalSources
+from tests.contract.stores import TABLE, local_or_dynamo
 
-TABLE = "citewise-documents"
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=15)
 
 
 @pytest.fixture(params=["local", "dynamodb"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SourceRegistry]:
-    if request.param == "local":
-        local = LocalSources(tmp_path / "sources.db")
-        yield local
-        local.close()
-        return
-    request.getfixturevalue("aws_credentials")
-    with mock_aws():
-        boto3.client("dynamodb").create_table(TableName=TABLE, **TABLE_SCHEMA)
-        yield DynamoSources(TABLE, client=boto3.client("dynamodb"))
+    yield from local_or_dynamo(
+        request, lambda: LocalSources(tmp_path / "sources.db"), lambda client: DynamoSources(TABLE, client=client)
+    )
 
 
 def make_source(source_id: str, tenant_id: str = "acme", *, minutes: int = 0, due: datetime = NOW) -> Source:
