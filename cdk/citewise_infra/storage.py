@@ -31,6 +31,15 @@ from citewise_infra.config import EnvironmentConfig
 from citewise_infra.constants import DOCUMENTS_PREFIX
 from citewise_infra.nag import acknowledge
 
+_OWN_PARTITION_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+)
+"""What a function may do in partitions that hold nothing but its own kind of item (conversations, web
+sources), deleting included: the exceptions to "only the erasure function deletes items"."""
 _ATTRIBUTE_TYPES = {
     "S": dynamodb.AttributeType.STRING,
     "N": dynamodb.AttributeType.NUMBER,
@@ -299,20 +308,7 @@ class Storage(Construct):
         conversations, and reach no document, settings or credential item by this grant. The one
         exception to "only the erasure function deletes items": deleting a conversation is its user's
         right, and these partitions hold nothing else."""
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "dynamodb:GetItem",
-                    "dynamodb:Query",
-                    "dynamodb:UpdateItem",
-                    "dynamodb:DeleteItem",
-                    "dynamodb:BatchWriteItem",
-                ],
-                resources=[self.table.table_arn],
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CONVERSATIONS_PREFIX}*"]}},
-            )
-        )
-        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        self._grant_partitions(role, _OWN_PARTITION_ACTIONS, [f"{CONVERSATIONS_PREFIX}*"], writes=True)
 
     def grant_sources(self, role: iam.IRole) -> None:
         """Read, write and delete the items of the tenants' source partitions and of the schedule's
@@ -321,20 +317,7 @@ class Storage(Construct):
         keeps their pages' states; neither reaches a document, settings or credential item by this grant.
         Deleting is the second exception to "only the erasure function deletes items": removing a source is
         its admin's right, and these partitions hold nothing else."""
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "dynamodb:GetItem",
-                    "dynamodb:Query",
-                    "dynamodb:UpdateItem",
-                    "dynamodb:DeleteItem",
-                    "dynamodb:BatchWriteItem",
-                ],
-                resources=[self.table.table_arn],
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{SOURCES_PREFIX}*", DUE_PARTITION]}},
-            )
-        )
-        self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        self._grant_partitions(role, _OWN_PARTITION_ACTIONS, [f"{SOURCES_PREFIX}*", DUE_PARTITION], writes=True)
 
     def grant_write_source_pages(self, role: iam.IRole) -> None:
         """Put and delete the objects of web sources' pages only (`tenants/<tenant>/sources/...`,
@@ -360,15 +343,7 @@ class Storage(Construct):
         source's stats; with `write`, give feedback too (UpdateItem in a transaction). Never a delete:
         feedback is erased with its tenant only."""
         actions = ["dynamodb:GetItem", "dynamodb:Query", *(["dynamodb:UpdateItem"] if write else [])]
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=actions,
-                resources=[self.table.table_arn],
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{FEEDBACK_PREFIX}*"]}},
-            )
-        )
-        kms = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey") if write else ("kms:Decrypt",)
-        self._grant_key(role, "dynamodb", *kms, "kms:DescribeKey")
+        self._grant_partitions(role, actions, [f"{FEEDBACK_PREFIX}*"], writes=write)
 
     def grant_count_usage(self, role: iam.IRole) -> None:
         """UpdateItem of the registry table touching only the key and the usage counters
@@ -413,6 +388,22 @@ class Storage(Construct):
             )
         )
         self._grant_key(role, "dynamodb", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+    def _grant_partitions(
+        self, role: iam.IRole, actions: Sequence[str], partitions: Sequence[str], *, writes: bool
+    ) -> None:
+        """`actions` on the registry table's items whose partition key matches one of `partitions`
+        (`dynamodb:LeadingKeys`, `*` as a wildcard), and the storage key for them: to decrypt, and with
+        `writes` to encrypt too."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions),
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(partitions)}},
+            )
+        )
+        kms = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey") if writes else ("kms:Decrypt",)
+        self._grant_key(role, "dynamodb", *kms, "kms:DescribeKey")
 
     def _grant_key(self, role: iam.IRole, service: str, *actions: str) -> None:
         """`actions` on the storage key, only in requests that `service` (s3, dynamodb) makes for the role."""
