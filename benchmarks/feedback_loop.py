@@ -34,7 +34,6 @@ import json
 import random
 import statistics
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -47,10 +46,9 @@ from citewise.ports.feedback import SOURCE_ID_KEY, SourceTally
 from citewise.ports.index import ScoredChunk, VectorIndex
 from citewise.query.ranking import FeedbackPrior, Signals
 from citewise.query.retrieval import Retriever
-from citewise.runtime.services import Services, build_services
+from citewise.runtime.services import Services
 from citewise.runtime.settings import Settings
 from citewise_local import evaluation
-from citewise_local.progress import Bars
 
 SEED = 31
 WEIGHTS = (0.1, 0.25, 0.5, 1.0)
@@ -173,15 +171,7 @@ def paired(on: Sequence[float], off: Sequence[float]) -> dict[str, float]:
 def run(dataset_path: Path, settings: Settings, cited: int, log: Callable[[str], None]) -> dict[str, Any]:
     """The loop above for every grouping, both directions, every weight and minimum volume."""
     dataset = evaluation.load_beir(dataset_path)
-    home = evaluation.index_home(
-        settings.home_dir, dataset, settings.embedder, settings.chunk_tokens, settings.chunk_overlap
-    )
-    settings = settings.model_copy(update={"home": home})
-    services = build_services(settings)
-    try:
-        started = time.perf_counter()
-        evaluation.ingest(services, dataset, Bars(quiet=True))
-        log(f"index ready in {time.perf_counter() - started:.0f} s")
+    with evaluation.indexed(dataset, settings, log) as services:
         judged = sorted(query_id for query_id in dataset.queries if dataset.qrels.get(query_id))
         random.Random(SEED).shuffle(judged)  # noqa: S311 - a reproducible split, not a secret
         halves = {"A": sorted(judged[: len(judged) // 2]), "B": sorted(judged[len(judged) // 2 :])}
@@ -229,8 +219,6 @@ def run(dataset_path: Path, settings: Settings, cited: int, log: Callable[[str],
             "fusion": settings.fusion_method,
             "rows": rows,
         }
-    finally:
-        services.close()
 
 
 def markdown(report: Mapping[str, Any]) -> str:

@@ -30,7 +30,6 @@ import json
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +43,9 @@ from citewise.ports.index import ScoredChunk
 from citewise.query.fusion import Fusion, FusionMethod
 from citewise.query.relevance import FEATURES, evidence
 from citewise.query.retrieval import MAX_KEYWORD_CHARS
-from citewise.runtime.services import Services, build_services
+from citewise.runtime.services import Services
 from citewise.runtime.settings import Settings
 from citewise_local import evaluation
-from citewise_local.progress import Bars
 
 SEED = 16
 TUNING_SHARE = 0.6
@@ -368,15 +366,8 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
 def run(dataset_path: Path, settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
     """Everything above on the dataset, with the index `citewise eval` keeps for these settings."""
     dataset = evaluation.load_beir(dataset_path)
-    home = evaluation.index_home(
-        settings.home_dir, dataset, settings.embedder, settings.chunk_tokens, settings.chunk_overlap
-    )
-    settings = settings.model_copy(update={"home": home})
-    services = build_services(settings)
-    try:
-        started = time.perf_counter()
-        evaluation.ingest(services, dataset, Bars(quiet=True))
-        log(f"index ready in {time.perf_counter() - started:.0f} s; reading lists")
+    with evaluation.indexed(dataset, settings, log) as services:
+        log("reading lists")
         lists = collect(services, dataset, log)
         tuning, held_out = split(list(lists))
         log(f"{len(tuning)} tuning and {len(held_out)} held-out queries; sweeping {len(grid())} settings")
@@ -424,8 +415,6 @@ def run(dataset_path: Path, settings: Settings, log: Callable[[str], None]) -> d
             }
         log("fitting the relevance calibration")
         calibration = calibrate(lists, tuning, held_out, chosen)
-    finally:
-        services.close()
     return {
         "seed": SEED,
         "tuning_share": TUNING_SHARE,

@@ -28,7 +28,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,21 @@ def index_home(home: Path, dataset: Dataset, embedder: str, chunk_tokens: int, c
     """Where this dataset's index lives for these settings; other settings get another folder."""
     key = f"{embedder}|{chunk_tokens}|{chunk_overlap}"
     return home / "eval" / f"{quote(dataset.name, safe='')}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+@contextmanager
+def indexed(dataset: Dataset, settings: Settings, log: Callable[[str], None]) -> Iterator[Services]:
+    """Services on the index `citewise eval` keeps for `dataset` under these settings (`index_home`), the
+    corpus ingested into it (quick when it already is), closed after: where the tuning benchmarks start."""
+    home = index_home(settings.home_dir, dataset, settings.embedder, settings.chunk_tokens, settings.chunk_overlap)
+    services = build_services(settings.model_copy(update={"home": home}))
+    try:
+        started = time.perf_counter()
+        ingest(services, dataset, Bars(quiet=True))
+        log(f"index ready in {time.perf_counter() - started:.0f} s")
+        yield services
+    finally:
+        services.close()
 
 
 def document_path(corpus_id: str) -> str:
